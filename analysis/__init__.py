@@ -1,0 +1,1 @@
+"""Representation geometry (SSDC, EED), interventions, robustness and extrapolation analyses."""

@@ -1,0 +1,1 @@
+"""Datasets as LightningDataModules: embedded synthetic sets and real-dataset readers."""

@@ -1,0 +1,13 @@
+"""Positional encodings for ViTs (DESIGN.md §3): one file per PE, a shared interface, a registry.
+
+    from pebench.encodings import build_pe, list_pes
+    pe = build_pe("ape", dim=128, num_heads=4, depth=4, spatial_dims=2, grid=(8, 8))
+"""
+from .base import ALL_MODALITIES, IdentityLayerPE, LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .registry import build_pe, get_pe_class, list_pes, register_pe
+
+# Importing a PE module registers it. Keep this list in the CLI's preferred order.
+from . import none, ape  # noqa: E402,F401
+
+__all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",
+           "batch_coords", "build_pe", "list_pes", "get_pe_class", "register_pe"]

@@ -1,0 +1,85 @@
+"""``ape``: learned absolute position embedding (Dosovitskiy et al., ICLR 2021, "An Image is
+Worth 16x16 Words").
+
+* Grid tokens: a learned table with one row per cell of the *training* grid. On another grid
+  the table is resampled to that grid (bicubic for 2-D via timm's ``resample_abs_pos_embed``,
+  trilinear for 3-D), which is the standard ViT fine-tuning rule. Each token then picks the
+  row at its own integer coords, so permuting tokens with their coords permutes the output
+  and at the training grid the lookup is exactly the table (interpolation is the identity).
+* Non-grid tokens (point clouds): a learned two-layer MLP of the coords.
+* CLS: prefix tokens get no position (the backbone adds them after ``encode_tokens``).
+* ``alpha`` scales the added embedding at inference (DESIGN.md §4).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from timm.layers import resample_abs_pos_embed
+from torch import Tensor, nn
+
+from .base import PEConfigError, PositionalEncoding, batch_coords
+from .registry import register_pe
+
+__all__ = ["LearnedAPE", "grid_table_lookup"]
+
+
+def grid_table_lookup(table: Tensor, coords: Tensor, grid: Sequence[int]) -> Tensor:
+    """Rows of a row-major grid table ``(prod(grid), D)`` at integer coords ``(B, N, p)``."""
+    idx = torch.round(coords).long()  # (B, N, p)
+    size = torch.tensor(grid, device=coords.device)
+    if bool(((idx < 0) | (idx >= size)).any()):
+        raise ValueError(f"coords outside grid {tuple(grid)}: ape needs integer patch coords in range")
+    strides = torch.ones(len(grid), dtype=torch.long, device=coords.device)
+    for d in range(len(grid) - 2, -1, -1):
+        strides[d] = strides[d + 1] * grid[d + 1]
+    flat = (idx * strides).sum(-1)  # (B, N)
+    return table[flat]  # (B, N, D)
+
+
+@register_pe("ape")
+class LearnedAPE(PositionalEncoding):
+    additive = True
+
+    def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
+                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None,
+                 mlp_hidden: int = 128) -> None:
+        super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
+        if self.train_grid is not None:
+            if len(self.train_grid) != spatial_dims:
+                raise PEConfigError(f"grid {self.train_grid} has {len(self.train_grid)} axes, expected {spatial_dims}")
+            n = 1
+            for g in self.train_grid:
+                n *= g
+            self.table = nn.Parameter(torch.zeros(1, n, dim))  # (1, prod(grid), D)
+            nn.init.trunc_normal_(self.table, std=0.02)
+        else:
+            self.table = None
+        # For tokens that do not lie on a grid (point groups): position = MLP(coords).
+        self.coord_mlp = nn.Sequential(nn.Linear(spatial_dims, mlp_hidden), nn.GELU(), nn.Linear(mlp_hidden, dim))
+
+    def table_for_grid(self, grid: Sequence[int]) -> Tensor:
+        """The table resampled to ``grid``: ``(prod(grid), D)``."""
+        grid = tuple(int(g) for g in grid)
+        if self.table is None:
+            raise PEConfigError("ape was built without a training grid; it has no table to resample")
+        if grid == self.train_grid:
+            return self.table[0]
+        if len(grid) == 2:
+            return resample_abs_pos_embed(self.table, new_size=list(grid), old_size=list(self.train_grid),
+                                          num_prefix_tokens=0)[0]
+        vol = self.table.reshape(1, *self.train_grid, self.dim).movedim(-1, 1)  # (1, D, t, h, w)
+        vol = F.interpolate(vol, size=grid, mode="trilinear", align_corners=False)
+        return vol.movedim(1, -1).reshape(-1, self.dim)
+
+    def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
+        coords = batch_coords(coords, x.shape[0]).to(x.dtype)  # (B, N, p)
+        if grid is not None and self.table is not None:
+            pos = grid_table_lookup(self.table_for_grid(grid), coords, grid)  # (B, N, D)
+        else:
+            pos = self.coord_mlp(coords)  # (B, N, D)
+        return x + self.alpha * pos.to(x.dtype)
+
+    def no_weight_decay(self) -> set[str]:
+        return {"table"} if self.table is not None else set()

@@ -1,0 +1,118 @@
+"""The positional-encoding interface every PE in pebench implements (DESIGN.md §3).
+
+A PE has a model-level part (:class:`PositionalEncoding`) and a per-layer part
+(:class:`LayerPE`). Position is carried by ``coords`` (float, patch units), never by token
+index, so every PE is equivariant to permuting tokens together with their coords.
+
+Conventions shared by all PEs
+-----------------------------
+* ``coords``: ``(B, N, p)`` or ``(N, p)`` (broadcast over the batch), patch tokens only.
+* ``grid``: the integer grid shape ``(h, w)`` / ``(t, h, w)`` when tokens lie on a regular
+  grid in row-major order, else ``None`` (point clouds).
+* Prefix tokens (CLS): ``num_prefix_tokens`` tokens are prepended by the backbone *after*
+  :meth:`PositionalEncoding.encode_tokens`. They carry no position: additive terms skip them,
+  rotations are the identity on them, attention biases between a prefix token and any other
+  token are zero, PaPE's augmentation is zero for them.
+* ``q``/``k`` given to :meth:`LayerPE.qk` are ``(B, H, P + N, d)`` (P prefix tokens first).
+  ``qk`` may return tensors with a larger last dimension (PaPE augments q and k); the
+  attention call keeps ``scale = 1/sqrt(d)`` of the *original* head dim.
+* ``bias`` returns an additive attention bias broadcastable to ``(B, H, P + N, P + N)``,
+  added to the scaled logits, or ``None``.
+"""
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",
+           "batch_coords"]
+
+ALL_MODALITIES = ("image", "video", "events", "points")
+
+
+class PEConfigError(ValueError):
+    """A PE was asked for something it cannot do (wrong modality, bad option)."""
+
+
+def batch_coords(coords: Tensor, batch_size: int) -> Tensor:
+    """Return coords as ``(B, N, p)`` (expanding a broadcast ``(N, p)``)."""
+    if coords.dim() == 2:
+        return coords.unsqueeze(0).expand(batch_size, -1, -1)
+    if coords.dim() != 3:
+        raise ValueError(f"coords must be (N, p) or (B, N, p), got shape {tuple(coords.shape)}")
+    return coords
+
+
+class LayerPE(nn.Module):
+    """Per-layer part of a PE: acts on queries/keys and/or adds an attention bias."""
+
+    def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        """Return (possibly rotated / augmented) queries and keys.
+
+        q, k: ``(B, H, P + N, d)``; x: the block's normalised input ``(B, P + N, D)``;
+        coords: ``(B, N, p)`` or ``(N, p)``.
+        """
+        return q, k
+
+    def bias(self, coords: Tensor) -> Tensor | None:
+        """Additive attention bias broadcastable to ``(B, H, P + N, P + N)``, or ``None``."""
+        return None
+
+
+class IdentityLayerPE(LayerPE):
+    """A layer part that does nothing (used by PEs that only act on the token embedding)."""
+
+
+class PositionalEncoding(nn.Module):
+    """Model-level PE. Subclasses register themselves with :func:`pebench.encodings.register_pe`.
+
+    Constructor arguments shared by every PE (passed by the backbone):
+        dim: token width D; num_heads: H; depth: number of blocks L; spatial_dims: p;
+        num_prefix_tokens: P (CLS tokens, which carry no position);
+        grid: the training grid (needed by ``ape``; optional for others).
+    PE-specific keyword options follow (e.g. ``impl="naive"`` for PaPE).
+    """
+
+    #: CLI name, set by the registry.
+    name: ClassVar[str] = "?"
+    #: True for PEs added to the token embedding (APE, sincos): they honour ``alpha``.
+    additive: ClassVar[bool] = False
+    #: Modalities the PE applies to (LookHere refuses point clouds).
+    modalities: ClassVar[Sequence[str]] = ALL_MODALITIES
+
+    def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
+                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None) -> None:
+        super().__init__()
+        if dim % num_heads:
+            raise PEConfigError(f"dim {dim} is not divisible by num_heads {num_heads}")
+        if spatial_dims < 1:
+            raise PEConfigError(f"spatial_dims must be >= 1, got {spatial_dims}")
+        self.dim = dim
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.depth = depth
+        self.spatial_dims = spatial_dims
+        self.num_prefix_tokens = num_prefix_tokens
+        self.train_grid = tuple(int(g) for g in grid) if grid is not None else None
+        #: Inference-time scale of additive PEs (DESIGN.md §4, alpha scaling).
+        self.alpha = 1.0
+
+    def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
+        """Add the PE to patch tokens ``x: (B, N, D)`` (identity for non-additive PEs)."""
+        return x
+
+    def layer(self, i: int) -> LayerPE:
+        """The per-layer part for block ``i``."""
+        return _IDENTITY
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameter names (relative to this module) excluded from weight decay."""
+        return set()
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, heads={self.num_heads}, p={self.spatial_dims}, prefix={self.num_prefix_tokens}"
+
+
+_IDENTITY = IdentityLayerPE()

@@ -1,0 +1,1 @@
+"""Results collection -> deterministic leaderboard markdown."""

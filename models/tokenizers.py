@@ -1,0 +1,142 @@
+"""Tokenizers: modality input -> :class:`TokenBatch` ``(x, coords, grid, mask)`` (DESIGN.md §2).
+
+* images  ``(B, C, H, W)``        -> patches (timm ``PatchEmbed``), coords ``(y, x)``
+* video   ``(B, C, T, H, W)``     -> tubelets ``t x p x p`` (Conv3d), coords ``(t, y, x)``
+* events  ``(B, 2, T, H, W)``     -> event voxels (binned by the datamodule with tonic's
+  ``ToFrame``: polarity as channels, time bins as T) -> tubelets, coords ``(t, y, x)``
+* points  ``(B, M, 3)``           -> farthest-point-sampled centres, kNN groups, a small
+  PointNet per group (Point-MAE / Point-BERT style), coords = centres ``(x, y, z)``
+
+Coords are in patch units: the integer index of the patch / tubelet along each axis. Point
+centres keep their metric coordinates (scaled by ``coord_scale``) and have no grid.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from timm.layers import PatchEmbed
+from torch import Tensor, nn
+
+__all__ = ["TokenBatch", "grid_coords", "ImageTokenizer", "TubeletTokenizer", "PointTokenizer",
+           "farthest_point_sample", "knn_group", "ResolutionError"]
+
+
+class ResolutionError(ValueError):
+    """Input size not divisible by the patch / tubelet size."""
+
+
+@dataclass
+class TokenBatch:
+    x: Tensor                       # (B, N, D) token embeddings
+    coords: Tensor                  # (N, p) or (B, N, p), patch units
+    grid: tuple[int, ...] | None    # regular grid shape (row-major token order) or None
+    mask: Tensor | None = None      # (B, N) bool, True = valid token
+
+
+def grid_coords(grid: Sequence[int], device: torch.device | str | None = None) -> Tensor:
+    """Integer coords of a row-major grid as float ``(prod(grid), len(grid))``."""
+    axes = [torch.arange(g, device=device, dtype=torch.float32) for g in grid]
+    mesh = torch.meshgrid(*axes, indexing="ij")
+    return torch.stack([m.reshape(-1) for m in mesh], dim=-1)
+
+
+def _check_divisible(what: str, sizes: Sequence[int], patch: Sequence[int]) -> tuple[int, ...]:
+    for s, p in zip(sizes, patch):
+        if s % p:
+            raise ResolutionError(f"{what} {tuple(sizes)} is not divisible by the patch size {tuple(patch)}")
+    return tuple(s // p for s, p in zip(sizes, patch))
+
+
+class ImageTokenizer(nn.Module):
+    """Non-overlapping patches of an image; any size divisible by ``patch_size``."""
+
+    def __init__(self, embed_dim: int, patch_size: int = 4, in_chans: int = 3) -> None:
+        super().__init__()
+        self.patch_size = patch_size
+        self.spatial_dims = 2
+        # img_size=None: no fixed input size; NHWC keeps the grid shape.
+        self.proj = PatchEmbed(img_size=None, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim,
+                               flatten=False, output_fmt="NHWC", strict_img_size=False)
+
+    def grid_for(self, size: Sequence[int]) -> tuple[int, ...]:
+        return _check_divisible("image size", size, (self.patch_size,) * 2)
+
+    def forward(self, img: Tensor) -> TokenBatch:
+        grid = self.grid_for(img.shape[-2:])
+        x = self.proj(img)  # (B, h, w, D)
+        return TokenBatch(x.flatten(1, 2), grid_coords(grid, img.device), grid)
+
+
+class TubeletTokenizer(nn.Module):
+    """Non-overlapping ``t x p x p`` tubelets of a clip / event voxel grid ``(B, C, T, H, W)``."""
+
+    def __init__(self, embed_dim: int, patch_size: int = 4, tubelet: int = 2, in_chans: int = 3) -> None:
+        super().__init__()
+        self.patch_size = patch_size
+        self.tubelet = tubelet
+        self.spatial_dims = 3
+        k = (tubelet, patch_size, patch_size)
+        self.proj = nn.Conv3d(in_chans, embed_dim, kernel_size=k, stride=k)
+
+    def grid_for(self, size: Sequence[int]) -> tuple[int, ...]:
+        return _check_divisible("clip size (T, H, W)", size, (self.tubelet, self.patch_size, self.patch_size))
+
+    def forward(self, clip: Tensor) -> TokenBatch:
+        grid = self.grid_for(clip.shape[-3:])
+        x = self.proj(clip)  # (B, D, t, h, w)
+        return TokenBatch(x.flatten(2).transpose(1, 2), grid_coords(grid, clip.device), grid)
+
+
+def farthest_point_sample(points: Tensor, n: int) -> Tensor:
+    """Indices ``(B, n)`` of farthest point sampling of ``points (B, M, 3)``, seeded at point 0.
+
+    Written in torch because torch-cluster's ``fps`` (which torch-geometric delegates to) has
+    no wheels for the torch builds we pin; this loop is O(n·M) and fine for M <= 8192.
+    """
+    B, M, _ = points.shape
+    if n > M:
+        raise ValueError(f"cannot sample {n} centres from {M} points")
+    idx = torch.zeros(B, n, dtype=torch.long, device=points.device)
+    dist = torch.full((B, M), float("inf"), device=points.device, dtype=points.dtype)
+    far = torch.zeros(B, dtype=torch.long, device=points.device)
+    ar = torch.arange(B, device=points.device)
+    for i in range(n):
+        idx[:, i] = far
+        d = ((points - points[ar, far].unsqueeze(1)) ** 2).sum(-1)  # (B, M)
+        dist = torch.minimum(dist, d)
+        far = dist.argmax(-1)
+    return idx
+
+
+def knn_group(points: Tensor, centres: Tensor, k: int) -> Tensor:
+    """The ``k`` nearest points of each centre, relative to it: ``(B, G, k, 3)``."""
+    d = torch.cdist(centres, points)  # (B, G, M)
+    nn_idx = d.topk(k, dim=-1, largest=False).indices  # (B, G, k)
+    grouped = torch.gather(points.unsqueeze(1).expand(-1, centres.shape[1], -1, -1), 2,
+                           nn_idx.unsqueeze(-1).expand(-1, -1, -1, 3))  # (B, G, k, 3)
+    return grouped - centres.unsqueeze(2)
+
+
+class PointTokenizer(nn.Module):
+    """FPS centres + kNN groups + a shared mini-PointNet (max-pooled) per group."""
+
+    def __init__(self, embed_dim: int, num_groups: int = 64, group_size: int = 16, coord_scale: float = 4.0) -> None:
+        super().__init__()
+        self.num_groups = num_groups
+        self.group_size = group_size
+        self.coord_scale = coord_scale
+        self.spatial_dims = 3
+        self.first = nn.Sequential(nn.Linear(3, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 128))
+        self.second = nn.Sequential(nn.Linear(256, 256), nn.LayerNorm(256), nn.GELU(), nn.Linear(256, embed_dim))
+
+    def forward(self, points: Tensor, num_groups: int | None = None) -> TokenBatch:
+        G = num_groups or self.num_groups
+        with torch.no_grad():
+            centres = torch.gather(points, 1, farthest_point_sample(points, G).unsqueeze(-1).expand(-1, -1, 3))
+        groups = knn_group(points, centres, min(self.group_size, points.shape[1]))  # (B, G, k, 3)
+        f = self.first(groups)  # (B, G, k, 128)
+        g = f.max(dim=2, keepdim=True).values.expand_as(f)
+        f = self.second(torch.cat([f, g], dim=-1)).max(dim=2).values  # (B, G, D)
+        return TokenBatch(f, centres * self.coord_scale, None)

@@ -1,0 +1,185 @@
+"""A ViT backbone with a pluggable positional encoding (DESIGN.md §2-3).
+
+The backbone takes *tokens* (from a tokenizer) and their ``coords``; it never looks at token
+index. Every attention call goes through ``torch.nn.functional.scaled_dot_product_attention``
+with the PE's per-layer ``qk`` transform and additive ``bias``. Blocks reuse timm's ``Mlp``,
+``DropPath`` and ``LayerScale``; attention is our own because timm's ``Attention`` has no hook
+for a per-layer PE on q/k or an attention bias.
+
+Presets (width, depth, heads): the PaPE paper's vit-nano/tiny/small/base and DeiT's ViT-S/16.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from timm.layers import DropPath, LayerScale, Mlp, trunc_normal_
+from torch import Tensor, nn
+
+from pebench.encodings import LayerPE, PositionalEncoding, build_pe
+
+__all__ = ["ViTConfig", "VIT_PRESETS", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
+           "attention_mask"]
+
+
+@dataclass(frozen=True)
+class ViTConfig:
+    embed_dim: int
+    depth: int
+    num_heads: int
+    mlp_ratio: float = 4.0
+
+
+VIT_PRESETS: dict[str, ViTConfig] = {
+    "vit-nano": ViTConfig(128, 4, 4),     # head dim 32
+    "vit-tiny": ViTConfig(256, 7, 8),     # head dim 32
+    "vit-small": ViTConfig(512, 10, 8),   # head dim 64
+    "vit-base": ViTConfig(768, 12, 12),   # head dim 64
+    "vit-s16": ViTConfig(384, 12, 6),     # DeiT ViT-S/16, head dim 64
+}
+
+
+def list_models() -> list[str]:
+    return list(VIT_PRESETS)
+
+
+def attention_mask(bias: Tensor | None, key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """Combine an additive PE bias ``(.., H|1, T, T)`` and a key padding mask ``(B, T)``."""
+    if key_mask is None:
+        return bias
+    pad = torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device)
+    pad = pad.masked_fill(~key_mask, float("-inf"))[:, None, None, :]  # (B, 1, 1, T)
+    return pad if bias is None else bias.to(dtype) + pad
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention whose q/k and logits are shaped by a :class:`LayerPE`."""
+
+    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True, attn_drop: float = 0.0,
+                 proj_drop: float = 0.0) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5  # of the original head dim, whatever qk() returns
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.attn_drop = attn_drop
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: Tensor, coords: Tensor, layer_pe: LayerPE, key_mask: Tensor | None = None) -> Tensor:
+        B, T, D = x.shape
+        qkv = self.qkv(x).reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # each (B, H, T, d)
+        q, k = layer_pe.qk(q, k, x, coords)  # (B, H, T, d') with d' >= d
+        mask = attention_mask(layer_pe.bias(coords), key_mask, q.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
+                                             dropout_p=self.attn_drop if self.training else 0.0)  # (B, H, T, d)
+        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, T, D)))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block (timm ``Block`` layout)."""
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, drop_path: float = 0.0,
+                 init_values: float | None = None, proj_drop: float = 0.0, attn_drop: float = 0.0) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = Attention(dim, num_heads, attn_drop=attn_drop, proj_drop=proj_drop)
+        self.ls1 = LayerScale(dim, init_values) if init_values else nn.Identity()
+        self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=nn.GELU, drop=proj_drop)
+        self.ls2 = LayerScale(dim, init_values) if init_values else nn.Identity()
+        self.drop_path2 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def forward(self, x: Tensor, coords: Tensor, layer_pe: LayerPE, key_mask: Tensor | None = None) -> Tensor:
+        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), coords, layer_pe, key_mask)))
+        return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+
+
+class ViTBackbone(nn.Module):
+    """Transformer encoder over tokens with coords. ``forward`` maps ``(B, N, D) -> (B, P + N, D)``
+    where ``P = num_prefix_tokens`` (0 unless ``class_token=True``)."""
+
+    def __init__(self, embed_dim: int, depth: int, num_heads: int, pe: PositionalEncoding,
+                 mlp_ratio: float = 4.0, class_token: bool = False, drop_path_rate: float = 0.0,
+                 drop_rate: float = 0.0, init_values: float | None = None) -> None:
+        super().__init__()
+        if pe.num_prefix_tokens != int(class_token):
+            raise ValueError("PE built for a different number of prefix tokens than the backbone uses")
+        self.embed_dim = embed_dim
+        self.depth = depth
+        self.num_heads = num_heads
+        self.num_prefix_tokens = int(class_token)
+        self.pe = pe
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if class_token else None
+        dpr = torch.linspace(0, drop_path_rate, depth).tolist()
+        self.blocks = nn.ModuleList(
+            Block(embed_dim, num_heads, mlp_ratio, drop_path=dpr[i], init_values=init_values, proj_drop=drop_rate)
+            for i in range(depth))
+        self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
+        self.apply(self._init_weights)
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    def no_weight_decay(self) -> set[str]:
+        names = {"cls_token"} if self.cls_token is not None else set()
+        return names | {f"pe.{n}" for n in self.pe.no_weight_decay()}
+
+    def _prepare(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None,
+                 mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
+            raise ValueError(f"expected tokens (B, N, {self.embed_dim}), got {tuple(x.shape)}")
+        if coords.shape[-2] != x.shape[1] or coords.shape[-1] != self.pe.spatial_dims:
+            raise ValueError(f"coords {tuple(coords.shape)} do not match tokens {tuple(x.shape)} "
+                             f"with p={self.pe.spatial_dims}")
+        x = self.pe.encode_tokens(x, coords, grid)  # (B, N, D)
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # (B, 1 + N, D)
+            if mask is not None:
+                mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)
+        return x, mask
+
+    def forward(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None = None,
+                mask: Tensor | None = None) -> Tensor:
+        """x: ``(B, N, D)`` tokens, coords ``(B, N, p)``/``(N, p)``, mask ``(B, N)`` bool (True = valid)."""
+        x, mask = self._prepare(x, coords, grid, mask)
+        for i, blk in enumerate(self.blocks):
+            x = blk(x, coords, self.pe.layer(i), mask)
+        return self.norm(x)  # (B, P + N, D)
+
+    def forward_intermediates(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None = None,
+                              mask: Tensor | None = None, return_prefix: bool = False,
+                              norm: bool = False) -> list[Tensor]:
+        """Per-block outputs, one ``(B, N, D)`` tensor per block (patch tokens unless
+        ``return_prefix``; ``norm`` applies the final LayerNorm to each)."""
+        x, mask = self._prepare(x, coords, grid, mask)
+        feats = []
+        for i, blk in enumerate(self.blocks):
+            x = blk(x, coords, self.pe.layer(i), mask)
+            y = self.norm(x) if norm else x
+            feats.append(y if return_prefix else y[:, self.num_prefix_tokens:])
+        return feats
+
+
+def build_backbone(name: str = "vit-nano", pe: str = "none", spatial_dims: int = 2,
+                   grid: Sequence[int] | None = None, class_token: bool = False,
+                   drop_path_rate: float = 0.0, **pe_options) -> ViTBackbone:
+    """Build a preset backbone with the PE called ``pe`` (extra kwargs go to the PE)."""
+    try:
+        cfg = VIT_PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; available: {', '.join(VIT_PRESETS)}") from None
+    pe_module = build_pe(pe, dim=cfg.embed_dim, num_heads=cfg.num_heads, depth=cfg.depth,
+                         spatial_dims=spatial_dims, num_prefix_tokens=int(class_token), grid=grid, **pe_options)
+    return ViTBackbone(cfg.embed_dim, cfg.depth, cfg.num_heads, pe_module, mlp_ratio=cfg.mlp_ratio,
+                       class_token=class_token, drop_path_rate=drop_path_rate)
