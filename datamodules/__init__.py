@@ -1,1 +1,10 @@
-"""Datasets as LightningDataModules: embedded synthetic sets and real-dataset readers."""
+"""Datasets as LightningDataModules: embedded synthetic sets and real-dataset readers.
+
+Batches are ``(inputs, labels)`` or ``(inputs, labels, info)`` where ``info`` is a dict that may
+carry ``{"skipped": n}`` (corrupt samples dropped by the collate function); see ``base.py``.
+"""
+from .base import MODALITIES, BenchDataModule, DataRootError, parse_resolution
+from .registry import build_datamodule, get_datamodule_class, list_datamodules, register_datamodule
+
+__all__ = ["BenchDataModule", "DataRootError", "MODALITIES", "parse_resolution", "build_datamodule",
+           "get_datamodule_class", "list_datamodules", "register_datamodule"]

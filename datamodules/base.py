@@ -1,0 +1,131 @@
+"""The datamodule contract every dataset in pebench follows.
+
+A :class:`BenchDataModule` is a ``LightningDataModule`` whose batches are ``(inputs, labels)``:
+
+========  =======================  ===================================================
+modality  inputs                   resolution (``--resolution`` / extrapolation sizes)
+========  =======================  ===================================================
+image     ``(B, C, H, W)`` float   side length ``S`` (H = W = S), or ``"HxW"``
+video     ``(B, C, T, H, W)``      side ``S`` or ``"TxS"`` (frames x side)
+events    ``(B, 2, T, H, W)``      side ``S`` (sensor window) or ``"TxS"`` (time bins x side)
+points    ``(B, M, 3)``            number of points ``M`` (``"MxG"``: points x groups)
+========  =======================  ===================================================
+
+Labels are ``(B,)`` long class indices. Corrupt samples are skipped and counted in
+``skipped_samples`` (name -> count), which the run reports in ``results.json``.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import lightning as L
+from torch.utils.data import DataLoader, Dataset
+
+__all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES"]
+
+MODALITIES = ("image", "video", "events", "points")
+
+
+class DataRootError(ValueError):
+    """The data root is missing or not laid out as the dataset expects (exit code 2 in the CLI)."""
+
+
+def parse_resolution(value: int | str | None) -> tuple[int, ...] | None:
+    """``64`` -> ``(64,)``; ``"16x64"`` -> ``(16, 64)``; ``None`` -> ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        parts = [value]
+    else:
+        try:
+            parts = [int(v) for v in str(value).lower().split("x")]
+        except ValueError:
+            raise ValueError(f"resolution {value!r} is not an integer or 'AxB' pair of integers") from None
+    if not parts or len(parts) > 2 or any(p <= 0 for p in parts):
+        raise ValueError(f"resolution {value!r} must be one or two positive integers ('64' or '16x64')")
+    return tuple(parts)
+
+
+class BenchDataModule(L.LightningDataModule):
+    """Base class: subclasses set the class attributes and implement the ``*_dataset`` methods."""
+
+    #: registry / CLI name
+    name: ClassVar[str] = "?"
+    #: one of MODALITIES
+    modality: ClassVar[str] = "image"
+    #: True for datasets read from ``--data-root``
+    needs_data_root: ClassVar[bool] = False
+    #: one line describing the expected on-disk layout (used in DataRootError messages)
+    expected_layout: ClassVar[str] = ""
+    #: default resolution (see table above)
+    default_resolution: ClassVar[int | str] = 32
+    #: tokenizer geometry: patch size (pixels), tubelet length (frames/time bins) for 3-D inputs
+    patch_size: ClassVar[int] = 4
+    tubelet: ClassVar[int] = 2
+    #: points: number of groups (tokens) at the default resolution
+    num_groups: ClassVar[int] = 64
+
+    def __init__(self, batch_size: int = 64, num_workers: int = 0, seed: int = 0,
+                 resolution: int | str | None = None, data_root: str | None = None, **kwargs: Any) -> None:
+        super().__init__()
+        if kwargs:
+            raise TypeError(f"{type(self).__name__} got unknown options: {', '.join(sorted(kwargs))}")
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.seed = seed
+        self.resolution = parse_resolution(resolution if resolution is not None else self.default_resolution)
+        self.data_root = data_root
+        self.skipped_samples: dict[str, int] = {}
+        if self.needs_data_root and not data_root:
+            raise DataRootError(f"dataset {self.name!r} needs --data-root; expected layout: {self.expected_layout}")
+
+    # ---- what the model needs to know -------------------------------------------------
+    @property
+    def num_classes(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def in_chans(self) -> int:
+        return {"image": 3, "video": 3, "events": 2, "points": 3}[self.modality]
+
+    @property
+    def spatial_dims(self) -> int:
+        return 2 if self.modality == "image" else 3
+
+    def input_shape(self, resolution: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        """Shape of one sample's input at ``resolution`` (default: the training one), no batch dim."""
+        raise NotImplementedError
+
+    # ---- datasets ---------------------------------------------------------------------
+    def train_dataset(self) -> Dataset:
+        raise NotImplementedError
+
+    def val_dataset(self, resolution: tuple[int, ...] | None = None) -> Dataset:
+        """Validation set rendered / resampled at ``resolution`` (None: the training one)."""
+        raise NotImplementedError
+
+    def test_dataset(self, resolution: tuple[int, ...] | None = None) -> Dataset:
+        return self.val_dataset(resolution)
+
+    # ---- loaders ----------------------------------------------------------------------
+    def _loader(self, ds: Dataset, shuffle: bool) -> DataLoader:
+        return DataLoader(ds, batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0, drop_last=False,
+                          pin_memory=False, collate_fn=getattr(ds, "collate_fn", None))
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_dataset(), shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_dataset(), shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.test_dataset(), shuffle=False)
+
+    def eval_dataloader(self, resolution: int | str | tuple[int, ...] | None = None) -> DataLoader:
+        """Validation loader at another resolution (extrapolation), in a fixed order."""
+        res = resolution if isinstance(resolution, tuple) or resolution is None else parse_resolution(resolution)
+        return self._loader(self.val_dataset(res), shuffle=False)
+
+    def count_skipped(self, reason: str, n: int = 1) -> None:
+        self.skipped_samples[reason] = self.skipped_samples.get(reason, 0) + n
