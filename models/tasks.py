@@ -1,0 +1,197 @@
+"""LightningModules (tasks): tokenizer -> PE-pluggable ViT backbone -> head -> loss and metrics.
+
+:class:`ClassificationTask` trains any modality with cross-entropy (optional label smoothing),
+AdamW with linear warm-up + cosine decay (optional layer-wise lr decay), and torchmetrics
+top-1 / top-5 / mean-class accuracy, which reduce exactly across DDP ranks.
+
+Interventions (DESIGN.md §2): ``rpt=True`` permutes token *content* against coords with a fresh
+permutation on every training forward (RPT); ``forward(..., content_perm=perm)`` does the same
+with a given permutation at inference (RPI). Analyses read per-block tokens through
+:meth:`ClassificationTask.features` (``forward_intermediates``; no hooks).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchmetrics import MetricCollection
+from torchmetrics.aggregation import SumMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+from .heads import ClassificationHead
+from .tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
+from .vit import VIT_PRESETS, build_backbone
+
+__all__ = ["ClassificationTask", "NonFiniteLossError", "build_tokenizer", "split_batch"]
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised when the training loss is NaN/inf (the run stops; the last good checkpoint stays)."""
+
+
+def build_tokenizer(modality: str, embed_dim: int, in_chans: int, patch_size: int, tubelet: int,
+                    num_groups: int) -> nn.Module:
+    if modality == "image":
+        return ImageTokenizer(embed_dim, patch_size, in_chans)
+    if modality in ("video", "events"):
+        return TubeletTokenizer(embed_dim, patch_size, tubelet, in_chans)
+    if modality == "points":
+        return PointTokenizer(embed_dim, num_groups=num_groups)
+    raise ValueError(f"unknown modality {modality!r}; available: image, video, events, points")
+
+
+def split_batch(batch: Sequence[Any]) -> tuple[Tensor, Tensor, int]:
+    """``(inputs, labels[, info])`` -> inputs, labels, number of skipped (corrupt) samples."""
+    inputs, labels = batch[0], batch[1]
+    info = batch[2] if len(batch) > 2 else {}
+    return inputs, labels, int(info.get("skipped", 0)) if isinstance(info, dict) else 0
+
+
+class ClassificationTask(L.LightningModule):
+    def __init__(self, modality: str, num_classes: int, in_chans: int = 3, model: str = "vit-nano",
+                 pe: str = "none", pe_options: dict | None = None, patch_size: int = 4, tubelet: int = 2,
+                 num_groups: int = 64, train_grid: Sequence[int] | None = None, class_token: bool = False,
+                 pool: str = "mean", lr: float = 1e-3, weight_decay: float = 0.05, warmup_epochs: float = 1.0,
+                 epochs: int = 10, label_smoothing: float = 0.0, rpt: bool = False,
+                 layer_decay: float | None = None, drop_path: float = 0.0) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if model not in VIT_PRESETS:
+            raise ValueError(f"unknown model {model!r}; available: {', '.join(VIT_PRESETS)}")
+        dim = VIT_PRESETS[model].embed_dim
+        spatial_dims = 2 if modality == "image" else 3
+        self.modality = modality
+        self.tokenizer = build_tokenizer(modality, dim, in_chans, patch_size, tubelet, num_groups)
+        self.backbone = build_backbone(model, pe=pe, spatial_dims=spatial_dims,
+                                       grid=tuple(train_grid) if train_grid else None,
+                                       class_token=class_token, drop_path_rate=drop_path, **(pe_options or {}))
+        self.head = ClassificationHead(dim, num_classes, pool, self.backbone.num_prefix_tokens)
+        self.rpt = rpt
+        top5 = min(5, num_classes)
+        self.val_metrics = MetricCollection({
+            "acc1": MulticlassAccuracy(num_classes, top_k=1, average="micro"),
+            f"acc{top5}": MulticlassAccuracy(num_classes, top_k=top5, average="micro"),
+            "mean_class_acc": MulticlassAccuracy(num_classes, top_k=1, average="macro"),
+        }, prefix="val/")
+        self.test_metrics = self.val_metrics.clone(prefix="test/")
+        self.train_acc = MulticlassAccuracy(num_classes, top_k=1, average="micro")
+        self.skipped = SumMetric()
+
+    # ------------------------------------------------------------------ model
+    def tokenize(self, inputs: Tensor) -> TokenBatch:
+        return self.tokenizer(inputs)
+
+    @staticmethod
+    def permute_content(tb: TokenBatch, perm: Tensor | None) -> TokenBatch:
+        """Permute token content against coords (RPI/RPT): coords, grid keep their order."""
+        if perm is None:
+            return tb
+        mask = tb.mask[:, perm] if tb.mask is not None else None
+        return TokenBatch(tb.x[:, perm], tb.coords, tb.grid, mask)
+
+    def forward(self, inputs: Tensor, content_perm: Tensor | None = None) -> Tensor:
+        """Logits ``(B, C)``. Video inputs ``(B, K, C, T, H, W)`` average the logits of K clips."""
+        if self.modality == "video" and inputs.dim() == 6:
+            B, K = inputs.shape[:2]
+            return self.forward(inputs.flatten(0, 1), content_perm).view(B, K, -1).mean(1)
+        tb = self.permute_content(self.tokenize(inputs), content_perm)
+        tokens = self.backbone(tb.x, tb.coords, tb.grid, tb.mask)  # (B, P + N, D)
+        return self.head(tokens, tb.mask)
+
+    def features(self, inputs: Tensor, content_perm: Tensor | None = None) -> tuple[list[Tensor], Tensor]:
+        """Per-block patch tokens ``[(B, N, D)] * depth`` and the coords ``(N, p)`` they sit at."""
+        tb = self.permute_content(self.tokenize(inputs), content_perm)
+        feats = self.backbone.forward_intermediates(tb.x, tb.coords, tb.grid, tb.mask)
+        coords = tb.coords if tb.coords.dim() == 2 else tb.coords[0]
+        return feats, coords
+
+    # ------------------------------------------------------------------ steps
+    def _random_perm(self, inputs: Tensor) -> Tensor:
+        n = self.tokenize_count(inputs)
+        return torch.randperm(n, device=inputs.device)
+
+    def tokenize_count(self, inputs: Tensor) -> int:
+        if self.modality == "points":
+            return int(self.tokenizer.num_groups)
+        return int(math.prod(self.tokenizer.grid_for(inputs.shape[-(2 if self.modality == "image" else 3):])))
+
+    def training_step(self, batch: Sequence[Any], batch_idx: int) -> Tensor:
+        inputs, labels, skipped = split_batch(batch)
+        self.skipped.update(torch.tensor(float(skipped), device=self.device))
+        if labels.numel() == 0:
+            return None  # a batch of only corrupt samples
+        perm = self._random_perm(inputs) if self.rpt else None
+        logits = self(inputs, content_perm=perm)
+        loss = F.cross_entropy(logits, labels, label_smoothing=self.hparams.label_smoothing)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"non-finite training loss {loss.item()} at global step {self.global_step}, "
+                                     f"epoch {self.current_epoch}, batch {batch_idx}")
+        self.train_acc(logits.detach(), labels)
+        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=labels.numel())
+        self.log("train/acc1", self.train_acc, prog_bar=False, on_step=False, on_epoch=True)
+        return loss
+
+    def _eval_step(self, batch: Sequence[Any], metrics: MetricCollection, prefix: str) -> None:
+        inputs, labels, skipped = split_batch(batch)
+        self.skipped.update(torch.tensor(float(skipped), device=self.device))
+        if labels.numel() == 0:
+            return
+        logits = self(inputs)
+        loss = F.cross_entropy(logits, labels)
+        metrics.update(logits, labels)
+        self.log(f"{prefix}/loss", loss, prog_bar=False, on_epoch=True, sync_dist=True, batch_size=labels.numel())
+        self.log_dict(metrics, prog_bar=True, on_epoch=True)
+
+    def validation_step(self, batch: Sequence[Any], batch_idx: int) -> None:
+        self._eval_step(batch, self.val_metrics, "val")
+
+    def test_step(self, batch: Sequence[Any], batch_idx: int) -> None:
+        self._eval_step(batch, self.test_metrics, "test")
+
+    # ------------------------------------------------------------------ optimisation
+    def _layer_id(self, name: str) -> int:
+        depth = self.backbone.depth
+        if name.startswith("backbone.blocks."):
+            return int(name.split(".")[2]) + 1
+        if name.startswith(("tokenizer.", "backbone.pe.", "backbone.cls_token")):
+            return 0
+        return depth + 1
+
+    def param_groups(self) -> list[dict]:
+        """AdamW groups: no decay for biases, norms, tables/frequencies the PE names; optional
+        layer-wise lr decay ``lr * layer_decay ** (depth + 1 - layer_id)``."""
+        no_decay = {f"backbone.{n}" for n in self.backbone.no_weight_decay()}
+        ld = self.hparams.layer_decay
+        groups: dict[tuple[int, bool], dict] = {}
+        for name, p in self.named_parameters():
+            if not p.requires_grad:
+                continue
+            decay = not (p.ndim <= 1 or name.endswith(".bias") or name in no_decay
+                         or any(name.startswith(n + ".") for n in no_decay))
+            lid = self._layer_id(name) if ld else 0
+            g = groups.setdefault((lid, decay), {"params": [], "weight_decay": self.hparams.weight_decay if decay else 0.0,
+                                                 "lr_scale": (ld ** (self.backbone.depth + 1 - lid)) if ld else 1.0})
+            g["params"].append(p)
+        return [groups[k] for k in sorted(groups)]
+
+    def configure_optimizers(self) -> dict:
+        groups = self.param_groups()
+        for g in groups:
+            g["lr"] = self.hparams.lr * g["lr_scale"]
+        opt = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=(0.9, 0.999))
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        epochs = max(1, int(self.hparams.epochs))
+        warmup = int(round(total * min(1.0, self.hparams.warmup_epochs / epochs)))
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            t = (step - warmup) / max(1, total - warmup)
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
