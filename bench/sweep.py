@@ -1,0 +1,517 @@
+"""Sweeps: run the grid datasets × PEs × seeds, resumable, retrying, safe for parallel workers.
+
+Each (dataset, pe, seed) maps to the run directory ``<out>/<dataset>/<pe>/<model>/seed<S>``
+(DESIGN.md §5). :func:`run_sweep` walks the plan and, per run,
+
+1. takes the run's lock ``<run_dir>/.lock`` (``os.open(O_CREAT | O_EXCL)``, content: pid,
+   hostname, process start time). A lock held by a live process is *busy*: the worker goes on and
+   comes back to it later. A lock whose pid is dead on this host (or was reused by another
+   process) is stale and is broken (under a ``.lock.break`` guard, so two workers never break
+   the same lock twice). Locks held by *another* host cannot be checked: the worker leaves them
+   and reports the run as ``busy`` (remove such a lock by hand if its host died);
+2. with the lock held: if a concurrent worker of this sweep already recorded the run (summary
+   entry finished after this sweep started), adopts that outcome without running it again; else if
+   ``results.json`` says ``status: complete`` the run is ``skipped``; else runs it with
+   ``runner(spec) -> exit code``, retrying failures up to ``retries`` times. An attempt succeeds
+   when the exit code is 0 *and* ``results.json`` then says ``complete``;
+3. records the outcome in ``<out>/sweep_summary.json`` by read-modify-write under
+   ``<out>/.summary.lock``, so concurrent workers never lose each other's rows. A ``skipped`` entry
+   never overwrites a ``complete`` one (the richer record of how the run was made is kept).
+
+Several independent ``bench sweep`` processes on one output directory therefore split the work
+and each run is executed once; ``workers=N`` starts N such worker processes (``spawn`` context,
+so the runner must be picklable, e.g. a module-level function). After the workers exit, the
+calling process makes a final pass itself, so a worker that crashed loses no run.
+
+Known limit: a worker killed with SIGKILL leaves its runner's child process running while its lock
+becomes stale; another worker may then start the same run. Stop sweeps with SIGINT/SIGTERM.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pebench.io import atomic_write_json
+
+__all__ = [
+    "RunSpec",
+    "RunLock",
+    "plan_sweep",
+    "run_sweep",
+    "default_runner",
+    "is_run_complete",
+    "SUMMARY_NAME",
+]
+
+log = logging.getLogger("pebench.sweep")
+
+SUMMARY_NAME = "sweep_summary.json"
+SUMMARY_LOCK_NAME = ".summary.lock"
+RUN_LOCK_NAME = ".lock"
+SUMMARY_VERSION = 1
+#: A lock file still empty after this many seconds belongs to a writer that died mid-create.
+_EMPTY_LOCK_GRACE_S = 10.0
+#: A ``.break`` guard older than this belongs to a breaker that died; it may be removed.
+_BREAK_GUARD_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One planned run. ``extra_args`` are passed verbatim to ``bench run`` after the fixed ones."""
+
+    dataset: str
+    pe: str
+    seed: int
+    model: str
+    out: str
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out) / self.dataset / self.pe / self.model / f"seed{self.seed}"
+
+    @property
+    def key(self) -> str:
+        """Stable identifier, also the key in ``sweep_summary.json``."""
+        return f"{self.dataset}/{self.pe}/{self.model}/seed{self.seed}"
+
+    def command(self) -> list[str]:
+        """The ``bench run`` command line the default runner executes."""
+        return [
+            sys.executable, "-m", "pebench.cli", "run",
+            "--dataset", self.dataset, "--pe", self.pe, "--seed", str(self.seed),
+            "--model", self.model, "--out", self.out, *self.extra_args,
+        ]
+
+
+Runner = Callable[[RunSpec], int]
+
+
+def default_runner(spec: RunSpec) -> int:
+    """Run ``bench run ...`` for ``spec`` as a subprocess (``python -m pebench.cli run``); return its exit code."""
+    return subprocess.run(spec.command(), check=False).returncode
+
+
+def _check_name(kind: str, name: Any) -> str:
+    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or os.sep in name:
+        raise ValueError(f"invalid {kind} name {name!r}: must be a non-empty string without path separators")
+    return name
+
+
+def plan_sweep(
+    datasets: Sequence[str],
+    pes: Sequence[str],
+    seeds: Sequence[int],
+    model: str,
+    out: str | os.PathLike,
+    extra_args: Sequence[str] = (),
+) -> list[RunSpec]:
+    """The runs of a sweep, dataset-major then PE then seed, duplicates dropped (order kept).
+
+    Names are validated only as path components (``ValueError`` otherwise); whether a dataset or
+    PE exists is ``bench run``'s business.
+    """
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ValueError(f"invalid seed {s!r}: must be an integer")
+    _check_name("model", model)
+    out_s = os.fspath(out)
+    extra = tuple(str(a) for a in extra_args)
+    specs: list[RunSpec] = []
+    seen: set[str] = set()
+    for d in datasets:
+        _check_name("dataset", d)
+        for p in pes:
+            _check_name("PE", p)
+            for s in seeds:
+                spec = RunSpec(dataset=d, pe=p, seed=int(s), model=model, out=out_s, extra_args=extra)
+                if spec.key not in seen:
+                    seen.add(spec.key)
+                    specs.append(spec)
+    return specs
+
+
+def is_run_complete(run_dir: str | os.PathLike) -> bool:
+    """Whether ``<run_dir>/results.json`` exists, parses, and says ``status: complete``."""
+    try:
+        with open(Path(run_dir) / "results.json", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("status") == "complete"
+
+
+# --------------------------------------------------------------------------------------- locks
+
+
+def _proc_start_time(pid: int) -> str | None:
+    """Start time of ``pid`` in clock ticks since boot (Linux ``/proc``), to detect pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # Field 2 (comm) may contain spaces and parentheses: split after the last ')'.
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class RunLock:
+    """An exclusive lock file created with ``O_CREAT | O_EXCL`` holding pid, hostname, start time.
+
+    ``acquire()`` never blocks: it returns True when taken, False when held by someone else
+    (after breaking the lock if its holder is provably dead on this host). ``holder()`` says who
+    holds it. Use :meth:`acquire_blocking` for short critical sections.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._content: bytes | None = None
+
+    @staticmethod
+    def _identity() -> dict[str, Any]:
+        pid = os.getpid()
+        return {"pid": pid, "hostname": socket.gethostname(), "start_time": _proc_start_time(pid),
+                "created": time.time()}
+
+    def _try_create(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        content = json.dumps(self._identity(), sort_keys=True).encode()
+        try:
+            os.write(fd, content)
+        finally:
+            os.close(fd)
+        self._content = content
+        return True
+
+    def _read(self) -> tuple[bytes | None, float | None]:
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+            mtime = self.path.stat().st_mtime
+        except FileNotFoundError:
+            return None, None
+        except OSError:
+            return b"", None
+        return data, mtime
+
+    def holder(self) -> dict[str, Any] | None:
+        """The lock's content (pid, hostname, ...) or None when free or unreadable."""
+        data, _ = self._read()
+        if not data:
+            return None
+        try:
+            info = json.loads(data)
+        except ValueError:
+            return None
+        return info if isinstance(info, dict) else None
+
+    def held_elsewhere(self) -> bool:
+        """Whether the lock is held by a process on another host (liveness cannot be checked)."""
+        info = self.holder()
+        return bool(info) and info.get("hostname") != socket.gethostname()
+
+    def _is_stale(self, data: bytes, mtime: float | None) -> bool:
+        if not data:
+            return mtime is not None and time.time() - mtime > _EMPTY_LOCK_GRACE_S
+        try:
+            info = json.loads(data)
+        except ValueError:
+            return mtime is not None and time.time() - mtime > _EMPTY_LOCK_GRACE_S
+        if not isinstance(info, dict) or info.get("hostname") != socket.gethostname():
+            return False
+        pid = info.get("pid")
+        if not isinstance(pid, int):
+            return False
+        if not _pid_alive(pid):
+            return True
+        started = info.get("start_time")
+        return started is not None and _proc_start_time(pid) not in (None, started)
+
+    def _break(self, observed: bytes) -> bool:
+        guard = self.path.with_name(self.path.name + ".break")
+        try:
+            fd = os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                if time.time() - guard.stat().st_mtime > _BREAK_GUARD_GRACE_S:
+                    guard.unlink()
+            except OSError:
+                pass
+            return False
+        try:
+            current, _ = self._read()
+            if current != observed:  # changed since we judged it stale: not ours to break
+                return False
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+            log.warning("broke stale lock %s (%s)", self.path, observed.decode(errors="replace"))
+            return True
+        finally:
+            os.close(fd)
+            try:
+                guard.unlink()
+            except FileNotFoundError:
+                pass
+
+    def acquire(self) -> bool:
+        """Take the lock without waiting; break it first if stale. True when this process holds it."""
+        for _ in range(3):
+            if self._try_create():
+                return True
+            data, mtime = self._read()
+            if data is None:  # released between our create and read: try again
+                continue
+            if not self._is_stale(data, mtime) or not self._break(data):
+                return False
+        return False
+
+    def acquire_blocking(self, timeout: float = 120.0, poll: float = 0.01) -> None:
+        """Wait for the lock (``TimeoutError`` after ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while not self.acquire():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not take lock {self.path} within {timeout:.0f} s (held by {self.holder()})")
+            time.sleep(poll)
+
+    def release(self) -> None:
+        """Remove the lock if it is still ours."""
+        if self._content is None:
+            return
+        data, _ = self._read()
+        if data == self._content:
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+        self._content = None
+
+    def __enter__(self) -> "RunLock":
+        self.acquire_blocking()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# ------------------------------------------------------------------------------------- summary
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {"version": SUMMARY_VERSION, "runs": {}}
+    except (OSError, ValueError) as e:
+        log.warning("ignoring unreadable sweep summary %s (%s)", path, e)
+        return {"version": SUMMARY_VERSION, "runs": {}}
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
+        log.warning("ignoring malformed sweep summary %s", path)
+        return {"version": SUMMARY_VERSION, "runs": {}}
+    return data
+
+
+def _record(summary_path: Path, entry: dict[str, Any]) -> None:
+    """Merge one run's entry into the summary (read-modify-write under the summary lock)."""
+    with RunLock(summary_path.with_name(SUMMARY_LOCK_NAME)):
+        summary = _read_summary(summary_path)
+        runs = summary["runs"]
+        old = runs.get(entry["key"])
+        if not (entry["status"] == "skipped" and isinstance(old, dict) and old.get("status") == "complete"):
+            runs[entry["key"]] = entry
+        counts: dict[str, int] = {}
+        for e in runs.values():
+            if isinstance(e, dict):
+                st = str(e.get("status"))
+                counts[st] = counts.get(st, 0) + 1
+        summary["version"] = SUMMARY_VERSION
+        summary["counts"] = dict(sorted(counts.items()))
+        atomic_write_json(summary_path, summary)
+
+
+def _recorded_since(summary_path: Path, key: str, since: float) -> dict[str, Any] | None:
+    entry = _read_summary(summary_path)["runs"].get(key)
+    if isinstance(entry, dict) and isinstance(entry.get("finished_at"), (int, float)) and entry["finished_at"] >= since:
+        return entry
+    return None
+
+
+# -------------------------------------------------------------------------------------- worker
+
+
+def _entry(spec: RunSpec, status: str, attempts: int, exit_codes: list[int | None],
+           errors: list[str], wall: float) -> dict[str, Any]:
+    return {
+        "key": spec.key, "dataset": spec.dataset, "pe": spec.pe, "model": spec.model, "seed": spec.seed,
+        "run_dir": os.fspath(spec.run_dir), "status": status, "attempts": attempts, "exit_codes": exit_codes,
+        "errors": errors, "wall_time_s": round(wall, 3), "finished_at": time.time(),
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+    }
+
+
+def _execute(spec: RunSpec, runner: Runner, retries: int) -> dict[str, Any]:
+    t0 = time.monotonic()
+    exit_codes: list[int | None] = []
+    errors: list[str] = []
+    for attempt in range(1, retries + 2):
+        log.info("run %s (attempt %d/%d)", spec.key, attempt, retries + 1)
+        try:
+            code: int | None = int(runner(spec))
+        except Exception as e:  # a crashing runner is a failed attempt, not a crashed sweep
+            code = None
+            errors.append(f"attempt {attempt}: runner raised {type(e).__name__}: {e}")
+        exit_codes.append(code)
+        if code == 0:
+            if is_run_complete(spec.run_dir):
+                return _entry(spec, "complete", attempt, exit_codes, errors, time.monotonic() - t0)
+            errors.append(f"attempt {attempt}: exit code 0 but {spec.run_dir / 'results.json'} is not status 'complete'")
+        elif code is not None:
+            errors.append(f"attempt {attempt}: exit code {code}")
+    log.warning("run %s failed after %d attempt(s)", spec.key, len(exit_codes))
+    return _entry(spec, "failed", len(exit_codes), exit_codes, errors, time.monotonic() - t0)
+
+
+def _busy_entry(spec: RunSpec, lock: RunLock) -> dict[str, Any]:
+    info = lock.holder() or {}
+    return {"key": spec.key, "dataset": spec.dataset, "pe": spec.pe, "model": spec.model, "seed": spec.seed,
+            "run_dir": os.fspath(spec.run_dir), "status": "busy", "attempts": 0, "exit_codes": [],
+            "errors": [f"locked by {info.get('hostname')}:{info.get('pid')}"]}
+
+
+def _worker(specs: Sequence[RunSpec], runner: Runner, retries: int, summary_path: Path,
+            since: float, poll_interval: float) -> dict[str, dict[str, Any]]:
+    """Process the plan with per-run locks; wait for runs held by live local processes."""
+    outcomes: dict[str, dict[str, Any]] = {}
+    pending = list(specs)
+    while pending:
+        waiting: list[RunSpec] = []
+        for spec in pending:
+            lock = RunLock(spec.run_dir / RUN_LOCK_NAME)
+            if not lock.acquire():
+                if lock.held_elsewhere():
+                    outcomes[spec.key] = _busy_entry(spec, lock)
+                else:
+                    waiting.append(spec)
+                continue
+            try:
+                done = _recorded_since(summary_path, spec.key, since)
+                if done is not None:  # a concurrent worker of this sweep handled it
+                    outcomes[spec.key] = done
+                    continue
+                if is_run_complete(spec.run_dir):
+                    entry = _entry(spec, "skipped", 0, [], [], 0.0)
+                else:
+                    entry = _execute(spec, runner, retries)
+                _record(summary_path, entry)
+                outcomes[spec.key] = entry
+            finally:
+                lock.release()
+        pending = waiting
+        if pending:
+            time.sleep(poll_interval)
+    return outcomes
+
+
+def _worker_main(specs: list[RunSpec], runner: Runner, retries: int, summary_path: str,
+                 since: float, poll_interval: float) -> None:
+    _worker(specs, runner, retries, Path(summary_path), since, poll_interval)
+
+
+def run_sweep(
+    specs: Sequence[RunSpec],
+    runner: Runner | None = None,
+    retries: int = 1,
+    workers: int = 1,
+    summary_path: str | os.PathLike | None = None,
+    *,
+    poll_interval: float = 0.5,
+) -> list[dict[str, Any]]:
+    """Run every spec not already complete; return one outcome dict per spec, in plan order.
+
+    ``runner(spec) -> exit code`` defaults to :func:`default_runner` (``bench run`` subprocess).
+    Each failed run is retried up to ``retries`` times. ``workers > 1`` starts that many worker
+    processes (the runner must then be picklable). ``summary_path`` defaults to
+    ``<out>/sweep_summary.json`` (all specs must then share ``out``).
+
+    Outcome dicts (also the summary's entries): ``key, dataset, pe, model, seed, run_dir, status,
+    attempts, exit_codes, errors, ...`` with status ``complete`` (ran and finished), ``skipped``
+    (already complete), ``failed`` (all attempts failed), or ``busy`` (locked by a process on
+    another host; not run here). A caller should exit non-zero when any status is ``failed``.
+    Raises ``ValueError`` for bad arguments.
+    """
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    specs = list(specs)
+    runner = default_runner if runner is None else runner
+    if summary_path is None:
+        outs = {s.out for s in specs}
+        if len(outs) > 1:
+            raise ValueError("specs have different output directories; pass summary_path")
+        if not outs:
+            return []
+        summary_path = Path(outs.pop()) / SUMMARY_NAME
+    summary = Path(summary_path)
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    since = time.time()
+
+    if workers > 1 and len(specs) > 1:
+        try:
+            pickle.dumps(runner)
+        except Exception as e:
+            raise ValueError(f"workers > 1 needs a picklable runner (a module-level function): {e}") from e
+        ctx = multiprocessing.get_context("spawn")
+        procs = [
+            ctx.Process(target=_worker_main, args=(specs, runner, retries, os.fspath(summary), since, poll_interval),
+                        name=f"pebench-sweep-{i}")
+            for i in range(min(workers, len(specs)))
+        ]
+        for p in procs:
+            p.start()
+        try:
+            for p in procs:
+                p.join()
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+                    p.join()
+        for p in procs:
+            if p.exitcode != 0:
+                log.warning("sweep worker %s exited with code %s; finishing its runs here", p.name, p.exitcode)
+    # Single worker: this is the work. Several: a final pass that adopts what the workers recorded
+    # since `since` and runs whatever a crashed worker left.
+    outcomes = _worker(specs, runner, retries, summary, since, poll_interval)
+    return [outcomes[s.key] for s in specs]

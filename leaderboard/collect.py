@@ -1,0 +1,305 @@
+"""Collect ``results.json`` files written by ``bench run`` (DESIGN.md §5) into validated records.
+
+Layout: ``<out>/<dataset>/<pe>/<model>/seed<S>/results.json``; the collector does not rely on the
+layout and finds every ``results.json`` below the root (recursively). It never raises on a bad
+file: each problem becomes one line ``<path relative to root>: <what was wrong>`` in the returned
+``problems`` list, and the file is skipped.
+
+Rules
+-----
+* A file must be a JSON object with a string ``status``; otherwise it is malformed.
+* A run whose ``status`` is not ``"complete"`` is returned as an *incomplete* record (only its path,
+  status and whatever identifying fields are well-typed); it is never aggregated.
+* A complete run needs ``dataset``, ``pe``, ``model``, ``task``, ``primary_metric`` (non-empty
+  strings), ``seed`` (int) and ``metrics`` (object of name -> number or null). A missing or
+  wrongly-typed required key makes the whole file malformed (skipped, reported).
+* Optional analysis sections (``geometry``, ``robustness``, ``extrapolation``) with a wrong shape
+  are dropped *individually* and reported; the run's metrics still count. Non-finite numbers
+  (``NaN`` as written by ``json.dumps(allow_nan=True)``) are kept; the renderer prints them.
+* The row label is ``variant`` when present, else ``"<pe>+rpt"`` when ``rpt`` is true, else ``pe``.
+* Two complete runs with the same (dataset, model, label, seed) are duplicates: the first by path
+  order is kept, the other is reported.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RunRecord", "collect_results", "REQUIRED_KEYS"]
+
+#: Required keys of a complete run and their expected JSON types (as Python type names).
+REQUIRED_KEYS: dict[str, str] = {
+    "dataset": "string",
+    "pe": "string",
+    "model": "string",
+    "seed": "integer",
+    "task": "string",
+    "status": "string",
+    "primary_metric": "string",
+    "metrics": "object",
+}
+
+GEOMETRY_LIST_KEYS = ("layers", "ssdc", "ssdc_rpi", "eed_percent")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One parsed ``results.json``.
+
+    For complete runs (``complete`` is true) every required field is set and well-typed; for
+    incomplete runs only ``path`` and ``status`` are guaranteed, the rest may be ``None``.
+    """
+
+    path: str  # POSIX path relative to the collection root
+    status: str
+    dataset: str | None = None
+    pe: str | None = None
+    label: str | None = None  # row label: variant, "<pe>+rpt", or pe
+    model: str | None = None
+    seed: int | None = None
+    task: str | None = None
+    primary_metric: str | None = None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    # geometry: key in GEOMETRY_LIST_KEYS -> per-layer list (entries float or None)
+    geometry: dict[str, list[float | None]] | None = None
+    # robustness: shift kind -> {"fs": float, "acc": float | None, ...numbers}
+    robustness: dict[str, dict[str, float | None]] | None = None
+    # extrapolation: resolution string -> acc1 (float or None)
+    extrapolation: dict[str, float | None] | None = None
+    skipped_samples: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _type_name(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    return type(v).__name__
+
+
+def _check_required(data: dict[str, Any]) -> list[str]:
+    errors: list[str] = []
+    missing = [k for k in REQUIRED_KEYS if k not in data]
+    if missing:
+        errors.append("missing required key(s) " + ", ".join(repr(k) for k in missing))
+    for key, expected in REQUIRED_KEYS.items():
+        if key not in data:
+            continue
+        v = data[key]
+        ok = {
+            "string": isinstance(v, str) and v != "",
+            "integer": _is_int(v),
+            "object": isinstance(v, dict),
+        }[expected]
+        if not ok:
+            shown = "empty string" if v == "" else _type_name(v)
+            want = "a non-empty string" if expected == "string" else f"an {expected}" if expected[0] in "aeiou" else f"a {expected}"
+            errors.append(f"key {key!r} should be {want}, got {shown}")
+    metrics = data.get("metrics")
+    if isinstance(metrics, dict):
+        bad = sorted(str(k) for k, v in metrics.items() if not (v is None or _is_number(v)))
+        if bad:
+            errors.append("non-numeric value(s) in 'metrics': " + ", ".join(repr(k) for k in bad))
+    return errors
+
+
+def _num_list(v: Any) -> list[float | None] | None:
+    if not isinstance(v, list):
+        return None
+    out: list[float | None] = []
+    for x in v:
+        if x is None:
+            out.append(None)
+        elif _is_number(x):
+            out.append(float(x))
+        else:
+            return None
+    return out
+
+
+def _parse_geometry(v: Any) -> tuple[dict[str, list[float | None]] | None, str | None]:
+    if not isinstance(v, dict):
+        return None, f"expected an object, got {_type_name(v)}"
+    out: dict[str, list[float | None]] = {}
+    bad: list[str] = []
+    for key in GEOMETRY_LIST_KEYS:
+        if key not in v:
+            continue
+        lst = _num_list(v[key])
+        if lst is None:
+            bad.append(key)
+        else:
+            out[key] = lst
+    if bad:
+        return None, "entries " + ", ".join(repr(k) for k in bad) + " should be lists of numbers"
+    return out, None
+
+
+def _parse_robustness(v: Any) -> tuple[dict[str, dict[str, float | None]] | None, str | None]:
+    if not isinstance(v, dict):
+        return None, f"expected an object, got {_type_name(v)}"
+    out: dict[str, dict[str, float | None]] = {}
+    for kind, entry in v.items():
+        if not isinstance(entry, dict) or not ("fs" in entry and (entry["fs"] is None or _is_number(entry["fs"]))):
+            return None, f"entry {kind!r} should be an object with a numeric 'fs'"
+        out[str(kind)] = {
+            str(k): (float(x) if _is_number(x) else None) for k, x in entry.items() if x is None or _is_number(x)
+        }
+    return out, None
+
+
+def _parse_extrapolation(v: Any) -> tuple[dict[str, float | None] | None, str | None]:
+    if not isinstance(v, list):
+        return None, f"expected a list, got {_type_name(v)}"
+    out: dict[str, float | None] = {}
+    for i, entry in enumerate(v):
+        if not isinstance(entry, dict) or "resolution" not in entry:
+            return None, f"item {i} should be an object with 'resolution' and 'acc1'"
+        res = entry["resolution"]
+        if isinstance(res, bool) or not isinstance(res, (str, int)):
+            return None, f"item {i}: 'resolution' should be a string, got {_type_name(res)}"
+        acc = entry.get("acc1")
+        if not (acc is None or _is_number(acc)):
+            return None, f"item {i}: 'acc1' should be a number, got {_type_name(acc)}"
+        key = str(res)
+        if key in out:
+            return None, f"resolution {key!r} listed twice"
+        out[key] = float(acc) if acc is not None else None
+    return out, None
+
+
+def _label(data: dict[str, Any]) -> str:
+    variant = data.get("variant")
+    if isinstance(variant, str) and variant:
+        return variant
+    pe = data["pe"]
+    if data.get("rpt") is True:
+        return f"{pe}+rpt"
+    return pe
+
+
+def _load(path: Path, rel: str, problems: list[str]) -> RunRecord | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        problems.append(f"{rel}: unreadable ({type(e).__name__}: {e})")
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        problems.append(f"{rel}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{rel}: expected a JSON object at top level, got {_type_name(data)}")
+        return None
+    status = data.get("status")
+    if not isinstance(status, str) or not status:
+        what = "missing required key 'status'" if "status" not in data else (
+            f"key 'status' should be a non-empty string, got {_type_name(status)}")
+        problems.append(f"{rel}: {what}")
+        return None
+
+    if status != "complete":
+        def s(key: str) -> str | None:
+            v = data.get(key)
+            return v if isinstance(v, str) and v else None
+
+        seed = data.get("seed")
+        return RunRecord(
+            path=rel, status=status, dataset=s("dataset"), pe=s("pe"), model=s("model"),
+            seed=seed if _is_int(seed) else None, task=s("task"), primary_metric=s("primary_metric"),
+            label=_label(data) if s("pe") else None, raw=data,
+        )
+
+    errors = _check_required(data)
+    if errors:
+        problems.append(f"{rel}: " + "; ".join(errors))
+        return None
+
+    metrics = {str(k): (float(v) if v is not None else None) for k, v in data["metrics"].items()}
+    if data["primary_metric"] not in metrics:
+        problems.append(f"{rel}: primary metric {data['primary_metric']!r} not in 'metrics' (shown as —)")
+
+    sections: dict[str, Any] = {}
+    for key, parser in (("geometry", _parse_geometry), ("robustness", _parse_robustness),
+                        ("extrapolation", _parse_extrapolation)):
+        if key not in data or data[key] is None:
+            sections[key] = None
+            continue
+        value, err = parser(data[key])
+        if err is not None:
+            problems.append(f"{rel}: ignored '{key}': {err}")
+        sections[key] = value
+
+    skipped = data.get("skipped_samples")
+    return RunRecord(
+        path=rel, status=status, dataset=data["dataset"], pe=data["pe"], label=_label(data),
+        model=data["model"], seed=data["seed"], task=data["task"], primary_metric=data["primary_metric"],
+        metrics=metrics, geometry=sections["geometry"], robustness=sections["robustness"],
+        extrapolation=sections["extrapolation"], skipped_samples=skipped if _is_int(skipped) else None,
+        raw=data,
+    )
+
+
+def collect_results(root: str | os.PathLike) -> tuple[list[RunRecord], list[str]]:
+    """Find and parse every ``results.json`` below ``root``.
+
+    Returns ``(runs, problems)``: ``runs`` holds complete *and* incomplete records (check
+    ``RunRecord.complete``), sorted by path; ``problems`` holds one human-readable line per skipped
+    file or ignored section, sorted by path. Raises ``FileNotFoundError`` (one clear message) only
+    when ``root`` itself is not a directory.
+    """
+    root_path = Path(root)
+    if not root_path.is_dir():
+        raise FileNotFoundError(f"results directory not found: {os.fspath(root)}")
+    files = sorted(root_path.glob("**/results.json"), key=lambda p: p.relative_to(root_path).as_posix())
+    runs: list[RunRecord] = []
+    problems: list[str] = []
+    seen: dict[tuple[str, str, str, int], str] = {}
+    for path in files:
+        if not path.is_file():
+            continue
+        rel = path.relative_to(root_path).as_posix()
+        record = _load(path, rel, problems)
+        if record is None:
+            continue
+        if record.complete:
+            key = (record.dataset, record.model, record.label, record.seed)  # type: ignore[arg-type]
+            if key in seen:
+                problems.append(f"{rel}: duplicate of {seen[key]} (same dataset, model, PE and seed); skipped")
+                continue
+            seen[key] = rel
+        runs.append(record)
+    return runs, problems
+
+
+def finite(values: list[float | None]) -> list[float]:
+    """The finite numbers of ``values`` (drops ``None`` and NaN/inf)."""
+    return [v for v in values if v is not None and math.isfinite(v)]

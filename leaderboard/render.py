@@ -1,0 +1,229 @@
+"""Render collected runs as a deterministic markdown leaderboard (DESIGN.md §5).
+
+Output depends only on the records and problem lines given (no timestamps, no dict-order or
+filesystem-order dependence), so regenerating from the same result files gives identical bytes.
+
+Layout: a header naming the command that generated it; per dataset (sorted) one table with rows
+(model, PE or variant) sorted by model, then the canonical PE order (:data:`CANONICAL_PE_ORDER`,
+unknown PEs alphabetically after, variants such as ``ape+rpt`` right after their base PE); then
+an "Incomplete runs" and a "Problems" section when there are any.
+
+Cell conventions (also printed in the header):
+
+* metrics: mean ± sample standard deviation (ddof=1) over seeds; the ± part is shown only when
+  n ≥ 2 (a single seed has no spread). When a metric is missing from some seeds the cell
+  says ``(n=k)``.
+* accuracy-like metrics (``acc*``, ``top<k>``, ``miou``, ``map*``, ``f1``, ``precision``,
+  ``recall``; stored as fractions in [0, 1]) are printed ×100 with 1 decimal; other metrics with
+  4 decimals.
+* extrapolation: mean acc1 (%) over seeds at each resolution any run of the dataset reports;
+  geometry: EED% of the layer with the lowest EED (1 decimal), peak SSDC_RPI over layers and SSDC
+  of the last layer (3 decimals); fragility FS per shift (3 decimals). These show means only.
+* ``—`` marks a value no run of the row reports.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import defaultdict
+from typing import Callable, Iterable, Sequence
+
+from pebench.io import atomic_write_text
+
+from .collect import RunRecord, collect_results, finite
+
+__all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_sort_key"]
+
+CANONICAL_PE_ORDER: tuple[str, ...] = (
+    "none", "ape", "sincos", "rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri",
+)
+#: Fragility columns always present (image shifts, DESIGN.md §4); other shift kinds follow sorted.
+DEFAULT_SHIFTS: tuple[str, ...] = ("jpeg", "blur")
+MISSING = "—"
+
+_FRACTION_METRIC = re.compile(r"^(acc|accuracy|top[-_]?\d|miou|map|f1|precision|recall)", re.IGNORECASE)
+
+
+def pe_sort_key(pe: str, label: str | None = None) -> tuple[int, str, int, str]:
+    """Sort key: canonical PEs first in :data:`CANONICAL_PE_ORDER`, then others alphabetically;
+    a variant label (e.g. ``ape+rpt``) sorts right after its base PE."""
+    label = pe if label is None else label
+    if pe in CANONICAL_PE_ORDER:
+        base = (CANONICAL_PE_ORDER.index(pe), "")
+    else:
+        base = (len(CANONICAL_PE_ORDER), pe)
+    return (base[0], base[1], 0 if label == pe else 1, label)
+
+
+def is_fraction_metric(name: str) -> bool:
+    """Whether a metric is an accuracy-like fraction in [0, 1] (printed as a percentage)."""
+    return bool(_FRACTION_METRIC.match(name.rsplit("/", 1)[-1]))
+
+
+def _natural_key(s: str) -> tuple:
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", s) if t)
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+    n = len(values)
+    if any(not math.isfinite(v) for v in values):
+        return float("nan"), None
+    mean = math.fsum(values) / n
+    if n < 2:
+        return mean, None
+    var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(var)
+
+
+def _fmt(x: float, decimals: int) -> str:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    s = f"{x:.{decimals}f}"
+    if float(s) == 0.0:  # no "-0.0"
+        s = f"{0.0:.{decimals}f}"
+    return s
+
+
+def _metric_cell(values: list[float | None], n_row: int, scale: float, decimals: int) -> str:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return MISSING
+    mean, std = _mean_std(vals)
+    cell = _fmt(mean * scale, decimals)
+    if std is not None:
+        cell += f" ± {_fmt(std * scale, decimals)}"
+    if len(vals) < n_row:
+        cell += f" (n={len(vals)})"
+    return cell
+
+
+def _mean_cell(values: Iterable[float | None], scale: float, decimals: int) -> str:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return MISSING
+    mean, _ = _mean_std(vals)
+    return _fmt(mean * scale, decimals)
+
+
+def _escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _geom_reduce(run: RunRecord, key: str, fn: Callable[[list[float]], float]) -> float | None:
+    if not run.geometry or key not in run.geometry:
+        return None
+    vals = finite(run.geometry[key])
+    return fn(vals) if vals else None
+
+
+def _last_layer(run: RunRecord, key: str) -> float | None:
+    if not run.geometry or not run.geometry.get(key):
+        return None
+    v = run.geometry[key][-1]
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _fs(run: RunRecord, shift: str) -> float | None:
+    if not run.robustness or shift not in run.robustness:
+        return None
+    return run.robustness[shift].get("fs")
+
+
+def _table(runs: list[RunRecord]) -> list[str]:
+    groups: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
+    for r in runs:
+        groups[(r.model, r.pe, r.label)].append(r)  # type: ignore[index]
+    order = sorted(groups, key=lambda k: (k[0], pe_sort_key(k[1], k[2])))
+
+    primaries = sorted({r.primary_metric for r in runs})  # type: ignore[type-var]
+    others = sorted({m for r in runs for m in r.metrics} - set(primaries))
+    metric_names = primaries + others
+    resolutions = sorted({res for r in runs for res in (r.extrapolation or {})}, key=_natural_key)
+    shifts = list(DEFAULT_SHIFTS) + sorted({s for r in runs for s in (r.robustness or {})} - set(DEFAULT_SHIFTS))
+
+    header = ["Model", "PE", "n"]
+    header += [f"{m} (%)" if is_fraction_metric(m) else m for m in metric_names]
+    header += [f"acc1@{res} (%)" for res in resolutions]
+    header += ["EED% (min layer)", "SSDC_RPI (peak)", "SSDC (last layer)"]
+    header += [f"FS-{s}" for s in shifts]
+    align = ["---", "---"] + ["---:"] * (len(header) - 2)
+
+    lines = ["| " + " | ".join(_escape(h) for h in header) + " |", "|" + "|".join(align) + "|"]
+    for key in order:
+        members = sorted(groups[key], key=lambda r: (r.seed, r.path))
+        n = len(members)
+        row = [key[0], key[2], str(n)]
+        for m in metric_names:
+            frac = is_fraction_metric(m)
+            row.append(_metric_cell([r.metrics.get(m) for r in members], n, 100.0 if frac else 1.0, 1 if frac else 4))
+        for res in resolutions:
+            row.append(_mean_cell([(r.extrapolation or {}).get(res) for r in members], 100.0, 1))
+        row.append(_mean_cell([_geom_reduce(r, "eed_percent", min) for r in members], 1.0, 1))
+        row.append(_mean_cell([_geom_reduce(r, "ssdc_rpi", max) for r in members], 1.0, 3))
+        row.append(_mean_cell([_last_layer(r, "ssdc") for r in members], 1.0, 3))
+        for s in shifts:
+            row.append(_mean_cell([_fs(r, s) for r in members], 1.0, 3))
+        lines.append("| " + " | ".join(_escape(c) for c in row) + " |")
+    return lines
+
+
+def _problem_line(line: str) -> str:
+    path, sep, msg = line.partition(": ")
+    if sep and "`" not in path:
+        return f"- `{path}`: {msg}"
+    return f"- {line}"
+
+
+def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], results_label: str = "DIR") -> str:
+    """Markdown leaderboard from ``collect_results`` output; deterministic for equal inputs.
+
+    ``results_label`` is what the header shows after ``--results`` (the CLI passes the directory
+    as the user gave it; it is part of the output, so keep it stable for byte-identical output).
+    """
+    complete = [r for r in runs if r.complete]
+    incomplete = sorted((r for r in runs if not r.complete), key=lambda r: r.path)
+    by_dataset: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in complete:
+        by_dataset[r.dataset].append(r)  # type: ignore[index]
+
+    out: list[str] = [
+        "# Positional-encoding leaderboard",
+        "",
+        f"Generated by `bench leaderboard --results {results_label}` from {len(complete)} complete run(s) "
+        f"({len(incomplete)} incomplete, {len(problems)} problem(s)). Do not edit by hand; regenerate.",
+        "",
+        "Cells are mean ± sample std (ddof=1) over seeds, the ± part only when n ≥ 2; `(n=k)` when a metric "
+        "is missing from some seeds. Accuracies are percentages (1 decimal). Extrapolation (acc1 at each "
+        "evaluated resolution), geometry (EED% of the lowest layer, peak SSDC_RPI over layers, SSDC of the last "
+        "layer) and fragility FS = 1 − A_shift/A_clean are means over seeds. `—`: not reported.",
+    ]
+    if not by_dataset:
+        out += ["", "No complete runs found."]
+    for dataset in sorted(by_dataset):
+        ds_runs = by_dataset[dataset]
+        tasks = ", ".join(f"`{t}`" for t in sorted({r.task for r in ds_runs}))  # type: ignore[type-var]
+        prim = ", ".join(f"`{p}`" for p in sorted({r.primary_metric for r in ds_runs}))  # type: ignore[type-var]
+        out += ["", f"## {dataset}", "", f"Task: {tasks}. Primary metric: {prim}.", ""]
+        out += _table(ds_runs)
+    if incomplete:
+        out += ["", "## Incomplete runs", "", "Not counted in the tables above.", "",
+                "| Path | Status |", "|---|---|"]
+        out += [f"| `{_escape(r.path)}` | {_escape(r.status)} |" for r in incomplete]
+    if problems:
+        out += ["", "## Problems", "", "Result files (or sections of them) that were skipped:", ""]
+        out += [_problem_line(p) for p in problems]
+    return "\n".join(out) + "\n"
+
+
+def write_leaderboard(results_root: str | os.PathLike, out_path: str | os.PathLike) -> str:
+    """Collect ``results_root``, render, write ``out_path`` atomically; return the markdown.
+
+    Raises ``FileNotFoundError`` when ``results_root`` is not a directory.
+    """
+    runs, problems = collect_results(results_root)
+    text = render_leaderboard(runs, problems, results_label=os.fspath(results_root))
+    atomic_write_text(out_path, text)
+    return text

@@ -1,0 +1,192 @@
+"""Sweep: planning, skipping complete runs, retries, the summary, and locking across processes.
+
+The fake runners are module-level (picklable for ``spawn`` workers) and get their side-channel
+paths from ``spec.extra_args`` (``--log FILE``), so they work the same in child processes.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from pebench.io import atomic_write_json
+from pebench.sweep import RunLock, RunSpec, plan_sweep, run_sweep
+
+
+def _log_path(spec: RunSpec) -> Path:
+    return Path(spec.extra_args[spec.extra_args.index("--log") + 1])
+
+
+def _complete(spec: RunSpec) -> None:
+    atomic_write_json(spec.run_dir / "results.json", {"dataset": spec.dataset, "pe": spec.pe, "status": "complete"})
+
+
+def _note(spec: RunSpec) -> None:
+    with open(_log_path(spec), "a", encoding="utf-8") as f:
+        f.write(f"{spec.key} {os.getpid()}\n")
+
+
+def ok_runner(spec: RunSpec) -> int:
+    _note(spec)
+    _complete(spec)
+    return 0
+
+
+def slow_runner(spec: RunSpec) -> int:
+    _note(spec)
+    time.sleep(0.15)
+    _complete(spec)
+    return 0
+
+
+def flaky_runner(spec: RunSpec) -> int:
+    """Fails the first attempt of every run, then succeeds."""
+    _note(spec)
+    marker = spec.run_dir / "failed-once"
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        return 3
+    _complete(spec)
+    return 0
+
+
+def bad_runner(spec: RunSpec) -> int:
+    _note(spec)
+    if spec.pe == "boom":
+        raise RuntimeError("runner crashed")
+    return 0 if spec.pe == "lies" else 1  # "lies": exit 0 without a complete results.json
+
+
+def _invocations(log: Path) -> list[str]:
+    return [l.split()[0] for l in log.read_text().splitlines()] if log.exists() else []
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "sweep_summary.json").read_text())["runs"]
+
+
+def test_plan_layout_and_validation(tmp_path: Path) -> None:
+    specs = plan_sweep(["d1", "d2"], ["ape", "none", "ape"], [0, 1], "vit-nano", tmp_path, ["--epochs", "1"])
+    assert len(specs) == 8  # duplicate PE dropped
+    assert specs[0].run_dir == tmp_path / "d1" / "ape" / "vit-nano" / "seed0"
+    assert specs[0].command()[-2:] == ["--epochs", "1"]
+    assert specs[0].command()[1:4] == ["-m", "pebench.cli", "run"]
+    with pytest.raises(ValueError):
+        plan_sweep(["a/b"], ["ape"], [0], "vit-nano", tmp_path)
+    with pytest.raises(ValueError):
+        plan_sweep(["d"], ["ape"], ["0"], "vit-nano", tmp_path)  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        run_sweep(specs, ok_runner, retries=-1)
+
+
+def test_skip_complete_and_summary(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    out = tmp_path / "out"
+    specs = plan_sweep(["d"], ["ape", "none"], [0, 1], "m", out, ["--log", str(log)])
+    _complete(specs[0])  # already done before the sweep
+    res = run_sweep(specs, ok_runner, poll_interval=0.01)
+    assert [r["status"] for r in res] == ["skipped", "complete", "complete", "complete"]
+    assert sorted(_invocations(log)) == sorted(s.key for s in specs[1:])
+    summary = _summary(out)
+    assert set(summary) == {s.key for s in specs}
+    assert summary[specs[1].key]["attempts"] == 1 and summary[specs[1].key]["exit_codes"] == [0]
+    assert summary[specs[0].key]["status"] == "skipped" and summary[specs[0].key]["attempts"] == 0
+    assert not list(out.rglob(".lock")) and not (out / ".summary.lock").exists()
+    # second sweep: nothing runs; completed entries keep their record
+    res2 = run_sweep(specs, ok_runner, poll_interval=0.01)
+    assert [r["status"] for r in res2] == ["skipped"] * 4
+    assert len(_invocations(log)) == 3
+    assert _summary(out)[specs[1].key]["status"] == "complete"
+
+
+def test_retries(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    out = tmp_path / "out"
+    specs = plan_sweep(["d"], ["ape"], [0], "m", out, ["--log", str(log)])
+    res = run_sweep(specs, flaky_runner, retries=1, poll_interval=0.01)
+    assert res[0]["status"] == "complete" and res[0]["attempts"] == 2 and res[0]["exit_codes"] == [3, 0]
+    # retries=0: the first failure is final
+    specs0 = plan_sweep(["d"], ["none"], [0], "m", out, ["--log", str(log)])
+    res0 = run_sweep(specs0, flaky_runner, retries=0, poll_interval=0.01)
+    assert res0[0]["status"] == "failed" and res0[0]["exit_codes"] == [3]
+    # failures of every kind are recorded, not raised
+    bad = plan_sweep(["d"], ["boom", "lies", "fails"], [0], "m", out, ["--log", str(log)])
+    resb = run_sweep(bad, bad_runner, retries=2, poll_interval=0.01)
+    assert [r["status"] for r in resb] == ["failed"] * 3
+    assert [r["exit_codes"] for r in resb] == [[None] * 3, [0] * 3, [1] * 3]
+    assert "runner raised RuntimeError" in resb[0]["errors"][0]
+    assert "not status 'complete'" in resb[1]["errors"][0]
+    summary = _summary(out)
+    assert {k: v["status"] for k, v in summary.items()} == {
+        "d/ape/m/seed0": "complete", "d/none/m/seed0": "failed", "d/boom/m/seed0": "failed",
+        "d/lies/m/seed0": "failed", "d/fails/m/seed0": "failed"}
+
+
+def _independent_sweep(specs: list[RunSpec]) -> None:
+    run_sweep(specs, slow_runner, retries=1, workers=1, poll_interval=0.02)
+
+
+def test_two_independent_processes_split_the_work(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    out = tmp_path / "out"
+    specs = plan_sweep(["d1", "d2"], ["ape", "none"], [0, 1], "m", out, ["--log", str(log)])
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_independent_sweep, args=(specs,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    runs = _invocations(log)
+    assert sorted(runs) == sorted(s.key for s in specs)  # each run exactly once
+    summary = _summary(out)
+    assert set(summary) == {s.key for s in specs}
+    assert all(v["status"] == "complete" and v["attempts"] == 1 for v in summary.values())
+
+
+def test_workers_in_one_call(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    out = tmp_path / "out"
+    specs = plan_sweep(["d"], ["ape", "none", "sincos"], [0, 1], "m", out, ["--log", str(log)])
+    res = run_sweep(specs, slow_runner, workers=2, poll_interval=0.02)
+    assert [r["key"] for r in res] == [s.key for s in specs]
+    assert all(r["status"] == "complete" for r in res)
+    assert sorted(_invocations(log)) == sorted(s.key for s in specs)
+    assert os.getpid() not in {int(l.split()[1]) for l in log.read_text().splitlines()}
+
+
+def test_stale_and_foreign_locks(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    out = tmp_path / "out"
+    specs = plan_sweep(["d"], ["ape", "none"], [0], "m", out, ["--log", str(log)])
+    ctx = multiprocessing.get_context("spawn")
+    dead = ctx.Process(target=time.sleep, args=(0,))
+    dead.start()
+    dead.join()
+    stale = {"pid": dead.pid, "hostname": socket.gethostname(), "start_time": None, "created": 0}
+    foreign = {"pid": 1, "hostname": socket.gethostname() + "-elsewhere", "start_time": None, "created": 0}
+    for spec, content in zip(specs, (stale, foreign)):
+        spec.run_dir.mkdir(parents=True)
+        (spec.run_dir / ".lock").write_text(json.dumps(content))
+    res = run_sweep(specs, ok_runner, poll_interval=0.01)
+    assert res[0]["status"] == "complete"  # stale lock of a dead local pid broken
+    assert res[1]["status"] == "busy"  # another host's lock is left alone
+    assert _invocations(log) == [specs[0].key]
+    assert (specs[1].run_dir / ".lock").exists() and not (specs[0].run_dir / ".lock").exists()
+
+
+def test_run_lock_exclusive(tmp_path: Path) -> None:
+    a, b = RunLock(tmp_path / "x" / ".lock"), RunLock(tmp_path / "x" / ".lock")
+    assert a.acquire()
+    assert not b.acquire()  # held by a live process (this one)
+    assert a.holder()["pid"] == os.getpid()
+    a.release()
+    assert b.acquire()
+    b.release()
+    assert not (tmp_path / "x" / ".lock").exists()
