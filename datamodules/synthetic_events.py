@@ -1,0 +1,193 @@
+"""``synthetic-events``: embedded synthetic event-camera gestures (DVS-Gesture-like).
+
+A bright disc or square on a dark background performs one of 8 gestures: swipe right, left,
+down, up (0-3), circle clockwise / counter-clockwise (4, 5), zoom in / out (6, 7). Frames are
+rendered at ``fine_steps`` fine time steps (independent of the number of time bins) and
+converted to events like an idealised DVS pixel (ESIM-style): a pixel fires an event of
+polarity ``sign(d)`` each time its log intensity moved by the contrast threshold (per-pixel
+thresholds ~ N(C, 0.1 C)) since its last event; timestamps are spread linearly inside the
+fine step. Uniform background-activity noise events are added. Streams are numpy structured
+arrays with tonic's DVS-Gesture dtype (``x, y`` int16, ``p`` bool, ``t`` int64 microseconds over
+a 1 s clip), sorted by ``t``; the stream depends on the sensor side only, not on the bin count; ``dataset.events(i)`` returns the raw stream so
+robustness analyses can perturb it, and ``dataset.to_voxels(events)`` bins any stream.
+
+Binning: ``tonic.transforms.ToFrame(sensor_size=(S, S, 2), n_time_bins=T)`` (tonic's time bins
+span first..last event, width ``(t_last - t_first) // T``) -> ``(T, 2, S, S)`` counts,
+permuted to ``(2, T, S, S)`` float32. Resolution ``"TxS"`` = time bins x sensor side (``S``
+alone keeps the default bin count). Local motion cues alone separate swipes, but circles'
+and zooms' senses need to know *where* each edge moves, so a PE helps.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._render import SyntheticDataset, check_size, shape_alpha
+from .base import BenchDataModule, parse_resolution
+from .registry import register_datamodule
+
+__all__ = ["SyntheticEventsDataModule", "EventDataset", "EVENT_DTYPE", "GESTURES", "events_scene",
+           "render_events", "events_to_voxels"]
+
+#: == ``tonic.datasets.DVSGesture.dtype`` (spelled out: importing tonic costs ~3 s; a test checks it)
+EVENT_DTYPE = np.dtype([("x", "<i2"), ("y", "<i2"), ("p", "?"), ("t", "<i8")])
+GESTURES = ("swipe-right", "swipe-left", "swipe-down", "swipe-up", "circle-cw", "circle-ccw", "zoom-in", "zoom-out")
+
+
+def events_scene(rng: np.random.Generator) -> dict[str, Any]:
+    label = int(rng.integers(len(GESTURES)))
+    a, b = rng.uniform(0.0, 0.12), rng.uniform(0.88, 1.0)  # gesture active in [a, b]
+    scene = {"label": label, "kind": str(rng.choice(["disc", "square"])), "window": (float(a), float(b)),
+             "fg": float(rng.uniform(0.6, 1.0)), "bg": float(rng.uniform(0.08, 0.2))}
+    if label < 4:  # swipes: (dy, dx) of the motion
+        d = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]][label], dtype=np.float64)
+        other = rng.uniform(0.3, 0.7)
+        start = 0.5 - 0.25 * d + (1 - np.abs(d)) * (other - 0.5) + rng.uniform(-0.04, 0.04, 2) * np.abs(d)
+        scene.update(start=start, delta=0.5 * d, r=float(rng.uniform(0.08, 0.12)))
+    elif label < 6:  # circles; angle increases clockwise on screen (y down)
+        scene.update(centre=0.5 + rng.uniform(-0.07, 0.07, 2), R=float(rng.uniform(0.18, 0.24)),
+                     phase=float(rng.uniform(0, 2 * np.pi)), sense=1.0 if label == 4 else -1.0,
+                     r=float(rng.uniform(0.07, 0.1)))
+    else:  # zoom: radius grows (6) or shrinks (7)
+        r0, r1 = rng.uniform(0.04, 0.07), rng.uniform(0.22, 0.28)
+        scene.update(centre=rng.uniform(0.38, 0.62, 2), radii=(r0, r1) if label == 6 else (r1, r0))
+    return scene
+
+
+def trajectory(scene: dict[str, Any], t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shape centre ``(y, x)`` and half-size at normalised times ``t``: three ``(len(t),)`` arrays."""
+    a, b = scene["window"]
+    s = np.clip((t - a) / (b - a), 0.0, 1.0)
+    label = scene["label"]
+    if label < 4:
+        yx = scene["start"][None] + s[:, None] * scene["delta"][None]
+        return yx[:, 0], yx[:, 1], np.full_like(s, scene["r"])
+    if label < 6:
+        phi = scene["phase"] + scene["sense"] * 2 * np.pi * 0.85 * s
+        cy, cx = scene["centre"]
+        return cy + scene["R"] * np.sin(phi), cx + scene["R"] * np.cos(phi), np.full_like(s, scene["r"])
+    r0, r1 = scene["radii"]
+    return np.full_like(s, scene["centre"][0]), np.full_like(s, scene["centre"][1]), r0 + s * (r1 - r0)
+
+
+def render_events(scene: dict[str, Any], side: int, rng: np.random.Generator, fine_steps: int = 48,
+                  threshold: float = 0.25, noise_rate: float = 0.02, duration_us: int = 1_000_000) -> np.ndarray:
+    """Scene -> event stream (structured array, ``EVENT_DTYPE``, sorted by ``t``) on an ``S x S`` sensor."""
+    t = np.linspace(0.0, 1.0, fine_steps + 1)
+    cy, cx, r = trajectory(scene, t)
+    alpha = shape_alpha(scene["kind"], cy, cx, r, side)  # (K + 1, S, S)
+    logi = np.log(scene["bg"] + (scene["fg"] - scene["bg"]) * alpha.reshape(len(t), -1) + 1e-3)  # (K + 1, S*S)
+    thr = np.maximum(threshold * (1 + 0.1 * rng.standard_normal((side, side))), 0.05 * threshold)
+    # ESIM: each pixel's reference level is L0 + m * thr (m integer); a step moving L to u thresholds
+    # above L0 fires until the reference is within one threshold: m_k = clip(m_{k-1}, floor u, ceil u).
+    act = np.flatnonzero(np.ptp(logi, axis=0) >= thr.min())  # pixels that can fire at all
+    u = (logi[:, act] - logi[0, act]) / thr.reshape(-1)[act]  # (K + 1, P)
+    lo, hi = np.floor(u), np.ceil(u)
+    m = np.zeros((fine_steps + 1, len(act)))
+    for k in range(1, fine_steps + 1):
+        m[k] = np.clip(m[k - 1], lo[k], hi[k])
+    dm = np.diff(m, axis=0).astype(np.int64)  # (K, P) signed event counts per step
+    kk, pp = np.nonzero(dm)
+    cnt = np.abs(dm[kk, pp])
+    rep = np.repeat(np.arange(len(kk)), cnt)
+    j = np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt)  # 0..cnt-1 within a pixel-step
+    step_us = duration_us / fine_steps
+    pix = act[pp[rep]]
+    ts = [(kk[rep] + (j + 1) / (cnt[rep] + 1)) * step_us]
+    xs, ys, ps = [pix % side], [pix // side], [dm[kk, pp][rep] > 0]
+    n_noise = rng.poisson(noise_rate * side * side)
+    xs.append(rng.integers(0, side, n_noise)), ys.append(rng.integers(0, side, n_noise))
+    ts.append(rng.uniform(0, duration_us, n_noise)), ps.append(rng.random(n_noise) < 0.5)
+    ev = np.empty(sum(len(v) for v in ts), dtype=EVENT_DTYPE)
+    ev["x"], ev["y"] = np.concatenate(xs), np.concatenate(ys)
+    ev["t"], ev["p"] = np.round(np.concatenate(ts)).astype(np.int64), np.concatenate(ps)
+    return ev[np.argsort(ev["t"], kind="stable")]
+
+
+def events_to_voxels(events: np.ndarray, side: int, time_bins: int) -> np.ndarray:
+    """Bin a stream with tonic's ``ToFrame`` -> ``(2, T, S, S)`` float32 counts (polarity first)."""
+    if len(events) == 0 or events["t"][-1] - events["t"][0] < time_bins:  # tonic cannot bin these
+        return np.zeros((2, time_bins, side, side), dtype=np.float32)
+    from tonic.transforms import ToFrame  # lazy: importing tonic takes seconds
+
+    frames = ToFrame(sensor_size=(side, side, 2), n_time_bins=time_bins)(events)  # (T, 2, S, S)
+    return np.ascontiguousarray(frames.transpose(1, 0, 2, 3), dtype=np.float32)
+
+
+def _render_voxels(scene: dict[str, Any], resolution: tuple[int, ...], rng: np.random.Generator,
+                   **kw: Any) -> np.ndarray:
+    bins, side = resolution
+    return events_to_voxels(render_events(scene, side, rng, **kw), side, bins)
+
+
+class EventDataset(SyntheticDataset):
+    """Adds access to the raw event stream of a sample."""
+
+    def __init__(self, *args: Any, event_kw: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.event_kw = event_kw
+        self.time_bins, self.side = self.resolution
+        self.sensor_size = (self.side, self.side, 2)
+
+    def render_rng(self, i: int) -> np.random.Generator:  # side only: same stream for any bin count
+        return np.random.default_rng([self.seed, self.split_id, self._index(i), 1, self.side])
+
+    def events(self, i: int) -> np.ndarray:
+        """Raw stream of sample ``i`` (structured array, tonic dtype, sorted by ``t``)."""
+        return render_events(self.scene(i), self.side, self.render_rng(i), **self.event_kw)
+
+    def to_voxels(self, events: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(events_to_voxels(events, self.side, self.time_bins))
+
+
+@register_datamodule("synthetic-events")
+class SyntheticEventsDataModule(BenchDataModule):
+    """8 DVS-like gestures; see the module docstring."""
+
+    modality = "events"
+    needs_data_root = False
+    default_resolution = "8x32"
+    patch_size = 4
+    tubelet = 2
+    num_groups = 64
+
+    def __init__(self, train_size: int = 4096, val_size: int = 512, time_bins: int = 8, fine_steps: int = 48,
+                 threshold: float = 0.25, noise_rate: float = 0.02, **kwargs: Any) -> None:
+        if kwargs.get("resolution") is None:
+            kwargs["resolution"] = f"{int(time_bins)}x32"
+        super().__init__(**kwargs)
+        self.train_size, self.val_size, self.time_bins = int(train_size), int(val_size), int(time_bins)
+        self.event_kw = {"fine_steps": int(fine_steps), "threshold": float(threshold), "noise_rate": float(noise_rate)}
+        self.resolution = self._res(self.resolution)
+
+    @property
+    def num_classes(self) -> int:
+        return len(GESTURES)
+
+    def _res(self, resolution: Any) -> tuple[int, int]:
+        if resolution is None:
+            return self.resolution
+        res = resolution if isinstance(resolution, tuple) else parse_resolution(resolution)
+        res = (self.time_bins, res[0]) if len(res) == 1 else tuple(res)
+        check_size("event voxel size (time bins x side)", res)
+        return res
+
+    def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
+        t, s = self._res(resolution)
+        return (2, t, s, s)
+
+    def _dataset(self, split: str, size: int, resolution: Any) -> EventDataset:
+        return EventDataset(events_scene, partial(_render_voxels, **self.event_kw), size, self.seed, split,
+                            self._res(resolution), event_kw=self.event_kw)
+
+    def train_dataset(self) -> EventDataset:
+        return self._dataset("train", self.train_size, None)
+
+    def val_dataset(self, resolution: Any = None) -> EventDataset:
+        return self._dataset("val", self.val_size, resolution)
+
+    def test_dataset(self, resolution: Any = None) -> EventDataset:
+        return self._dataset("test", self.val_size, resolution)
