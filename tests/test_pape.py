@@ -1,0 +1,178 @@
+"""PaPE: the SDPA (q/k augmentation) path equals the naive N x N path, and the naive logits
+equal a direct loop evaluation of the formula (issue #3, DESIGN.md §3)."""
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pebench.encodings import build_pe
+from pebench.models import Attention, build_backbone
+
+
+def randomise(module: torch.nn.Module, seed: int = 0) -> None:
+    """Move PaPE parameters off their init (b != 0, varied a, random W_p) while keeping the PE
+    logits O(1-10), so float32 comparisons stay well conditioned."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, prm in module.named_parameters():
+            if name.endswith(("a_weight", "b_weight")):
+                prm.copy_(torch.randn(prm.shape, generator=g) / prm.shape[-1] ** 0.5)
+            elif name.endswith("b_bias"):
+                prm.copy_(torch.randn(prm.shape, generator=g) * 0.3)
+            elif name.endswith("wp"):
+                prm.copy_(torch.randn(prm.shape, generator=g) * 0.3 / prm.shape[-2] ** 0.5)
+
+
+def coords_for(p: int, n: int = 15, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, p, generator=g) * 8 - 2  # non-grid, off-centre
+
+
+def assert_grads_match(a: torch.nn.Module, b: torch.nn.Module, tol: float) -> None:
+    """Every parameter gradient equal, with tolerance ``tol`` relative to the tensor's scale."""
+    pb = dict(b.named_parameters())
+    for k, prm in a.named_parameters():
+        assert prm.grad is not None and pb[k].grad is not None, k
+        scale = max(1.0, pb[k].grad.abs().max().item())
+        torch.testing.assert_close(prm.grad, pb[k].grad, rtol=tol, atol=tol * scale, msg=lambda m: f"{k}: {m}")
+
+
+@pytest.mark.parametrize("cls", [0, 1])
+@pytest.mark.parametrize("p", [2, 3])
+@pytest.mark.parametrize("name", ["pape", "pape-ri"])
+def test_sdpa_equals_naive_attention_layer_fp32(name, p, cls):
+    """One attention layer in float32: outputs and gradients (inputs, attention and PE
+    parameters) of impl='sdpa' equal impl='naive' to 1e-5."""
+    torch.manual_seed(0)
+    D, H, N = 64, 4, 15
+    kw = dict(dim=D, num_heads=H, depth=1, spatial_dims=p, num_prefix_tokens=cls)
+    pe_s = build_pe(name, impl="sdpa", **kw)
+    randomise(pe_s)
+    pe_n = build_pe(name, impl="naive", **kw)
+    pe_n.load_state_dict(pe_s.state_dict())
+    attn_s = Attention(D, H)
+    attn_n = copy.deepcopy(attn_s)
+    c = coords_for(p, N)
+    x = torch.randn(2, cls + N, D)
+    xs, xn = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ys, yn = attn_s(xs, c, pe_s.layer(0)), attn_n(xn, c, pe_n.layer(0))
+    torch.testing.assert_close(ys, yn, rtol=1e-5, atol=1e-5)
+    w = torch.randn_like(ys)
+    (ys * w).sum().backward()
+    (yn * w).sum().backward()
+    torch.testing.assert_close(xs.grad, xn.grad, rtol=1e-5, atol=1e-5)
+    assert_grads_match(attn_s, attn_n, 1e-5)
+    assert_grads_match(pe_s, pe_n, 1e-5)
+    assert pe_s.layers[0].a_weight.grad.abs().sum() > 0  # the PE parameters do receive gradient
+
+
+@pytest.mark.parametrize("name,p,cls", [("pape", 2, False), ("pape", 3, True), ("pape", 2, True),
+                                         ("pape-ri", 2, True), ("pape-ri", 3, False)])
+def test_sdpa_equals_naive_backbone(name, p, cls):
+    """Whole vit-nano: float32 outputs agree to 1e-5; in float64 outputs and all gradients agree
+    to 1e-9 (float32 gradients through 4 blocks differ from the float64 truth by ~1e-5 relative
+    for *both* impls, so the exactness of the fold is checked in float64)."""
+    torch.manual_seed(0)
+    sdpa = build_backbone("vit-nano", pe=name, spatial_dims=p, class_token=cls, impl="sdpa")
+    randomise(sdpa)
+    naive = build_backbone("vit-nano", pe=name, spatial_dims=p, class_token=cls, impl="naive")
+    naive.load_state_dict(sdpa.state_dict())
+    c = coords_for(p)
+    x = torch.randn(2, 15, 128)
+    with torch.no_grad():
+        torch.testing.assert_close(sdpa(x, c), naive(x, c), rtol=1e-5, atol=1e-5)
+    sdpa.double()
+    naive.double()
+    c, x = c.double(), x.double()
+    xs, xn = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ys, yn = sdpa(xs, c), naive(xn, c)
+    torch.testing.assert_close(ys, yn, rtol=1e-9, atol=1e-9)
+    w = torch.randn_like(ys)
+    (ys * w).sum().backward()
+    (yn * w).sum().backward()
+    torch.testing.assert_close(xs.grad, xn.grad, rtol=1e-9, atol=1e-9)
+    assert_grads_match(sdpa, naive, 1e-9)
+
+
+@pytest.mark.parametrize("cls", [0, 1])
+@pytest.mark.parametrize("p", [2, 3])
+def test_naive_logits_equal_loop_formula(p, cls):
+    D, H, m, N = 16, 2, 5, 6
+    pe = build_pe("pape", dim=D, num_heads=H, depth=1, spatial_dims=p, num_prefix_tokens=cls,
+                  num_parabolas=m, impl="naive").double()
+    randomise(pe)
+    L = pe.layer(0)
+    c = coords_for(p, N).double()
+    x = torch.randn(1, cls + N, D, dtype=torch.float64)
+    q = torch.randn(1, H, cls + N, D // H, dtype=torch.float64)
+    L.qk(q, q, x, c)
+    got = L.bias(c)[0]  # (H, T, T)
+    want = torch.zeros(H, cls + N, cls + N, dtype=torch.float64)
+    for h in range(H):
+        for i in range(N):
+            xi = x[0, cls + i]
+            a = -F.softplus(L.a_weight[h * m:(h + 1) * m] @ xi + L.a_bias[h * m:(h + 1) * m])
+            b = L.b_weight[h * m:(h + 1) * m] @ xi + L.b_bias[h * m:(h + 1) * m]
+            for j in range(N):
+                delta = L.wp[h] @ (c[j] - c[i])  # (m,)
+                want[h, cls + i, cls + j] = (a * delta ** 2).sum() + (b * delta).sum()
+    torch.testing.assert_close(got, want.detach(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("cls", [0, 1])
+@pytest.mark.parametrize("p", [2, 3])
+def test_sdpa_logits_exact_up_to_per_query_constant(p, cls):
+    """q'k'^T / sqrt(d) - q k^T / sqrt(d) reproduces the naive logits up to a per-row constant."""
+    D, H, N = 32, 2, 10
+    kw = dict(dim=D, num_heads=H, depth=1, spatial_dims=p, num_prefix_tokens=cls)
+    s = build_pe("pape", impl="sdpa", **kw).double()
+    randomise(s)
+    n = build_pe("pape", impl="naive", **kw).double()
+    n.load_state_dict(s.state_dict())
+    c, d = coords_for(p, N).double(), D // H
+    x = torch.randn(2, cls + N, D, dtype=torch.float64)
+    q, k = torch.randn(2, 2, H, cls + N, d, dtype=torch.float64)
+    qa, ka = s.layer(0).qk(q, k, x, c)
+    extra = p * (p + 1) // 2 + p + cls
+    assert qa.shape[-1] == ka.shape[-1] == math.ceil((d + extra) / 8) * 8  # 5 / 9 extra dims (+1 with CLS)
+    torch.testing.assert_close(qa[..., :d], q)
+    if cls:
+        assert (qa[:, :, 0, d:] == 0).all()  # prefix queries: zero augmentation
+    pe_logits = (qa @ ka.transpose(-1, -2) - q @ k.transpose(-1, -2)) / math.sqrt(d)
+    n.layer(0).qk(q, k, x, c)
+    ref = n.layer(0).bias(c)
+    diff = pe_logits - ref  # constant along each row
+    torch.testing.assert_close(diff, diff[..., :1].expand_as(diff), rtol=1e-9, atol=1e-9)
+
+
+def test_pape_ri_sdpa_extra_dims_and_grid_init():
+    pe = build_pe("pape-ri", dim=64, num_heads=2, depth=2, spatial_dims=3, grid=(4, 8, 8))
+    assert pe.no_weight_decay() == {"layers.0.scale", "layers.1.scale"}
+    torch.testing.assert_close(pe.layers[0].scale.detach(), torch.full((2,), 0.25))
+    q = torch.randn(1, 2, 5, 32)
+    qa, ka = pe.layer(0).qk(q, q, torch.randn(1, 5, 64), torch.randn(5, 3))
+    assert qa.shape[-1] == 40  # 32 + (p + 1) = 36 -> padded to 40
+
+
+def test_pape_init_trains_like_a_local_prior():
+    """Fresh init: a ~ -1, b ~ 0 and E[PE logit] ~ -4 |dr|^2 / G^2."""
+    torch.manual_seed(0)
+    G = 16
+    pe = build_pe("pape", dim=128, num_heads=4, depth=1, spatial_dims=2, grid=(G, G), impl="naive")
+    L = pe.layer(0)
+    c = torch.tensor([[0.0, 0.0], [G / 2, 0.0], [0.0, float(G)]])
+    x = torch.nn.functional.layer_norm(torch.randn(1, 3, 128), (128,))
+    L.qk(torch.zeros(1, 4, 3, 32), torch.zeros(1, 4, 3, 32), x, c)
+    b = L.bias(c)[0].mean(0)  # averaged over heads
+    assert -3 < b[0, 1].item() < -0.2 and -10 < b[0, 2].item() < -1.5
+    assert pe.no_weight_decay() == {"layers.0.wp"}
+
+
+def test_naive_bias_requires_qk_first():
+    pe = build_pe("pape", dim=32, num_heads=2, depth=1, spatial_dims=2, impl="naive")
+    with pytest.raises(RuntimeError):
+        pe.layer(0).bias(torch.zeros(3, 2))
