@@ -1,0 +1,239 @@
+"""The ``bench`` command line: ``run``, ``list``, ``leaderboard``, ``sweep``, ``eval``, ``perf``.
+
+``bench run`` with no arguments trains the embedded default run (see :class:`RunConfig`).
+User mistakes print one line ``bench: error: <message>`` and exit with code 2; a non-finite
+training loss exits with code 1 (``last.ckpt`` is kept, ``results.json`` says ``failed``).
+
+Works as the console script ``bench`` and as ``python -m pebench.cli``; Lightning's DDP
+launcher re-executes either form with the same arguments for ranks > 0.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+import yaml
+
+from .config import ANALYSES, ConfigError, config_to_yaml, load_preset, load_yaml_config, merge, resolve
+
+__all__ = ["main", "build_parser", "run_config_from_args"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors in one line (exit code 2) instead of usage + message."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(message)
+
+
+def _kv(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    k, v = text.split("=", 1)
+    if not k:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return k, yaml.safe_load(v)
+    except yaml.YAMLError:
+        return k, v
+
+
+#: run flag -> (config key, argparse kwargs); every flag has help text
+RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
+    ("--dataset", "dataset", dict(metavar="NAME", help="dataset to train on (see `bench list`); default: shapes")),
+    ("--pe", "pe", dict(metavar="NAME", help="positional encoding (see `bench list`); default: the best registered "
+                                              "of pape, rope-axial, ape")),
+    ("--model", "model", dict(metavar="NAME", help="ViT preset (see `bench list`); default: vit-nano")),
+    ("--epochs", "epochs", dict(type=int, metavar="N", help="training epochs")),
+    ("--batch-size", "batch_size", dict(type=int, metavar="B", help="global batch size; with W processes "
+                                                                      "(devices x nodes) each loads B/W")),
+    ("--lr", "lr", dict(type=float, metavar="X", help="peak learning rate (AdamW, warm-up then cosine)")),
+    ("--weight-decay", "weight_decay", dict(type=float, metavar="X", help="AdamW weight decay")),
+    ("--warmup-epochs", "warmup_epochs", dict(type=float, metavar="N", help="linear warm-up length in epochs")),
+    ("--label-smoothing", "label_smoothing", dict(type=float, metavar="X", help="cross-entropy label smoothing")),
+    ("--layer-decay", "layer_decay", dict(type=float, metavar="X", help="layer-wise learning-rate decay factor")),
+    ("--drop-path", "drop_path", dict(type=float, metavar="X", help="stochastic depth rate")),
+    ("--seed", "seed", dict(type=int, metavar="S", help="random seed (also the run directory's seed<S>)")),
+    ("--resolution", "resolution", dict(metavar="R", help="input resolution: side S or 'AxB' (video/events: "
+                                                            "frames x side; points: points x groups)")),
+    ("--data-root", "data_root", dict(metavar="PATH", help="root directory of a real dataset")),
+    ("--data-option", "data", dict(type=_kv, action="append", metavar="KEY=VALUE",
+                                   help="extra datamodule option, e.g. train_size=512 (repeatable)")),
+    ("--num-workers", "num_workers", dict(type=int, metavar="N", help="data-loading worker processes per rank")),
+    ("--out", "out", dict(metavar="DIR", help="root of run directories; default: runs")),
+    ("--devices", "devices", dict(metavar="N", help="devices per node (an integer, or auto)")),
+    ("--accelerator", "accelerator", dict(metavar="A", help="cpu, gpu, mps or auto")),
+    ("--strategy", "strategy", dict(metavar="S", help="Lightning strategy, e.g. ddp (auto: single device)")),
+    ("--num-nodes", "num_nodes", dict(type=int, metavar="K", help="number of nodes (multi-node DDP)")),
+    ("--precision", "precision", dict(metavar="P", help="Lightning precision: 32-true, bf16-mixed, 16-mixed")),
+    ("--fast-dev-run", "fast_dev_run", dict(action=argparse.BooleanOptionalAction,
+                                            help="one training and one validation batch (smoke test; "
+                                                 "analyses off unless --analyses is given)")),
+    ("--limit-train-batches", "limit_train_batches", dict(type=float, metavar="X",
+                                                          help="fraction (<=1) or number of training batches per epoch")),
+    ("--limit-val-batches", "limit_val_batches", dict(type=float, metavar="X",
+                                                      help="fraction (<=1) or number of validation batches")),
+    ("--max-time", "max_time", dict(metavar="DD:HH:MM:SS", help="stop training after this wall time")),
+    ("--analyses", "analyses", dict(metavar="LIST", help=f"comma list of {','.join(ANALYSES)}, or none / all; "
+                                                         "default: all that apply on synthetic datasets, "
+                                                         "geometry on real ones")),
+    ("--extrapolation-resolutions", "extrapolation_resolutions",
+     dict(metavar="LIST", help="resolutions for the extrapolation analysis, e.g. 24,32,48,64")),
+    ("--rpt", "rpt", dict(action=argparse.BooleanOptionalAction,
+                          help="random permutation training (run directory <pe>+rpt)")),
+    ("--class-token", "class_token", dict(action=argparse.BooleanOptionalAction, help="prepend a CLS token")),
+    ("--pool", "pool", dict(choices=["mean", "cls"], help="head pooling: mean of patch tokens or the CLS token")),
+    ("--pe-option", "pe_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
+                                       help="PE constructor option, e.g. impl=naive (repeatable)")),
+    ("--deterministic", "deterministic", dict(action=argparse.BooleanOptionalAction,
+                                              help="use deterministic algorithms (slower on GPU)")),
+    ("--tensorboard", "tensorboard", dict(action=argparse.BooleanOptionalAction,
+                                          help="also log to TensorBoard (needs the tensorboard extra)")),
+    ("--progress-bar", "progress_bar", dict(action=argparse.BooleanOptionalAction, help="show the TQDM progress bar")),
+]
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    for flag, key, kw in RUN_FLAGS:
+        p.add_argument(flag, dest=key, default=None, **kw)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="bench", description="pebench: positional encodings in vision transformers")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="train and evaluate one configuration (no arguments: the default run)",
+                       description="Train and evaluate one configuration; without arguments, the embedded "
+                                   "default run. Precedence: defaults < --preset < --config < flags.")
+    p.add_argument("--config", metavar="FILE", help="YAML file of run options (e.g. a run's config.yaml)")
+    p.add_argument("--preset", metavar="NAME", help="shipped preset pebench/presets/NAME.yaml")
+    p.add_argument("--print-config", action="store_true", help="print the resolved configuration as YAML and exit")
+    _add_run_flags(p)
+
+    p = sub.add_parser("list", help="list datasets, positional encodings, models and presets",
+                       description="List datasets (modality, data root layout), PEs (modalities), models, presets.")
+    p.add_argument("what", nargs="?", choices=["datasets", "pes", "models", "presets", "all"], default="all",
+                   help="what to list (default: all)")
+
+    p = sub.add_parser("leaderboard", help="regenerate the leaderboard markdown from results.json files",
+                       description="Collect <results>/**/results.json into a markdown leaderboard.")
+    p.add_argument("--results", default="runs", metavar="DIR", help="root of run directories (default: runs)")
+    p.add_argument("--out", default="LEADERBOARD.md", metavar="FILE", help="output file (default: LEADERBOARD.md)")
+
+    p = sub.add_parser("sweep", help="run datasets x PEs x seeds (resumable); other flags pass through to run",
+                       description="Run the grid datasets x PEs x seeds, skipping complete runs. Any further "
+                                   "`bench run` flags (e.g. --epochs 2) are passed to every run.")
+    p.add_argument("--datasets", default="shapes", metavar="LIST", help="comma list of datasets (default: shapes)")
+    p.add_argument("--pes", default=None, metavar="LIST",
+                   help="comma list of PEs (default: every registered PE that applies)")
+    p.add_argument("--seeds", default="0", metavar="LIST", help="comma list of seeds, e.g. 0,1,2 (default: 0)")
+    p.add_argument("--model", default="vit-nano", metavar="NAME", help="ViT preset (default: vit-nano)")
+    p.add_argument("--out", default="runs", metavar="DIR", help="root of run directories (default: runs)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="parallel worker processes (default: 1)")
+    p.add_argument("--retries", type=int, default=1, metavar="N", help="retries of a failed run (default: 1)")
+
+    p = sub.add_parser("eval", help="evaluate a trained run at other resolutions (extrapolation)",
+                       description="Load <run>/last.ckpt and config.yaml, evaluate at each resolution and "
+                                   "update results.json (and extrapolation.png).")
+    p.add_argument("--run", required=True, metavar="DIR", help="run directory (holds config.yaml, last.ckpt)")
+    p.add_argument("--resolutions", default=None, metavar="LIST",
+                   help="comma list of resolutions, e.g. 32,48,64 (default: the run's extrapolation_resolutions)")
+
+    p = sub.add_parser("perf", help="performance benchmarks: bench perf attention [...]",
+                       description="Performance benchmarks; `bench perf WHAT --help` for each one's options.")
+    p.add_argument("what", metavar="WHAT", help="benchmark to run (e.g. attention)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
+    return parser
+
+
+def run_config_from_args(args: argparse.Namespace):
+    """defaults < --preset < --config < flags -> resolved :class:`RunConfig`."""
+    layers: list[dict[str, Any]] = []
+    if getattr(args, "preset", None):
+        layers.append(load_preset(args.preset))
+    if getattr(args, "config", None):
+        layers.append(load_yaml_config(args.config))
+    base = merge(*layers)
+    flags: dict[str, Any] = {}
+    for _, key, _ in RUN_FLAGS:
+        v = getattr(args, key, None)
+        if v is None:
+            continue
+        if key in ("pe_options", "data"):  # KEY=VALUE pairs update the file's mapping
+            v = {**getattr(base, key), **dict(v)}
+        flags[key] = v
+    from dataclasses import asdict
+    return resolve(merge(asdict(base), flags))
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from lightning.pytorch.utilities import rank_zero_only
+
+    from .run import load_registries, run
+    from .summary import format_summary
+
+    load_registries()
+    cfg = run_config_from_args(args)
+    if args.print_config:
+        sys.stdout.write(config_to_yaml(cfg))
+        return 0
+    results = run(cfg)
+    if rank_zero_only.rank == 0:
+        print(format_summary(results))
+    return 0 if results.get("status") in ("complete", None) else 3
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    errs: list[type[BaseException]] = [ConfigError]
+    for mod, name in (("pebench.encodings", "PEConfigError"), ("pebench.models", "ResolutionError"),
+                      ("pebench.datamodules", "DataRootError")):
+        try:
+            errs.append(getattr(__import__(mod, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errs)
+
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``bench`` console script; returns the exit code."""
+    from . import commands
+
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        if extra and args.command != "sweep":
+            raise ConfigError(f"unrecognized arguments: {' '.join(extra)}")
+        if args.command == "run":
+            return _cmd_run(args)
+        if args.command == "sweep":
+            return commands.cmd_sweep(args, extra, parser)
+        return getattr(commands, f"cmd_{args.command}")(args)
+    except _user_errors() as e:
+        print(f"bench: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        # Plain ValueErrors from registries (unknown dataset/PE/model) before training started.
+        if getattr(e, "bench_phase", None) == "train":
+            raise
+        print(f"bench: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if type(e).__name__ == "NonFiniteLossError":
+            print(f"bench: error: {_one_line(e)} (training stopped; last.ckpt kept, results.json status failed)",
+                  file=sys.stderr)
+            return 1
+        raise
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

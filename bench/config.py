@@ -1,0 +1,265 @@
+"""Run configuration: one dataclass holding every option of ``bench run``.
+
+Precedence (lowest to highest): the embedded defaults below (the default run) <
+``--preset NAME`` (``pebench/presets/NAME.yaml``) < ``--config FILE`` < command-line flags.
+The resolved configuration is saved as ``config.yaml`` in the run directory, and
+``bench run --config <run>/config.yaml`` reproduces the run (same directory, same metrics).
+
+Unknown keys in a YAML file are a user error (:class:`ConfigError`, exit code 2).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+__all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_presets", "merge",
+           "resolve", "config_to_dict", "run_dir_for", "variant_name", "parse_analyses", "ANALYSES",
+           "DEFAULT_PE_PREFERENCE"]
+
+#: analyses ``--analyses`` accepts (``none``/``all``/``auto`` are shorthands)
+ANALYSES = ("geometry", "robustness", "alpha", "extrapolation")
+#: the default run uses the first of these PEs that is registered
+DEFAULT_PE_PREFERENCE = ("pape", "rope-axial", "ape")
+
+
+class ConfigError(ValueError):
+    """A malformed or conflicting run configuration (exit code 2 in the CLI)."""
+
+
+@dataclass
+class RunConfig:
+    """Every option of a run. The defaults are the embedded default run (``bench run``)."""
+
+    # what to train
+    dataset: str = "shapes"
+    pe: str | None = None                     # None: best registered of DEFAULT_PE_PREFERENCE
+    model: str = "vit-nano"
+    pe_options: dict = field(default_factory=dict)
+    class_token: bool = False
+    pool: str = "mean"
+    rpt: bool = False
+    drop_path: float = 0.0
+    # data
+    resolution: int | str | None = None       # None: the dataset's default
+    data_root: str | None = None
+    data: dict = field(default_factory=dict)  # extra datamodule kwargs (e.g. train_size)
+    num_workers: int = 0
+    # optimisation
+    epochs: int = 6
+    batch_size: int = 64                      # global batch; each of W ranks gets batch_size // W
+    lr: float = 2e-3
+    weight_decay: float = 0.05
+    warmup_epochs: float = 1.0
+    label_smoothing: float = 0.0
+    layer_decay: float | None = None
+    seed: int = 0
+    # trainer
+    devices: int | str = 1
+    accelerator: str = "auto"
+    strategy: str = "auto"
+    num_nodes: int = 1
+    precision: str = "32-true"
+    deterministic: bool = False
+    fast_dev_run: bool = False
+    limit_train_batches: float | None = None
+    limit_val_batches: float | None = None
+    max_time: str | None = None               # "DD:HH:MM:SS"
+    progress_bar: bool = True
+    tensorboard: bool = False
+    # outputs and analyses
+    out: str = "runs"
+    analyses: str = "auto"                    # auto | none | all | comma list of ANALYSES
+    extrapolation_resolutions: list | None = None
+
+
+_HINTS: dict[str, Any] | None = None
+
+
+def _hints() -> dict[str, Any]:
+    global _HINTS
+    if _HINTS is None:
+        _HINTS = typing.get_type_hints(RunConfig)
+    return _HINTS
+
+
+def field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(RunConfig)]
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Convert ``value`` to the type of field ``name`` (YAML and CLI give loosely typed values)."""
+    if value is None:
+        return None
+    hint = _hints()[name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    origin = typing.get_origin(hint)
+    if origin is dict or hint is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config key {name!r} must be a mapping, got {value!r}")
+        return dict(value)
+    if list in args or typing.get_origin(args[0]) is list:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key {name!r} must be a list, got {value!r}")
+        return [str(v) for v in value]
+    if bool in args:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"config key {name!r} must be true or false, got {value!r}")
+    for t in args:  # first type that accepts the value (int | str: keep ints as ints)
+        if t is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if t is int and isinstance(value, str) and value.lstrip("-").isdigit():
+            return int(value)
+        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if t is float and isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                continue
+        if t is str and isinstance(value, (str, int, float)):
+            return str(value)
+    raise ConfigError(f"config key {name!r} has an invalid value {value!r} (expected {hint})")
+
+
+def _check_keys(data: Mapping[str, Any], source: str) -> None:
+    valid = field_names()
+    for key in data:
+        if key not in valid:
+            raise ConfigError(f"unknown key {key!r} in {source}; valid keys: {', '.join(valid)}")
+
+
+def load_yaml_config(path: str | Path) -> dict[str, Any]:
+    """Read a run config YAML file; unknown keys raise :class:`ConfigError`."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {str(p)!r}: {e.strerror or e}") from None
+    return _parse_yaml(text, f"config file {str(p)!r}")
+
+
+def _parse_yaml(text: str, source: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must be a mapping of run options, got {type(data).__name__}")
+    _check_keys(data, source)
+    return {k: _coerce(k, v) for k, v in data.items()}
+
+
+def _preset_dir() -> Any:
+    return importlib.resources.files("pebench") / "presets"
+
+
+def list_presets() -> list[str]:
+    try:
+        d = _preset_dir()
+        return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".yaml"))
+    except (FileNotFoundError, NotADirectoryError, ModuleNotFoundError):
+        return []
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """Read ``pebench/presets/<name>.yaml`` (shipped with the package)."""
+    res = _preset_dir() / f"{name}.yaml"
+    if not res.is_file():
+        raise ConfigError(f"unknown preset {name!r}; available: {', '.join(list_presets()) or '(none)'}")
+    return _parse_yaml(res.read_text(encoding="utf-8"), f"preset {name!r}")
+
+
+def merge(*layers: Mapping[str, Any]) -> RunConfig:
+    """Later layers override earlier ones; ``None`` values in a layer mean "not given"."""
+    values: dict[str, Any] = {}
+    for layer in layers:
+        _check_keys(layer, "options")
+        for k, v in layer.items():
+            if v is not None:
+                values[k] = _coerce(k, v)
+    return RunConfig(**values)
+
+
+def best_default_pe() -> str:
+    from pebench.encodings import list_pes
+
+    names = list_pes()
+    for name in DEFAULT_PE_PREFERENCE:
+        if name in names:
+            return name
+    return names[0] if names else "none"
+
+
+def parse_analyses(value: str | list | None, synthetic: bool, additive_pe: bool) -> tuple[list[str], bool]:
+    """-> (analyses to run, explicitly requested). ``auto``: all that apply on synthetic datasets
+    (alpha only for additive PEs), ``geometry`` on real ones. ``all``: all that apply."""
+    if value is None or value == "auto":
+        if not synthetic:
+            return ["geometry"], False
+        return [a for a in ANALYSES if a != "alpha" or additive_pe], False
+    items = value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
+    if items == ["none"]:
+        return [], True
+    if items == ["all"]:
+        return [a for a in ANALYSES if a != "alpha" or additive_pe], True
+    for a in items:
+        if a not in ANALYSES:
+            raise ConfigError(f"unknown analysis {a!r}; available: {', '.join(ANALYSES)}, none, all")
+    return [a for a in ANALYSES if a in items], True
+
+
+def resolve(cfg: RunConfig) -> RunConfig:
+    """Fill in defaults that depend on what is installed (the default PE) and check simple
+    consistency rules that need no registry."""
+    cfg = dataclasses.replace(cfg, pe_options=dict(cfg.pe_options), data=dict(cfg.data))
+    if cfg.pe is None:
+        cfg.pe = best_default_pe()
+    if cfg.rpt and cfg.pe == "none":
+        raise ConfigError("conflicting flags: --rpt permutes tokens against positions, which needs a PE "
+                          "(got --pe none)")
+    if cfg.pool == "cls" and not cfg.class_token:
+        raise ConfigError("conflicting flags: --pool cls needs --class-token")
+    if cfg.pool not in ("mean", "cls"):
+        raise ConfigError(f"unknown pool {cfg.pool!r}; available: mean, cls")
+    for name in ("epochs", "batch_size", "num_nodes"):
+        if getattr(cfg, name) < 1:
+            raise ConfigError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.num_workers < 0:
+        raise ConfigError(f"num_workers must be >= 0, got {cfg.num_workers}")
+    if cfg.lr <= 0:
+        raise ConfigError(f"lr must be > 0, got {cfg.lr}")
+    parse_analyses(cfg.analyses, True, True)  # validates names
+    return cfg
+
+
+def config_to_dict(cfg: RunConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def config_to_yaml(cfg: RunConfig) -> str:
+    return yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
+
+
+def variant_name(cfg: RunConfig) -> str:
+    """The PE variant: the PE name, ``+rpt`` when trained with random permutations."""
+    return f"{cfg.pe}+rpt" if cfg.rpt else str(cfg.pe)
+
+
+def run_dir_for(cfg: RunConfig) -> Path:
+    """``<out>/<dataset>/<pe-variant>/<model>/seed<S>``."""
+    return Path(cfg.out) / cfg.dataset / variant_name(cfg) / cfg.model / f"seed{cfg.seed}"

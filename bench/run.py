@@ -1,0 +1,337 @@
+"""``bench run``: validate a :class:`RunConfig`, train, validate, analyse, write the run directory.
+
+Run directory (DESIGN.md §5): ``<out>/<dataset>/<pe-variant>/<model>/seed<S>/`` with
+``config.yaml`` (resolved, written at start), ``results.json`` (``status`` ``running`` at start,
+``complete`` / ``incomplete`` / ``failed`` at the end), ``metrics.csv`` (CSVLogger), ``last.ckpt``
+(every epoch), analysis plots ``*.png``. Only global rank 0 writes, always atomically.
+
+Kill-and-resume: when ``last.ckpt`` exists and ``results.json`` is not ``complete``, training
+resumes from it (or from a newer SLURM ``hpc_ckpt_*.ckpt``); a complete run is re-run from
+scratch. Nothing is created before validation passes.
+
+DDP: the global batch is ``batch_size``; each of the ``W = devices x num_nodes`` ranks loads
+``batch_size // W`` (``batch_size`` must be divisible by ``W``). See ``_loaders.py`` for the
+samplers. ``--strategy ddp`` maps to Lightning's ``ddp_find_unused_parameters_true`` because
+some PEs own parameters that a given input type does not use (APE's coordinate MLP on grids).
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import platform
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.loggers import CSVLogger
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
+from .io import atomic_write_json, atomic_write_yaml, read_json
+from ._loaders import install_samplers, restore_loaders
+
+__all__ = ["run", "prepare", "check_writable", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for"]
+
+#: analysis name (``--analyses``) -> results.json key
+ANALYSIS_KEYS = {"geometry": "geometry", "robustness": "robustness", "alpha": "alpha_sweep",
+                 "extrapolation": "extrapolation"}
+RESULT_KEYS = ("dataset", "pe", "variant", "model", "seed", "task", "status", "primary_metric", "metrics",
+               "val_samples", "skipped_samples", "analyses", "config", "versions", "git_sha", "wall_time_s",
+               "n_params", "run_dir", "resumed_from")
+_SYNTHETIC_MODULES = ("shapes", "moving_shapes", "synthetic_events", "primitives")
+
+
+def load_registries() -> None:
+    """Import the PE and dataset registries (and, defensively, the embedded synthetic sets)."""
+    importlib.import_module("pebench.encodings")
+    dms = importlib.import_module("pebench.datamodules")
+    for mod in _SYNTHETIC_MODULES:
+        if mod.replace("_", "-") not in dms.list_datamodules():
+            try:
+                importlib.import_module(f"pebench.datamodules.{mod}")
+            except ImportError:
+                pass
+
+
+def check_writable(out: str | Path) -> None:
+    """Create ``out`` and write/remove a probe file, or raise :class:`ConfigError`."""
+    p = Path(out)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".bench-write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"output directory {str(p)!r} is not writable: {e.strerror or e}") from None
+
+
+def train_grid_for(dm: Any) -> tuple[int, ...] | None:
+    """Token grid at the training resolution (``None`` for point clouds)."""
+    from pebench.models import ResolutionError
+
+    if dm.modality == "points":
+        return None
+    shape = tuple(dm.input_shape())
+    sizes = shape[-2:] if dm.modality == "image" else shape[-3:]
+    patch = (dm.patch_size,) * 2 if dm.modality == "image" else (dm.tubelet, dm.patch_size, dm.patch_size)
+    for s, p in zip(sizes, patch):
+        if s % p:
+            what = "H x W" if dm.modality == "image" else "T x H x W"
+            raise ResolutionError(f"input size {'x'.join(map(str, sizes))} ({what}) of dataset {dm.name!r} is not "
+                                  f"divisible by its patch size {'x'.join(map(str, patch))}; choose a --resolution "
+                                  f"that is a multiple of it")
+    return tuple(s // p for s, p in zip(sizes, patch))
+
+
+class _ValSampleCounter(Callback):
+    """Counts validation samples over all ranks (checks that DDP counts every sample once)."""
+
+    def __init__(self) -> None:
+        self.local = 0
+        self.total = 0
+
+    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.local = 0
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self.local += int(batch[1].shape[0])
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        t = torch.tensor(float(self.local), device=pl_module.device)
+        self.total = int(trainer.strategy.reduce(t, reduce_op="sum").item())
+
+
+def _versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for mod in ("torch", "lightning", "timm", "torchmetrics", "pebench"):
+        try:
+            out[mod] = importlib.import_module(mod).__version__
+        except Exception:  # noqa: BLE001 - a missing optional module is reported as null
+            out[mod] = None
+    return out
+
+
+def _git_sha() -> str | None:
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                           text=True, timeout=10)
+        return r.stdout.strip() or None if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _resume_path(run_dir: Path) -> str | None:
+    """Newest of ``last.ckpt`` / ``hpc_ckpt_*.ckpt`` when the previous attempt did not complete."""
+    res = run_dir / "results.json"
+    try:
+        if res.is_file() and read_json(res).get("status") == "complete":
+            return None
+    except (OSError, ValueError):
+        pass
+    cands = [p for p in [run_dir / "last.ckpt", *run_dir.glob("hpc_ckpt_*.ckpt")] if p.is_file()]
+    return str(max(cands, key=lambda p: p.stat().st_mtime)) if cands else None
+
+
+def _indivisible(batch: int, world: int) -> None:
+    raise ConfigError(f"batch_size {batch} is not divisible by the number of processes {world} "
+                      f"(devices x num_nodes); the global batch is split evenly across them")
+
+
+class _DropTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip:" not in str(record.msg)
+
+
+def _quiet_lightning() -> None:
+    """Drop Lightning's advertising tip and warnings that are expected in a run directory."""
+    log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _DropTips) for f in log.filters):
+        log.addFilter(_DropTips())
+    for msg in (".*Experiment logs directory.*exists and is not empty.*", ".*smaller than the logging interval.*",
+                ".*treespec, LeafSpec.*", ".*does not have many workers.*", ".*Checkpoint directory .* exists and is not empty.*"):
+        warnings.filterwarnings("ignore", message=msg)
+
+
+def prepare(cfg: RunConfig) -> dict[str, Any]:
+    """Validate everything that can be validated without touching the disk; build the pieces.
+
+    Raises ``ValueError`` subclasses for user errors (the CLI turns them into exit code 2).
+    """
+    from pebench.datamodules import get_datamodule_class
+    from pebench.encodings import PEConfigError, get_pe_class
+    from pebench.models import ClassificationTask, list_models
+
+    load_registries()
+    cfg = resolve(cfg)
+    dm_cls = get_datamodule_class(cfg.dataset)
+    pe_cls = get_pe_class(cfg.pe)
+    if cfg.model not in list_models():
+        raise ConfigError(f"unknown model {cfg.model!r}; available: {', '.join(list_models())}")
+    if dm_cls.modality not in tuple(pe_cls.modalities):
+        raise PEConfigError(f"PE {cfg.pe!r} does not apply to {dm_cls.modality} data (dataset {cfg.dataset!r}); "
+                            f"it supports: {', '.join(pe_cls.modalities)}")
+    analyses, explicit = parse_analyses(cfg.analyses, synthetic=not dm_cls.needs_data_root,
+                                        additive_pe=bool(getattr(pe_cls, "additive", False)))
+    if cfg.fast_dev_run and not explicit:
+        analyses = []  # a smoke test: analyses only when asked for
+    if cfg.tensorboard:
+        try:
+            importlib.import_module("tensorboard")
+        except ImportError:
+            raise ConfigError("--tensorboard needs the tensorboard package: pip install -e '.[tensorboard]'") from None
+    try:
+        dm = dm_cls(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
+                    resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
+    except TypeError as e:
+        raise ConfigError(f"invalid data options for dataset {cfg.dataset!r}: {e}") from None
+    grid = train_grid_for(dm)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    try:
+        task = ClassificationTask(
+            modality=dm.modality, num_classes=dm.num_classes, in_chans=dm.in_chans, model=cfg.model, pe=cfg.pe,
+            pe_options=cfg.pe_options, patch_size=dm.patch_size, tubelet=dm.tubelet, num_groups=dm.num_groups,
+            train_grid=grid, class_token=cfg.class_token, pool=cfg.pool, lr=cfg.lr, weight_decay=cfg.weight_decay,
+            warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs, label_smoothing=cfg.label_smoothing, rpt=cfg.rpt,
+            layer_decay=cfg.layer_decay, drop_path=cfg.drop_path)
+    except TypeError as e:
+        if "keyword argument" in str(e):
+            raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None
+        raise
+    if isinstance(cfg.devices, int) and cfg.devices > 0 and cfg.batch_size % (cfg.devices * cfg.num_nodes):
+        _indivisible(cfg.batch_size, cfg.devices * cfg.num_nodes)
+    _quiet_lightning()
+    run_dir = run_dir_for(cfg)
+    strategy = "ddp_find_unused_parameters_true" if cfg.strategy == "ddp" else cfg.strategy
+    counter = _ValSampleCounter()
+    callbacks: list[Callback] = [counter, ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0)]
+    if cfg.progress_bar:
+        callbacks.append(TQDMProgressBar())
+    loggers: list[Any] = [CSVLogger(save_dir=run_dir, name="", version="")]
+    if cfg.tensorboard:
+        from lightning.pytorch.loggers import TensorBoardLogger
+        loggers.append(TensorBoardLogger(save_dir=run_dir, name="tensorboard", version=""))
+    try:
+        trainer = L.Trainer(
+            accelerator=cfg.accelerator, devices=cfg.devices, strategy=strategy, num_nodes=cfg.num_nodes,
+            precision=cfg.precision, max_epochs=cfg.epochs, deterministic=cfg.deterministic,
+            fast_dev_run=cfg.fast_dev_run, limit_train_batches=cfg.limit_train_batches,
+            limit_val_batches=cfg.limit_val_batches, max_time=cfg.max_time, logger=loggers, callbacks=callbacks,
+            default_root_dir=run_dir, enable_progress_bar=cfg.progress_bar, use_distributed_sampler=False,
+            num_sanity_val_steps=0, log_every_n_steps=10, enable_model_summary=False)
+    except (MisconfigurationException, ValueError, TypeError) as e:
+        raise ConfigError(f"invalid trainer options: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    world = trainer.num_devices * trainer.num_nodes
+    if cfg.batch_size % world:
+        _indivisible(cfg.batch_size, world)
+    dm.batch_size = cfg.batch_size // world  # per-rank batch; the global batch stays cfg.batch_size
+    return {"cfg": cfg, "dm": dm, "task": task, "trainer": trainer, "run_dir": run_dir, "analyses": analyses,
+            "explicit_analyses": explicit, "counter": counter}
+
+
+def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict) -> tuple[dict, bool]:
+    """Run each requested analysis; -> (results.json entries, all finished)."""
+    if not names:
+        return {"analyses": []}, True
+    analysis = importlib.import_module("pebench.analysis")
+    fn = getattr(analysis, "run_analyses", None)
+    if fn is None:
+        return {"analyses": "unavailable"}, False
+    out: dict[str, Any] = {"analyses": list(names)}
+    errors: dict[str, str] = {}
+    task.eval()
+    for name in names:
+        try:
+            res = fn(task, dm, [name], run_dir, config) or {}
+        except Exception as e:  # noqa: BLE001 - recorded; the run is then not "complete"
+            errors[name] = f"{type(e).__name__}: {e}"
+            print(f"bench: warning: analysis {name!r} failed: {errors[name]}", file=sys.stderr)
+            continue
+        key = ANALYSIS_KEYS[name]
+        if key in res:
+            out[key] = res[key]
+        else:
+            errors[name] = "the analysis returned no result"
+    if errors:
+        out["analysis_errors"] = errors
+    return out, not errors
+
+
+def run(cfg: RunConfig) -> dict[str, Any]:
+    """Train and evaluate one configuration; returns the results dict (see README)."""
+    t0 = time.time()
+    parts = prepare(cfg)
+    cfg, dm, task, trainer, run_dir = parts["cfg"], parts["dm"], parts["task"], parts["trainer"], parts["run_dir"]
+    rank0 = trainer.global_rank == 0
+    config = config_to_dict(cfg)
+    if rank0:
+        check_writable(cfg.out)
+    ckpt = _resume_path(run_dir)
+    results: dict[str, Any] = {
+        "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "model": cfg.model, "seed": cfg.seed,
+        "task": "classification", "status": "running", "primary_metric": "val/acc1", "metrics": {},
+        "skipped_samples": {}, "analyses": parts["analyses"], "config": config, "versions": _versions(),
+        "git_sha": _git_sha(), "wall_time_s": None, "n_params": sum(p.numel() for p in task.parameters()),
+        "run_dir": str(run_dir), "resumed_from": None, "val_samples": None,
+    }
+    if ckpt is not None:
+        try:
+            meta = torch.load(ckpt, map_location="cpu", weights_only=False)
+            results["resumed_from"] = {"checkpoint": Path(ckpt).name, "epoch": int(meta.get("epoch", 0)),
+                                       "global_step": int(meta.get("global_step", 0))}
+            del meta
+        except Exception as e:  # noqa: BLE001
+            raise ConfigError(f"cannot resume from {ckpt}: corrupt or incompatible checkpoint "
+                              f"({type(e).__name__}); delete it to start over") from None
+
+    def write(status: str | None = None) -> None:
+        if status:
+            results["status"] = status
+        results["wall_time_s"] = round(time.time() - t0, 3)
+        if rank0:
+            atomic_write_json(run_dir / "results.json", results)
+
+    if rank0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if ckpt is None:  # fresh start: drop artefacts of a previous (complete) run
+            for name in ("last.ckpt", "metrics.csv"):
+                (run_dir / name).unlink(missing_ok=True)
+        elif (run_dir / "metrics.csv").is_file():  # CSVLogger truncates it; keep the earlier attempt's log
+            n = len(list(run_dir.glob("metrics.attempt*.csv")))
+            os.replace(run_dir / "metrics.csv", run_dir / f"metrics.attempt{n}.csv")
+        atomic_write_yaml(run_dir / "config.yaml", config)
+        write("running")
+        print(f"bench: run directory {run_dir}" + (f" (resuming from {Path(ckpt).name})" if ckpt else ""),
+              file=sys.stderr)
+    orig = install_samplers(dm, cfg.seed)
+    try:
+        trainer.fit(task, datamodule=dm, ckpt_path=ckpt)
+        val = trainer.validate(task, datamodule=dm, verbose=False)
+        results["metrics"] = {k: float(v) for k, v in sorted((val[0] if val else {}).items())}
+        results["val_samples"] = parts["counter"].total
+        results["skipped_samples"] = {"in_batches": int(task.skipped.compute().item()),
+                                      "by_reason": dict(getattr(dm, "skipped_samples", {}) or {})}
+        if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()  # analyses run on rank 0 alone
+        if not rank0:
+            return results
+        restore_loaders(dm, orig)
+        extra, finished = _analyses(task, dm, parts["analyses"], run_dir, config)
+        results.update(extra)
+        complete = finished or (extra.get("analyses") == "unavailable" and not parts["explicit_analyses"])
+        if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run):
+            complete = False
+        write("complete" if complete else "incomplete")
+    except Exception as e:
+        e.bench_phase = "train"  # type: ignore[attr-defined]  # the CLI shows a traceback for bugs here
+        results["error"] = f"{type(e).__name__}: {e}"
+        write("failed")
+        raise
+    return results

@@ -1,0 +1,78 @@
+"""Plain-text summary tables printed at the end of ``bench run`` / ``bench eval``."""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+__all__ = ["format_table", "format_summary"]
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.4f}" if math.isfinite(v) else str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in header]] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    line = "+-" + "-+-".join("-" * w for w in widths) + "-+"
+    out = [line, "| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths)) + " |", line]
+    out += ["| " + " | ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) + " |"
+            for r in cells[1:]]
+    out.append(line)
+    return "\n".join(out)
+
+
+def _geometry_table(geo: dict[str, Any]) -> str | None:
+    layers = geo.get("layers")
+    if not isinstance(layers, list) or not layers:
+        return None
+    cols = [k for k in ("ssdc", "ssdc_rpi", "delta_ssdc", "eed_percent") if isinstance(geo.get(k), list)]
+    rows = [[layer] + [geo[k][i] if i < len(geo[k]) else None for k in cols] for i, layer in enumerate(layers)]
+    return format_table(["layer", *cols], rows)
+
+
+def _records_table(title: str, value: Any) -> str | None:
+    """A list of flat dicts (extrapolation rows, alpha sweep) or a flat dict (robustness)."""
+    if isinstance(value, dict):
+        flat = [(k, v) for k, v in value.items() if isinstance(v, (int, float, str)) or v is None]
+        return f"{title}\n" + format_table(["name", "value"], flat) if flat else None
+    if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+        keys: list[str] = []
+        for r in value:
+            keys += [k for k, v in r.items() if k not in keys and (isinstance(v, (int, float, str)) or v is None)]
+        return f"{title}\n" + format_table(keys, [[r.get(k) for k in keys] for r in value])
+    return None
+
+
+def format_summary(results: dict[str, Any]) -> str:
+    """The end-of-run summary: run, status, metrics, then analyses that produced tables."""
+    rows: list[tuple[str, Any]] = [
+        ("run", f"{results.get('dataset')} / {results.get('variant', results.get('pe'))} / "
+                f"{results.get('model')} / seed {results.get('seed')}"),
+        ("status", results.get("status")),
+    ]
+    rows += [(k, v) for k, v in (results.get("metrics") or {}).items()]
+    rows += [("val samples", results.get("val_samples")), ("parameters", results.get("n_params")),
+             ("wall time (s)", results.get("wall_time_s")), ("run dir", results.get("run_dir"))]
+    if isinstance(results.get("analyses"), str):
+        rows.append(("analyses", results["analyses"]))
+    parts = [format_table(["", "value"], rows)]
+    if isinstance(results.get("geometry"), dict):
+        geo = _geometry_table(results["geometry"])
+        if geo:
+            parts.append("geometry per layer\n" + geo)
+    for key, title in (("robustness", "robustness"), ("alpha_sweep", "alpha sweep"),
+                       ("extrapolation", "resolution extrapolation")):
+        t = _records_table(title, results.get(key))
+        if t:
+            parts.append(t)
+    errs = results.get("analysis_errors")
+    if errs:
+        parts.append("analysis errors: " + "; ".join(f"{k}: {v}" for k, v in errs.items()))
+    return "\n".join(parts)
