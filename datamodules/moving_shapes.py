@@ -30,6 +30,7 @@ NUM_CLASSES = 8
 #: unit displacement (dy, dx) of directions east, north, west, south (y down)
 DIRECTIONS = np.array([[0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [1.0, 0.0]], dtype=np.float32)
 _MEAN, _STD = 0.15, 0.22
+_PATH_S = np.linspace(0.0, 1.0, 6)[:, None]  # path points checked for collisions
 
 
 def moving_shapes_scene(rng: np.random.Generator, travel: float = 0.35) -> dict[str, Any]:
@@ -43,8 +44,7 @@ def moving_shapes_scene(rng: np.random.Generator, travel: float = 0.35) -> dict[
         for k in range(2):
             d = DIRECTIONS[dirs[k]] * travel  # (dy, dx)
             starts.append(rng.uniform(lo - np.minimum(d, 0), hi - np.maximum(d, 0)))
-        s = np.linspace(0, 1, 6)[:, None]
-        paths = [starts[k] + s * DIRECTIONS[dirs[k]] * travel for k in range(2)]
+        paths = [starts[k] + _PATH_S * DIRECTIONS[dirs[k]] * travel for k in range(2)]
         if np.min(np.linalg.norm(paths[0][:, None] - paths[1][None], axis=-1)) > radii.sum() + 0.03:
             break
     # motion windows: the first mover in [a0, a0 + dur], the second in [a1, a1 + dur]
