@@ -270,3 +270,33 @@ def test_presets_exist_for_every_real_dataset():
                 cfg = yaml.safe_load(f)
             assert cfg["dataset"] == n and cfg["epochs"] >= 1 and cfg["batch_size"] >= 1
             assert {"model", "pe", "lr", "resolution", "precision"} <= set(cfg)
+
+
+# ---------------------------------------------------------------- end to end through the CLI
+FIXTURE_DIRS = {"imagenet": "imagenet", "cifar100": "cifar", "tiny-imagenet": "tiny", "ucmerced": "ucm",
+                "ucf101": "ucf", "dvsgesture": "dvs", "modelnet40": "mn"}
+
+
+@pytest.fixture(scope="module")
+def fixture_roots(tmp_path_factory):
+    return F.all_fixtures(tmp_path_factory.mktemp("real"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(FIXTURE_DIRS))
+def test_cli_fast_dev_run_on_fixture(name, fixture_roots, tmp_path):
+    cli = pytest.importorskip("pebench.cli")
+    root = fixture_roots[name]
+    rc = cli.main(["run", "--preset", f"{name}-smoke", "--dataset", name, "--data-root", str(root),
+                   "--fast-dev-run", "--out", str(tmp_path), "--analyses", "none"])
+    assert rc in (0, None)
+    results = list(tmp_path.glob(f"{name}/**/results.json"))
+    assert len(results) == 1
+
+
+def test_cli_missing_root_exit_code_2(tmp_path, capsys):
+    cli = pytest.importorskip("pebench.cli")
+    with pytest.raises(SystemExit) as e:
+        rc = cli.main(["run", "--dataset", "ucmerced", "--data-root", str(tmp_path / "nope"), "--out", str(tmp_path)])
+        raise SystemExit(rc)
+    assert e.value.code == 2 and "nope" in capsys.readouterr().err
