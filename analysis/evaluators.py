@@ -1,0 +1,118 @@
+"""Post-training analyses of a run: :func:`run_analyses` (called by ``bench run``).
+
+=================  ====================  ===================================================
+name               results.json key      what (module)
+=================  ====================  ===================================================
+``geometry``       ``geometry``          per-layer SSDC, SSDC_RPI, EED% (:mod:`.geometry`)
+``robustness``     ``robustness``        clean accuracy, accuracy + FS per shift (:mod:`.robustness`)
+``alpha``          ``alpha_sweep``       α sweep of additive PEs (:mod:`.alpha`); ``None`` otherwise
+``extrapolation``  ``extrapolation``     accuracy at other resolutions (:mod:`.extrapolation`)
+``all``            all that apply        (``alpha`` only for additive PEs)
+=================  ====================  ===================================================
+
+Execution model: after training, in a single process (global rank 0; ``bench run`` destroys
+the DDP process group first), with the model in eval mode under ``torch.no_grad()`` (the
+previous train/eval mode is restored). Everything random is derived from ``config["seed"]``
+(the RPI permutation, the shift noise) and evaluated on fixed, ordered sample sets, so results
+are deterministic for a given checkpoint.
+
+Plots (``geometry.png``, ``robustness.png``, ``alpha_sweep.png``, ``extrapolation.png``) go
+to ``run_dir``, each written atomically (temp file + ``os.replace``) with the Agg canvas.
+
+Options are read from ``config`` (the resolved run config dict): ``seed``,
+``extrapolation_resolutions`` (default: :func:`~.extrapolation.default_resolutions`), and an
+optional ``analysis_options`` mapping (``probe_size`` is also accepted at the top level):
+
+* ``probe_size`` (256): geometry probe set.
+* ``robustness_samples`` (``None`` = whole validation set).
+* ``alpha_samples`` (256) and ``alpha_probe_size`` (64): per-α accuracy/FS samples and
+  SSDC_RPI probe (8 α values; kept small so the sweep costs about as much as the rest).
+* ``extrapolation_samples`` (256): samples per resolution when the run evaluates them
+  inside ``bench run`` (``bench eval`` evaluates the whole validation set).
+
+Wall times per analysis are returned under ``"analysis_times_s"`` (not a results section).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from .alpha import alpha_sweep
+from .extrapolation import default_resolutions, evaluate_extrapolation
+from .geometry import DEFAULT_PROBE_SIZE, geometry
+from .plots import plot_alpha_sweep, plot_extrapolation, plot_geometry, plot_robustness, save_plot
+from .robustness import robustness
+
+__all__ = ["run_analyses", "ANALYSIS_NAMES", "RESULT_KEYS", "DEFAULT_OPTIONS"]
+
+ANALYSIS_NAMES = ("geometry", "robustness", "alpha", "extrapolation")
+#: analysis name -> results.json key
+RESULT_KEYS = {"geometry": "geometry", "robustness": "robustness", "alpha": "alpha_sweep",
+               "extrapolation": "extrapolation"}
+DEFAULT_OPTIONS: dict[str, Any] = {"probe_size": DEFAULT_PROBE_SIZE, "robustness_samples": None,
+                                   "alpha_samples": 256, "alpha_probe_size": 64, "extrapolation_samples": 256}
+
+
+def _names(analyses: str | Iterable[str] | None, additive: bool) -> list[str]:
+    items = [a.strip() for a in analyses.split(",")] if isinstance(analyses, str) else list(analyses or [])
+    items = [a for a in items if a]
+    if "none" in items:
+        return []
+    if "all" in items:
+        return [a for a in ANALYSIS_NAMES if a != "alpha" or additive]
+    for a in items:
+        if a not in ANALYSIS_NAMES:
+            raise ValueError(f"unknown analysis {a!r}; available: {', '.join(ANALYSIS_NAMES)}, all, none")
+    return [a for a in ANALYSIS_NAMES if a in items]
+
+
+def _options(config: dict | None) -> dict[str, Any]:
+    config = dict(config or {})
+    opts = dict(DEFAULT_OPTIONS)
+    if config.get("probe_size") is not None:
+        opts["probe_size"] = int(config["probe_size"])
+    opts.update({k: v for k, v in dict(config.get("analysis_options") or {}).items()})
+    return opts
+
+
+def run_analyses(task: Any, datamodule: Any, analyses: str | Iterable[str], run_dir: str | Path | None,
+                 config: dict | None = None) -> dict[str, Any]:
+    """Run the named analyses; returns ``{results.json key: section, "analysis_times_s": {...}}``.
+
+    ``run_dir=None`` skips the plots. A non-additive PE with ``alpha`` requested explicitly gets
+    ``"alpha_sweep": None`` (not applicable); with ``all`` the key is left out.
+    """
+    additive = bool(getattr(task.backbone.pe, "additive", False))
+    names = _names(analyses, additive)
+    cfg = dict(config or {})
+    seed = int(cfg.get("seed") or 0)
+    opts = _options(cfg)
+    out: dict[str, Any] = {}
+    times: dict[str, float] = {}
+    rd = Path(run_dir) if run_dir is not None else None
+
+    def plot(fn: Any, data: Any, name: str) -> None:
+        if rd is not None and data:
+            save_plot(fn, data, rd / name)
+
+    for name in names:
+        t0 = time.perf_counter()
+        if name == "geometry":
+            res = geometry(task, datamodule, probe_size=opts["probe_size"], seed=seed)
+            plot(plot_geometry, res, "geometry.png")
+        elif name == "robustness":
+            res = robustness(task, datamodule, seed=seed, max_samples=opts["robustness_samples"])
+            plot(plot_robustness, res, "robustness.png")
+        elif name == "alpha":
+            res = alpha_sweep(task, datamodule, seed=seed, max_samples=opts["alpha_samples"],
+                              probe_size=opts["alpha_probe_size"])
+            plot(plot_alpha_sweep, res, "alpha_sweep.png")
+        else:
+            resolutions = list(cfg.get("extrapolation_resolutions") or []) or default_resolutions(datamodule, task)
+            res = evaluate_extrapolation(task, datamodule, resolutions, max_samples=opts["extrapolation_samples"])
+            plot(plot_extrapolation, res, "extrapolation.png")
+        out[RESULT_KEYS[name]] = res
+        times[name] = round(time.perf_counter() - t0, 3)
+    out["analysis_times_s"] = times
+    return out

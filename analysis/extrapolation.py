@@ -1,0 +1,137 @@
+"""Resolution extrapolation (DESIGN.md §4): one trained checkpoint evaluated at several input sizes.
+
+:func:`evaluate_extrapolation` evaluates top-1 accuracy on ``datamodule.eval_dataloader(res)``
+for each resolution. Nothing is re-fitted: each PE applies its own native rule (APE interpolates
+its table, RoPE / sincos / ALiBi / PaPE compute any coords, LookHere rebuilds its masks), and the
+token grid comes from the tokenizer for the new input size.
+
+* images: side ``S`` or ``"HxW"``; video / events: ``"TxS"`` (frames / time bins x side) or ``S``.
+  A size not divisible by the patch (tubelet) size gives a row ``{"resolution", "error"}`` and is
+  skipped; so does any resolution the datamodule rejects.
+* points: ``"MxG"`` sets ``task.tokenizer.num_groups = G`` for that evaluation; a bare ``M`` scales
+  the trained group count with the point count, ``G = round(G_train · M / M_train)`` (at least 1,
+  at most M), so each group keeps about as many points as in training. The tokenizer's group
+  count is restored afterwards.
+
+Rows: ``{"resolution": "64", "acc1": float, "n_tokens": int, "n_samples": int}`` (``n_tokens``:
+patch tokens per sample). Runs in eval mode under ``torch.no_grad()`` in one process after
+training. ``max_samples`` caps the samples per resolution (default: the whole validation set).
+
+:func:`default_resolutions` picks sizes when the run gives none: images ``[S, 1.5S, 2S, 3S, 4S]``
+(rounded to patch multiples), video / events ``TxS, Tx2S, 2TxS, 2Tx2S``, points
+``MxG, 2Mx2G, 4Mx4G``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from .geometry import evaluating, task_device
+from .robustness import logits_in_chunks
+
+__all__ = ["evaluate_extrapolation", "default_resolutions", "resolution_key"]
+
+
+def _parse(res: Any) -> tuple[int, ...]:
+    from pebench.datamodules.base import parse_resolution
+
+    if isinstance(res, (tuple, list)):
+        return tuple(int(r) for r in res)
+    return parse_resolution(res)
+
+
+def resolution_key(res: Any) -> str:
+    if isinstance(res, (tuple, list)):
+        return "x".join(str(int(r)) for r in res)
+    return str(res).strip().lower()
+
+
+def _round_to(v: float, m: int) -> int:
+    return max(m, int(round(v / m)) * m)
+
+
+def default_resolutions(datamodule: Any, task: Any = None) -> list[str]:
+    """Default extrapolation sizes for the datamodule's modality (see the module docstring)."""
+    modality = datamodule.modality
+    res = tuple(datamodule.resolution)
+    p = int(getattr(datamodule, "patch_size", 1))
+    out: list[str] = []
+    if modality == "image":
+        for f in (1, 1.5, 2, 3, 4):
+            if len(res) == 2 and res[0] != res[1]:
+                out.append(f"{_round_to(res[0] * f, p)}x{_round_to(res[1] * f, p)}")
+            else:
+                out.append(str(_round_to(res[0] * f, p)))
+    elif modality in ("video", "events"):
+        t, s = res if len(res) == 2 else (None, res[0])
+        if t is None:
+            shape = datamodule.input_shape()
+            t = int(shape[-3])
+        tub = int(getattr(datamodule, "tubelet", 1))
+        for ft, fs in ((1, 1), (1, 2), (2, 1), (2, 2)):
+            out.append(f"{_round_to(t * ft, tub)}x{_round_to(s * fs, p)}")
+    elif modality == "points":
+        m = res[0]
+        g = int(task.tokenizer.num_groups) if task is not None else int(getattr(datamodule, "num_groups", 64))
+        if len(res) == 2:
+            g = res[1]
+        out = [f"{m * k}x{g * k}" for k in (1, 2, 4)]
+    else:
+        raise ValueError(f"unknown modality {modality!r}")
+    return list(dict.fromkeys(out))
+
+
+def _point_groups(task: Any, datamodule: Any, res: tuple[int, ...]) -> int:
+    if len(res) == 2:
+        return int(res[1])
+    m_train = int(tuple(datamodule.resolution)[0])
+    g_train = int(task.hparams.get("num_groups", task.tokenizer.num_groups)) if hasattr(task, "hparams") \
+        else int(task.tokenizer.num_groups)
+    return int(min(res[0], max(1, round(g_train * res[0] / m_train))))
+
+
+def _n_tokens(task: Any, datamodule: Any, res: tuple[int, ...]) -> int:
+    """Validate the size (ResolutionError / ValueError) and return the patch-token count."""
+    shape = tuple(datamodule.input_shape(res))
+    if task.modality == "points":
+        return int(task.tokenizer.num_groups)
+    sizes = shape[-2:] if task.modality == "image" else shape[-3:]
+    return int(math.prod(task.tokenizer.grid_for(sizes)))
+
+
+def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[str | int],
+                           max_samples: int | None = None) -> list[dict[str, Any]]:
+    """Top-1 accuracy at each resolution (see the module docstring)."""
+    device = task_device(task)
+    rows: list[dict[str, Any]] = []
+    points = task.modality == "points"
+    groups0 = int(task.tokenizer.num_groups) if points else None
+    with evaluating(task):
+        for r in resolutions:
+            key = resolution_key(r)
+            try:
+                res = _parse(r)
+                if points:
+                    task.tokenizer.num_groups = _point_groups(task, datamodule, res)
+                n_tokens = _n_tokens(task, datamodule, res)
+                loader = datamodule.eval_dataloader(res)
+                correct = n = 0
+                for batch in loader:
+                    x, y = batch[0], batch[1]
+                    if max_samples is not None:
+                        if n >= max_samples:
+                            break
+                        x, y = x[: max_samples - n], y[: max_samples - n]
+                    if y.numel() == 0:
+                        continue
+                    x, y = x.to(device), y.to(device)
+                    correct += int((logits_in_chunks(task, x).argmax(-1) == y).sum())
+                    n += int(y.numel())
+                rows.append({"resolution": key, "acc1": correct / n if n else None, "n_tokens": n_tokens,
+                             "n_samples": n})
+            except ValueError as e:  # ResolutionError is a ValueError; so are the datamodules' size errors
+                rows.append({"resolution": key, "error": " ".join(str(e).split()) or type(e).__name__})
+            finally:
+                if points:
+                    task.tokenizer.num_groups = groups0
+    return rows

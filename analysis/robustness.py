@@ -1,0 +1,293 @@
+"""Robustness to content shifts: fragility ``FS = 1 − A_shift / A_clean`` (DESIGN.md §4).
+
+Shifts per modality (defaults; every one is a *content* perturbation that leaves token
+positions alone):
+
+==========  ================  =============================================================
+modality    name              what
+==========  ================  =============================================================
+image       ``jpeg``          JPEG at quality 5 (``torchvision.io.encode_jpeg/decode_jpeg``)
+image       ``blur``          Gaussian blur σ = 2.5, kernel ``2·ceil(3σ)+1`` clipped to the
+                              largest odd size ≤ the image side (reflect padding)
+video       ``jpeg``/``blur`` the same, frame by frame
+events      ``dropout``       each event dropped with p = 0.5: binomial thinning of the binned
+                              counts (the same distribution as dropping raw events and re-binning,
+                              up to tonic's first..last-event bin edges moving slightly)
+events      ``noise``         spurious events: Poisson counts with mean ``rate ×`` (the sample's mean
+                              count per voxel), rate 0.5, added to every voxel of both polarities
+points      ``jitter``        Gaussian jitter σ = 0.02 on every coordinate
+points      ``point_dropout`` 50% of the points of each cloud dropped and replaced by duplicates of
+                              randomly chosen kept points (the point count is unchanged)
+==========  ================  =============================================================
+
+The event and point shifts are the documented content-perturbation analogues of JPEG/blur.
+
+JPEG needs uint8 images but inputs arrive normalised. The de-normalisation is taken from the
+datamodule, in this order: its ``denormalize(x)`` / ``normalize(x)`` methods; its ``mean`` /
+``std`` attributes; the module constants ``_MEAN``/``_STD`` (the embedded synthetic sets) or
+``IMAGENET_MEAN``/``IMAGENET_STD`` (the real image sets) of a module in its class hierarchy.
+Values are clamped to [0, 1] before quantising. When none is found, each image is min-max
+scaled to [0, 255] and mapped back with the same affine map. Blur is linear and commutes with
+the per-channel affine normalisation (reflect padding), so it runs on the normalised input.
+Event inputs compressed as ``log1p(count)`` (datamodule ``log_counts = True``) are expanded to
+counts, perturbed and compressed again.
+
+Randomness: one ``torch.Generator`` per shift, seeded from the config seed and the shift's
+index, consumed batch by batch in loader order, so results are deterministic. The evaluation
+runs in eval mode under ``torch.no_grad()`` in one process after training (see
+:mod:`.geometry`). ``max_samples`` caps the number of validation samples (default: all).
+"""
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from .geometry import evaluating, finite_or_none, task_device
+
+__all__ = ["robustness", "fragility", "SHIFTS", "PERTURBATIONS", "DEFAULT_PARAMS", "perturb", "logits_in_chunks",
+           "image_codec", "jpeg", "gaussian_blur", "blur_kernel_size", "event_dropout", "event_noise",
+           "point_jitter", "point_dropout", "first_shift"]
+
+#: shifts per modality, in the order they are reported (the first is the alpha sweep's FS)
+SHIFTS: dict[str, tuple[str, ...]] = {"image": ("jpeg", "blur"), "video": ("jpeg", "blur"),
+                                      "events": ("dropout", "noise"), "points": ("jitter", "point_dropout")}
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
+    "jpeg": {"quality": 5}, "blur": {"sigma": 2.5},
+    "dropout": {"p": 0.5}, "noise": {"rate": 0.5},
+    "jitter": {"sigma": 0.02}, "point_dropout": {"p": 0.5},
+}
+
+
+def first_shift(modality: str) -> str:
+    return SHIFTS[modality][0]
+
+
+def fragility(acc_clean: float, acc_shift: float) -> float | None:
+    """``FS = 1 − A_shift / A_clean`` (``None`` when ``A_clean == 0``: undefined)."""
+    if acc_clean <= 0:
+        return None
+    return 1.0 - acc_shift / acc_clean
+
+
+# ------------------------------------------------------------------------------- images
+def image_codec(datamodule: Any) -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]] | None:
+    """``(to_unit, from_unit)`` maps between the datamodule's normalised inputs and [0, 1], or
+    ``None`` when the datamodule exposes no normalisation (see the module docstring)."""
+    if datamodule is None:
+        return None
+    den, nor = getattr(datamodule, "denormalize", None), getattr(datamodule, "normalize", None)
+    if callable(den) and callable(nor):
+        return den, nor
+    mean, std = getattr(datamodule, "mean", None), getattr(datamodule, "std", None)
+    if mean is None or std is None:
+        for cls in type(datamodule).__mro__:
+            mod = sys.modules.get(cls.__module__)
+            for a, b in (("_MEAN", "_STD"), ("IMAGENET_MEAN", "IMAGENET_STD")):
+                if mod is not None and hasattr(mod, a) and hasattr(mod, b):
+                    mean, std = getattr(mod, a), getattr(mod, b)
+                    break
+            if mean is not None:
+                break
+    if mean is None or std is None:
+        return None
+
+    def shape(v: Any, x: Tensor) -> Tensor:
+        t = torch.as_tensor(v, dtype=x.dtype, device=x.device)
+        return t.view(-1, *([1] * (x.dim() - 2))) if t.dim() == 1 else t  # channel axis at dim 1 of (B, C, ...)
+
+    return (lambda x: x * shape(std, x) + shape(mean, x)), (lambda u: (u - shape(mean, u)) / shape(std, u))
+
+
+def _frames(x: Tensor) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
+    """Images ``(B, C, H, W)`` or clips ``(..., C, T, H, W)`` -> frames ``(F, C, H, W)`` and the inverse."""
+    if x.dim() == 4:
+        return x, lambda f: f
+    shp = x.shape  # (..., C, T, H, W)
+    f = x.movedim(-4, -3).reshape(-1, shp[-4], shp[-2], shp[-1])  # (F, C, H, W)
+
+    def back(g: Tensor) -> Tensor:
+        return g.reshape(*shp[:-4], shp[-3], shp[-4], shp[-2], shp[-1]).movedim(-3, -4)
+    return f, back
+
+
+def jpeg(x: Tensor, quality: int = 5, codec: tuple | None = None) -> Tensor:
+    """JPEG round trip of normalised images / clips (per frame) at ``quality``."""
+    from torchvision.io import decode_jpeg, encode_jpeg
+
+    frames, back = _frames(x)
+    f = frames.detach().float().cpu()
+    if codec is not None:
+        to_unit, from_unit = codec
+        u = to_unit(f).clamp(0, 1)
+    else:  # per-image min-max
+        lo = f.amin(dim=(1, 2, 3), keepdim=True)
+        hi = f.amax(dim=(1, 2, 3), keepdim=True)
+        scale = (hi - lo).clamp_min(1e-12)
+        u = (f - lo) / scale
+    q = (u * 255).round().clamp(0, 255).to(torch.uint8)
+    with warnings.catch_warnings():  # torchvision 0.2x deprecates the codec in favour of TorchCodec
+        warnings.simplefilter("ignore")
+        dec = decode_jpeg(encode_jpeg(list(q), quality=int(quality)))
+    u2 = torch.stack(list(dec)).float() / 255.0
+    out = from_unit(u2) if codec is not None else u2 * scale + lo
+    return back(out.to(dtype=x.dtype, device=x.device))
+
+
+def blur_kernel_size(sigma: float, side: int) -> int:
+    """``2·ceil(3σ)+1`` clipped to the largest odd size ≤ ``side`` (at least 1)."""
+    k = 2 * math.ceil(3 * sigma) + 1
+    if k > side:
+        k = side if side % 2 else side - 1
+    return max(1, k)
+
+
+def gaussian_blur(x: Tensor, sigma: float = 2.5) -> Tensor:
+    """Gaussian blur of normalised images / clips (per frame)."""
+    from torchvision.transforms.v2.functional import gaussian_blur as tv_blur
+
+    frames, back = _frames(x)
+    k = blur_kernel_size(sigma, min(frames.shape[-2:]))
+    if k < 3:
+        return x
+    return back(tv_blur(frames, kernel_size=[k, k], sigma=[float(sigma), float(sigma)]))
+
+
+# ------------------------------------------------------------------------------- events
+def _counts(x: Tensor, log_counts: bool) -> Tensor:
+    return torch.expm1(x.clamp_min(0)).round() if log_counts else x.clamp_min(0).round()
+
+
+def _uncounts(c: Tensor, log_counts: bool) -> Tensor:
+    return torch.log1p(c) if log_counts else c
+
+
+def event_dropout(x: Tensor, p: float = 0.5, generator: torch.Generator | None = None,
+                  log_counts: bool = False) -> Tensor:
+    """Drop each event with probability ``p``: binomial thinning of the voxel counts."""
+    c = _counts(x.detach().float().cpu(), log_counts)
+    kept = torch.binomial(c, torch.full_like(c, 1.0 - p), generator=generator)
+    return _uncounts(kept, log_counts).to(dtype=x.dtype, device=x.device)
+
+
+def event_noise(x: Tensor, rate: float = 0.5, generator: torch.Generator | None = None,
+                log_counts: bool = False) -> Tensor:
+    """Add Poisson noise events, mean ``rate ×`` the sample's mean count per voxel, to every voxel."""
+    c = _counts(x.detach().float().cpu(), log_counts)
+    lam = rate * c.flatten(1).mean(1).view(-1, *([1] * (c.dim() - 1)))  # (B, 1, ...)
+    noise = torch.poisson(lam.expand_as(c).contiguous(), generator=generator)
+    return _uncounts(c + noise, log_counts).to(dtype=x.dtype, device=x.device)
+
+
+# ------------------------------------------------------------------------------- points
+def point_jitter(x: Tensor, sigma: float = 0.02, generator: torch.Generator | None = None) -> Tensor:
+    n = torch.randn(x.shape, generator=generator, dtype=torch.float32)
+    return x + sigma * n.to(dtype=x.dtype, device=x.device)
+
+
+def point_dropout(x: Tensor, p: float = 0.5, generator: torch.Generator | None = None) -> Tensor:
+    """Drop ``p`` of each cloud's points ``(B, M, 3)``; refill with duplicates of kept points."""
+    B, M = x.shape[:2]
+    keep = max(1, M - int(round(p * M)))
+    order = torch.argsort(torch.rand(B, M, generator=generator), dim=1)
+    kept = order[:, :keep]  # (B, keep)
+    fill = kept.gather(1, torch.randint(0, keep, (B, M - keep), generator=generator))  # duplicates
+    idx = torch.cat([kept, fill], 1).to(x.device)  # (B, M)
+    return x.gather(1, idx.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+
+
+# ------------------------------------------------------------------------------- dispatch
+def _jpeg(x: Tensor, g: torch.Generator, params: dict, ctx: dict) -> Tensor:
+    return jpeg(x, params["quality"], ctx.get("codec"))
+
+
+def _blur(x: Tensor, g: torch.Generator, params: dict, ctx: dict) -> Tensor:
+    return gaussian_blur(x, params["sigma"])
+
+
+#: name -> fn(inputs, generator, params, ctx) (tests may monkeypatch entries)
+PERTURBATIONS: dict[str, Callable[[Tensor, torch.Generator, dict, dict], Tensor]] = {
+    "jpeg": _jpeg,
+    "blur": _blur,
+    "dropout": lambda x, g, p, ctx: event_dropout(x, p["p"], g, ctx.get("log_counts", False)),
+    "noise": lambda x, g, p, ctx: event_noise(x, p["rate"], g, ctx.get("log_counts", False)),
+    "jitter": lambda x, g, p, ctx: point_jitter(x, p["sigma"], g),
+    "point_dropout": lambda x, g, p, ctx: point_dropout(x, p["p"], g),
+}
+
+
+def perturb(name: str, x: Tensor, generator: torch.Generator | None = None, params: dict | None = None,
+            datamodule: Any = None) -> Tensor:
+    """Apply shift ``name`` with its default parameters (updated by ``params``)."""
+    if name not in PERTURBATIONS:
+        raise ValueError(f"unknown shift {name!r}; available: {', '.join(PERTURBATIONS)}")
+    p = {**DEFAULT_PARAMS.get(name, {}), **(params or {})}
+    ctx = {"codec": image_codec(datamodule), "log_counts": bool(getattr(datamodule, "log_counts", False))}
+    return PERTURBATIONS[name](x, generator or torch.Generator().manual_seed(0), p, ctx)
+
+
+# ------------------------------------------------------------------------------- evaluation
+def logits_in_chunks(task: Any, x: Tensor, max_attn_elems: int = 1 << 26) -> Tensor:
+    """``task(x)`` in chunks so that ``B·heads·N²`` stays below ``max_attn_elems`` (large inputs)."""
+    try:
+        n = task.tokenize_count(x if x.dim() != 6 else x[:, 0])
+    except Exception:  # noqa: BLE001 - the forward raises the real error
+        n = 0
+    heads = int(getattr(getattr(task.backbone, "pe", None), "num_heads", 8) or 8)
+    per = max(1, heads * n * n * (x.shape[1] if x.dim() == 6 else 1))
+    chunk = max(1, min(x.shape[0], max_attn_elems // per))
+    if chunk >= x.shape[0]:
+        return task(x)
+    return torch.cat([task(x[i:i + chunk]) for i in range(0, x.shape[0], chunk)])
+
+
+def _shift_seed(seed: int, k: int) -> int:
+    return (int(seed) * 1_000_003 + 7919 * (k + 1)) % (2 ** 63)
+
+
+def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | None = None,
+               shifts: list[str] | tuple[str, ...] | None = None, params: dict[str, dict] | None = None,
+               loader: Any = None) -> dict[str, Any]:
+    """Clean accuracy and accuracy / FS under each shift, on the validation set at the training
+    resolution (first ``max_samples`` samples, in order).
+
+    Returns ``{"clean_acc": a, "n_samples": n, "<shift>": {"acc": a_s, "fs": fs, "params": {...}}, ...}``.
+    """
+    modality = getattr(task, "modality", getattr(datamodule, "modality", "image"))
+    names = list(shifts) if shifts is not None else list(SHIFTS[modality])
+    prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
+    ctx = {"codec": image_codec(datamodule), "log_counts": bool(getattr(datamodule, "log_counts", False))}
+    gens = {s: torch.Generator().manual_seed(_shift_seed(seed, k)) for k, s in enumerate(names)}
+    device = task_device(task)
+    correct = {s: 0 for s in ["clean", *names]}
+    n = 0
+    if loader is None:
+        loader = datamodule.eval_dataloader(None)
+    with evaluating(task):
+        for batch in loader:
+            x, y = batch[0], batch[1]
+            if max_samples is not None:
+                if n >= max_samples:
+                    break
+                x, y = x[: max_samples - n], y[: max_samples - n]
+            if y.numel() == 0:
+                continue
+            x, y = x.to(device), y.to(device)
+            correct["clean"] += int((logits_in_chunks(task, x).argmax(-1) == y).sum())
+            for s in names:
+                xs = PERTURBATIONS[s](x, gens[s], prm[s], ctx)
+                correct[s] += int((logits_in_chunks(task, xs).argmax(-1) == y).sum())
+            n += int(y.numel())
+    if n == 0:
+        raise ValueError("robustness: no validation samples")
+    clean = correct["clean"] / n
+    out: dict[str, Any] = {"clean_acc": clean, "n_samples": n}
+    for s in names:
+        a = correct[s] / n
+        fs = fragility(clean, a)
+        out[s] = {"acc": a, "fs": None if fs is None else finite_or_none(fs), "params": prm[s]}
+    return out
