@@ -1,0 +1,80 @@
+"""Effective Encoding Dimension (EED), DESIGN.md §4.
+
+EED follows "The inductive bottleneck in vision transformers" (Effective Encoding Dimension),
+which uses the entropy effective rank of Roy & Vetterli (2007, "The effective rank: a measure
+of effective dimensionality"). For one layer, with tokens pooled over the probe set:
+
+    C   = Cov(tokens)                     (D, D)
+    λ   = eigvalsh(C), clipped at 0       (D,)
+    p_k = λ_k / Σ_j λ_j
+    N_eff = exp(−Σ_k p_k log p_k)         (0 · log 0 = 0)
+    EED% = 100 · N_eff / D                ∈ [100/D, 100]
+
+The covariance normalisation (1/M or 1/(M−1)) cancels in ``p_k``; this module uses the
+biased 1/M form everywhere (also for the streaming moments of :class:`EEDMetric`), so the
+functional and streaming versions agree. Eigenvalues are computed in float64 with
+``torch.linalg.eigvalsh``; tiny negative eigenvalues from round-off are clipped to 0.
+An all-zero covariance (constant tokens) gives NaN.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+__all__ = ["eed", "eed_from_moments", "eed_from_covariance"]
+
+
+def eed_from_covariance(cov: Tensor) -> Tensor:
+    """EED% from a (any positive scale) covariance ``(D, D)``; 0-dim float64 tensor."""
+    if not isinstance(cov, Tensor) or cov.dim() != 2 or cov.shape[0] != cov.shape[1] or cov.shape[0] < 1:
+        raise ValueError("cov must be a square (D, D) tensor with D >= 1")
+    dim = cov.shape[0]
+    c = cov.to(torch.float64)
+    c = 0.5 * (c + c.transpose(0, 1))  # exact symmetry for eigvalsh
+    lam = torch.linalg.eigvalsh(c).clamp_min(0.0)  # (D,)
+    total = lam.sum()
+    safe_total = torch.where(total > 0, total, torch.ones_like(total))
+    p = lam / safe_total  # (D,)
+    entropy = -torch.special.xlogy(p, p).sum()  # xlogy(0, 0) = 0
+    out = 100.0 * torch.exp(entropy) / dim
+    return torch.where(total > 0, out, torch.full_like(out, math.nan))
+
+
+def eed_from_moments(sum_x: Tensor, sum_xxT: Tensor, count) -> Tensor:
+    """EED% from streaming moments: ``sum_x`` ``(D,)`` = Σ x, ``sum_xxT`` ``(D, D)`` = Σ x xᵀ,
+    ``count`` = number of tokens M. Covariance ``Σxxᵀ/M − μμᵀ`` in float64.
+
+    Returns a 0-dim float64 tensor; NaN when ``count < 2``.
+    """
+    if not isinstance(sum_x, Tensor) or not isinstance(sum_xxT, Tensor):
+        raise ValueError("sum_x and sum_xxT must be torch.Tensors")
+    if sum_x.dim() != 1 or sum_xxT.shape != (sum_x.shape[0], sum_x.shape[0]):
+        raise ValueError(f"expected sum_x (D,) and sum_xxT (D, D), got {tuple(sum_x.shape)} and "
+                         f"{tuple(sum_xxT.shape)}")
+    n = float(count)
+    if n < 2:
+        return torch.full((), math.nan, dtype=torch.float64, device=sum_x.device)
+    mean = sum_x.to(torch.float64) / n  # (D,)
+    cov = sum_xxT.to(torch.float64) / n - torch.outer(mean, mean)  # (D, D), biased
+    return eed_from_covariance(cov)
+
+
+def eed(tokens: Tensor) -> float:
+    """EED% of tokens ``(M, D)`` or ``(B, N, D)`` (pooled to ``(B·N, D)``).
+
+    Returns ``100 · N_eff / D`` as a float (NaN for constant tokens).
+    """
+    if not isinstance(tokens, Tensor):
+        raise ValueError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
+    if tokens.dim() not in (2, 3):
+        raise ValueError(f"tokens must be (M, D) or (B, N, D), got shape {tuple(tokens.shape)}")
+    dim = tokens.shape[-1]
+    x = tokens.reshape(-1, dim).to(torch.float64)  # (M, D)
+    if dim < 1 or x.shape[0] < 2:
+        raise ValueError(f"eed needs at least 2 tokens and D >= 1, got {x.shape[0]} tokens of "
+                         f"dim {dim}")
+    xc = x - x.mean(dim=0, keepdim=True)  # (M, D)
+    cov = xc.transpose(0, 1) @ xc / x.shape[0]  # (D, D), biased
+    return float(eed_from_covariance(cov))
