@@ -1,11 +1,15 @@
 """``shapes``: embedded synthetic image classification where the label is spatial layout.
 
-Each image shows a disc (A), a square (B) and ``distractors`` (default 0, to keep the default
-run learnable within its CPU budget) triangles/diamonds, with random colours and sizes, on a smooth random colour gradient plus pixel noise. The label is the
-direction of A as seen from B, quantised into 8 octants (0 = east, counter-clockwise in
-45-degree steps; y points up for the angle). Scenes keep a margin of ``margin_deg`` from the
-octant boundaries and never overlap. A bag of patches (a ViT without PE) sees both shapes but
-not where they are, so it sits near chance (1/8); a PE lets the model compare the positions.
+Each image shows a warm-coloured disc (A), a cool-coloured square (B) and ``distractors``
+(default 0) triangles/diamonds, with random colours and sizes, on a smooth random colour
+gradient plus pixel noise. Default ``task="mixed"``: label = ``2 * quadrant(A) + (A left of B)``
+with A's image quadrant ``2 * (y > 1/2) + (x > 1/2)`` (absolute position) and A left of B by at
+least 0.15 (relative position), 8 classes. ``task="octant"``: the direction of A seen from B in 8
+octants (0 = east, counter-clockwise; ``margin_deg`` from the boundaries) -- purely relative
+and harder: a vit-nano needs far more than the default run's CPU budget to learn it, hence the
+mixed default, which an APE model learns quickly and where relative PEs still get the relative
+half. A bag of patches (a ViT without PE) sees both shapes but not where they are, so it sits
+near chance (1/8) on either task.
 
 Scenes are drawn in normalised coordinates, so any side length renders the same scene
 (``resolution`` ``S`` or ``"HxW"`` with H = W). Inputs are ``(3, S, S)`` float32, roughly zero
@@ -25,19 +29,38 @@ from .registry import register_datamodule
 __all__ = ["ShapesDataModule", "shapes_scene", "render_shapes"]
 
 NUM_CLASSES = 8
-_MEAN, _STD = 0.20, 0.22  # pixel statistics of the default scenes (for normalisation)
+_MEAN, _STD = 0.15, 0.14  # pixel statistics of the default scenes (for normalisation)
 
 
-def shapes_scene(rng: np.random.Generator, distractors: int = 0, margin_deg: float = 8.0) -> dict[str, Any]:
-    label = int(rng.integers(NUM_CLASSES))
-    r = rng.uniform(0.08, 0.13, size=2 + distractors)
-    while True:  # place A and B with the requested direction
+def _place_octant(rng: np.random.Generator, label: int, margin_deg: float) -> tuple[np.ndarray, np.ndarray]:
+    while True:  # A seen from B in octant `label`
         theta = np.deg2rad(label * 45.0 + rng.uniform(-22.5 + margin_deg, 22.5 - margin_deg))
-        dist = rng.uniform(0.32, 0.6)
         b = rng.uniform(0.15, 0.85, size=2)  # (y, x)
-        a = b + dist * np.array([-np.sin(theta), np.cos(theta)])
+        a = b + rng.uniform(0.32, 0.6) * np.array([-np.sin(theta), np.cos(theta)])
         if np.all((a > 0.15) & (a < 0.85)):
-            break
+            return a, b
+
+
+def _place_mixed(rng: np.random.Generator, label: int, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    quadrant, a_left = divmod(label, 2)
+    while True:  # A in its image quadrant; B right of A if a_left else left, >= 0.15 across, not touching
+        a = np.array([rng.uniform(0.15, 0.44), rng.uniform(0.15, 0.44)]) + 0.41 * np.array(divmod(quadrant, 2))
+        b = rng.uniform(0.15, 0.85, size=2)
+        dx = b[1] - a[1]
+        if (dx >= 0.15 if a_left else dx <= -0.15) and np.hypot(*(a - b)) > r[0] + r[1] + 0.06:
+            return a, b
+
+
+def shapes_scene(rng: np.random.Generator, distractors: int = 0, task: str = "mixed",
+                 margin_deg: float = 8.0) -> dict[str, Any]:
+    label = int(rng.integers(NUM_CLASSES))
+    r = rng.uniform(0.09, 0.14, size=2 + distractors)
+    if task == "octant":
+        a, b = _place_octant(rng, label, margin_deg)
+    elif task == "mixed":
+        a, b = _place_mixed(rng, label, r)
+    else:
+        raise ValueError(f"unknown shapes task {task!r}; available: mixed, octant")
     centres = [a, b]
     for k in range(distractors):  # non-overlapping distractors
         for _ in range(100):
@@ -48,8 +71,12 @@ def shapes_scene(rng: np.random.Generator, distractors: int = 0, margin_deg: flo
     kinds = ["disc", "square"] + [str(rng.choice(["triangle", "diamond"])) for _ in range(distractors)]
     bg = rng.uniform(0.0, 0.25, size=(2, 3)).astype(np.float32)  # gradient end colours
     bg_angle = rng.uniform(0, 2 * np.pi)
+    # A warm (red dominant), B cool (blue dominant), distractors any colour: identity is cheap to read
+    warm = np.array([1.0, rng.uniform(0.0, 0.6), rng.uniform(0.0, 0.3)]) * rng.uniform(0.75, 1.0)
+    cool = np.array([rng.uniform(0.0, 0.3), rng.uniform(0.0, 0.6), 1.0]) * rng.uniform(0.75, 1.0)
+    colours = np.concatenate([np.stack([warm, cool]), random_colour(rng, distractors).reshape(-1, 3)])
     return {"label": label, "kinds": kinds, "centres": np.stack(centres).astype(np.float32),
-            "radii": r.astype(np.float32), "colours": random_colour(rng, len(kinds)),
+            "radii": r.astype(np.float32), "colours": colours.astype(np.float32),
             "bg": bg, "bg_angle": float(bg_angle)}
 
 
@@ -82,8 +109,11 @@ class ShapesDataModule(BenchDataModule):
     num_groups = 64
 
     def __init__(self, train_size: int = 4096, val_size: int = 512, distractors: int = 0,
-                 noise: float = 0.05, **kwargs: Any) -> None:
+                 noise: float = 0.05, task: str = "mixed", **kwargs: Any) -> None:
+        if task not in ("mixed", "octant"):
+            raise ValueError(f"unknown shapes task {task!r}; available: mixed, octant")
         super().__init__(**kwargs)
+        self.task = task
         self.train_size, self.val_size = int(train_size), int(val_size)
         self.distractors, self.noise = int(distractors), float(noise)
         self._side(self.resolution)  # validate
@@ -110,7 +140,7 @@ class ShapesDataModule(BenchDataModule):
 
     def _dataset(self, split: str, size: int, resolution: Any) -> SyntheticDataset:
         # partials of module-level functions (not lambdas) so datasets pickle into spawned workers
-        return SyntheticDataset(partial(shapes_scene, distractors=self.distractors),
+        return SyntheticDataset(partial(shapes_scene, distractors=self.distractors, task=self.task),
                                 partial(render_shapes, noise=self.noise),
                                 size, self.seed, split, self._res(resolution))
 

@@ -139,3 +139,18 @@ def test_primitives_unit_sphere_and_groups():
     assert m.val_dataset("512x32").num_groups == 32
     # the same cloud whatever the group count
     assert torch.equal(m.val_dataset("512x32")[0][0], m.val_dataset(512)[0][0])
+
+
+@pytest.mark.parametrize("task", ["mixed", "octant"])
+def test_shapes_label_is_layout(task):
+    ds = dm("shapes", task=task, train_size=200).train_dataset()
+    for i in range(200):
+        sc = ds.scene(i)
+        (ay, ax), (by, bx) = sc["centres"][:2]
+        if task == "mixed":
+            assert sc["label"] == 2 * (2 * (ay > 0.5) + (ax > 0.5)) + (ax < bx)
+        else:
+            angle = np.degrees(np.arctan2(-(ay - by), ax - bx)) % 360
+            assert int(((angle + 22.5) % 360) // 45) == sc["label"]
+    with pytest.raises(ValueError):
+        build_datamodule("shapes", task="nope")
