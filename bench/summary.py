@@ -19,11 +19,12 @@ def _fmt(v: Any) -> str:
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(h) for h in header]] + [[_fmt(c) for c in r] for r in rows]
+    numeric = [[isinstance(c, (int, float)) and not isinstance(c, bool) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     line = "+-" + "-+-".join("-" * w for w in widths) + "-+"
     out = [line, "| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths)) + " |", line]
-    out += ["| " + " | ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) + " |"
-            for r in cells[1:]]
+    out += ["| " + " | ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(r, widths, nums)) + " |"
+            for r, nums in zip(cells[1:], numeric)]
     out.append(line)
     return "\n".join(out)
 
@@ -59,7 +60,7 @@ def format_summary(results: dict[str, Any]) -> str:
     ]
     rows += [(k, v) for k, v in (results.get("metrics") or {}).items()]
     rows += [("val samples", results.get("val_samples")), ("parameters", results.get("n_params")),
-             ("wall time (s)", results.get("wall_time_s")), ("run dir", results.get("run_dir"))]
+             ("wall time (s)", f"{results.get('wall_time_s') or 0:.1f}"), ("run dir", results.get("run_dir"))]
     if isinstance(results.get("analyses"), str):
         rows.append(("analyses", results["analyses"]))
     parts = [format_table(["", "value"], rows)]
