@@ -6,9 +6,9 @@ gradient plus pixel noise. Default ``task="mixed"``: label = ``2 * quadrant(A) +
 with A's image quadrant ``2 * (y > 1/2) + (x > 1/2)`` (absolute position) and A left of B by at
 least 0.15 (relative position), 8 classes. ``task="octant"``: the direction of A seen from B in 8
 octants (0 = east, counter-clockwise; ``margin_deg`` from the boundaries) -- purely relative
-and harder: a vit-nano needs far more than the default run's CPU budget to learn it, hence the
-mixed default, which an APE model learns quickly and where relative PEs still get the relative
-half. A bag of patches (a ViT without PE) sees both shapes but not where they are, so it sits
+and harder. The mixed default is meant to be learnable sooner (half of it needs only absolute
+position) while relative PEs can still get its relative half. Neither task's learnability within
+the default run's CPU budget has been confirmed yet (see the PR note). A bag of patches (a ViT without PE) sees both shapes but not where they are, so it sits
 near chance (1/8) on either task.
 
 Scenes are drawn in normalised coordinates, so any side length renders the same scene
