@@ -25,10 +25,11 @@ optional ``analysis_options`` mapping (``probe_size`` is also accepted at the to
 
 * ``probe_size`` (256): geometry probe set.
 * ``robustness_samples`` (``None`` = whole validation set).
-* ``alpha_samples`` (256) and ``alpha_probe_size`` (64): per-α accuracy/FS samples and
+* ``alpha_samples`` (128) and ``alpha_probe_size`` (32): per-α accuracy/FS samples and
   SSDC_RPI probe (8 α values; kept small so the sweep costs about as much as the rest).
-* ``extrapolation_samples`` (256): samples per resolution when the run evaluates them
-  inside ``bench run`` (``bench eval`` evaluates the whole validation set).
+* ``extrapolation_samples`` (128): samples per resolution when the run evaluates them
+  inside ``bench run`` (the 4x side has 16x the tokens; ``bench eval`` evaluates the whole
+  validation set).
 
 Wall times per analysis are returned under ``"analysis_times_s"`` (not a results section).
 """
@@ -51,7 +52,7 @@ ANALYSIS_NAMES = ("geometry", "robustness", "alpha", "extrapolation")
 RESULT_KEYS = {"geometry": "geometry", "robustness": "robustness", "alpha": "alpha_sweep",
                "extrapolation": "extrapolation"}
 DEFAULT_OPTIONS: dict[str, Any] = {"probe_size": DEFAULT_PROBE_SIZE, "robustness_samples": None,
-                                   "alpha_samples": 256, "alpha_probe_size": 64, "extrapolation_samples": 256}
+                                   "alpha_samples": 128, "alpha_probe_size": 32, "extrapolation_samples": 128}
 
 
 def _names(analyses: str | Iterable[str] | None, additive: bool) -> list[str]:
