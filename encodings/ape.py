@@ -38,6 +38,12 @@ def grid_table_lookup(table: Tensor, coords: Tensor, grid: Sequence[int]) -> Ten
     return table[flat]  # (B, N, D)
 
 
+def _is_canonical(coords: Tensor, grid: Sequence[int]) -> bool:
+    # imported lazily: pebench.models imports pebench.encodings
+    from pebench.models.tokenizers import is_canonical_grid_coords
+    return is_canonical_grid_coords(coords, grid)
+
+
 @register_pe("ape")
 class LearnedAPE(PositionalEncoding):
     additive = True
@@ -74,6 +80,11 @@ class LearnedAPE(PositionalEncoding):
         return vol.movedim(1, -1).reshape(-1, self.dim)
 
     def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
+        if grid is not None and self.table is not None and _is_canonical(coords, grid):
+            # Fast path (perf, issue #7): coords *are* the tokenizer's cached row-major grid, so the
+            # lookup would pick row n for token n: add the table by broadcasting (bit-identical
+            # output; no index gather / scatter-add backward, no range-check sync).
+            return x + self.alpha * self.table_for_grid(grid).to(x.dtype)
         coords = batch_coords(coords, x.shape[0]).to(x.dtype)  # (B, N, p)
         if grid is not None and self.table is not None:
             pos = grid_table_lookup(self.table_for_grid(grid), coords, grid)  # (B, N, D)

@@ -1,0 +1,198 @@
+"""Analysis, data-loading and end-to-end benchmarks for ``bench perf`` (see :mod:`pebench.perf`).
+
+* analysis: :func:`pebench.analysis.geometry` (default probe set) vs one validation epoch of the
+  default run's model (forward over ``val_dataloader``, eval mode, no grad, data loading included);
+  SSDC at N = 4096 tokens vs the ``N x N`` float64 similarity matmul; EED at D = 768 vs the
+  ``D x D`` float64 covariance matmul of the same tokens.
+* data: samples/s of a modality's train loader (decode + transforms, ``num_workers=0`` = the
+  ``bench run`` default, i.e. in the training process) vs the training-step samples/s of vit-nano
+  (``pe=none``: the fastest consumer, so the strictest test) on that loader's batches. Real
+  datasets run on the tiny fixtures of ``tests/fixtures_real.py`` at their preset resolution.
+  Points: FPS + kNN run inside the model's ``PointTokenizer`` (their cost is part of the model
+  step; reported separately as well).
+* e2e: ``bench run`` with defaults, wall time of the subprocess vs the 180 s budget.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .perf import interleaved, record
+from .perf_model import train_step_fn
+
+__all__ = ["bench_analysis", "bench_data", "bench_e2e", "loader_rate"]
+
+E2E_BUDGET_S = 180.0
+
+
+def _default_setup(tiny: bool) -> tuple[Any, Any, Any]:
+    from pebench.config import RunConfig, resolve
+    from pebench.datamodules import get_datamodule_class
+    from pebench.models import ClassificationTask
+    from pebench.run import load_registries, train_grid_for
+    load_registries()
+    cfg = resolve(RunConfig())
+    data = {"train_size": 64, "val_size": 32} if tiny else {}
+    dm = get_datamodule_class(cfg.dataset)(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
+                                           resolution=cfg.resolution, **data)
+    torch.manual_seed(0)
+    task = ClassificationTask(modality=dm.modality, num_classes=dm.num_classes, in_chans=dm.in_chans, model=cfg.model,
+                              pe=cfg.pe, patch_size=dm.patch_size, tubelet=dm.tubelet, num_groups=dm.num_groups,
+                              train_grid=train_grid_for(dm))
+    return cfg, dm, task
+
+
+def bench_analysis(quick: bool = False, tiny: bool = False, with_geometry: bool = True) -> list[dict]:
+    from pebench.analysis import eed, ssdc
+    from pebench.models import grid_coords
+    rows = []
+    geometry = None
+    try:
+        if with_geometry:
+            from pebench.analysis.geometry import geometry
+    except ImportError as e:
+        print(f"  skip geometry overhead: pebench.analysis.geometry is not available ({e})", flush=True)
+    if geometry is not None:
+        cfg, dm, task = _default_setup(tiny)
+
+        def val_epoch() -> None:
+            task.eval()
+            with torch.no_grad():
+                for batch in dm.val_dataloader():
+                    task(batch[0])
+
+        probe = 16 if tiny else None
+        t = interleaved({"geo": lambda: geometry(task, dm, **({"probe_size": probe} if probe else {})),
+                         "val": val_epoch}, 1 if (quick or tiny) else 2, warmup=0)
+        rows.append(record(f"analysis geometry ({cfg.dataset}, {cfg.model}, pe={cfg.pe})", "geometry()",
+                           "one validation epoch", t["geo"], t["val"], "s", higher_is_better=False,
+                           note=f"geometry = SSDC + SSDC_RPI + EED% per layer on the probe set (default 256 samples,"
+                                f" 2 forwards each); validation epoch = {len(dm.val_dataset())} samples, 1 forward"))
+    n, d = (256, 64) if tiny else (4096, 128)
+    g = int(math.isqrt(n))
+    torch.manual_seed(0)
+    tok, coords = torch.randn(1, n, d), grid_coords((g, g))
+    t64 = tok[0].double()
+    t = interleaved({"ssdc": lambda: ssdc(tok, coords), "mm": lambda: t64 @ t64.T}, 1 if (quick or tiny) else 3)
+    rows.append(record(f"analysis SSDC N={n} D={d}", "ssdc()", f"{n}x{d} @ {d}x{n} float64 matmul", t["ssdc"],
+                       t["mm"], "s", higher_is_better=False,
+                       note="SSDC ranks the N(N-1)/2 pairwise similarities and distances (Spearman), "
+                            "so it is dominated by sorting, not by the matmul"))
+    m, dd = (512, 96) if tiny else (4096, 768)
+    x = torch.randn(m, dd)
+    x64 = x.double()
+    t = interleaved({"eed": lambda: eed(x), "mm": lambda: x64.T @ x64}, 1 if (quick or tiny) else 3)
+    rows.append(record(f"analysis EED D={dd} ({m} tokens)", "eed()", f"{dd}x{m} @ {m}x{dd} float64 matmul",
+                       t["eed"], t["mm"], "s", higher_is_better=False,
+                       note="EED = covariance (the matmul) + symmetric eigendecomposition (D x D) + entropy"))
+    return rows
+
+
+def loader_rate(loader, min_time: float, max_batches: int | None = None) -> tuple[float, Any]:
+    """Samples/s of iterating ``loader`` (epochs repeated until ``min_time`` s); returns the first batch too."""
+    first, n, t0 = None, 0, time.perf_counter()
+    while True:
+        for i, batch in enumerate(loader):
+            if first is None:
+                first = batch
+            n += len(batch[1])
+            if time.perf_counter() - t0 >= min_time or (max_batches and i + 1 >= max_batches):
+                return n / (time.perf_counter() - t0), first
+        if time.perf_counter() - t0 >= min_time:
+            return n / (time.perf_counter() - t0), first
+
+
+def _fixtures():
+    """tests/fixtures_real.py of the source checkout (pebench is installed editable), or None."""
+    import pebench
+    path = Path(pebench.__file__).resolve().parent.parent / "tests" / "fixtures_real.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("_pebench_fixtures_real", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _cases(tiny: bool, tmp: str) -> list[tuple[str, str, dict, int]]:
+    """(label, dataset, datamodule kwargs, model batch cap)."""
+    small = {"train_size": 64, "val_size": 16} if tiny else {}
+    cases = [("images: shapes rendering", "shapes", dict(small), 64),
+             ("events: synthetic-events binning", "synthetic-events", dict(small), 64),
+             ("points: primitives sampling", "primitives", dict(small), 64)]
+    fx = _fixtures()
+    if fx is None:
+        print("  skip real-dataset fixtures: tests/fixtures_real.py not found", flush=True)
+        return cases
+    ucf, dvs = fx.ucf101(Path(tmp) / "ucf101"), fx.dvsgesture(Path(tmp) / "dvs")
+    res_v, res_e = ("4x32", "4x32") if tiny else ("16x224", "16x128")  # the ucf101 / dvsgesture presets
+    cases += [("video: ucf101 fixture (decord decode + transforms)", "ucf101",
+               {"data_root": str(ucf), "resolution": res_v}, 4),
+              ("events: dvsgesture fixture (tonic binning)", "dvsgesture", {"data_root": str(dvs), "resolution": res_e}, 8)]
+    return cases
+
+
+def bench_data(quick: bool = False, tiny: bool = False) -> list[dict]:
+    from pebench.datamodules import get_datamodule_class
+    from pebench.run import train_grid_for
+    rows = []
+    min_time = 0.2 if tiny else 1.5 if quick else 3.0
+    with tempfile.TemporaryDirectory(prefix="pebench-perf-") as tmp:
+        for label, name, kw, cap in _cases(tiny, tmp):
+            cls = get_datamodule_class(name)
+            dm = cls(batch_size=16 if tiny else 64, **kw)  # num_workers: the default (0)
+            rate, batch = loader_rate(dm.train_dataloader(), min_time)
+            x, y = batch[0][:cap], batch[1][:cap]
+            from pebench.models import ClassificationTask
+            torch.manual_seed(0)
+            task = ClassificationTask(dm.modality, dm.num_classes, in_chans=dm.in_chans, model="vit-nano", pe="none",
+                                      patch_size=dm.patch_size, tubelet=dm.tubelet, num_groups=dm.num_groups,
+                                      train_grid=train_grid_for(dm))
+            t = interleaved({"m": train_step_fn(task, x, y)}, 1 if tiny else 2 if quick else 3)["m"]
+            model_rate = x.shape[0] / t
+            note = (f"input {tuple(x.shape[1:])}, loader batch {dm.batch_size}, model batch {x.shape[0]}, "
+                    f"num_workers={dm.num_workers}")
+            if rate < model_rate:
+                note += (" — loader slower than the model at num_workers=0: the step waits on data; use "
+                         "--num-workers N (N ~ cores) or the preset's num_workers")
+            rows.append(record(f"data {label}", "loader samples/s", "vit-nano train samples/s", rate, model_rate,
+                               "samples/s", target=1.0, note=note))
+            if dm.modality == "points":
+                from pebench.models.tokenizers import farthest_point_sample, knn_group
+                pts = x.float()
+                G, k = task.tokenizer.num_groups, task.tokenizer.group_size
+
+                def fps_knn() -> None:
+                    c = torch.gather(pts, 1, farthest_point_sample(pts, G).unsqueeze(-1).expand(-1, -1, 3))
+                    knn_group(pts, c, k)
+                tf = interleaved({"f": fps_knn}, 1 if tiny else 3)["f"]
+                rows.append(record("data points: FPS + kNN (in the model's tokenizer)", "FPS+kNN samples/s",
+                                   "vit-nano train samples/s", pts.shape[0] / tf, model_rate, "samples/s",
+                                   note=f"G={G} centres, k={k}, M={pts.shape[1]} points; part of every model step"))
+            print(f"  {rows[-1]['name']}: {rows[-1]['ratio']:.2f}", flush=True)
+    return rows
+
+
+def bench_e2e(quick: bool = False, tiny: bool = False) -> list[dict]:
+    exe = shutil.which("bench")
+    cmd = [exe] if exe else [sys.executable, "-c", "import sys; from pebench.cli import main; sys.exit(main())"]
+    with tempfile.TemporaryDirectory(prefix="pebench-e2e-") as tmp:
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd + ["run", "--out", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        wall = time.perf_counter() - t0
+    note = "bench run with no arguments (subprocess, includes interpreter start-up and analyses)"
+    if proc.returncode:
+        note += f"; FAILED rc={proc.returncode}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
+    return [record("e2e bench run (defaults)", "wall time", "budget (DESIGN.md §6)", wall, E2E_BUDGET_S, "s",
+                   higher_is_better=False, target=1.0, note=note)]

@@ -1,0 +1,213 @@
+"""Model benchmarks for ``bench perf``: backbone vs timm, and per-PE overhead (see :mod:`pebench.perf`).
+
+Backbone vs timm: pebench's classifier is ``ImageTokenizer -> ViTBackbone -> ClassificationHead``
+(mean pool, no CLS); the reference is timm's ``VisionTransformer`` of the same shape:
+``class_token=False, global_pool="avg", fc_norm=False, qkv_bias=True, no_embed_class=True``,
+same width / depth / heads / mlp ratio, LayerNorm eps 1e-6, with ``pos_embed="learn"`` for the
+``ape`` comparison and ``pos_embed="none"`` (supported by timm >= 1.0) for ``none``. One training
+step = zero_grad + forward + cross-entropy + backward + AdamW step; inference = forward under
+``torch.inference_mode``. fp32.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .perf import interleaved, record
+
+__all__ = ["PeClassifier", "build_timm", "train_step_fn", "infer_fn", "bench_backbone", "bench_pe_overhead",
+           "sdpa_backends"]
+
+NUM_CLASSES = 10
+#: (preset, image side, patch, batch) of the timm comparison (batch sized for a 2-core CPU)
+BACKBONE_SETUPS = (("vit-s16", 224, 16, 8), ("vit-nano", 32, 4, 64))
+
+
+class PeClassifier(nn.Module):
+    """pebench image classifier: tokenizer + PE-pluggable backbone + mean-pool head."""
+
+    def __init__(self, model: str, pe: str, img: int, patch: int, num_classes: int = NUM_CLASSES,
+                 **pe_options: Any) -> None:
+        super().__init__()
+        from pebench.models import VIT_PRESETS, ClassificationHead, ImageTokenizer, build_backbone
+        dim = VIT_PRESETS[model].embed_dim
+        self.tokenizer = ImageTokenizer(dim, patch, 3)
+        self.backbone = build_backbone(model, pe=pe, spatial_dims=2, grid=(img // patch,) * 2, **pe_options)
+        self.head = ClassificationHead(dim, num_classes)
+
+    def forward(self, img: Tensor) -> Tensor:
+        tb = self.tokenizer(img)
+        return self.head(self.backbone(tb.x, tb.coords, tb.grid, tb.mask), tb.mask)
+
+
+def build_timm(model: str, img: int, patch: int, pos_embed: bool, num_classes: int = NUM_CLASSES) -> nn.Module:
+    from timm.models.vision_transformer import VisionTransformer
+
+    from pebench.models import VIT_PRESETS
+    c = VIT_PRESETS[model]
+    return VisionTransformer(img_size=img, patch_size=patch, num_classes=num_classes, embed_dim=c.embed_dim,
+                             depth=c.depth, num_heads=c.num_heads, mlp_ratio=c.mlp_ratio, qkv_bias=True,
+                             class_token=False, global_pool="avg", fc_norm=False, no_embed_class=True,
+                             pos_embed="learn" if pos_embed else "none")
+
+
+def train_step_fn(model: nn.Module, x: Tensor, y: Tensor) -> Callable[[], None]:
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        if x.is_cuda:
+            torch.cuda.synchronize(x.device)
+    return step
+
+
+def infer_fn(model: nn.Module, x: Tensor) -> Callable[[], None]:
+    def step() -> None:
+        model.eval()
+        with torch.inference_mode():
+            model(x)
+        if x.is_cuda:
+            torch.cuda.synchronize(x.device)
+    return step
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def bench_backbone(quick: bool = False, tiny: bool = False) -> list[dict]:
+    dev = _device()
+    setups = (("vit-nano", 16, 4, 2),) if tiny else BACKBONE_SETUPS
+    reps = 1 if tiny else 3 if quick else 6
+    rows = []
+    for model, img, patch, batch in setups:
+        if dev.type == "cuda":
+            batch *= 8
+        torch.manual_seed(0)
+        x = torch.randn(batch, 3, img, img, device=dev)
+        y = torch.randint(0, NUM_CLASSES, (batch,), device=dev)
+        for pe in ("ape", "none"):
+            ours = PeClassifier(model, pe, img, patch).to(dev)
+            ref = build_timm(model, img, patch, pos_embed=pe == "ape").to(dev)
+            shape = f"{model} {img}px/p{patch} b{batch}"
+            ref_name = f"timm ViT pos_embed={'learn' if pe == 'ape' else 'none'}"
+            t = interleaved({"a": train_step_fn(ours, x, y), "b": train_step_fn(ref, x, y)}, reps, warmup=1)
+            rows.append(record(f"backbone train {shape} pe={pe}", f"pebench pe={pe}", ref_name, batch / t["a"],
+                               batch / t["b"], "samples/s", target=0.95))
+            t = interleaved({"a": infer_fn(ours, x), "b": infer_fn(ref, x)}, reps, warmup=1)
+            rows.append(record(f"backbone infer {shape} pe={pe}", f"pebench pe={pe}", ref_name, batch / t["a"],
+                               batch / t["b"], "samples/s", target=0.95))
+            print(f"  {rows[-2]['name']}: {rows[-2]['ratio']:.3f}; infer {rows[-1]['ratio']:.3f}", flush=True)
+            del ours, ref
+    return rows
+
+
+# ----------------------------------------------------------------------------- SDPA backends
+@contextlib.contextmanager
+def _capture_sdpa(calls: list):
+    """Record the arguments of ``F.scaled_dot_product_attention`` calls (first one per forward)."""
+    orig = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, *args, **kwargs):
+        if not calls:
+            calls.append((q.detach(), k.detach(), v.detach(),
+                          None if attn_mask is None else attn_mask.detach(), kwargs.get("scale")))
+        return orig(q, k, v, attn_mask, *args, **kwargs)
+
+    F.scaled_dot_product_attention = spy
+    try:
+        yield calls
+    finally:
+        F.scaled_dot_product_attention = orig
+
+
+def sdpa_backends(model: nn.Module, x: Tensor, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """Which SDPA backends accept the first attention call of ``model(x)`` (CUDA only) and why not.
+
+    Each backend is tried alone under ``torch.nn.attention.sdpa_kernel``; the dispatcher picks the
+    first that works in its priority order (flash > efficient > math on current torch)."""
+    if x.device.type != "cuda":
+        return {"backend": "n/a", "why": "CPU run (SDPA backend selection is a CUDA matter)"}
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    calls: list = []
+    with _capture_sdpa(calls), torch.no_grad():
+        model(x)
+    q, k, v, mask, scale = (t.to(dtype) if isinstance(t, Tensor) else t for t in calls[0])
+    ok = {}
+    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+                     ("cudnn", SDPBackend.CUDNN_ATTENTION), ("math", SDPBackend.MATH)):
+        try:
+            with sdpa_kernel([be]):
+                F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+            ok[name] = True
+        except RuntimeError:
+            ok[name] = False
+    why = []
+    if mask is not None:
+        why.append("attn_mask given (additive PE bias) -> no flash")
+    if dtype not in (torch.float16, torch.bfloat16):
+        why.append(f"{str(dtype).replace('torch.', '')} -> no flash (fp16/bf16 only)")
+    if q.shape[-1] % 8:
+        why.append(f"head dim {q.shape[-1]} not a multiple of 8 -> no flash/efficient")
+    if q.shape[-1] != v.shape[-1]:
+        why.append(f"q/k head dim {q.shape[-1]} != v head dim {v.shape[-1]}")
+    chosen = next((n for n in ("flash", "efficient", "cudnn", "math") if ok[n]), "none")
+    return {"backend": chosen, "accepted": [n for n, v_ in ok.items() if v_], "why": "; ".join(why) or "-"}
+
+
+def bench_pe_overhead(quick: bool = False, tiny: bool = False) -> list[dict]:
+    """Training-step samples/s of every registered PE relative to ``none`` on vit-nano at 32 px
+    (64 tokens) and 64 px (256 tokens); batch sizes give the same tokens per step."""
+    from pebench.encodings import list_pes
+    dev = _device()
+    pes = ["none", "ape", "rope-axial"] if tiny else list_pes()
+    pes = ["none"] + [p for p in pes if p != "none"]
+    sizes = ((16, 2),) if tiny else ((32, 32), (64, 8))
+    reps = 1 if tiny else 2 if quick else 4
+    rows = []
+    for img, batch in sizes:
+        if dev.type == "cuda":
+            batch *= 8
+        torch.manual_seed(0)
+        x = torch.randn(batch, 3, img, img, device=dev)
+        y = torch.randint(0, NUM_CLASSES, (batch,), device=dev)
+        models, steps, skipped = {}, {}, []
+        for pe in pes:
+            try:
+                models[pe] = PeClassifier("vit-nano", pe, img, 4).to(dev)
+            except (ValueError, TypeError) as e:  # a PE that cannot build on images
+                skipped.append(f"{pe}: {e}")
+                continue
+            steps[pe] = train_step_fn(models[pe], x, y)
+        t = interleaved(steps, reps, warmup=1)
+        n_tok = (img // 4) ** 2
+        for pe in steps:
+            if pe == "none":
+                continue
+            be = {k: sdpa_backends(models[pe], x, d) for k, d in (("fp32", torch.float32), ("bf16", torch.bfloat16))} \
+                if dev.type == "cuda" else {"fp32": sdpa_backends(models[pe], x)}
+            sdpa = "; ".join(f"{k}: {v['backend']} ({v['why']})" for k, v in be.items())
+            rows.append(record(f"pe-overhead train vit-nano {img}px ({n_tok} tok) b{batch} {pe}", f"pe={pe}",
+                               "pe=none", batch / t[pe], batch / t["none"], "samples/s", note=f"SDPA {sdpa}",
+                               sdpa_backend=be))
+        if skipped:
+            print("  skipped: " + "; ".join(skipped), flush=True)
+        del models, steps
+    return rows
+
+
+def model_consumption(task_kwargs: dict, x: Tensor, y: Tensor, reps: int) -> float:
+    """Training-step samples/s of a ``ClassificationTask`` (vit-nano, ``pe=none``) on ``x``."""
+    from pebench.models import ClassificationTask
+    torch.manual_seed(0)
+    task = ClassificationTask(model="vit-nano", pe="none", **task_kwargs)
+    t = interleaved({"m": train_step_fn(task, x, y)}, reps, warmup=1)["m"]
+    return x.shape[0] / t if not math.isnan(t) else float("nan")

@@ -1,0 +1,34 @@
+"""Smoke test of the ``bench perf`` machinery (issue #7): tiny sizes, JSON schema only (no timing asserts)."""
+from __future__ import annotations
+
+import json
+
+from pebench.perf import PERF_COMMANDS, format_markdown, interleaved, record
+from pebench.perf_data import bench_analysis
+from pebench.perf_model import bench_pe_overhead
+
+
+def test_perf_commands_and_schema(tmp_path, monkeypatch):
+    assert {"all", "backbone", "pe-overhead", "analysis", "data", "attention"} <= set(PERF_COMMANDS)
+    calls = []
+    t = interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=2, warmup=1)
+    assert calls == ["a", "b"] * 3 and set(t) == {"a", "b"}
+    r = record("x", "A", "B", 2.0, 4.0, "s", higher_is_better=False, target=1.0)
+    assert r["ratio"] == 0.5 and r["meets_target"] is True
+
+    # the real suites at tiny sizes, through the command entry point (writes JSON + markdown)
+    from pebench import perf
+    suites = {"pe-overhead": bench_pe_overhead,  # geometry needs a model + dataset: too slow for a smoke test
+              "analysis": lambda quick, tiny: bench_analysis(quick, tiny, with_geometry=False)}
+    monkeypatch.setattr(perf, "_suites", lambda: suites)
+    js, md = tmp_path / "perf.json", tmp_path / "perf.md"
+    assert perf._run("smoke", ["pe-overhead", "analysis"], ["--tiny", "--json", str(js), "--md", str(md)]) == 0
+    rows = json.loads(js.read_text())
+    assert len(rows) >= 4  # 2 PEs vs none + SSDC + EED
+    for row in rows:
+        for key, typ in (("name", str), ("a", str), ("b", str), ("a_value", float), ("b_value", float),
+                         ("unit", str), ("ratio", float)):
+            assert isinstance(row[key], typ), (key, row)
+        assert ("target" in row) == ("meets_target" in row)
+    assert any(r["name"].startswith("pe-overhead") and r["sdpa_backend"] for r in rows)
+    assert "| measurement |" in md.read_text() and format_markdown(rows).count("\n") >= len(rows) + 2
