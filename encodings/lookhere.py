@@ -90,14 +90,14 @@ class LookHereLayer(BiasLayerPE):
         dist = pairwise_distance(c)  # (B|1, N, N)
         dy = c[..., None, :, 0] - c[..., :, None, 0]  # (B|1, N, N): r_j - r_i
         dx = c[..., None, :, 1] - c[..., :, None, 1]
-        dirs = self.dirs.to(c.dtype)
-        tol = 1e-6 * (1.0 + dist)
+        dirs = self.dirs.tolist()
+        slopes = self.slopes.tolist()
+        # visible iff <r_j - r_i, u_h> >= |r_j - r_i| cos(fov/2), with a 1e-6 (1 + dist) tolerance
+        thr = dist * (self.cos_half_fov - 1e-6) - 1e-6  # (B|1, N, N)
         heads = []
-        for h in range(dirs.shape[0]):
-            proj = dy * dirs[h, 0] + dx * dirs[h, 1]  # (B|1, N, N)
-            visible = proj >= dist * self.cos_half_fov - tol  # includes r_j == r_i
-            pen = -float(self.slopes[h]) * dist
-            heads.append(torch.where(visible, pen, torch.full_like(pen, MASK_VALUE)))
+        for h in range(len(dirs)):
+            visible = torch.addcmul(dy * dirs[h][0], dx, torch.tensor(dirs[h][1], dtype=dx.dtype)) >= thr
+            heads.append(torch.where(visible, dist * -slopes[h], MASK_VALUE))  # (B|1, N, N)
         return self._finish(torch.stack(heads, dim=1))  # (B|1, H, P + N, P + N)
 
 

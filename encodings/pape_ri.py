@@ -22,7 +22,6 @@ only, so it is invariant to translations *and* rotations of the coords (any p).
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import torch

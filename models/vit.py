@@ -74,8 +74,13 @@ class Attention(nn.Module):
         q, k, v = qkv.unbind(0)  # each (B, H, T, d)
         q, k = layer_pe.qk(q, k, x, coords)  # (B, H, T, d') with d' >= d
         mask = attention_mask(layer_pe.bias(coords), key_mask, q.dtype)
+        if q.shape[-1] != v.shape[-1]:
+            # augmented q/k (PaPE): fused SDPA kernels (CPU flash, CUDA flash) need one head dim
+            # for q, k and v, so pad v with zeros and drop those output columns again (exact).
+            v = F.pad(v, (0, q.shape[-1] - v.shape[-1]))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
-                                             dropout_p=self.attn_drop if self.training else 0.0)  # (B, H, T, d)
+                                             dropout_p=self.attn_drop if self.training else 0.0)
+        out = out[..., : self.head_dim]  # (B, H, T, d)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, T, D)))
 
 
