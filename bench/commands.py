@@ -173,7 +173,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     atomic_write_json(res_path, results)
     plot = getattr(analysis, "plot_extrapolation", None)
     if plot is not None:
-        _atomic_plot(plot, rows, run_dir / "extrapolation.png")
+        saver = getattr(analysis, "save_plot", None)
+        if saver is not None:
+            saver(plot, rows, run_dir / "extrapolation.png")
+        else:
+            _atomic_plot(plot, rows, run_dir / "extrapolation.png")
     from .summary import format_summary
     print(format_summary({k: v for k, v in results.items() if k not in ("geometry", "robustness", "alpha_sweep")}))
     return 0

@@ -51,7 +51,7 @@ class RunConfig:
     data: dict = field(default_factory=dict)  # extra datamodule kwargs (e.g. train_size)
     num_workers: int = 0
     # optimisation
-    epochs: int = 6
+    epochs: int = 4
     batch_size: int = 64                      # global batch; each of W ranks gets batch_size // W
     lr: float = 2e-3
     weight_decay: float = 0.05

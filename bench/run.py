@@ -253,6 +253,8 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict)
             errors[name] = f"{type(e).__name__}: {e}"
             print(f"bench: warning: analysis {name!r} failed: {errors[name]}", file=sys.stderr)
             continue
+        for k, v in (res.get("analysis_times_s") or {}).items():
+            out.setdefault("analysis_times_s", {})[k] = v
         key = ANALYSIS_KEYS[name]
         if key in res:
             out[key] = res[key]

@@ -41,12 +41,17 @@ def _geometry_table(geo: dict[str, Any]) -> str | None:
 def _records_table(title: str, value: Any) -> str | None:
     """A list of flat dicts (extrapolation rows, alpha sweep) or a flat dict (robustness)."""
     if isinstance(value, dict):
-        flat = [(k, v) for k, v in value.items() if isinstance(v, (int, float, str)) or v is None]
+        flat = []
+        for k, v in value.items():  # one level of nesting: {"jpeg": {"acc": .., "fs": ..}} -> jpeg.acc, jpeg.fs
+            items = v.items() if isinstance(v, dict) else [("", v)]
+            flat += [(f"{k}.{k2}" if k2 else k, v2) for k2, v2 in items
+                     if isinstance(v2, (int, float, str)) or v2 is None]
         return f"{title}\n" + format_table(["name", "value"], flat) if flat else None
     if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
         keys: list[str] = []
         for r in value:
             keys += [k for k, v in r.items() if k not in keys and (isinstance(v, (int, float, str)) or v is None)]
+        keys.sort(key=lambda k: k != "resolution")  # the resolution column first
         return f"{title}\n" + format_table(keys, [[r.get(k) for k in keys] for r in value])
     return None
 
