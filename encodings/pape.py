@@ -170,7 +170,7 @@ class PaPELayer(AugmentedLayerPE):
         i0, i1 = self.iu[0], self.iu[1]
         mult = torch.where(i0 == i1, 1.0, 2.0).to(x.dtype)  # off-diagonals doubled
         q_quad = M[..., i0, i1] * mult  # (B, H, N, p(p+1)/2)
-        Mr = torch.matmul(M, r.unsqueeze(1).unsqueeze(-1)).squeeze(-1)  # (B, H, N, p): M_i r_i
+        Mr = (M * r.unsqueeze(1).unsqueeze(-2)).sum(-1)  # (B, H, N, p): M_i r_i (no tiny-batch bmm)
         q_lin = c - 2 * Mr  # (B, H, N, p)
         k_quad = r[..., i0] * r[..., i1]  # (B, N, p(p+1)/2)
         qa = torch.cat([q_quad, q_lin], dim=-1)  # (B, H, N, e)
