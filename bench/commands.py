@@ -15,8 +15,8 @@ from .summary import format_table
 
 __all__ = ["cmd_list", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf", "PERF_COMMANDS"]
 
-#: ``bench perf WHAT`` -> "module:function" taking ``argv`` and returning an exit code. A WHAT not
-#: listed here falls back to ``pebench.perf_<what>:main``.
+#: ``bench perf WHAT``: first ``pebench.perf.PERF_COMMANDS[WHAT]``, then this table of
+#: "module:function" (taking ``argv``, returning an exit code), then ``pebench.perf_<what>:main``.
 PERF_COMMANDS: dict[str, str] = {"attention": "pebench.perf_attention:main"}
 
 
@@ -184,13 +184,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------------- perf
-def cmd_perf(args: argparse.Namespace) -> int:
-    target = PERF_COMMANDS.get(args.what, f"pebench.perf_{args.what.replace('-', '_')}:main")
-    mod_name, fn_name = target.split(":")
+def _perf_registry() -> dict[str, Callable[..., Any]]:
+    """``pebench.perf.PERF_COMMANDS`` (name -> fn(argv) -> exit code) when installed, else ours."""
     try:
-        fn = getattr(importlib.import_module(mod_name), fn_name)
+        return dict(importlib.import_module("pebench.perf").PERF_COMMANDS)
     except (ImportError, AttributeError):
-        known = sorted(PERF_COMMANDS)
-        raise ConfigError(f"unknown or unavailable benchmark {args.what!r}; available: {', '.join(known)}") from None
+        return {}
+
+
+def cmd_perf(args: argparse.Namespace) -> int:
+    registry = _perf_registry()
+    fn = registry.get(args.what)
+    if fn is None:
+        target = PERF_COMMANDS.get(args.what, f"pebench.perf_{args.what.replace('-', '_')}:main")
+        mod_name, fn_name = target.split(":")
+        try:
+            fn = getattr(importlib.import_module(mod_name), fn_name)
+        except (ImportError, AttributeError):
+            known = sorted(set(PERF_COMMANDS) | set(registry))
+            raise ConfigError(f"unknown or unavailable benchmark {args.what!r}; available: {', '.join(known)}") from None
     rc = fn(list(args.args))
     return int(rc or 0)
