@@ -101,9 +101,11 @@ def machine_header() -> str:
             f"measured interleaved in one process (medians); absolute numbers depend on machine load.")
 
 
-def write_outputs(rows: list[dict], json_path: str | None, md_path: str | None, header: str) -> None:
+def write_outputs(rows: list[dict], json_path: str | None, md_path: str | None, header: str,
+                  echo: bool = True) -> None:
     md = format_markdown(rows, header)
-    print(md, flush=True)
+    if echo:
+        print(md, flush=True)
     for path, text in ((json_path, json.dumps(rows, indent=1)), (md_path, md)):
         if path:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -140,6 +142,8 @@ def _run(what: str, names: Iterable[str], argv: Sequence[str] | None) -> int:
         print(f"[perf] {name} ...", flush=True)
         rows += suites[name](quick=args.quick, tiny=args.tiny)
         print(f"[perf] {name} done in {time.perf_counter() - t:.0f} s", flush=True)
+        if args.json:  # partial results survive an interrupted run
+            write_outputs(rows, args.json, None, header, echo=False)
     header += f" Total benchmark time {time.perf_counter() - t0:.0f} s."
     write_outputs(rows, args.json, args.md, header)
     return 0

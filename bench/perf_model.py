@@ -86,9 +86,9 @@ def _device() -> torch.device:
 def bench_backbone(quick: bool = False, tiny: bool = False) -> list[dict]:
     dev = _device()
     setups = (("vit-nano", 16, 4, 2),) if tiny else BACKBONE_SETUPS
-    reps = 1 if tiny else 3 if quick else 6
     rows = []
     for model, img, patch, batch in setups:
+        reps = 1 if tiny else 3 if quick else 4 if model == "vit-s16" else 6
         if dev.type == "cuda":
             batch *= 8
         torch.manual_seed(0)

@@ -84,7 +84,11 @@ class LearnedAPE(PositionalEncoding):
             # Fast path (perf, issue #7): coords *are* the tokenizer's cached row-major grid, so the
             # lookup would pick row n for token n: add the table by broadcasting (bit-identical
             # output; no index gather / scatter-add backward, no range-check sync).
-            return x + self.alpha * self.table_for_grid(grid).to(x.dtype)
+            # At the training grid the (1, N, D) table itself (no select/copy in backward); alpha == 1
+            # skips the multiply (1.0 * v == v exactly).
+            same = tuple(int(g) for g in grid) == self.train_grid
+            pos = (self.table if same else self.table_for_grid(grid)).to(x.dtype)
+            return x + pos if self.alpha == 1.0 else x + self.alpha * pos
         coords = batch_coords(coords, x.shape[0]).to(x.dtype)  # (B, N, p)
         if grid is not None and self.table is not None:
             pos = grid_table_lookup(self.table_for_grid(grid), coords, grid)  # (B, N, D)

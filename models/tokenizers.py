@@ -91,8 +91,10 @@ class ImageTokenizer(nn.Module):
 
     def forward(self, img: Tensor) -> TokenBatch:
         grid = self.grid_for(img.shape[-2:])
-        x = self.proj(img)  # (B, h, w, D)
-        return TokenBatch(x.flatten(1, 2), canonical_grid_coords(grid, img.device), grid)
+        x = self.proj(img)  # (B, h, w, D), a permuted view of the conv's (B, D, h, w) output
+        # .contiguous() (perf, issue #7): else the residual stream inherits the transposed layout
+        # through every block's adds and each LayerNorm copies it (same values either way).
+        return TokenBatch(x.flatten(1, 2).contiguous(), canonical_grid_coords(grid, img.device), grid)
 
 
 class TubeletTokenizer(nn.Module):
@@ -112,7 +114,8 @@ class TubeletTokenizer(nn.Module):
     def forward(self, clip: Tensor) -> TokenBatch:
         grid = self.grid_for(clip.shape[-3:])
         x = self.proj(clip)  # (B, D, t, h, w)
-        return TokenBatch(x.flatten(2).transpose(1, 2), canonical_grid_coords(grid, clip.device), grid)
+        return TokenBatch(x.flatten(2).transpose(1, 2).contiguous(),  # contiguous: see ImageTokenizer
+                          canonical_grid_coords(grid, clip.device), grid)
 
 
 def farthest_point_sample(points: Tensor, n: int) -> Tensor:
