@@ -150,3 +150,12 @@ def test_module_entry_point_from_repo_root():
     if shutil.which("bench"):
         r = subprocess.run(["bench", "run", "--pe", "nope"], env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown PE" in r.stderr
+
+
+def test_every_shipped_preset_loads(capsys):
+    from pebench.config import list_presets
+
+    for name in list_presets():
+        assert main(["run", "--preset", name, "--print-config"]) == 0, name
+        resolved = yaml.safe_load(capsys.readouterr().out)
+        assert resolved["dataset"] in list_datamodules(), name
