@@ -1,0 +1,30 @@
+"""The committed LEADERBOARD.md is exactly what `bench leaderboard` makes of the committed results."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pebench.leaderboard import collect_results, render_leaderboard
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = "results/embedded"
+
+
+@pytest.mark.skipif(not (REPO / "LEADERBOARD.md").exists(), reason="no committed leaderboard")
+def test_committed_leaderboard_regenerates_byte_identical():
+    runs, problems = collect_results(REPO / RESULTS)
+    complete = [r for r in runs if r.complete]
+    assert complete, "the committed results hold no complete run"
+    text = render_leaderboard(runs, problems, results_label=RESULTS)
+    assert text == (REPO / "LEADERBOARD.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not (REPO / RESULTS).exists(), reason="no committed results")
+def test_committed_results_have_three_seeds_per_complete_row():
+    runs, _ = collect_results(REPO / RESULTS)
+    seeds: dict[tuple[str, str], set[int]] = {}
+    for r in runs:
+        if r.complete:
+            seeds.setdefault((r.dataset, r.label), set()).add(r.seed)
+    assert seeds and all(len(s) >= 3 for s in seeds.values()), seeds
