@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "`bench run` flags (e.g. --epochs 2) are passed to every run.")
     p.add_argument("--datasets", default="shapes", metavar="LIST", help="comma list of datasets (default: shapes)")
     p.add_argument("--pes", default=None, metavar="LIST",
-                   help="comma list of PEs (default: every registered PE that applies)")
+                   help="comma list of PEs or variants, e.g. ape,ape+rpt (<pe>+rpt: bench run --rpt); "
+                        "default: every registered PE that applies")
     p.add_argument("--seeds", default="0", metavar="LIST", help="comma list of seeds, e.g. 0,1,2 (default: 0)")
     p.add_argument("--model", default="vit-nano", metavar="NAME", help="ViT preset (default: vit-nano)")
     p.add_argument("--out", default="runs", metavar="DIR", help="root of run directories (default: runs)")

@@ -91,8 +91,8 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     if fixed:
         raise ConfigError(f"bench sweep sets --{fixed[0].replace('_', '-')} itself; use --datasets/--pes/--seeds/"
                           f"--model/--out")
-    if run_args.rpt:
-        raise ConfigError("bench sweep does not pass --rpt (its run directories are <pe>, not <pe>+rpt)")
+    if run_args.rpt is not None:
+        raise ConfigError("bench sweep sets --rpt itself; name the variant in --pes, e.g. --pes ape,ape+rpt")
     try:
         seeds = [int(s) for s in _csv(args.seeds)]
     except ValueError:
@@ -104,7 +104,11 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     for d in datasets:
         mod = get_datamodule_class(d).modality
         for p in pes:
-            if mod in get_pe_class(p).modalities:
+            rpt = p.endswith(sweep.RPT_SUFFIX)
+            base = p[: -len(sweep.RPT_SUFFIX)] if rpt else p
+            if rpt and base == "none":
+                raise ConfigError(f"conflicting variant {p!r}: random permutation training needs a PE")
+            if mod in get_pe_class(base).modalities:
                 combos.append((d, p))
             else:
                 print(f"bench: note: skipping {d} x {p} (PE {p!r} does not apply to {mod} data)", file=sys.stderr)

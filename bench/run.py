@@ -7,7 +7,11 @@ Run directory (DESIGN.md §5): ``<out>/<dataset>/<pe-variant>/<model>/seed<S>/``
 
 Kill-and-resume: when ``last.ckpt`` exists and ``results.json`` is not ``complete``, training
 resumes from it (or from a newer SLURM ``hpc_ckpt_*.ckpt``); a complete run is re-run from
-scratch. Nothing is created before validation passes.
+scratch. Resumption is exact at epoch boundaries: the training order depends only on
+(seed, epoch) and every training step is reseeded from (seed, epoch, batch) (``_StepSeed``), so
+a killed and resumed run ends with the same metrics as an uninterrupted one (CPU,
+``--deterministic``, ``num_workers=0``; with worker processes, random augmentation inside the
+workers is not restored). Nothing is created before validation passes.
 
 DDP: the global batch is ``batch_size``; each of the ``W = devices x num_nodes`` ranks loads
 ``batch_size // W`` (``batch_size`` must be divisible by ``W``). See ``_loaders.py`` for the
@@ -17,6 +21,7 @@ some PEs own parameters that a given input type does not use (APE's coordinate M
 from __future__ import annotations
 
 import importlib
+import io
 import logging
 import os
 import platform
@@ -31,10 +36,11 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
-from .io import atomic_write_json, atomic_write_yaml, read_json
+from .io import atomic_write_bytes, atomic_write_json, atomic_write_yaml, read_json
 from ._loaders import install_samplers, restore_loaders
 
 __all__ = ["run", "prepare", "check_writable", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for"]
@@ -108,6 +114,56 @@ class _ValSampleCounter(Callback):
         self.total = int(trainer.strategy.reduce(t, reduce_op="sum").item())
 
 
+class _StepSeed(Callback):
+    """Reseed torch / numpy / random before every training batch from ``(seed, epoch, batch)``.
+
+    The random numbers a training step draws (RPT permutations, drop-path, ...) then depend only
+    on the seed and the position in training, not on what ran before in this process, so a run
+    resumed from ``last.ckpt`` continues exactly like the uninterrupted run. (Lightning does not
+    checkpoint RNG states, and on resume it creates the first epoch's DataLoader iterator, which
+    draws from the global RNG, at a different moment than in an uninterrupted run.) The training
+    order is fixed separately by ``DistributedSampler(seed=seed)`` and Lightning's ``set_epoch``.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.seed = int(seed)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        import random
+
+        import numpy as np
+
+        a, b = np.random.SeedSequence([self.seed, int(trainer.current_epoch), int(batch_idx)]).generate_state(2)
+        torch.manual_seed(int(a) << 32 | int(b))  # also seeds every CUDA device
+        np.random.seed(int(a))
+        random.seed(int(b))
+
+
+def _last_checkpoint(run_dir: Path) -> ModelCheckpoint:
+    """``last.ckpt`` rewritten at the end of *every* epoch.
+
+    (``ModelCheckpoint(save_last=True, save_top_k=0)`` writes ``last.ckpt`` only when training
+    ends in Lightning 2.x, so a killed run had nothing to resume from.) Lightning writes it
+    through :class:`_AtomicCheckpointIO`, so a kill never leaves it truncated.
+    """
+    return ModelCheckpoint(dirpath=run_dir, filename="last", monitor=None, save_top_k=1, save_last=False,
+                           every_n_epochs=1, enable_version_counter=False)
+
+
+class _AtomicCheckpointIO(TorchCheckpointIO):
+    """``torch.save`` into memory, then :func:`atomic_write_bytes` (temp file in the run directory,
+    fsync, ``os.replace``). Lightning's own save moves a temp file from ``$TMPDIR``, which is a
+    non-atomic copy when ``$TMPDIR`` is on another filesystem than the run directory."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        if storage_options is not None or "://" in str(path):
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        buf = io.BytesIO()
+        torch.save(checkpoint, buf)
+        atomic_write_bytes(path, buf.getvalue())
+
+
 def _versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": platform.python_version()}
     for mod in ("torch", "lightning", "timm", "torchmetrics", "pebench"):
@@ -137,6 +193,18 @@ def _resume_path(run_dir: Path) -> str | None:
         pass
     cands = [p for p in [run_dir / "last.ckpt", *run_dir.glob("hpc_ckpt_*.ckpt")] if p.is_file()]
     return str(max(cands, key=lambda p: p.stat().st_mtime)) if cands else None
+
+
+def _epochs_done(meta: dict) -> int:
+    """Training epochs finished when ``meta`` was saved (= the epoch a resumed run starts at).
+
+    ``last.ckpt`` is written at the end of each training epoch, when Lightning's ``epoch`` key
+    still holds that epoch's index; the fit loop's progress counts it as processed.
+    """
+    try:
+        return int(meta["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
+    except (KeyError, TypeError, ValueError):
+        return int(meta.get("epoch", 0))
 
 
 def _indivisible(batch: int, world: int) -> None:
@@ -210,7 +278,7 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
     run_dir = run_dir_for(cfg)
     strategy = "ddp_find_unused_parameters_true" if cfg.strategy == "ddp" else cfg.strategy
     counter = _ValSampleCounter()
-    callbacks: list[Callback] = [counter, ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0)]
+    callbacks: list[Callback] = [counter, _StepSeed(cfg.seed), _last_checkpoint(run_dir)]
     if cfg.progress_bar:
         callbacks.append(TQDMProgressBar())
     loggers: list[Any] = [CSVLogger(save_dir=run_dir, name="", version="")]
@@ -224,8 +292,9 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
             fast_dev_run=cfg.fast_dev_run, limit_train_batches=cfg.limit_train_batches,
             limit_val_batches=cfg.limit_val_batches, max_time=cfg.max_time, logger=loggers, callbacks=callbacks,
             default_root_dir=run_dir, enable_progress_bar=cfg.progress_bar, use_distributed_sampler=False,
-            num_sanity_val_steps=0, log_every_n_steps=10, enable_model_summary=False)
-    except (MisconfigurationException, ValueError, TypeError) as e:
+            num_sanity_val_steps=0, log_every_n_steps=10, enable_model_summary=False,
+            plugins=[_AtomicCheckpointIO()])
+    except (MisconfigurationException, ValueError, TypeError, ImportError) as e:  # ImportError: tpu w/o torch_xla
         raise ConfigError(f"invalid trainer options: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     world = trainer.num_devices * trainer.num_nodes
     if cfg.batch_size % world:
@@ -285,7 +354,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     if ckpt is not None:
         try:
             meta = torch.load(ckpt, map_location="cpu", weights_only=False)
-            results["resumed_from"] = {"checkpoint": Path(ckpt).name, "epoch": int(meta.get("epoch", 0)),
+            results["resumed_from"] = {"checkpoint": Path(ckpt).name, "epoch": _epochs_done(meta),
                                        "global_step": int(meta.get("global_step", 0))}
             del meta
         except Exception as e:  # noqa: BLE001

@@ -1,7 +1,9 @@
 """Sweeps: run the grid datasets × PEs × seeds, resumable, retrying, safe for parallel workers.
 
 Each (dataset, pe, seed) maps to the run directory ``<out>/<dataset>/<pe>/<model>/seed<S>``
-(DESIGN.md §5). :func:`run_sweep` walks the plan and, per run,
+(DESIGN.md §5). A PE may name a variant: ``ape+rpt`` runs ``bench run --pe ape --rpt``, whose
+directory is ``<out>/<dataset>/ape+rpt/<model>/seed<S>``, exactly where ``bench run`` writes it.
+:func:`run_sweep` walks the plan and, per run,
 
 1. takes the run's lock ``<run_dir>/.lock`` (``os.open(O_CREAT | O_EXCL)``, content: pid,
    hostname, process start time). A lock held by a live process is *busy*: the worker goes on and
@@ -56,6 +58,8 @@ __all__ = [
 log = logging.getLogger("pebench.sweep")
 
 SUMMARY_NAME = "sweep_summary.json"
+#: suffix of a PE variant trained with random permutations (``bench run --rpt``)
+RPT_SUFFIX = "+rpt"
 SUMMARY_LOCK_NAME = ".summary.lock"
 RUN_LOCK_NAME = ".lock"
 SUMMARY_VERSION = 1
@@ -67,7 +71,10 @@ _BREAK_GUARD_GRACE_S = 30.0
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One planned run. ``extra_args`` are passed verbatim to ``bench run`` after the fixed ones."""
+    """One planned run. ``extra_args`` are passed verbatim to ``bench run`` after the fixed ones.
+
+    ``pe`` is the PE *variant* (the run directory's name): ``ape`` or ``ape+rpt``.
+    """
 
     dataset: str
     pe: str
@@ -75,6 +82,16 @@ class RunSpec:
     model: str
     out: str
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def rpt(self) -> bool:
+        """Whether the variant is trained with random permutations (``<pe>+rpt``)."""
+        return self.pe.endswith(RPT_SUFFIX)
+
+    @property
+    def pe_name(self) -> str:
+        """The registered PE of the variant (``ape`` for ``ape+rpt``)."""
+        return self.pe[: -len(RPT_SUFFIX)] if self.rpt else self.pe
 
     @property
     def run_dir(self) -> Path:
@@ -89,7 +106,8 @@ class RunSpec:
         """The ``bench run`` command line the default runner executes."""
         return [
             sys.executable, "-m", "pebench.cli", "run",
-            "--dataset", self.dataset, "--pe", self.pe, "--seed", str(self.seed),
+            "--dataset", self.dataset, "--pe", self.pe_name, *(["--rpt"] if self.rpt else []),
+            "--seed", str(self.seed),
             "--model", self.model, "--out", self.out, *self.extra_args,
         ]
 
@@ -133,6 +151,7 @@ def plan_sweep(
         _check_name("dataset", d)
         for p in pes:
             _check_name("PE", p)
+            _check_name("PE", p[: -len(RPT_SUFFIX)] if p.endswith(RPT_SUFFIX) else p)  # "+rpt" alone
             for s in seeds:
                 spec = RunSpec(dataset=d, pe=p, seed=int(s), model=model, out=out_s, extra_args=extra)
                 if spec.key not in seen:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MetricCollection
-from torchmetrics.aggregation import SumMetric
+from torchmetrics.aggregation import MeanMetric, SumMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from .heads import ClassificationHead
@@ -80,6 +80,10 @@ class ClassificationTask(L.LightningModule):
         self.test_metrics = self.val_metrics.clone(prefix="test/")
         self.train_acc = MulticlassAccuracy(num_classes, top_k=1, average="micro")
         self.skipped = SumMetric()
+        # eval loss: a sample-weighted mean whose (sum, weight) states reduce exactly across DDP ranks
+        # (self.log(..., sync_dist=True) would average per-rank means, which differ in size)
+        self.val_loss = MeanMetric()
+        self.test_loss = MeanMetric()
 
     # ------------------------------------------------------------------ model
     def tokenize(self, inputs: Tensor) -> TokenBatch:
@@ -135,7 +139,8 @@ class ClassificationTask(L.LightningModule):
         self.log("train/acc1", self.train_acc, prog_bar=False, on_step=False, on_epoch=True)
         return loss
 
-    def _eval_step(self, batch: Sequence[Any], metrics: MetricCollection, prefix: str) -> None:
+    def _eval_step(self, batch: Sequence[Any], metrics: MetricCollection, loss_metric: MeanMetric,
+                   prefix: str) -> None:
         inputs, labels, skipped = split_batch(batch)
         self.skipped.update(torch.tensor(float(skipped), device=self.device))
         if labels.numel() == 0:
@@ -143,14 +148,15 @@ class ClassificationTask(L.LightningModule):
         logits = self(inputs)
         loss = F.cross_entropy(logits, labels)
         metrics.update(logits, labels)
-        self.log(f"{prefix}/loss", loss, prog_bar=False, on_epoch=True, sync_dist=True, batch_size=labels.numel())
+        loss_metric.update(loss.detach(), weight=labels.numel())
+        self.log(f"{prefix}/loss", loss_metric, prog_bar=False, on_step=False, on_epoch=True)
         self.log_dict(metrics, prog_bar=True, on_epoch=True)
 
     def validation_step(self, batch: Sequence[Any], batch_idx: int) -> None:
-        self._eval_step(batch, self.val_metrics, "val")
+        self._eval_step(batch, self.val_metrics, self.val_loss, "val")
 
     def test_step(self, batch: Sequence[Any], batch_idx: int) -> None:
-        self._eval_step(batch, self.test_metrics, "test")
+        self._eval_step(batch, self.test_metrics, self.test_loss, "test")
 
     # ------------------------------------------------------------------ optimisation
     def _layer_id(self, name: str) -> int:

@@ -90,7 +90,8 @@ def test_resume_from_last_ckpt(tiny_run):
     assert res["resumed_from"]["epoch"] == 1 and res["resumed_from"]["checkpoint"] == "last.ckpt"
     assert res["status"] == "complete"
     import torch
-    assert torch.load(run_dir / "last.ckpt", weights_only=False)["epoch"] == 2
+    ckpt = torch.load(run_dir / "last.ckpt", weights_only=False)  # written at the end of epoch index 1
+    assert ckpt["epoch"] == 1 and ckpt["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"] == 2
     lines = (run_dir / "metrics.csv").read_text().splitlines()
     epochs = {ln.split(",")[0] for ln in lines[1:]}
     assert "0" not in epochs and "1" in epochs  # only epoch 1 was trained in this attempt

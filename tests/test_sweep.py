@@ -80,6 +80,26 @@ def test_plan_layout_and_validation(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         plan_sweep(["a/b"], ["ape"], [0], "vit-nano", tmp_path)
     with pytest.raises(ValueError):
+        plan_sweep(["d"], ["+rpt"], [0], "vit-nano", tmp_path)
+
+
+def test_plan_rpt_variant_matches_bench_run(tmp_path: Path) -> None:
+    """``ape+rpt`` runs ``bench run --pe ape --rpt`` in the directory that command writes."""
+    from pebench.cli import build_parser, run_config_from_args
+    from pebench.config import run_dir_for
+
+    specs = plan_sweep(["shapes"], ["ape", "ape+rpt"], [3], "vit-nano", tmp_path, ["--epochs", "1"])
+    assert [s.key for s in specs] == ["shapes/ape/vit-nano/seed3", "shapes/ape+rpt/vit-nano/seed3"]
+    plain, rpt = specs
+    assert (plain.rpt, plain.pe_name, rpt.rpt, rpt.pe_name) == (False, "ape", True, "ape")
+    assert "--rpt" not in plain.command()
+    cmd = rpt.command()
+    assert cmd[cmd.index("--pe") + 1] == "ape" and "--rpt" in cmd
+    assert rpt.run_dir == tmp_path / "shapes" / "ape+rpt" / "vit-nano" / "seed3"
+    for spec in specs:
+        cfg = run_config_from_args(build_parser().parse_args(spec.command()[3:]))
+        assert run_dir_for(cfg) == spec.run_dir and cfg.rpt == spec.rpt and cfg.epochs == 1
+    with pytest.raises(ValueError):
         plan_sweep(["d"], ["ape"], ["0"], "vit-nano", tmp_path)  # type: ignore[list-item]
     with pytest.raises(ValueError):
         run_sweep(specs, ok_runner, retries=-1)
