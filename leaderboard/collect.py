@@ -167,6 +167,8 @@ def _parse_robustness(v: Any) -> tuple[dict[str, dict[str, float | None]] | None
         return None, f"expected an object, got {_type_name(v)}"
     out: dict[str, dict[str, float | None]] = {}
     for kind, entry in v.items():
+        if not isinstance(entry, dict) and (entry is None or _is_number(entry)):
+            continue  # run-level scalars beside the shifts (clean_acc, n_samples)
         if not isinstance(entry, dict) or not ("fs" in entry and (entry["fs"] is None or _is_number(entry["fs"]))):
             return None, f"entry {kind!r} should be an object with a numeric 'fs'"
         out[str(kind)] = {

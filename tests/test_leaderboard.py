@@ -28,7 +28,7 @@ def _result(dataset: str, pe: str, seed: int, **over: object) -> dict:
         "metrics": {"val/acc1": acc, "val/loss": 1.0 - acc},
         "geometry": {"layers": [0, 1, 2], "ssdc": [0.5, 0.3, 0.1 + 0.01 * seed],
                      "ssdc_rpi": [0.2, 0.4 + 0.01 * seed, 0.1], "eed_percent": [50.0, 20.0 + seed, 30.0]},
-        "robustness": {"jpeg": {"acc": acc * 0.8, "fs": 0.2 + 0.01 * seed}, "blur": {"acc": acc * 0.5, "fs": 0.5}},
+        "robustness": {"clean_acc": acc, "n_samples": 512, "jpeg": {"acc": acc * 0.8, "fs": 0.2 + 0.01 * seed}, "blur": {"acc": acc * 0.5, "fs": 0.5}},
         "extrapolation": [{"resolution": "64", "acc1": acc - 0.1, "n_tokens": 64},
                           {"resolution": "32", "acc1": acc, "n_tokens": 16}],
         "config": {}, "versions": {}, "git_sha": "abc", "wall_time_s": 1.0,
