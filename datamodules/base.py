@@ -16,6 +16,7 @@ Labels are ``(B,)`` long class indices. Corrupt samples are skipped and counted 
 """
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar
 
 import lightning as L
@@ -46,7 +47,7 @@ def parse_resolution(value: int | str | None) -> tuple[int, ...] | None:
     return tuple(parts)
 
 
-class BenchDataModule(L.LightningDataModule):
+class BenchDataModule(L.LightningDataModule, abc.ABC):
     """Base class: subclasses set the class attributes and implement the ``*_dataset`` methods."""
 
     #: registry / CLI name
@@ -81,8 +82,9 @@ class BenchDataModule(L.LightningDataModule):
 
     # ---- what the model needs to know -------------------------------------------------
     @property
+    @abc.abstractmethod
     def num_classes(self) -> int:
-        raise NotImplementedError
+        """Number of classes of the classification task."""
 
     @property
     def in_chans(self) -> int:
@@ -92,17 +94,18 @@ class BenchDataModule(L.LightningDataModule):
     def spatial_dims(self) -> int:
         return 2 if self.modality == "image" else 3
 
+    @abc.abstractmethod
     def input_shape(self, resolution: tuple[int, ...] | None = None) -> tuple[int, ...]:
         """Shape of one sample's input at ``resolution`` (default: the training one), no batch dim."""
-        raise NotImplementedError
 
     # ---- datasets ---------------------------------------------------------------------
+    @abc.abstractmethod
     def train_dataset(self) -> Dataset:
-        raise NotImplementedError
+        """The training set (eval-only datasets raise a one-line error here)."""
 
+    @abc.abstractmethod
     def val_dataset(self, resolution: tuple[int, ...] | None = None) -> Dataset:
         """Validation set rendered / resampled at ``resolution`` (None: the training one)."""
-        raise NotImplementedError
 
     def test_dataset(self, resolution: tuple[int, ...] | None = None) -> Dataset:
         return self.val_dataset(resolution)
