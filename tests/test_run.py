@@ -11,6 +11,7 @@ import yaml
 
 from pebench.cli import main
 from pebench.datamodules import get_datamodule_class, list_datamodules
+from pebench.encodings import get_pe_class, list_pes
 from pebench.run import RESULT_KEYS, load_registries
 
 load_registries()
@@ -27,10 +28,15 @@ def _no_tmp_files(root: Path) -> None:
     assert not [p for p in root.rglob("*.tmp")], list(root.rglob("*.tmp"))
 
 
+def _applicable(dataset: str) -> list[str]:
+    modality = get_datamodule_class(dataset).modality
+    return [pe for pe in list_pes() if modality in get_pe_class(pe).modalities]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("pe", ["none", "ape"])
-@pytest.mark.parametrize("dataset", SYNTHETIC)
+@pytest.mark.parametrize("dataset,pe", [(d, pe) for d in SYNTHETIC for pe in _applicable(d)])
 def test_fast_dev_run_every_embedded_dataset(dataset, pe, tmp_path):
+    """Every PE trains (one batch) on every embedded dataset it applies to."""
     out = tmp_path / "runs"
     rc = main(["run", "--dataset", dataset, "--pe", pe, "--fast-dev-run", "--batch-size", "4",
                "--no-progress-bar", "--out", str(out)])
