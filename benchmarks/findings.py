@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             depth = np.arange(1, len(rs[0].geometry["ssdc_rpi"]) + 1)
             ax1.plot(depth, _mean_layers([r.geometry["ssdc_rpi"] for r in rs]), marker="o", label=lab)
             ax2.plot(depth, _mean_layers([r.geometry["eed_percent"] for r in rs]), marker="o", label=lab)
+        for ax in (ax1, ax2):
+            ax.set_xticks(depth)
         ax1.axhline(0, color="grey", lw=0.5)
         ax1.set(xlabel="layer", ylabel="SSDC under RPI", title=f"{args.dataset}: SSDC_RPI (mean over seeds)")
         ax2.set(xlabel="layer", ylabel="EED %", title="effective encoding dimension")
