@@ -17,6 +17,7 @@ Only decode-type errors count as corruption (:data:`CORRUPT_ERRORS`); a bug in a
 """
 from __future__ import annotations
 
+import abc
 import logging
 import pickle
 import struct
@@ -55,7 +56,7 @@ def make_collate(sample_shape: Sequence[int] | None) -> Callable:
     return partial(skip_corrupt_collate, sample_shape=tuple(sample_shape) if sample_shape else None)
 
 
-class SkippingDataset(Dataset):
+class SkippingDataset(Dataset, abc.ABC):
     """Base class: subclasses implement :meth:`load` (-> ``(input, label)``) and :meth:`describe`.
 
     ``__getitem__`` turns decode errors into ``None`` and logs each bad path once per process.
@@ -66,8 +67,9 @@ class SkippingDataset(Dataset):
         self.collate_fn = make_collate(self.sample_shape)
         self._reported: set[int] = set()
 
-    def load(self, index: int) -> tuple[Any, int]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def load(self, index: int) -> tuple[Any, int]:
+        """Decode sample ``index`` -> ``(input, label)``; raise on a corrupt file."""
 
     def describe(self, index: int) -> str:
         """The file behind ``index`` (for the log line)."""

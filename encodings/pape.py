@@ -51,6 +51,7 @@ not overwrite them. ``W_p`` is excluded from weight decay (``layers.{l}.wp``).
 """
 from __future__ import annotations
 
+import abc
 import math
 from typing import Sequence
 
@@ -79,7 +80,7 @@ def pad_to_multiple(t: Tensor, multiple: int = 8) -> Tensor:
     return F.pad(t, (0, extra)) if extra else t
 
 
-class AugmentedLayerPE(LayerPE):
+class AugmentedLayerPE(LayerPE, abc.ABC):
     """Shared machinery of PaPE layers: ``impl`` switch, prefix handling, q/k augmentation."""
 
     def __init__(self, head_dim: int, num_prefix_tokens: int, impl: str) -> None:
@@ -92,15 +93,15 @@ class AugmentedLayerPE(LayerPE):
         self._stash: Tensor | None = None
 
     # subclasses implement these two --------------------------------------------------------
+    @abc.abstractmethod
     def augment(self, x: Tensor, r: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Patch tokens only. x ``(B, N, D)``, centred r ``(B, N, p)`` ->
         q_aug ``(B, H, N, e)``, k_aug ``(B, H|1, N, e)`` (exact up to a per-query constant),
         const ``(B, H, N)`` (the dropped per-query constant)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def logits(self, x: Tensor, r: Tensor) -> Tensor:
         """Patch tokens only: the full PaPE logits ``(B, H, N, N)``."""
-        raise NotImplementedError
 
     # ------------------------------------------------------------------------------------------
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
