@@ -27,7 +27,7 @@ import math
 from typing import Any, Sequence
 
 from .geometry import evaluating, task_device
-from .robustness import logits_in_chunks
+from .robustness import capped_batches, logits_in_chunks
 
 __all__ = ["evaluate_extrapolation", "default_resolutions", "resolution_key"]
 
@@ -116,15 +116,7 @@ def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[str
                 n_tokens = _n_tokens(task, datamodule, res)
                 loader = datamodule.eval_dataloader(res)
                 correct = n = 0
-                for batch in loader:
-                    x, y = batch[0], batch[1]
-                    if max_samples is not None:
-                        if n >= max_samples:
-                            break
-                        x, y = x[: max_samples - n], y[: max_samples - n]
-                    if y.numel() == 0:
-                        continue
-                    x, y = x.to(device), y.to(device)
+                for x, y in capped_batches(loader, max_samples, device):
                     correct += int((logits_in_chunks(task, x).argmax(-1) == y).sum())
                     n += int(y.numel())
                 rows.append({"resolution": key, "acc1": correct / n if n else None, "n_tokens": n_tokens,

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -245,6 +245,22 @@ def logits_in_chunks(task: Any, x: Tensor, max_attn_elems: int = 1 << 26) -> Ten
     return torch.cat([task(x[i:i + chunk]) for i in range(0, x.shape[0], chunk)])
 
 
+def capped_batches(loader: Any, max_samples: int | None, device: torch.device) -> Iterator[tuple[Tensor, Tensor]]:
+    """``(inputs, labels)`` of ``loader`` on ``device``, truncated to the first ``max_samples``
+    samples (all if None); batches left empty by corrupt-sample skipping are passed over."""
+    n = 0
+    for batch in loader:
+        x, y = batch[0], batch[1]
+        if max_samples is not None:
+            if n >= max_samples:
+                return
+            x, y = x[: max_samples - n], y[: max_samples - n]
+        if y.numel() == 0:
+            continue
+        n += int(y.numel())
+        yield x.to(device), y.to(device)
+
+
 def _shift_seed(seed: int, k: int) -> int:
     return (int(seed) * 1_000_003 + 7919 * (k + 1)) % (2 ** 63)
 
@@ -268,15 +284,7 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     if loader is None:
         loader = datamodule.eval_dataloader(None)
     with evaluating(task):
-        for batch in loader:
-            x, y = batch[0], batch[1]
-            if max_samples is not None:
-                if n >= max_samples:
-                    break
-                x, y = x[: max_samples - n], y[: max_samples - n]
-            if y.numel() == 0:
-                continue
-            x, y = x.to(device), y.to(device)
+        for x, y in capped_batches(loader, max_samples, device):
             correct["clean"] += int((logits_in_chunks(task, x).argmax(-1) == y).sum())
             for s in names:
                 xs = PERTURBATIONS[s](x, gens[s], prm[s], ctx)

@@ -12,6 +12,8 @@ Input normalisation (all image datasets): float ``(3, H, W)``, ImageNet mean/std
 """
 from __future__ import annotations
 
+import abc
+
 import os
 from functools import lru_cache
 from typing import Any, Callable, ClassVar, Sequence
@@ -102,7 +104,7 @@ class ImageListDataset(SkippingDataset):
 
 
 class ImageDataModule(BenchDataModule):
-    """Base of the real image datasets: subclasses implement :meth:`validate` and :meth:`samples`."""
+    """Base of the real image datasets: subclasses implement :meth:`validate` and ``scan`` (see below)."""
 
     modality: ClassVar[str] = "image"
     needs_data_root: ClassVar[bool] = True
@@ -119,13 +121,12 @@ class ImageDataModule(BenchDataModule):
         self.validate()
 
     # ---- subclass API -----------------------------------------------------------------
+    # File-list datasets also define ``scan(split) -> [(path, label), ...]`` ("train", "val" or
+    # "test"), which :meth:`samples` reads; array-backed ones (CIFAR-100) override the datasets
+    # instead and have no file list.
+    @abc.abstractmethod
     def validate(self) -> None:
         """Cheap existence checks of the layout; raise DataRootError (one line) on failure."""
-        raise NotImplementedError
-
-    def scan(self, split: str) -> list[tuple[str, int]]:
-        """``(path, label)`` pairs of ``split`` ("train", "val" or "test")."""
-        raise NotImplementedError
 
     # ---- BenchDataModule --------------------------------------------------------------
     @property
