@@ -10,13 +10,17 @@ processes, workers and epochs, and the scene is identical across resolutions.
 """
 from __future__ import annotations
 
+import abc
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-__all__ = ["SPLITS", "SyntheticDataset", "pixel_centres", "shape_alpha", "SHAPE_KINDS", "random_colour"]
+from .base import BenchDataModule
+
+__all__ = ["SPLITS", "SyntheticDataset", "SyntheticSplitsDataModule", "pixel_centres", "shape_alpha", "SHAPE_KINDS",
+           "random_colour"]
 
 #: split name -> integer mixed into the seed
 SPLITS = {"train": 0, "val": 1, "test": 2}
@@ -114,3 +118,25 @@ def check_size(what: str, sizes: Sequence[int]) -> None:
     for s in sizes:
         if s <= 0:
             raise ValueError(f"{what} must be positive, got {tuple(sizes)}")
+
+
+class SyntheticSplitsDataModule(BenchDataModule):
+    """Train / val / test splits of an on-the-fly synthetic set: subclasses set ``train_size`` and
+    ``val_size`` and implement ``_dataset(split, size, resolution)`` (train at the training
+    resolution; val and test at any resolution, for extrapolation)."""
+
+    train_size: int
+    val_size: int
+
+    @abc.abstractmethod
+    def _dataset(self, split: str, size: int, resolution: Any) -> Dataset:
+        """Split ``split`` with ``size`` samples rendered at ``resolution`` (None: training one)."""
+
+    def train_dataset(self) -> Dataset:
+        return self._dataset("train", self.train_size, None)
+
+    def val_dataset(self, resolution: Any = None) -> Dataset:
+        return self._dataset("val", self.val_size, resolution)
+
+    def test_dataset(self, resolution: Any = None) -> Dataset:
+        return self._dataset("test", self.val_size, resolution)

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ._render import SyntheticDataset, check_size, random_colour, shape_alpha
-from .base import BenchDataModule, parse_resolution
+from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, random_colour, shape_alpha
+from .base import parse_resolution
 from .registry import register_datamodule
 
 __all__ = ["MovingShapesDataModule", "moving_shapes_scene", "render_moving_shapes", "DIRECTIONS"]
@@ -87,7 +87,7 @@ def render_moving_shapes(scene: dict[str, Any], resolution: tuple[int, ...], rng
 
 
 @register_datamodule("moving-shapes")
-class MovingShapesDataModule(BenchDataModule):
+class MovingShapesDataModule(SyntheticSplitsDataModule):
     """Disc direction x which shape moves first (8 classes); see the module docstring."""
 
     modality = "video"
@@ -126,11 +126,3 @@ class MovingShapesDataModule(BenchDataModule):
         return SyntheticDataset(moving_shapes_scene, partial(render_moving_shapes, noise=self.noise),
                                 size, self.seed, split, self._res(resolution))
 
-    def train_dataset(self) -> SyntheticDataset:
-        return self._dataset("train", self.train_size, None)
-
-    def val_dataset(self, resolution: Any = None) -> SyntheticDataset:
-        return self._dataset("val", self.val_size, resolution)
-
-    def test_dataset(self, resolution: Any = None) -> SyntheticDataset:
-        return self._dataset("test", self.val_size, resolution)

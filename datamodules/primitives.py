@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ._render import SyntheticDataset, check_size
-from .base import BenchDataModule, parse_resolution
+from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size
+from .base import parse_resolution
 from .registry import register_datamodule
 
 __all__ = ["PrimitivesDataModule", "PRIMITIVES", "primitives_scene", "render_primitive", "sample_surface"]
@@ -112,7 +112,7 @@ def render_primitive(scene: dict[str, Any], resolution: tuple[int, ...], rng: np
 
 
 @register_datamodule("primitives")
-class PrimitivesDataModule(BenchDataModule):
+class PrimitivesDataModule(SyntheticSplitsDataModule):
     """Eight 3-D primitives as point clouds; see the module docstring."""
 
     modality = "points"
@@ -156,11 +156,3 @@ class PrimitivesDataModule(BenchDataModule):
         ds.num_groups = self.num_groups_for(res)  # type: ignore[attr-defined]
         return ds
 
-    def train_dataset(self) -> SyntheticDataset:
-        return self._dataset("train", self.train_size, None)
-
-    def val_dataset(self, resolution: Any = None) -> SyntheticDataset:
-        return self._dataset("val", self.val_size, resolution)
-
-    def test_dataset(self, resolution: Any = None) -> SyntheticDataset:
-        return self._dataset("test", self.val_size, resolution)

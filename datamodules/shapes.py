@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ._render import SyntheticDataset, check_size, random_colour, shape_alpha
-from .base import BenchDataModule, parse_resolution
+from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, random_colour, shape_alpha
+from .base import parse_resolution
 from .registry import register_datamodule
 
 __all__ = ["ShapesDataModule", "shapes_scene", "render_shapes"]
@@ -98,7 +98,7 @@ def render_shapes(scene: dict[str, Any], resolution: tuple[int, ...], rng: np.ra
 
 
 @register_datamodule("shapes")
-class ShapesDataModule(BenchDataModule):
+class ShapesDataModule(SyntheticSplitsDataModule):
     """Disc-vs-square relative direction (8 classes); see the module docstring."""
 
     modality = "image"
@@ -144,11 +144,3 @@ class ShapesDataModule(BenchDataModule):
                                 partial(render_shapes, noise=self.noise),
                                 size, self.seed, split, self._res(resolution))
 
-    def train_dataset(self) -> SyntheticDataset:
-        return self._dataset("train", self.train_size, None)
-
-    def val_dataset(self, resolution: Any = None) -> SyntheticDataset:
-        return self._dataset("val", self.val_size, resolution)
-
-    def test_dataset(self, resolution: Any = None) -> SyntheticDataset:
-        return self._dataset("test", self.val_size, resolution)

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._render import SyntheticDataset, check_size, shape_alpha
-from .base import BenchDataModule, parse_resolution
+from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, shape_alpha
+from .base import parse_resolution
 from .registry import register_datamodule
 
 __all__ = ["SyntheticEventsDataModule", "EventDataset", "EVENT_DTYPE", "GESTURES", "events_scene",
@@ -144,7 +144,7 @@ class EventDataset(SyntheticDataset):
 
 
 @register_datamodule("synthetic-events")
-class SyntheticEventsDataModule(BenchDataModule):
+class SyntheticEventsDataModule(SyntheticSplitsDataModule):
     """8 DVS-like gestures; see the module docstring."""
 
     modality = "events"
@@ -183,11 +183,3 @@ class SyntheticEventsDataModule(BenchDataModule):
         return EventDataset(events_scene, partial(_render_voxels, **self.event_kw), size, self.seed, split,
                             self._res(resolution), event_kw=self.event_kw)
 
-    def train_dataset(self) -> EventDataset:
-        return self._dataset("train", self.train_size, None)
-
-    def val_dataset(self, resolution: Any = None) -> EventDataset:
-        return self._dataset("val", self.val_size, resolution)
-
-    def test_dataset(self, resolution: Any = None) -> EventDataset:
-        return self._dataset("test", self.val_size, resolution)
