@@ -4,6 +4,8 @@
 
 * ``backbone``    pebench ViT (tokenizer + backbone + head) vs timm ``VisionTransformer`` of the
   same shape: training-step and inference samples/s (:mod:`pebench.perf_model`).
+* ``attention-budget`` DESIGN §6: PaPE attention forward+backward vs RoPE at N = 1024, head
+  dim 64, the kernel floor of that ratio, PaPE peak memory at 4N vs N (:mod:`pebench.perf_attention`).
 * ``pe-overhead`` training-step samples/s of every registered PE relative to ``none``; on CUDA
   also the SDPA backend each PE gets and why (:mod:`pebench.perf_model`).
 * ``analysis``    geometry evaluator vs one validation epoch; SSDC (N=4096), EED (D=768) vs a
@@ -124,8 +126,9 @@ def _parser(what: str) -> argparse.ArgumentParser:
 
 
 def _suites() -> dict[str, Callable[..., list[dict]]]:
-    from . import perf_data, perf_model
+    from . import perf_attention, perf_data, perf_model
     return {"backbone": perf_model.bench_backbone, "pe-overhead": perf_model.bench_pe_overhead,
+            "attention-budget": perf_attention.bench_budget,
             "analysis": perf_data.bench_analysis, "data": perf_data.bench_data, "e2e": perf_data.bench_e2e}
 
 
@@ -155,8 +158,10 @@ def _attention(argv: Sequence[str] | None) -> int:
 
 
 PERF_COMMANDS: dict[str, Callable[[list[str] | None], int]] = {
-    "all": lambda argv=None: _run("all", ["backbone", "pe-overhead", "analysis", "data", "e2e"], argv),
+    "all": lambda argv=None: _run("all", ["backbone", "attention-budget", "pe-overhead", "analysis", "data", "e2e"],
+                                  argv),
     "backbone": lambda argv=None: _run("backbone", ["backbone"], argv),
+    "attention-budget": lambda argv=None: _run("attention-budget", ["attention-budget"], argv),
     "pe-overhead": lambda argv=None: _run("pe-overhead", ["pe-overhead"], argv),
     "analysis": lambda argv=None: _run("analysis", ["analysis"], argv),
     "data": lambda argv=None: _run("data", ["data"], argv),

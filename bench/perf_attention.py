@@ -39,14 +39,16 @@ import math
 import os
 import statistics
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
-from pebench.encodings import build_pe, list_pes
+import torch.nn.functional as F
+
+from pebench.encodings import LayerPE, build_pe, list_pes
 from pebench.models import Attention, grid_coords
 
-__all__ = ["run", "main", "square_grid", "format_table"]
+__all__ = ["run", "main", "square_grid", "format_table", "attention_step", "bench_budget"]
 
 DEFAULT_TOKENS = (256, 1024, 4096, 16384)
 
@@ -76,16 +78,31 @@ def _cpu_peak_bytes(fn) -> int:
     return peak
 
 
-def _measure(pe_name: str, impl: str | None, n: int, head_dim: int, heads: int, repeats: int,
-             device: torch.device, dtype: torch.dtype) -> dict:
+class _ZeroPadQK(LayerPE):
+    """``none`` with q/k zero-padded by ``extra`` columns: the fused-kernel cost of a wider head
+    dim alone (the floor of any exact q/k-augmentation PE such as PaPE's sdpa path)."""
+
+    def __init__(self, extra: int) -> None:
+        super().__init__()
+        self.extra = extra
+
+    def qk(self, q, k, x, coords):
+        return F.pad(q, (0, self.extra)), F.pad(k, (0, self.extra))
+
+
+def attention_step(pe_name: str, impl: str | None, n: int, head_dim: int, heads: int, device: torch.device,
+                   dtype: torch.dtype = torch.float32) -> Callable[[], None]:
+    """One forward+backward of ``encode_tokens`` + one :class:`Attention` layer driven by the PE
+    (batch 1, 2-D square grid of ``n`` tokens, built with that grid as training grid).
+    ``impl="pad8"`` with ``pe_name="none"`` zero-pads q/k to PaPE's head dim (see ``_ZeroPadQK``)."""
     grid = square_grid(n)
     dim = head_dim * heads
-    opts = {"impl": impl} if impl else {}
+    opts = {"impl": impl} if impl and impl != "pad8" else {}
     torch.manual_seed(0)
     pe = build_pe(pe_name, dim=dim, num_heads=heads, depth=1, spatial_dims=2, grid=grid, **opts)
     pe = pe.to(device=device, dtype=dtype)
     attn = Attention(dim, heads).to(device=device, dtype=dtype)
-    layer = pe.layer(0)
+    layer = _ZeroPadQK(5 + (-(head_dim + 5)) % 8) if impl == "pad8" else pe.layer(0)
     coords = grid_coords(grid, device).to(dtype)
     x = torch.randn(1, n, dim, device=device, dtype=dtype, requires_grad=True)
 
@@ -97,6 +114,13 @@ def _measure(pe_name: str, impl: str | None, n: int, head_dim: int, heads: int, 
         y.sum().backward()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+    return step
+
+
+def _measure(pe_name: str, impl: str | None, n: int, head_dim: int, heads: int, repeats: int,
+             device: torch.device, dtype: torch.dtype) -> dict:
+    grid = square_grid(n)
+    step = attention_step(pe_name, impl, n, head_dim, heads, device, dtype)
 
     # memory-profiled step: the warm-up, or (repeats == 1, big N) the single timed step too
     t0 = time.perf_counter()
@@ -180,6 +204,50 @@ def run(n_tokens: Sequence[int] = DEFAULT_TOKENS, head_dim: int = 64, heads: int
         with open(tmp, "w") as f:
             json.dump(rows, f, indent=1)
         os.replace(tmp, json_path)
+    return rows
+
+
+def bench_budget(quick: bool = False, tiny: bool = False) -> list[dict]:
+    """DESIGN.md §6 attention budgets as ``bench perf`` records: PaPE (sdpa) forward+backward time
+    vs ``rope-axial`` at N = 1024, head dim 64 (target <= 1.15x), the kernel floor of that ratio
+    (``none`` with q/k zero-padded to PaPE's head dim), and PaPE's peak memory at 4N vs N (linear
+    in N: about 4x; an N x N tensor would make it ~16x)."""
+    from .perf import interleaved, record
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    n, hd = (64, 16) if tiny else (1024, 64)
+    reps = 2 if tiny else 10 if quick else 30
+    steps = {"none": attention_step("none", None, n, hd, 1, dev),
+             "pad8": attention_step("none", "pad8", n, hd, 1, dev),
+             "rope-axial": attention_step("rope-axial", None, n, hd, 1, dev),
+             "pape": attention_step("pape", "sdpa", n, hd, 1, dev)}
+    t = interleaved(steps, reps, warmup=2)
+    width = hd + 5 + (-(hd + 5)) % 8
+    rows = [record(f"attention fwd+bwd N={n} d={hd} pape vs rope-axial", "pape (sdpa)", "rope-axial",
+                   t["pape"] * 1e3, t["rope-axial"] * 1e3, "ms", higher_is_better=False, target=1.15,
+                   note=f"DESIGN §6 budget; batch 1, 1 head, {torch.get_num_threads()} threads, interleaved medians "
+                        f"of {reps}"),
+            record(f"attention fwd+bwd N={n} d={hd} kernel floor", f"none, q/k padded to {width}", "rope-axial",
+                   t["pad8"] * 1e3, t["rope-axial"] * 1e3, "ms", higher_is_better=False,
+                   note=f"the fused SDPA kernel at head dim {width} (PaPE's 5 extra dims padded to a multiple of 8) "
+                        f"with no PE work: the part of the PaPE/RoPE ratio no PE code can remove"),
+            record(f"attention fwd+bwd N={n} d={hd} pape vs none", "pape (sdpa)", "none",
+                   t["pape"] * 1e3, t["none"] * 1e3, "ms", higher_is_better=False)]
+    peak = {}
+    for m in (n, 4 * n):
+        step = attention_step("pape", "sdpa", m, hd, 1, dev)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+            base = torch.cuda.memory_allocated(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+            step()
+            peak[m] = (torch.cuda.max_memory_allocated(dev) - base) / 2 ** 20
+        else:
+            peak[m] = _cpu_peak_bytes(step) / 2 ** 20
+    rows.append(record(f"attention peak memory pape N={4 * n} vs N={n}", f"N={4 * n}", f"N={n}", peak[4 * n],
+                       peak[n], "MB", higher_is_better=False, target=4.5,
+                       note="linear in N means ~4x; any N x N tensor would make it ~16x"))
+    for r in rows:
+        print(f"  {r['name']}: {r['ratio']:.3f}", flush=True)
     return rows
 
 

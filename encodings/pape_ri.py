@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import LayerPE, PEConfigError, PositionalEncoding
-from .pape import _SOFTPLUS_INV_1, PAPE_IMPLS, AugmentedLayerPE
+from .pape import _SOFTPLUS_INV_1, PAPE_IMPLS, AugmentedLayerPE, neg_softplus
 from .registry import register_pe
 
 __all__ = ["PaPERI", "PaPERILayer"]
@@ -38,9 +38,11 @@ __all__ = ["PaPERI", "PaPERILayer"]
 class PaPERILayer(AugmentedLayerPE):
     """One block: ``A: (H, D)``, per-head scale ``s: (H,)``."""
 
-    def __init__(self, dim: int, num_heads: int, num_prefix_tokens: int, impl: str, scale: float) -> None:
+    def __init__(self, dim: int, num_heads: int, spatial_dims: int, num_prefix_tokens: int, impl: str,
+                 scale: float) -> None:
         super().__init__(dim // num_heads, num_prefix_tokens, impl)
         self.num_heads = num_heads
+        self.extra_dims = spatial_dims + 1  # q: a s^2 [1, -2 r_i], k: [|r_j|^2, r_j]
         self.a_weight = nn.Parameter(torch.empty(num_heads, dim))
         self.a_bias = nn.Parameter(torch.full((num_heads,), _SOFTPLUS_INV_1))
         self.scale = nn.Parameter(torch.full((num_heads,), float(scale)))  # (H,)
@@ -48,17 +50,21 @@ class PaPERILayer(AugmentedLayerPE):
 
     def coefficient(self, x: Tensor) -> Tensor:
         """``a_i s_h^2``: ``(B, H, N)`` from tokens ``(B, N, D)``."""
-        a = -F.softplus(F.linear(x, self.a_weight.to(x.dtype), self.a_bias.to(x.dtype)))  # (B, N, H)
+        a = neg_softplus(F.linear(x, self.a_weight.to(x.dtype), self.a_bias.to(x.dtype)))  # (B, N, H)
         return a.transpose(1, 2) * self.scale.to(x.dtype)[:, None] ** 2
 
-    def augment(self, x: Tensor, r: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def key_features(self, r: Tensor, width: int) -> Tensor:
+        ka = torch.cat([(r * r).sum(-1, keepdim=True), r], dim=-1)  # (B, N, p + 1): [|r_j|^2, r_j]
+        return F.pad(ka, (0, width - ka.shape[-1])).unsqueeze(1)
+
+    def augment(self, x: Tensor, r: Tensor, width: int, scale: float,
+                need_const: bool) -> tuple[Tensor, Tensor | None]:
         g = self.coefficient(x).unsqueeze(-1)  # (B, H, N, 1)
         rr = r.unsqueeze(1)  # (B, 1, N, p)
-        sq = (rr * rr).sum(-1, keepdim=True)  # (B, 1, N, 1)
-        qa = torch.cat([g, -2 * g * rr], dim=-1)  # (B, H, N, p + 1)
-        ka = torch.cat([sq, rr], dim=-1)  # (B, 1, N, p + 1)
-        const = (g * sq).squeeze(-1)  # (B, H, N)
-        return qa, ka, const
+        base = torch.cat([torch.full_like(rr[..., :1], scale), (-2 * scale) * rr], dim=-1)  # (B, 1, N, p + 1)
+        qa = g * F.pad(base, (0, width - self.extra_dims))  # (B, H, N, width)
+        const = (g.squeeze(-1) * (rr * rr).sum(-1)) if need_const else None  # (B, H, N)
+        return qa, const
 
     def logits(self, x: Tensor, r: Tensor) -> Tensor:
         g = self.coefficient(x)  # (B, H, N)
@@ -81,7 +87,7 @@ class PaPERI(PositionalEncoding):
             raise PEConfigError(f"pape-ri ref_extent must be > 0, got {G}")
         self.impl = impl
         self.layers = nn.ModuleList(
-            PaPERILayer(dim, num_heads, num_prefix_tokens, impl, 2.0 / G) for _ in range(depth))
+            PaPERILayer(dim, num_heads, spatial_dims, num_prefix_tokens, impl, 2.0 / G) for _ in range(depth))
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i]

@@ -175,3 +175,43 @@ def test_naive_bias_requires_qk_first():
     pe = build_pe("pape", dim=32, num_heads=2, depth=1, spatial_dims=2, impl="naive")
     with pytest.raises(RuntimeError):
         pe.layer(0).bias(torch.zeros(3, 2))
+
+
+@pytest.mark.parametrize("name", ["pape", "pape-ri"])
+def test_coord_feature_cache_follows_the_coords(name):
+    """The per-layer cache of centred coords / key features is reused only for the same,
+    unmodified coords tensor: an in-place edit, another tensor, or inference mode give the
+    freshly computed result, and entries made under inference_mode never reach training."""
+    torch.manual_seed(0)
+    pe = build_pe(name, dim=32, num_heads=2, depth=1, spatial_dims=2)
+    randomise(pe)
+    L = pe.layer(0)
+    ref = build_pe(name, dim=32, num_heads=2, depth=1, spatial_dims=2)
+    ref.load_state_dict(pe.state_dict())
+    x, q, k = torch.randn(2, 15, 32), torch.randn(2, 2, 15, 16), torch.randn(2, 2, 15, 16)
+
+    def fresh(c):  # a new layer each time: nothing cached
+        ref.layer(0)._coord_cache = None
+        return ref.layer(0).qk(q, k, x, c)
+
+    c = coords_for(2)
+    with torch.inference_mode():
+        L.qk(q, k, x, c)
+    assert L._coord_cache is None  # nothing stored in inference mode
+    out1 = L.qk(q, k, x, c)
+    assert L._coord_cache is not None and L._coord_cache[0] is c
+    out2 = L.qk(q, k, x, c)  # hit
+    for a, b in zip(out2, fresh(c)):
+        torch.testing.assert_close(a, b)
+    with torch.no_grad():
+        c.mul_(2.0)  # in-place edit: version bump -> miss
+    out3 = L.qk(q, k, x, c)
+    for a, b in zip(out3, fresh(c)):
+        torch.testing.assert_close(a, b)
+    assert not torch.allclose(out3[1], out1[1])
+    c2 = c.clone()  # equal values, another object
+    for a, b in zip(L.qk(q, k, x, c2), fresh(c2)):
+        torch.testing.assert_close(a, b)
+    with torch.inference_mode():  # a training-mode entry may be read in inference mode
+        for a, b in zip(L.qk(q, k, x, c2), fresh(c2)):
+            torch.testing.assert_close(a, b)

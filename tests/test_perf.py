@@ -4,12 +4,13 @@ from __future__ import annotations
 import json
 
 from pebench.perf import PERF_COMMANDS, format_markdown, interleaved, record
+from pebench.perf_attention import bench_budget
 from pebench.perf_data import bench_analysis
 from pebench.perf_model import bench_pe_overhead
 
 
 def test_perf_commands_and_schema(tmp_path, monkeypatch):
-    assert {"all", "backbone", "pe-overhead", "analysis", "data", "attention"} <= set(PERF_COMMANDS)
+    assert {"all", "backbone", "attention-budget", "pe-overhead", "analysis", "data", "attention"} <= set(PERF_COMMANDS)
     calls = []
     t = interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=2, warmup=1)
     assert calls == ["a", "b"] * 3 and set(t) == {"a", "b"}
@@ -18,13 +19,18 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
 
     # the real suites at tiny sizes, through the command entry point (writes JSON + markdown)
     from pebench import perf
-    suites = {"pe-overhead": bench_pe_overhead,  # geometry needs a model + dataset: too slow for a smoke test
+    suites = {"pe-overhead": bench_pe_overhead, "attention-budget": bench_budget,  # geometry needs a model + dataset: too slow for a smoke test
               "analysis": lambda quick, tiny: bench_analysis(quick, tiny, with_geometry=False)}
     monkeypatch.setattr(perf, "_suites", lambda: suites)
     js, md = tmp_path / "perf.json", tmp_path / "perf.md"
-    assert perf._run("smoke", ["pe-overhead", "analysis"], ["--tiny", "--json", str(js), "--md", str(md)]) == 0
+    assert perf._run("smoke", ["attention-budget", "pe-overhead", "analysis"],
+                     ["--tiny", "--json", str(js), "--md", str(md)]) == 0
     rows = json.loads(js.read_text())
-    assert len(rows) >= 4  # 2 PEs vs none + SSDC + EED
+    assert len(rows) >= 8  # 4 attention budget rows + 2 PEs vs none + SSDC + EED
+    budget = [r for r in rows if r["name"].startswith("attention")]
+    assert len(budget) == 4 and sum("target" in r for r in budget) == 2
+    mem = next(r for r in budget if "peak memory" in r["name"])
+    assert 1.0 < mem["ratio"] < 16.0  # 4x the tokens: more memory, far from N^2 growth
     for row in rows:
         for key, typ in (("name", str), ("a", str), ("b", str), ("a_value", float), ("b_value", float),
                          ("unit", str), ("ratio", float)):
