@@ -215,3 +215,49 @@ def test_coord_feature_cache_follows_the_coords(name):
     with torch.inference_mode():  # a training-mode entry may be read in inference mode
         for a, b in zip(L.qk(q, k, x, c2), fresh(c2)):
             torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_fused_query_augment_equals_composite(p):
+    """The one-node fused q augmentation (hand-written backward) equals the autograd composite:
+    outputs and the gradients of x and every PaPE parameter, float64, 3 heads."""
+    torch.manual_seed(0)
+    D, H, N, B = 24, 3, 11, 2
+    pe = build_pe("pape", dim=D, num_heads=H, depth=1, spatial_dims=p, num_parabolas=7).double()
+    randomise(pe)
+    L = pe.layer(0)
+    r = coords_for(p, N).double().expand(B, -1, -1)
+    r = r - r.mean(1, keepdim=True)
+    width = L.extra_dims + (-(D // H + L.extra_dims)) % 8
+    x = torch.randn(B, N, D, dtype=torch.float64)
+    outs = []
+    for fn in (L.augment, L.augment_reference):
+        xr = x.clone().requires_grad_()
+        pe.zero_grad(set_to_none=True)
+        qa, const = fn(xr, r, width, 2.5, False)
+        assert qa.shape == (B, H, N, width) and const is None
+        assert (qa[..., L.extra_dims:] == 0).all()  # padding columns stay zero
+        g = torch.randn(qa.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        (qa * g).sum().backward()
+        outs.append((qa.detach(), xr.grad, {k: v.grad.clone() for k, v in pe.named_parameters()}))
+    (qf, gxf, gpf), (qr, gxr, gpr) = outs
+    torch.testing.assert_close(qf, qr, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(gxf, gxr, rtol=1e-12, atol=1e-12)
+    for k in gpr:
+        torch.testing.assert_close(gpf[k], gpr[k], rtol=1e-12, atol=1e-12, msg=lambda m: f"{k}: {m}")
+
+
+@pytest.mark.parametrize("name", ["pape", "pape-ri"])
+def test_bf16_autocast_forward_backward(name):
+    """Under (CPU) bf16 autocast the PaPE fold runs in float32 inside a bf16 model: forward and
+    backward work and the output stays near the float32 one."""
+    torch.manual_seed(0)
+    m = build_backbone("vit-nano", pe=name, spatial_dims=2, grid=(4, 4))
+    randomise(m)
+    x, c = torch.randn(2, 16, 128), coords_for(2, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = m(x, c)
+    y.float().sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in m.pe.parameters())
+    with torch.no_grad():
+        torch.testing.assert_close(y.float(), m(x, c), rtol=0.05, atol=0.05)
