@@ -86,6 +86,10 @@ RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
     ("--pool", "pool", dict(choices=["mean", "cls"], help="head pooling: mean of patch tokens or the CLS token")),
     ("--pe-option", "pe_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
                                        help="PE constructor option, e.g. impl=naive (repeatable)")),
+    ("--compile", "compile", dict(action=argparse.BooleanOptionalAction,
+                                  help="torch.compile the backbone (in place: checkpoints stay loadable without it); "
+                                       "the first steps pay the compilation (tens of seconds; needs a C++ compiler "
+                                       "on CPU)")),
     ("--deterministic", "deterministic", dict(action=argparse.BooleanOptionalAction,
                                               help="use deterministic algorithms (slower on GPU)")),
     ("--tensorboard", "tensorboard", dict(action=argparse.BooleanOptionalAction,

@@ -66,6 +66,7 @@ class RunConfig:
     num_nodes: int = 1
     precision: str = "32-true"
     deterministic: bool = False
+    compile: bool = False                     # torch.compile the backbone (nn.Module.compile, in place)
     fast_dev_run: bool = False
     limit_train_batches: float | None = None
     limit_val_batches: float | None = None

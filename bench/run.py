@@ -272,6 +272,8 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
         if "keyword argument" in str(e):
             raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None
         raise
+    if cfg.compile:
+        task.backbone.compile()  # nn.Module.compile: forward compiled in place, state_dict keys unchanged
     if isinstance(cfg.devices, int) and cfg.devices > 0 and cfg.batch_size % (cfg.devices * cfg.num_nodes):
         _indivisible(cfg.batch_size, cfg.devices * cfg.num_nodes)
     _quiet_lightning()

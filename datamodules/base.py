@@ -20,6 +20,7 @@ import abc
 from typing import Any, ClassVar
 
 import lightning as L
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 __all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES"]
@@ -114,7 +115,7 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
     def _loader(self, ds: Dataset, shuffle: bool) -> DataLoader:
         return DataLoader(ds, batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
                           persistent_workers=self.num_workers > 0, drop_last=False,
-                          pin_memory=False, collate_fn=getattr(ds, "collate_fn", None))
+                          pin_memory=torch.cuda.is_available(), collate_fn=getattr(ds, "collate_fn", None))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_dataset(), shuffle=True)

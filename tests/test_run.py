@@ -151,3 +151,23 @@ def test_eval_corrupt_checkpoint_and_extrapolation(tiny_run, tmp_path, capsys):
         assert main(["eval", "--run", str(run_dir), "--resolutions", "24,32"]) == 0
         res = json.loads((run_dir / "results.json").read_text())
         assert len(res["extrapolation"]) == 2
+
+
+@pytest.mark.slow
+def test_compile_option_trains_and_checkpoint_loads_uncompiled(tmp_path):
+    """``--compile`` (torch.compile of the backbone, in place) trains, records the flag in
+    config.yaml, and writes a checkpoint that an uncompiled task loads strictly (same keys)."""
+    import torch
+
+    from pebench.models import ClassificationTask
+    out = tmp_path / "runs"
+    rc = main(["run", "--dataset", "shapes", "--pe", "pape", "--compile", "--epochs", "1", "--batch-size", "8",
+               "--resolution", "16", "--data-option", "train_size=16", "--data-option", "val_size=8",
+               "--analyses", "none", "--no-progress-bar", "--accelerator", "cpu", "--out", str(out)])
+    assert rc == 0
+    run_dir = _run_dir(out, pe="pape")
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["compile"] is True
+    task = ClassificationTask.load_from_checkpoint(str(run_dir / "last.ckpt"), map_location="cpu")
+    state = torch.load(run_dir / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
+    assert not any("_orig_mod" in k for k in state)
+    assert set(task.state_dict()) == set(state)
