@@ -25,8 +25,9 @@ and each run is executed once; ``workers=N`` starts N such worker processes (``s
 so the runner must be picklable, e.g. a module-level function). After the workers exit, the
 calling process makes a final pass itself, so a worker that crashed loses no run.
 
-Known limit: a worker killed with SIGKILL leaves its runner's child process running while its lock
-becomes stale; another worker may then start the same run. Stop sweeps with SIGINT/SIGTERM.
+A worker killed even with SIGKILL takes its ``bench run`` subprocess with it on Linux (the child
+asks for SIGTERM on its parent's death), so a stale lock never hides a run that is still going;
+on other platforms that child keeps running, so stop sweeps there with SIGINT/SIGTERM.
 """
 from __future__ import annotations
 
@@ -115,9 +116,24 @@ class RunSpec:
 Runner = Callable[[RunSpec], int]
 
 
+def _die_with_parent() -> None:
+    """``preexec_fn`` of the run subprocess: on Linux, ask the kernel to send it SIGTERM when the
+    worker that started it dies, even by SIGKILL (``prctl(PR_SET_PDEATHSIG)``); elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def default_runner(spec: RunSpec) -> int:
-    """Run ``bench run ...`` for ``spec`` as a subprocess (``python -m pebench.cli run``); return its exit code."""
-    return subprocess.run(spec.command(), check=False).returncode
+    """Run ``bench run ...`` for ``spec`` as a subprocess (``python -m pebench.cli run``); return its
+    exit code. The subprocess is terminated if this worker dies (Linux; see ``_die_with_parent``)."""
+    return subprocess.run(spec.command(), check=False, preexec_fn=_die_with_parent).returncode
 
 
 def _check_name(kind: str, name: Any) -> str:

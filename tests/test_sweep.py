@@ -9,6 +9,8 @@ import json
 import multiprocessing
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -210,3 +212,44 @@ def test_run_lock_exclusive(tmp_path: Path) -> None:
     assert b.acquire()
     b.release()
     assert not (tmp_path / "x" / ".lock").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_sigkilled_worker_takes_its_run_subprocess_with_it(tmp_path):
+    """A sweep worker killed with SIGKILL does not leave its ``bench run`` child running (which
+    would keep training while the worker's lock looks stale and another worker starts the run)."""
+    import signal
+    import textwrap
+    pid_file = tmp_path / "child.pid"
+    worker = textwrap.dedent(f"""
+        import sys
+        from pebench.sweep import default_runner
+        class Spec:
+            def command(self):
+                return [sys.executable, "-c",
+                        "import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"]
+        default_runner(Spec())
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", worker])
+    try:
+        deadline = time.time() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            if Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":
+                break  # terminated, waiting to be reaped by init
+            time.sleep(0.05)
+        else:
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError("the run subprocess outlived its SIGKILLed worker")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
