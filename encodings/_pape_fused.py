@@ -19,8 +19,9 @@ import torch
 from torch import Tensor
 
 
-def _neg_softplus_(z: Tensor) -> Tensor:
-    """``-softplus(z)`` into a new buffer (see ``pape._NegSoftplus`` for why not F.softplus)."""
+def neg_softplus_forward(z: Tensor) -> Tensor:
+    """``-softplus(z) = -(max(z, 0) + log(1 + exp(-|z|)))`` computed in place in one new buffer
+    (see ``pape._NegSoftplus`` for why not ``F.softplus``)."""
     return z.abs().neg_().exp_().add_(1).log_().add_(z.clamp_min(0)).neg_()
 
 
@@ -41,7 +42,7 @@ class PaPEQueryAugment(torch.autograd.Function):
         p = r2.shape[-1]
         BN = x2.shape[0]
         z = torch.addmm(a_bias, x2, a_weight.t())  # (BN, H*m)
-        a = _neg_softplus_(z).view(BN, H, m).transpose(0, 1)  # (H, BN, m)
+        a = neg_softplus_forward(z).view(BN, H, m).transpose(0, 1)  # (H, BN, m)
         y = torch.bmm(a, wy)  # (H, BN, K)
         c = torch.addmm(cb, x2, cw.t()).view(BN, H, p).transpose(0, 1)  # (H, BN, p)
         M = y[..., width:].view(H, BN, p, p)

@@ -24,7 +24,11 @@ Two implementations of the same module (``impl``):
   M_i (off-diagonals doubled), c_i - 2 M_i r_i]`` and k gets ``[r_j r_j^T monomials, r_j]``:
   ``p(p+1)/2 + p`` extra dims (5 for 2-D, 9 for 3-D), then both are zero-padded to a multiple
   of 8 total head dim. Coords are centred (mean over the tokens) first; this is exact (the
-  logits depend on ``r_j - r_i`` only) and avoids cancellation in float32.
+  logits depend on ``r_j - r_i`` only) and avoids cancellation in float32. Implementation
+  (issue #7): ``B`` is linear, so it is folded through ``W_p`` (``c_i`` costs a ``(p, D)`` map
+  per head, not ``m`` outputs); the per-token work is one autograd node with a hand-written
+  backward (:mod:`._pape_fused`, tested against the composite ``augment_reference``); k's
+  columns depend on the coords only and are cached per coords tensor.
 * ``impl="naive"`` forms the full PaPE logits ``(B, H, T, T)`` in ``qk`` (O(N^2 m), from the
   expansion over the m parabolas), stashes them, and returns them from ``bias`` (``qk`` leaves
   q, k unchanged); ``bias`` must be called right after ``qk`` (the Attention does). For tests
@@ -59,7 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._pape_fused import pape_query_augment
+from ._pape_fused import neg_softplus_forward, pape_query_augment
 from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .registry import register_pe
 
@@ -92,7 +96,7 @@ class _NegSoftplus(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:  # type: ignore[override]
         ctx.save_for_backward(x)
-        return x.abs().neg_().exp_().add_(1).log_().add_(x.clamp_min(0)).neg_()  # in place: one buffer
+        return neg_softplus_forward(x)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
