@@ -130,13 +130,29 @@ def _capture_sdpa(calls: list):
         F.scaled_dot_product_attention = orig
 
 
+_CPU_KERNELS = {"aten::_scaled_dot_product_flash_attention_for_cpu": "flash (cpu)",
+                "aten::_scaled_dot_product_attention_math": "math",
+                "aten::_scaled_dot_product_attention_math_for_mps": "math (mps)"}
+
+
+def _cpu_sdpa_kernel(model: nn.Module, x: Tensor) -> dict[str, Any]:
+    """The SDPA kernel(s) a CPU forward of ``model`` actually ran, read from the profiler's op names."""
+    from torch.profiler import ProfilerActivity, profile
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        model(x)
+    ran = sorted({_CPU_KERNELS[e.name] for e in prof.events() if e.name in _CPU_KERNELS})
+    return {"backend": "+".join(ran) or "none", "accepted": ran,
+            "why": "CPU: the kernel the dispatcher ran, read from the profiler's op names"}
+
+
 def sdpa_backends(model: nn.Module, x: Tensor, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
-    """Which SDPA backends accept the first attention call of ``model(x)`` (CUDA only) and why not.
+    """Which SDPA backends accept the first attention call of ``model(x)`` on CUDA and why not;
+    on CPU, which kernel the forward ran (:func:`_cpu_sdpa_kernel`).
 
     Each backend is tried alone under ``torch.nn.attention.sdpa_kernel``; the dispatcher picks the
     first that works in its priority order (flash > efficient > math on current torch)."""
     if x.device.type != "cuda":
-        return {"backend": "n/a", "why": "CPU run (SDPA backend selection is a CUDA matter)"}
+        return _cpu_sdpa_kernel(model, x)
     from torch.nn.attention import SDPBackend, sdpa_kernel
     calls: list = []
     with _capture_sdpa(calls), torch.no_grad():

@@ -36,5 +36,6 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
                          ("unit", str), ("ratio", float)):
             assert isinstance(row[key], typ), (key, row)
         assert ("target" in row) == ("meets_target" in row)
-    assert any(r["name"].startswith("pe-overhead") and r["sdpa_backend"] for r in rows)
+    overhead = [r for r in rows if r["name"].startswith("pe-overhead")]
+    assert overhead and all(r["sdpa_backend"]["fp32"]["backend"] in ("flash (cpu)", "math") for r in overhead)
     assert "| measurement |" in md.read_text() and format_markdown(rows).count("\n") >= len(rows) + 2
