@@ -215,7 +215,7 @@ def bench_budget(quick: bool = False, tiny: bool = False) -> list[dict]:
     from .perf import interleaved, record
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     n, hd = (64, 16) if tiny else (1024, 64)
-    reps = 2 if tiny else 10 if quick else 30
+    reps = 2 if tiny else 10 if quick else 60
     steps = {"none": attention_step("none", None, n, hd, 1, dev),
              "pad8": attention_step("none", "pad8", n, hd, 1, dev),
              "rope-axial": attention_step("rope-axial", None, n, hd, 1, dev),
