@@ -114,8 +114,8 @@ class AugmentedLayerPE(LayerPE, abc.ABC):
     """Shared machinery of PaPE layers: ``impl`` switch, prefix handling, q/k augmentation.
 
     Subclasses set ``extra_dims`` (e: the width of the exact augmentation) and implement
-    ``augment`` and ``logits``. Without prefix tokens (the default, mean pooling) ``augment``
-    writes q's and k's extra columns directly at their padded width, already scaled, so ``qk``
+    ``key_features``, ``augment`` and ``logits``. Without prefix tokens (the default, mean
+    pooling) q's and k's extra columns come at their padded width, q's already scaled, so ``qk``
     is one ``cat`` per tensor (this path is what ``bench perf attention`` times).
     """
 
@@ -163,7 +163,8 @@ class AugmentedLayerPE(LayerPE, abc.ABC):
             return hit[3]
         r = centred_coords(coords, batch_size, dtype)  # (B, N, p)
         feats = (r, self.key_features(r, width))
-        if usable and not torch.is_inference_mode_enabled():  # (inference tensors have no version counter and cannot be saved for backward)
+        # inference tensors have no version counter and cannot be saved for backward
+        if usable and not torch.is_inference_mode_enabled():
             self._coord_cache = (coords, coords._version, key, feats)
         return feats
 
@@ -214,14 +215,15 @@ def quadratic_features(r: Tensor, i0: Tensor, i1: Tensor, width: int) -> Tensor:
 class PaPELayer(AugmentedLayerPE):
     """One block's PaPE: ``A, B: (H*m, D)`` maps of x, ``W_p: (H, m, p)``.
 
-    sdpa path, per head (``u_i = W_p r_i`` (m,), ``T = p(p+1)/2``)::
+    sdpa path, per head (``T = p(p+1)/2``, ``s = sqrt(d)``)::
 
-        q_aug_i = [a_i, a_i * u_i] @ [[W2, 0], [0, -2 W_p]] + [0, c_i],   c_i = (W_p^T B) x_i + W_p^T b0
+        y_i = a_i @ [s W2 | 0 | w w^T]      ->  s * (M_i's upper triangle), 0 ..., M_i (p*p)
+        q_aug_i = y_i[:width] + [0 (T), s (c_i - 2 M_i r_i), 0 ...],   c_i = (W_p^T B) x_i + W_p^T b0
 
-    where ``W2 (m, T)`` holds ``w_m w_m^T``'s upper triangle (off-diagonals doubled), so the
-    first T columns are M_i's entries and the last p are ``c_i - 2 M_i r_i``. ``B`` is linear,
-    so it is folded through ``W_p`` into a ``(p, D)`` map per head (never the ``H*m`` outputs)
-    and computed in the same GEMM as ``A x``.
+    where ``W2 (m, T)`` holds ``w_m w_m^T``'s upper triangle (off-diagonals doubled). ``B`` is
+    linear, so it is folded through ``W_p`` into a ``(p, D)`` map per head (never the ``H*m``
+    outputs). ``augment`` runs this as one fused autograd node (:mod:`._pape_fused`);
+    ``augment_reference`` is the same computation as autograd ops.
     """
 
     def __init__(self, dim: int, num_heads: int, spatial_dims: int, num_parabolas: int, num_prefix_tokens: int,
