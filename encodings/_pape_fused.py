@@ -48,8 +48,9 @@ class PaPEQueryAugment(torch.autograd.Function):
     """``(x, r, a_weight, a_bias, b_weight, b_bias, wp) -> q_aug (H, B*N, width)`` (head-major)."""
 
     @staticmethod
-    def forward(ctx, x2: Tensor, r2: Tensor, a_weight: Tensor, a_bias: Tensor, b_weight: Tensor,  # type: ignore[override]
-                b_bias: Tensor, wp: Tensor, iu_flat: Tensor, iu_mult: Tensor, width: int, scale: float) -> Tensor:
+    def forward(ctx, x2: Tensor, r2: Tensor, a_weight: Tensor, a_bias: Tensor,  # type: ignore[override]
+                b_weight: Tensor, b_bias: Tensor, wp: Tensor, iu_flat: Tensor, iu_mult: Tensor, width: int,
+                scale: float) -> Tensor:
         # x2 (BN, D), r2 (BN, p), a_weight / b_weight (H*m, D), wp (H, m, p)
         with torch.autocast(x2.device.type, enabled=False):  # one dtype in forward and backward
             wy, cw, cb = fold_weights(wp, b_weight, b_bias, iu_flat, iu_mult, width, scale)

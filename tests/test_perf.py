@@ -19,7 +19,8 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
 
     # the real suites at tiny sizes, through the command entry point (writes JSON + markdown)
     from pebench import perf
-    suites = {"pe-overhead": bench_pe_overhead, "attention-budget": bench_budget,  # geometry needs a model + dataset: too slow for a smoke test
+    # geometry needs a model + dataset: too slow for a smoke test
+    suites = {"pe-overhead": bench_pe_overhead, "attention-budget": bench_budget,
               "analysis": lambda quick, tiny: bench_analysis(quick, tiny, with_geometry=False)}
     monkeypatch.setattr(perf, "_suites", lambda: suites)
     js, md = tmp_path / "perf.json", tmp_path / "perf.md"
