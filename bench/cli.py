@@ -145,11 +145,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resolutions", default=None, metavar="LIST",
                    help="comma list of resolutions, e.g. 32,48,64 (default: the run's extrapolation_resolutions)")
 
-    p = sub.add_parser("perf", help="performance benchmarks: bench perf attention [...]",
-                       description="Performance benchmarks; `bench perf WHAT --help` for each one's options.")
-    p.add_argument("what", metavar="WHAT", help="benchmark to run (e.g. attention)")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
+    p = sub.add_parser("perf", help="performance benchmarks: bench perf [WHAT] [--json FILE] [--md FILE] [--quick]",
+                       description="Performance benchmarks (issue #7, DESIGN.md §6); `bench perf WHAT --help` for "
+                                   "each one's options. Without WHAT: `all` (every suite but `attention`, "
+                                   "about 4 minutes on a 2-core CPU).")
+    p.add_argument("what", metavar="WHAT", help=f"benchmark to run: {', '.join(_PERF_SUITES)} (default: all)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark, e.g. --json perf.json")
     return parser
+
+
+#: ``bench perf`` suites, for ``--help`` (the commands themselves: ``pebench.perf.PERF_COMMANDS``)
+_PERF_SUITES = ("all", "backbone", "attention-budget", "pe-overhead", "analysis", "data", "e2e", "attention")
 
 
 def run_config_from_args(args: argparse.Namespace):
@@ -207,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["perf"] and (len(argv) == 1 or (argv[1].startswith("-") and argv[1] not in ("-h", "--help"))):
+        argv.insert(1, "all")  # `bench perf [--json FILE ...]` runs every suite
     try:
         args, extra = parser.parse_known_args(argv)
         if args.command is None:

@@ -13,11 +13,7 @@ from .config import ConfigError, list_presets, load_yaml_config, merge
 from .io import atomic_write_json, read_json
 from .summary import format_table
 
-__all__ = ["cmd_list", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf", "PERF_COMMANDS"]
-
-#: ``bench perf WHAT``: first ``pebench.perf.PERF_COMMANDS[WHAT]``, then this table of
-#: "module:function" (taking ``argv``, returning an exit code), then ``pebench.perf_<what>:main``.
-PERF_COMMANDS: dict[str, str] = {"attention": "pebench.perf_attention:main"}
+__all__ = ["cmd_list", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf"]
 
 
 def _csv(text: str | None) -> list[str]:
@@ -188,24 +184,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------------- perf
-def _perf_registry() -> dict[str, Callable[..., Any]]:
-    """``pebench.perf.PERF_COMMANDS`` (name -> fn(argv) -> exit code) when installed, else ours."""
-    try:
-        return dict(importlib.import_module("pebench.perf").PERF_COMMANDS)
-    except (ImportError, AttributeError):
-        return {}
-
-
 def cmd_perf(args: argparse.Namespace) -> int:
-    registry = _perf_registry()
-    fn = registry.get(args.what)
+    from pebench.perf import PERF_COMMANDS as perf_commands
+    fn = perf_commands.get(args.what)
     if fn is None:
-        target = PERF_COMMANDS.get(args.what, f"pebench.perf_{args.what.replace('-', '_')}:main")
-        mod_name, fn_name = target.split(":")
-        try:
-            fn = getattr(importlib.import_module(mod_name), fn_name)
-        except (ImportError, AttributeError):
-            known = sorted(set(PERF_COMMANDS) | set(registry))
-            raise ConfigError(f"unknown or unavailable benchmark {args.what!r}; available: {', '.join(known)}") from None
+        raise ConfigError(f"unknown benchmark {args.what!r}; available: {', '.join(perf_commands)}")
     rc = fn(list(args.args))
     return int(rc or 0)

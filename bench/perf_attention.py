@@ -258,8 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="comma-separated token counts N (default %(default)s)")
     ap.add_argument("--json", metavar="FILE", default=None, help="write the rows as JSON to FILE")
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per cell (default: by N)")
-    ap.add_argument("--head-dim", type=int, default=64)
-    ap.add_argument("--heads", type=int, default=1)
+    ap.add_argument("--head-dim", type=int, default=64, help="per-head dimension d (default %(default)s)")
+    ap.add_argument("--heads", type=int, default=1,
+                    help="number of heads; the layer width is heads x head-dim (default %(default)s)")
     ap.add_argument("--pes", default=None, help="comma-separated PE names (default: all)")
     args = ap.parse_args(argv)
     try:

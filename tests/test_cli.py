@@ -136,7 +136,8 @@ def test_print_config_default_run(capsys):
 
 def test_perf_unknown_benchmark(capsys):
     assert main(["perf", "no-such-bench"]) == 2
-    assert "unknown or unavailable benchmark" in _one_error_line(capsys)
+    line = _one_error_line(capsys)
+    assert "unknown benchmark 'no-such-bench'" in line and "attention-budget" in line
 
 
 def test_module_entry_point_from_repo_root():

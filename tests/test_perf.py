@@ -40,3 +40,14 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
     overhead = [r for r in rows if r["name"].startswith("pe-overhead")]
     assert overhead and all(r["sdpa_backend"]["fp32"]["backend"] in ("flash (cpu)", "math") for r in overhead)
     assert "| measurement |" in md.read_text() and format_markdown(rows).count("\n") >= len(rows) + 2
+
+
+def test_bench_perf_cli_defaults_to_all(tmp_path):
+    """`bench perf [--json FILE]` (no WHAT) runs every suite (here at smoke sizes, no e2e)."""
+    from pebench.cli import _PERF_SUITES, main
+    assert set(_PERF_SUITES) == set(PERF_COMMANDS)  # --help lists exactly the registered suites
+    js = tmp_path / "perf.json"
+    assert main(["perf", "--tiny", "--json", str(js)]) == 0
+    names = [r["name"] for r in json.loads(js.read_text())]
+    for prefix in ("backbone", "attention fwd+bwd", "pe-overhead", "analysis geometry", "data"):
+        assert any(n.startswith(prefix) for n in names), prefix
