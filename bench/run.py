@@ -388,7 +388,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         val = trainer.validate(task, datamodule=dm, verbose=False)
         results["metrics"] = {k: float(v) for k, v in sorted((val[0] if val else {}).items())}
         results["val_samples"] = parts["counter"].total
-        results["skipped_samples"] = {"in_batches": int(task.skipped.compute().item()),
+        results["skipped_samples"] = {"in_batches": task.skipped_total(),
                                       "by_reason": dict(getattr(dm, "skipped_samples", {}) or {})}
         if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()

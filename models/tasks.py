@@ -12,6 +12,7 @@ with a given permutation at inference (RPI). Analyses read per-block tokens thro
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Sequence
 
 import lightning as L
@@ -80,6 +81,8 @@ class ClassificationTask(L.LightningModule):
         self.test_metrics = self.val_metrics.clone(prefix="test/")
         self.train_acc = MulticlassAccuracy(num_classes, top_k=1, average="micro")
         self.skipped = SumMetric()
+        # skip events counted by earlier attempts of this run (restored from the checkpoint on resume)
+        self._skipped_restored = 0.0
         # eval loss: a sample-weighted mean whose (sum, weight) states reduce exactly across DDP ranks
         # (self.log(..., sync_dist=True) would average per-rank means, which differ in size)
         self.val_loss = MeanMetric()
@@ -183,6 +186,23 @@ class ClassificationTask(L.LightningModule):
                                                  "lr_scale": (ld ** (self.backbone.depth + 1 - lid)) if ld else 1.0})
             g["params"].append(p)
         return [groups[k] for k in sorted(groups)]
+
+    # ------------------------------------------------------------------ corrupt-sample count
+    def skipped_total(self) -> int:
+        """Corrupt samples skipped inside batches over the whole run, earlier attempts included
+        (a resumed run restores their count from the checkpoint). Under DDP this reduces over
+        the ranks, so every rank must call it."""
+        with warnings.catch_warnings():  # compute() before any update: 0, not worth a warning
+            warnings.filterwarnings("ignore", message=".*compute.*before.*update.*")
+            current = float(self.skipped.compute())
+        return int(round(current + self._skipped_restored))
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # the reduced total (all ranks run this hook); restored on every rank but counted once
+        checkpoint["skipped_in_batches"] = self.skipped_total()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._skipped_restored = float(checkpoint.get("skipped_in_batches", 0))
 
     def configure_optimizers(self) -> dict:
         groups = self.param_groups()

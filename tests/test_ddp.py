@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from pebench.cli import main
@@ -46,4 +47,7 @@ def test_ddp_two_cpu_processes_match_single_process(tmp_path):
     for k in ("val/acc1", "val/acc5", "val/mean_class_acc"):
         assert abs(ddp["metrics"][k] - single["metrics"][k]) <= 1 / 101 + 1e-6, k
     assert ddp["metrics"]["val/loss"] == pytest.approx(single["metrics"]["val/loss"], rel=1e-5, abs=0)
+    assert ddp["skipped_samples"]["in_batches"] == single["skipped_samples"]["in_batches"] == 0
+    ckpt = torch.load(tmp_path / "ddp" / run / "last.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["skipped_in_batches"] == 0  # the rank-reduced count (a collective in on_save_checkpoint)
     assert not list((tmp_path / "ddp").rglob("*.tmp"))

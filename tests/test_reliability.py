@@ -306,3 +306,25 @@ def test_leaderboard_malformed_results_reported_and_skipped(tmp_path, capsys):
         assert f"shapes/ape/vit-nano/seed{seed}/results.json" in text, seed
     assert "| ape " in text or "ape |" in text
     _no_tmp(tmp_path)
+
+
+def test_skipped_sample_count_survives_resume():
+    """The corrupt-sample count of a resumed run includes the attempts before the kill: the
+    reduced total goes into the checkpoint and is restored (counted once) on load."""
+    from pebench.models import ClassificationTask
+    kw = dict(modality="image", num_classes=4, in_chans=3, model="vit-nano", pe="none", patch_size=4,
+              train_grid=(4, 4))
+    first = ClassificationTask(**kw)
+    assert first.skipped_total() == 0  # nothing counted yet: 0, no error
+    for n in (2, 0, 1):
+        first.skipped.update(torch.tensor(float(n)))
+    ckpt: dict = {}
+    first.on_save_checkpoint(ckpt)
+    assert ckpt["skipped_in_batches"] == 3
+    resumed = ClassificationTask(**kw)
+    resumed.on_load_checkpoint(ckpt)
+    resumed.skipped.update(torch.tensor(2.0))
+    assert resumed.skipped_total() == 5
+    again: dict = {}
+    resumed.on_save_checkpoint(again)  # a second kill: still the whole-run total
+    assert again["skipped_in_batches"] == 5
