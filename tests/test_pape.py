@@ -261,3 +261,24 @@ def test_bf16_autocast_forward_backward(name):
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in m.pe.parameters())
     with torch.no_grad():
         torch.testing.assert_close(y.float(), m(x, c), rtol=0.05, atol=0.05)
+
+
+def test_fused_query_augment_gradcheck():
+    """The hand-written backward of the fused node against finite differences
+    (``torch.autograd.gradcheck``, float64): x and every PaPE parameter, 2 heads, p = 3."""
+    from pebench.encodings._pape_fused import pape_query_augment
+    torch.manual_seed(0)
+    H, m, p, D, B, N, width = 2, 3, 3, 5, 2, 4, 10
+    iu = torch.triu_indices(p, p)
+    iu_flat, iu_mult = iu[0] * p + iu[1], (iu[0] != iu[1]).double() + 1
+    r = torch.randn(B, N, p, dtype=torch.float64)
+    args = [torch.randn(s, dtype=torch.float64, requires_grad=True) * f
+            for s, f in (((B, N, D), 1.0), ((H * m, D), 0.5), ((H * m,), 0.5), ((H * m, D), 0.5), ((H * m,), 0.5),
+                         ((H, m, p), 0.5))]
+    args = [a.detach().requires_grad_() for a in args]
+    x, aw, ab, bw, bb, wp = args
+
+    def fn(x, aw, ab, bw, bb, wp):
+        return pape_query_augment(x, r, aw, ab, bw, bb, wp, iu_flat, iu_mult, width, 1.7)
+
+    assert torch.autograd.gradcheck(fn, (x, aw, ab, bw, bb, wp), eps=1e-6, atol=1e-6, rtol=1e-5)
