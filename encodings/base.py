@@ -21,13 +21,13 @@ Conventions shared by all PEs
 """
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 from torch import Tensor, nn
 
 __all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",
-           "batch_coords"]
+           "batch_coords", "CoordsCache"]
 
 ALL_MODALITIES = ("image", "video", "events", "points")
 
@@ -43,6 +43,34 @@ def batch_coords(coords: Tensor, batch_size: int) -> Tensor:
     if coords.dim() != 3:
         raise ValueError(f"coords must be (N, p) or (B, N, p), got shape {tuple(coords.shape)}")
     return coords
+
+
+class CoordsCache:
+    """One-entry cache of tables computed from ``coords`` alone (centred coords, PaPE's key
+    columns, RoPE's sin/cos): reused while the *same* coords tensor object comes back unmodified
+    with the same ``key``, which the tokenizers' canonical grid coords do every block of every
+    step. The entry holds a reference to ``coords``, so its memory cannot be reused by another
+    tensor; an in-place edit bumps ``_version`` and misses. Coords that require grad or are
+    inference tensors (no version counter) are never cached, and nothing is stored under
+    ``torch.inference_mode`` (its tensors cannot be saved for backward later); an entry made
+    outside inference mode may be read inside it.
+    """
+
+    def __init__(self) -> None:
+        self._entry: tuple | None = None  # (coords, version, key, value)
+
+    def get(self, coords: Tensor, key: Any, compute: Callable[[], Any]) -> Any:
+        usable = not (coords.requires_grad or coords.is_inference())
+        hit = self._entry
+        if usable and hit is not None and hit[0] is coords and hit[1] == coords._version and hit[2] == key:
+            return hit[3]
+        value = compute()
+        if usable and not torch.is_inference_mode_enabled():
+            self._entry = (coords, coords._version, key, value)
+        return value
+
+    def clear(self) -> None:
+        self._entry = None
 
 
 class LayerPE(nn.Module):

@@ -64,7 +64,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._pape_fused import fold_weights, neg_softplus_forward, pape_query_augment
-from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .registry import register_pe
 
 __all__ = ["PaPE", "PaPELayer", "AugmentedLayerPE", "centred_coords", "pad_to_multiple", "PAPE_IMPLS"]
@@ -129,7 +129,7 @@ class AugmentedLayerPE(LayerPE, abc.ABC):
         self.num_prefix_tokens = num_prefix_tokens
         self.impl = impl
         self._stash: Tensor | None = None
-        self._coord_cache: tuple | None = None  # (coords, version, key, (r, ka)); see coord_features
+        self._coord_cache = CoordsCache()  # centred coords and k's extra columns; see coord_features
 
     # subclasses implement these three --------------------------------------------------------
     @abc.abstractmethod
@@ -151,22 +151,12 @@ class AugmentedLayerPE(LayerPE, abc.ABC):
     # ------------------------------------------------------------------------------------------
     def coord_features(self, coords: Tensor, batch_size: int, dtype: torch.dtype,
                        width: int) -> tuple[Tensor, Tensor]:
-        """Centred r ``(B, N, p)`` and ``key_features(r, width)``, cached while the same coords
-        tensor object comes back unmodified (the tokenizers' canonical grid coords do, every
-        step and every block). The cache holds a reference to ``coords``, so its memory cannot be
-        reused by another tensor; in-place edits bump ``_version`` and miss. Nothing is cached
-        under ``torch.inference_mode`` (a hit from a training-mode entry is fine there)."""
-        usable = not (coords.requires_grad or coords.is_inference())
-        key = (batch_size, dtype, width, coords.shape)
-        hit = self._coord_cache
-        if usable and hit is not None and hit[0] is coords and hit[1] == coords._version and hit[2] == key:
-            return hit[3]
-        r = centred_coords(coords, batch_size, dtype)  # (B, N, p)
-        feats = (r, self.key_features(r, width))
-        # inference tensors have no version counter and cannot be saved for backward
-        if usable and not torch.is_inference_mode_enabled():
-            self._coord_cache = (coords, coords._version, key, feats)
-        return feats
+        """Centred r ``(B, N, p)`` and ``key_features(r, width)``, cached per coords tensor
+        (:class:`~pebench.encodings.base.CoordsCache`)."""
+        def compute() -> tuple[Tensor, Tensor]:
+            r = centred_coords(coords, batch_size, dtype)  # (B, N, p)
+            return r, self.key_features(r, width)
+        return self._coord_cache.get(coords, (batch_size, dtype, width, coords.shape), compute)
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         P = self.num_prefix_tokens

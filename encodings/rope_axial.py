@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from timm.layers.pos_embed_sincos import apply_rot_embed
 from torch import Tensor
 
-from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .registry import register_pe
 
 __all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "apply_rope"]
@@ -58,6 +58,7 @@ class AxialRoPELayer(LayerPE):
         self.base = base
         self.n_freq = n_freq
         self.num_prefix_tokens = num_prefix_tokens
+        self._tables = CoordsCache()
 
     def omega(self, device: torch.device, dtype: torch.dtype) -> Tensor:
         """Frequencies ``w_k = base^(-k/F)``: ``(F,)`` (computed on the fly, in float32 or wider)."""
@@ -70,8 +71,17 @@ class AxialRoPELayer(LayerPE):
         ang = c.unsqueeze(-1) * self.omega(c.device, dt)  # (B, N, p, F)
         return ang.flatten(-2).unsqueeze(1)  # (B, 1, N, p * F)
 
+    def sin_cos(self, coords: Tensor, batch_size: int, dtype: torch.dtype, head_dim: int) -> tuple[Tensor, Tensor]:
+        """The sin/cos tables ``(B | 1, 1, P + N, d)``, cached per coords tensor (the layer is shared
+        by all blocks, so a forward computes them once; see :class:`~pebench.encodings.base.CoordsCache`)."""
+        b = 1 if coords.dim() == 2 else batch_size  # broadcast (N, p) coords: one table row for the batch
+        key = (b, dtype, head_dim, coords.shape, coords.device)
+        return self._tables.get(coords, key, lambda: rope_sin_cos(self.angles(coords, b, dtype), head_dim,
+                                                                   self.num_prefix_tokens))
+
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        return apply_rope(q, k, self.angles(coords, q.shape[0], q.dtype), self.num_prefix_tokens)
+        sin, cos = self.sin_cos(coords, q.shape[0], q.dtype, q.shape[-1])
+        return apply_rot_embed(q, sin, cos), apply_rot_embed(k, sin, cos)
 
 
 @register_pe("rope-axial")

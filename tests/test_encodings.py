@@ -339,3 +339,49 @@ def test_import_from_repo_root_does_not_shadow_stdlib():
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(len(ALL))
+
+
+def test_coords_cache_hits_only_the_same_unmodified_coords():
+    """CoordsCache (PaPE key columns, RoPE sin/cos): a hit needs the same tensor object, the same
+    version and the same key; inference-mode calls never store; coords needing grad never cache."""
+    from pebench.encodings.base import CoordsCache
+    cache, calls = CoordsCache(), []
+
+    def compute(c):
+        calls.append(1)
+        return c.sum().item()
+
+    c = torch.ones(4, 2)
+    assert cache.get(c, "k", lambda: compute(c)) == 8 and cache.get(c, "k", lambda: compute(c)) == 8
+    assert len(calls) == 1  # hit
+    cache.get(c, "other", lambda: compute(c))
+    assert len(calls) == 2  # another key: miss
+    c.mul_(2)  # in place: version bump
+    assert cache.get(c, "other", lambda: compute(c)) == 16 and len(calls) == 3
+    c2 = c.clone()
+    assert cache.get(c2, "other", lambda: compute(c2)) == 16 and len(calls) == 4  # another object
+    cache.clear()
+    with torch.inference_mode():
+        cache.get(c, "k", lambda: compute(c))
+    assert cache._entry is None
+    g = torch.ones(4, 2, requires_grad=True)
+    cache.get(g, "k", lambda: 0.0)
+    assert cache._entry is None
+
+
+def test_rope_tables_follow_in_place_coord_edits():
+    """rope-axial caches its sin/cos per coords tensor: editing the coords in place (or passing
+    other coords) gives the rotation of the new coords, equal to a fresh module's."""
+    torch.manual_seed(0)
+    pe, fresh = (build_pe("rope-axial", dim=32, num_heads=2, depth=2, spatial_dims=2) for _ in range(2))
+    q, k, x = torch.randn(3, 2, 6, 16), torch.randn(3, 2, 6, 16), torch.randn(3, 6, 32)
+    c = torch.rand(6, 2) * 4
+    first = pe.layer(0).qk(q, k, x, c)
+    assert all(torch.equal(a, b) for a, b in zip(first, pe.layer(1).qk(q, k, x, c)))  # shared, cached
+    with torch.no_grad():
+        c.add_(1.5)
+    got = pe.layer(0).qk(q, k, x, c)
+    want = fresh.layer(0).qk(q, k, x, c.clone())
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    assert not torch.allclose(got[0], first[0])

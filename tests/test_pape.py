@@ -191,15 +191,15 @@ def test_coord_feature_cache_follows_the_coords(name):
     x, q, k = torch.randn(2, 15, 32), torch.randn(2, 2, 15, 16), torch.randn(2, 2, 15, 16)
 
     def fresh(c):  # a new layer each time: nothing cached
-        ref.layer(0)._coord_cache = None
+        ref.layer(0)._coord_cache.clear()
         return ref.layer(0).qk(q, k, x, c)
 
     c = coords_for(2)
     with torch.inference_mode():
         L.qk(q, k, x, c)
-    assert L._coord_cache is None  # nothing stored in inference mode
+    assert L._coord_cache._entry is None  # nothing stored in inference mode
     out1 = L.qk(q, k, x, c)
-    assert L._coord_cache is not None and L._coord_cache[0] is c
+    assert L._coord_cache._entry is not None and L._coord_cache._entry[0] is c
     out2 = L.qk(q, k, x, c)  # hit
     for a, b in zip(out2, fresh(c)):
         torch.testing.assert_close(a, b)
