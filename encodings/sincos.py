@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .base import PEConfigError, PositionalEncoding, batch_coords
+from .base import CoordsCache, PEConfigError, PositionalEncoding, batch_coords
 from .registry import register_pe
 
 __all__ = ["SinCosPE", "sincos_embedding"]
@@ -52,8 +52,11 @@ class SinCosPE(PositionalEncoding):
         if base <= 1:
             raise PEConfigError(f"sincos base must be > 1, got {base}")
         self.base = float(base)
+        self._table = CoordsCache()
 
     def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
-        coords = batch_coords(coords, x.shape[0])  # (B, N, p)
-        pos = sincos_embedding(coords, self.dim, self.base)  # (B, N, D)
+        # (N, p) coords broadcast: one (1, N, D) table, cached while the same coords come back
+        b = 1 if coords.dim() == 2 else x.shape[0]
+        pos = self._table.get(coords, (b, coords.shape, coords.device),
+                              lambda: sincos_embedding(batch_coords(coords, b), self.dim, self.base))  # (B|1, N, D)
         return x + self.alpha * pos.to(x.dtype)
