@@ -82,7 +82,7 @@ def bench_analysis(quick: bool = False, tiny: bool = False, with_geometry: bool 
 
         probe = 16 if tiny else None
         t = interleaved({"geo": lambda: geometry(task, dm, **({"probe_size": probe} if probe else {})),
-                         "val": val_epoch}, 1 if (quick or tiny) else 2, warmup=0)
+                         "val": val_epoch}, 1 if (quick or tiny) else 3, warmup=0)
         n_val = len(dm.val_dataset())
         rows.append(record(f"analysis geometry ({cfg.dataset} val {n_val}, {cfg.model}, pe={cfg.pe})", "geometry()",
                            "one validation epoch", t["geo"], t["val"], "s", higher_is_better=False, target=0.10,

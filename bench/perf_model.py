@@ -188,7 +188,7 @@ def bench_pe_overhead(quick: bool = False, tiny: bool = False) -> list[dict]:
     pes = ["none", "ape", "rope-axial"] if tiny else list_pes()
     pes = ["none"] + [p for p in pes if p != "none"]
     sizes = ((16, 2),) if tiny else ((32, 32), (64, 8))
-    reps = 1 if tiny else 2 if quick else 4
+    reps = 1 if tiny else 2 if quick else 8
     rows = []
     for img, batch in sizes:
         if dev.type == "cuda":
