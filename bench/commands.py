@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .config import ConfigError, list_presets, load_yaml_config, merge
 from .io import atomic_write_json, read_json
@@ -53,15 +50,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------- leaderboard
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    try:
-        lb = importlib.import_module("pebench.leaderboard")
-    except ImportError as e:
-        raise ConfigError(f"the leaderboard module is not available: {e}") from None
-    if not hasattr(lb, "write_leaderboard"):
-        raise ConfigError("the leaderboard module is not available (no write_leaderboard)")
+    from pebench.leaderboard import write_leaderboard
     if not Path(args.results).is_dir():
         raise ConfigError(f"results directory {args.results!r} does not exist")
-    lb.write_leaderboard(args.results, args.out)
+    write_leaderboard(args.results, args.out)
     print(f"wrote {args.out}")
     return 0
 
@@ -77,7 +69,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     from .cli import build_parser
     from .run import check_writable, load_registries
 
-    sweep = importlib.import_module("pebench.sweep")
+    from pebench import sweep
     load_registries()
     # Validate the pass-through flags with the run parser (typos fail now, not in every run).
     run_args, unknown = build_parser().parse_known_args(["run", *extra])
@@ -119,20 +111,10 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
 
 
 # ----------------------------------------------------------------------------------- eval
-def _atomic_plot(plot: Callable[..., Any], rows: list[dict], path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
-    os.close(fd)
-    try:
-        plot(rows, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     import torch
 
+    from pebench.analysis import evaluate_extrapolation, plot_extrapolation, save_plot
     from pebench.datamodules import get_datamodule_class
     from pebench.models import ClassificationTask
 
@@ -149,10 +131,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     resolutions = _csv(args.resolutions) or list(cfg.extrapolation_resolutions or [])
     if not resolutions:
         raise ConfigError("no resolutions given: pass --resolutions, e.g. 24,32,48")
-    analysis = importlib.import_module("pebench.analysis")
-    evaluate = getattr(analysis, "evaluate_extrapolation", None)
-    if evaluate is None:
-        raise ConfigError("extrapolation evaluation is not available (pebench.analysis.evaluate_extrapolation)")
     dm = get_datamodule_class(cfg.dataset)(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
                                            resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
     try:
@@ -166,18 +144,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if torch.cuda.is_available():
         task = task.cuda()
     task.eval()
-    rows = evaluate(task, dm, resolutions)
+    rows = evaluate_extrapolation(task, dm, resolutions)
     res_path = run_dir / "results.json"
     results: dict[str, Any] = read_json(res_path) if res_path.is_file() else {}
     results["extrapolation"] = rows
     atomic_write_json(res_path, results)
-    plot = getattr(analysis, "plot_extrapolation", None)
-    if plot is not None:
-        saver = getattr(analysis, "save_plot", None)
-        if saver is not None:
-            saver(plot, rows, run_dir / "extrapolation.png")
-        else:
-            _atomic_plot(plot, rows, run_dir / "extrapolation.png")
+    save_plot(plot_extrapolation, rows, run_dir / "extrapolation.png")
     from .summary import format_summary
     print(format_summary({k: v for k, v in results.items() if k not in ("geometry", "robustness", "alpha_sweep")}))
     return 0
