@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import yaml
 
 from .config import ANALYSES, ConfigError, config_to_yaml, load_preset, load_yaml_config, merge, resolve
+from .perf import PERF_COMMANDS
 
 __all__ = ["main", "build_parser", "run_config_from_args"]
 
@@ -149,13 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Performance benchmarks (issue #7, DESIGN.md §6); `bench perf WHAT --help` for "
                                    "each one's options. Without WHAT: `all` (every suite but `attention`, "
                                    "about 4 minutes on a 2-core CPU).")
-    p.add_argument("what", metavar="WHAT", help=f"benchmark to run: {', '.join(_PERF_SUITES)} (default: all)")
+    p.add_argument("what", metavar="WHAT", help=f"benchmark to run: {', '.join(PERF_COMMANDS)} (default: all)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark, e.g. --json perf.json")
     return parser
-
-
-#: ``bench perf`` suites, for ``--help`` (the commands themselves: ``pebench.perf.PERF_COMMANDS``)
-_PERF_SUITES = ("all", "backbone", "attention-budget", "pe-overhead", "analysis", "data", "e2e", "attention")
 
 
 def run_config_from_args(args: argparse.Namespace):

@@ -33,7 +33,6 @@ import statistics
 import time
 from typing import Callable, Iterable, Sequence
 
-import torch
 
 __all__ = ["PERF_COMMANDS", "record", "interleaved", "format_markdown", "write_outputs", "main"]
 
@@ -93,6 +92,7 @@ def format_markdown(rows: Sequence[dict], header: str = "") -> str:
 
 
 def machine_header() -> str:
+    import torch  # here, not at import: `bench --help` reads PERF_COMMANDS without loading torch
     dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
     try:
         load = "load average %.1f %.1f %.1f" % os.getloadavg()

@@ -44,8 +44,9 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
 
 def test_bench_perf_cli_defaults_to_all(tmp_path):
     """`bench perf [--json FILE]` (no WHAT) runs every suite (here at smoke sizes, no e2e)."""
-    from pebench.cli import _PERF_SUITES, main
-    assert set(_PERF_SUITES) == set(PERF_COMMANDS)  # --help lists exactly the registered suites
+    from pebench.cli import build_parser, main
+    perf_help = build_parser()._subparsers._group_actions[0].choices["perf"].format_help()
+    assert all(name in perf_help for name in PERF_COMMANDS)  # --help lists the registered suites
     js = tmp_path / "perf.json"
     assert main(["perf", "--tiny", "--json", str(js)]) == 0
     names = [r["name"] for r in json.loads(js.read_text())]
