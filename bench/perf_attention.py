@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from pebench.encodings import LayerPE, build_pe, list_pes
+from pebench.encodings.pape import augmented_width, pape_extra_dims
 from pebench.models import Attention, grid_coords
 
 __all__ = ["run", "main", "square_grid", "format_table", "attention_step", "bench_budget"]
@@ -78,6 +79,11 @@ def _cpu_peak_bytes(fn) -> int:
     return peak
 
 
+def _pape_2d_width(head_dim: int) -> int:
+    """PaPE's extra q/k columns on a 2-D grid, padding included (5 -> 8 at head dim 64)."""
+    return augmented_width(head_dim, pape_extra_dims(2))
+
+
 class _ZeroPadQK(LayerPE):
     """``none`` with q/k zero-padded by ``extra`` columns: the fused-kernel cost of a wider head
     dim alone (the floor of any exact q/k-augmentation PE such as PaPE's sdpa path)."""
@@ -102,7 +108,7 @@ def attention_step(pe_name: str, impl: str | None, n: int, head_dim: int, heads:
     pe = build_pe(pe_name, dim=dim, num_heads=heads, depth=1, spatial_dims=2, grid=grid, **opts)
     pe = pe.to(device=device, dtype=dtype)
     attn = Attention(dim, heads).to(device=device, dtype=dtype)
-    layer = _ZeroPadQK(5 + (-(head_dim + 5)) % 8) if impl == "pad8" else pe.layer(0)
+    layer = _ZeroPadQK(_pape_2d_width(head_dim)) if impl == "pad8" else pe.layer(0)
     coords = grid_coords(grid, device).to(dtype)
     x = torch.randn(1, n, dim, device=device, dtype=dtype, requires_grad=True)
 
@@ -221,7 +227,7 @@ def bench_budget(quick: bool = False, tiny: bool = False) -> list[dict]:
              "rope-axial": attention_step("rope-axial", None, n, hd, 1, dev),
              "pape": attention_step("pape", "sdpa", n, hd, 1, dev)}
     t = interleaved(steps, reps, warmup=2)
-    width = hd + 5 + (-(hd + 5)) % 8
+    width = hd + _pape_2d_width(hd)
     rows = [record(f"attention fwd+bwd N={n} d={hd} pape vs rope-axial", "pape (sdpa)", "rope-axial",
                    t["pape"] * 1e3, t["rope-axial"] * 1e3, "ms", higher_is_better=False, target=1.15,
                    note=f"DESIGN §6 budget; batch 1, 1 head, {torch.get_num_threads()} threads, interleaved medians "

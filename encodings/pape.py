@@ -67,7 +67,8 @@ from ._pape_fused import fold_weights, neg_softplus_forward, pape_query_augment
 from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .registry import register_pe
 
-__all__ = ["PaPE", "PaPELayer", "AugmentedLayerPE", "centred_coords", "pad_to_multiple", "PAPE_IMPLS"]
+__all__ = ["PaPE", "PaPELayer", "AugmentedLayerPE", "centred_coords", "pad_to_multiple", "PAPE_IMPLS",
+           "pape_extra_dims", "augmented_width"]
 
 PAPE_IMPLS = ("sdpa", "naive")
 _SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1
@@ -83,6 +84,16 @@ def pad_to_multiple(t: Tensor, multiple: int = 8) -> Tensor:
     """Zero-pad the last dim of ``t`` to a multiple of ``multiple``."""
     extra = (-t.shape[-1]) % multiple
     return F.pad(t, (0, extra)) if extra else t
+
+
+def pape_extra_dims(spatial_dims: int) -> int:
+    """PaPE's exact augmentation width for ``p`` coords: ``p(p+1)/2 + p`` (5 in 2-D, 9 in 3-D)."""
+    return spatial_dims * (spatial_dims + 1) // 2 + spatial_dims
+
+
+def augmented_width(head_dim: int, extra_dims: int) -> int:
+    """Extra q/k columns including the zero padding that makes ``head_dim + width`` a multiple of 8."""
+    return extra_dims + (-(head_dim + extra_dims)) % 8
 
 
 class _NegSoftplus(torch.autograd.Function):
@@ -168,7 +179,7 @@ class AugmentedLayerPE(LayerPE, abc.ABC):
             return q, k
         scale = math.sqrt(self.head_dim)  # cancels SDPA's 1/sqrt(d) on the PE terms
         if not P:
-            width = self.extra_dims + (-(d + self.extra_dims)) % 8  # total head dim: a multiple of 8
+            width = augmented_width(d, self.extra_dims)  # total head dim: a multiple of 8
             r, ka = self.coord_features(coords, B, torch.promote_types(q.dtype, torch.float32), width)
             qa, _ = self.augment(xs.to(r.dtype), r, width, scale, False)  # (B, H, N, w)
             return (torch.cat([q, qa.to(q.dtype)], dim=-1),
@@ -221,7 +232,7 @@ class PaPELayer(AugmentedLayerPE):
         super().__init__(dim // num_heads, num_prefix_tokens, impl)
         H, m, p = num_heads, num_parabolas, spatial_dims
         self.num_heads, self.m, self.p = H, m, p
-        self.extra_dims = p * (p + 1) // 2 + p
+        self.extra_dims = pape_extra_dims(p)
         self.a_weight = nn.Parameter(torch.empty(H * m, dim))
         self.a_bias = nn.Parameter(torch.full((H * m,), _SOFTPLUS_INV_1))
         self.b_weight = nn.Parameter(torch.empty(H * m, dim))
