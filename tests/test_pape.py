@@ -41,6 +41,20 @@ def assert_grads_match(a: torch.nn.Module, b: torch.nn.Module, tol: float) -> No
         torch.testing.assert_close(prm.grad, pb[k].grad, rtol=tol, atol=tol * scale, msg=lambda m: f"{k}: {m}")
 
 
+def assert_same_outputs_and_grads(fa, fb, x: torch.Tensor, modules: tuple, tol: float) -> None:
+    """``fa(x)`` == ``fb(x)``, and after backward of the same random weighting the input
+    gradients and every parameter gradient of each ``(module_a, module_b)`` pair, to ``tol``."""
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = fa(xa), fb(xb)
+    torch.testing.assert_close(ya, yb, rtol=tol, atol=tol)
+    w = torch.randn_like(ya)
+    (ya * w).sum().backward()
+    (yb * w).sum().backward()
+    torch.testing.assert_close(xa.grad, xb.grad, rtol=tol, atol=tol)
+    for ma, mb in modules:
+        assert_grads_match(ma, mb, tol)
+
+
 @pytest.mark.parametrize("cls", [0, 1])
 @pytest.mark.parametrize("p", [2, 3])
 @pytest.mark.parametrize("name", ["pape", "pape-ri"])
@@ -58,15 +72,8 @@ def test_sdpa_equals_naive_attention_layer_fp32(name, p, cls):
     attn_n = copy.deepcopy(attn_s)
     c = coords_for(p, N)
     x = torch.randn(2, cls + N, D)
-    xs, xn = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ys, yn = attn_s(xs, c, pe_s.layer(0)), attn_n(xn, c, pe_n.layer(0))
-    torch.testing.assert_close(ys, yn, rtol=1e-5, atol=1e-5)
-    w = torch.randn_like(ys)
-    (ys * w).sum().backward()
-    (yn * w).sum().backward()
-    torch.testing.assert_close(xs.grad, xn.grad, rtol=1e-5, atol=1e-5)
-    assert_grads_match(attn_s, attn_n, 1e-5)
-    assert_grads_match(pe_s, pe_n, 1e-5)
+    assert_same_outputs_and_grads(lambda t: attn_s(t, c, pe_s.layer(0)), lambda t: attn_n(t, c, pe_n.layer(0)), x,
+                                  ((attn_s, attn_n), (pe_s, pe_n)), 1e-5)
     assert pe_s.layers[0].a_weight.grad.abs().sum() > 0  # the PE parameters do receive gradient
 
 
@@ -87,14 +94,7 @@ def test_sdpa_equals_naive_backbone(name, p, cls):
     sdpa.double()
     naive.double()
     c, x = c.double(), x.double()
-    xs, xn = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ys, yn = sdpa(xs, c), naive(xn, c)
-    torch.testing.assert_close(ys, yn, rtol=1e-9, atol=1e-9)
-    w = torch.randn_like(ys)
-    (ys * w).sum().backward()
-    (yn * w).sum().backward()
-    torch.testing.assert_close(xs.grad, xn.grad, rtol=1e-9, atol=1e-9)
-    assert_grads_match(sdpa, naive, 1e-9)
+    assert_same_outputs_and_grads(lambda t: sdpa(t, c), lambda t: naive(t, c), x, ((sdpa, naive),), 1e-9)
 
 
 @pytest.mark.parametrize("cls", [0, 1])
