@@ -21,7 +21,10 @@ from torch import Tensor, nn
 from pebench.encodings import LayerPE, PositionalEncoding, build_pe
 
 __all__ = ["ViTConfig", "VIT_PRESETS", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
-           "attention_mask"]
+           "attention_mask", "TAPS"]
+
+#: token representations :meth:`ViTBackbone.forward_intermediates` can return
+TAPS = ("attn_in", "block_out")
 
 
 @dataclass(frozen=True)
@@ -164,16 +167,43 @@ class ViTBackbone(nn.Module):
 
     def forward_intermediates(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None = None,
                               mask: Tensor | None = None, return_prefix: bool = False,
-                              norm: bool = False) -> list[Tensor]:
-        """Per-block outputs, one ``(B, N, D)`` tensor per block (patch tokens unless
-        ``return_prefix``; ``norm`` applies the final LayerNorm to each)."""
+                              norm: bool = False, tap: str = "block_out") -> list[Tensor]:
+        """Per-block token representations, one ``(B, N, D)`` tensor per block (patch tokens
+        unless ``return_prefix``).
+
+        ``tap`` chooses the representation (:data:`TAPS`):
+
+        * ``"attn_in"``: the input of block ``l``'s attention, i.e. its first LayerNorm's output
+          ``norm1(x_l)`` for ``l = 0 .. L-1`` (layer 0 = LN1(embedding + PE)); the representation
+          the SSDC paper measures.
+        * ``"block_out"``: the residual stream after block ``l`` for ``l = 1 .. L``;
+          ``norm=True`` applies the final LayerNorm to each (only with this tap).
+        """
+        if tap not in TAPS:
+            raise ValueError(f"unknown tap {tap!r}; available: {', '.join(TAPS)}")
+        if norm and tap != "block_out":
+            raise ValueError("norm=True applies the final LayerNorm to block outputs; use tap='block_out'")
         x, mask = self._prepare(x, coords, grid, mask)
         feats = []
         for i, blk in enumerate(self.blocks):
-            x = blk(x, coords, self.pe.layer(i), mask)
-            y = self.norm(x) if norm else x
-            feats.append(y if return_prefix else y[:, self.num_prefix_tokens:])
+            if tap == "attn_in":
+                y = blk.norm1(x)  # (B, P + N, D): what blk.attn receives
+                feats.append(y if return_prefix else y[:, self.num_prefix_tokens:])
+                if i == len(self.blocks) - 1:
+                    break  # the last block's output is not part of this tap
+            x = blk(x, coords, self.pe.layer(i), mask)  # (B, P + N, D)
+            if tap == "block_out":
+                y = self.norm(x) if norm else x
+                feats.append(y if return_prefix else y[:, self.num_prefix_tokens:])
         return feats
+
+    @staticmethod
+    def tap_layers(tap: str, depth: int) -> list[int]:
+        """Layer indices of :meth:`forward_intermediates`' outputs: ``0..L-1`` for ``attn_in``,
+        ``1..L`` for ``block_out``."""
+        if tap not in TAPS:
+            raise ValueError(f"unknown tap {tap!r}; available: {', '.join(TAPS)}")
+        return list(range(depth)) if tap == "attn_in" else list(range(1, depth + 1))
 
 
 def build_backbone(name: str = "vit-nano", pe: str = "none", spatial_dims: int = 2,
