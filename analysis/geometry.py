@@ -1,4 +1,4 @@
-"""Layer-wise representation geometry of a trained model: SSDC, SSDC under RPI, EED% (DESIGN.md §4).
+"""Layer-wise representation geometry of a trained model: SSDC, SSDC under RPI, EED% (docs/ARCHITECTURE.md §4).
 
 :func:`geometry` runs the model on a **fixed probe set** (the first ``probe_size`` samples of
 the validation set at the training resolution, default 256, in loader order) and reports, per
@@ -6,7 +6,7 @@ block ``l = 1..L``:
 
 * ``ssdc[l]``: SSDC of the patch tokens w.r.t. their coords (L1 distance on grids).
 * ``ssdc_rpi[l]``: the same, with the tokens' *content* permuted against their coords by one
-  fixed permutation (RPI, DESIGN.md §2: ``task.features(inputs, content_perm=perm)``); the
+  fixed permutation (RPI, docs/ARCHITECTURE.md §2: ``task.features(inputs, content_perm=perm)``); the
   coords keep their order, so this measures structure anchored to the index frame the PE sees.
   For ``pe=none`` the backbone is permutation-equivariant, the RPI tokens are the clean tokens
   relabelled by ``perm``, and SSDC_RPI ≈ 0; a PE that injects position keeps SSDC_RPI > 0.

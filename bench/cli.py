@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma list of resolutions, e.g. 32,48,64 (default: the run's extrapolation_resolutions)")
 
     p = sub.add_parser("perf", help="performance benchmarks: bench perf [WHAT] [--json FILE] [--md FILE] [--quick]",
-                       description="Performance benchmarks (issue #7, DESIGN.md §6); `bench perf WHAT --help` for "
+                       description="Performance benchmarks (issue #7, docs/ARCHITECTURE.md §6); `bench perf WHAT --help` for "
                                    "each one's options. Without WHAT: `all` (every suite but `attention`, "
                                    "about 4 minutes on a 2-core CPU).")
     p.add_argument("what", metavar="WHAT", help=f"benchmark to run: {', '.join(PERF_COMMANDS)} (default: all)")

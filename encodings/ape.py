@@ -8,7 +8,7 @@ Worth 16x16 Words").
   and at the training grid the lookup is exactly the table (interpolation is the identity).
 * Non-grid tokens (point clouds): a learned two-layer MLP of the coords.
 * CLS: prefix tokens get no position (the backbone adds them after ``encode_tokens``).
-* ``alpha`` scales the added embedding at inference (DESIGN.md §4).
+* ``alpha`` scales the added embedding at inference (docs/ARCHITECTURE.md §4).
 """
 from __future__ import annotations
 

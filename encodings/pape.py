@@ -1,6 +1,6 @@
 """``pape``: Parabolic Position Encoding (PaPE).
 
-Paper: "PaPE: Parabolic Position Encoding" (DESIGN.md §3 gives the formula this module follows).
+Paper: "PaPE: Parabolic Position Encoding" (docs/ARCHITECTURE.md §3 gives the formula this module follows).
 
 Logits of head ``h`` (indices ``h`` dropped)::
 

@@ -1,6 +1,6 @@
 """``pape-ri``: rotation-invariant Parabolic Position Encoding.
 
-Paper: "PaPE: Parabolic Position Encoding", rotation-invariant variant (DESIGN.md §3):
+Paper: "PaPE: Parabolic Position Encoding", rotation-invariant variant (docs/ARCHITECTURE.md §3):
 ``b = 0``, one scalar ``a_i < 0`` per head, ``W_p = s_h I`` a scaled identity per head::
 
     S_ij = <q_i, k_j> / sqrt(d) + a_i s_h^2 ||r_j - r_i||^2,     a_i = -softplus(A x_i)

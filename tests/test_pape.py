@@ -1,5 +1,5 @@
 """PaPE: the SDPA (q/k augmentation) path equals the naive N x N path, and the naive logits
-equal a direct loop evaluation of the formula (issue #3, DESIGN.md §3)."""
+equal a direct loop evaluation of the formula (issue #3, docs/ARCHITECTURE.md §3)."""
 from __future__ import annotations
 
 import copy
