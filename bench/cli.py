@@ -187,19 +187,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write(config_to_yaml(cfg))
         return 0
     results = run(cfg)
-    if rank_zero_only.rank == 0:
-        print(format_summary(results))
+    if rank_zero_only.rank != 0:
+        return 0  # DDP: rank 0 owns the run directory, the analyses and the exit status
+    print(format_summary(results))
     return 0 if results.get("status") in ("complete", None) else 3
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    """The user-error exception classes of the modules imported so far.
+
+    Python evaluates an ``except`` clause's expression whenever an exception reaches it, also for
+    the ``SystemExit`` of ``--help``; importing the packages here would load torch for nothing.
+    A class whose module was never imported cannot have been raised, so ``sys.modules`` suffices.
+    """
     errs: list[type[BaseException]] = [ConfigError]
     for mod, name in (("pebench.encodings", "PEConfigError"), ("pebench.models", "ResolutionError"),
                       ("pebench.datamodules", "DataRootError")):
-        try:
-            errs.append(getattr(__import__(mod, fromlist=[name]), name))
-        except (ImportError, AttributeError):
-            pass
+        cls = getattr(sys.modules.get(mod), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            errs.append(cls)
     return tuple(errs)
 
 

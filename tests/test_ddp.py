@@ -51,3 +51,25 @@ def test_ddp_two_cpu_processes_match_single_process(tmp_path):
     ckpt = torch.load(tmp_path / "ddp" / run / "last.ckpt", map_location="cpu", weights_only=False)
     assert ckpt["skipped_in_batches"] == 0  # the rank-reduced count (a collective in on_save_checkpoint)
     assert not list((tmp_path / "ddp").rglob("*.tmp"))
+
+
+@pytest.mark.ddp
+@pytest.mark.slow
+def test_ddp_with_analyses_ends_complete(tmp_path):
+    """Analyses on (the default on embedded sets, as users run it): rank 1 must exit 0 once rank 0
+    owns the run, so Lightning's launcher does not kill rank 0 in the middle of its analyses."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOCAL_RANK", "RANK", "WORLD_SIZE")}
+    env["OMP_NUM_THREADS"] = "1"
+    r = subprocess.run([sys.executable, "-m", "pebench.cli", "run", "--dataset", "shapes", "--pe", "ape",
+                        "--epochs", "1", "--batch-size", "16", "--data-option", "train_size=32",
+                        "--data-option", "val_size=16", "--extrapolation-resolutions", "32,48",
+                        "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp", "--no-progress-bar",
+                        "--out", str(tmp_path / "ddp")],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    found = list((tmp_path / "ddp").rglob("results.json"))
+    assert len(found) == 1
+    res = json.loads(found[0].read_text())
+    assert res["status"] == "complete", res.get("analysis_errors")
+    assert set(res["analyses"]) >= {"geometry", "robustness", "extrapolation"}
+    assert res["geometry"] and res["extrapolation"]
