@@ -348,7 +348,8 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     ckpt = _resume_path(run_dir)
     results: dict[str, Any] = {
         "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "model": cfg.model, "seed": cfg.seed,
-        "task": "classification", "status": "running", "primary_metric": "val/acc1", "metrics": {},
+        "task": "classification", "status": "running", "metrics": {},
+        "primary_metric": "test/acc1" if getattr(dm, "has_test_split", False) else "val/acc1",
         "skipped_samples": {}, "analyses": parts["analyses"], "config": config, "versions": _versions(),
         "git_sha": _git_sha(), "wall_time_s": None, "n_params": sum(p.numel() for p in task.parameters()),
         "run_dir": str(run_dir), "resumed_from": None, "val_samples": None,
@@ -386,7 +387,11 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     try:
         trainer.fit(task, datamodule=dm, ckpt_path=ckpt)
         val = trainer.validate(task, datamodule=dm, verbose=False)
-        results["metrics"] = {k: float(v) for k, v in sorted((val[0] if val else {}).items())}
+        metrics = dict(val[0] if val else {})
+        if getattr(dm, "has_test_split", False):  # a held-out (e.g. out-of-distribution) test split: test/*
+            test = trainer.test(task, datamodule=dm, verbose=False)
+            metrics.update(test[0] if test else {})
+        results["metrics"] = {k: float(v) for k, v in sorted(metrics.items())}
         results["val_samples"] = parts["counter"].total
         results["skipped_samples"] = {"in_batches": task.skipped_total(),
                                       "by_reason": dict(getattr(dm, "skipped_samples", {}) or {})}
