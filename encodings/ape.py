@@ -20,6 +20,7 @@ from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
 from .base import PEConfigError, PositionalEncoding, batch_coords
+from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["LearnedAPE", "grid_table_lookup"]
@@ -47,6 +48,7 @@ def _is_canonical(coords: Tensor, grid: Sequence[int]) -> bool:
 @register_pe("ape")
 class LearnedAPE(PositionalEncoding):
     additive = True
+    options = (PEOption("mlp_hidden", "int", 128, "hidden width of the coords MLP (point clouds)"),)
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None,

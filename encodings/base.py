@@ -100,7 +100,7 @@ class PositionalEncoding(nn.Module):
         dim: token width D; num_heads: H; depth: number of blocks L; spatial_dims: p;
         num_prefix_tokens: P (CLS tokens, which carry no position);
         grid: the training grid (needed by ``ape``; optional for others).
-    PE-specific keyword options follow (e.g. ``impl="naive"`` for PaPE).
+    PE-specific keyword options follow (e.g. ``impl="naive"`` for PaPE), declared in ``options``.
     """
 
     #: CLI name, set by the registry.
@@ -109,6 +109,10 @@ class PositionalEncoding(nn.Module):
     additive: ClassVar[bool] = False
     #: Modalities the PE applies to (LookHere refuses point clouds).
     modalities: ClassVar[Sequence[str]] = ALL_MODALITIES
+    #: The PE's keyword options (``--pe-option KEY=VALUE``), one :class:`~pebench.encodings.options.PEOption`
+    #: each: ``build_pe`` validates against them, ``pe_options`` lists them, ``variant_label`` names
+    #: non-default settings. Keys and defaults match the constructor's keyword arguments (tested).
+    options: ClassVar[tuple] = ()
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None) -> None:

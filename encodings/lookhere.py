@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import LayerPE, PEConfigError, PositionalEncoding
+from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["LookHere", "LookHereLayer", "lookhere_head_directions", "MASK_VALUE", "BiasLayerPE", "pairwise_distance"]
@@ -105,6 +106,14 @@ class LookHereLayer(BiasLayerPE):
 class LookHere(PositionalEncoding):
     """LookHere. Options: ``num_directions`` (8), ``fov`` degrees (90), ``global_slope`` (2),
     ``layer_slopes`` ((1.5, 0.5): first and last block), ``modality`` (refuses "points")."""
+
+    options = (
+        PEOption("num_directions", "int", 8, "number of distinct look directions"),
+        PEOption("fov", "float", 90.0, "field of view of a directional head, degrees"),
+        PEOption("global_slope", "float", 2.0, "global distance-penalty slope"),
+        PEOption("layer_slopes", "floats", (1.5, 0.5), "layer slopes of the first and last block (linear between)"),
+        PEOption("modality", "str", None, "input modality; 'points' is refused"),
+    )
 
     modalities = ("image", "video", "events")
 

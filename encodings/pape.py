@@ -65,6 +65,7 @@ from torch import Tensor, nn
 
 from ._pape_fused import fold_weights, neg_softplus_forward, pape_query_augment
 from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["PaPE", "PaPELayer", "AugmentedLayerPE", "centred_coords", "pad_to_multiple", "PAPE_IMPLS",
@@ -298,6 +299,14 @@ class PaPELayer(AugmentedLayerPE):
 class PaPE(PositionalEncoding):
     """PaPE. Options: ``num_parabolas`` (m, 50), ``impl`` ("sdpa" | "naive"),
     ``wp_std`` (default ``2 / (G sqrt(m))``), ``ref_extent`` (G; default max(grid) or 8)."""
+
+    options = (
+        PEOption("num_parabolas", "int", 50, "m, the number of parabolas per head"),
+        PEOption("impl", "str", "sdpa", "sdpa: exact fold into q/k (no N x N tensor); naive: explicit N x N logits",
+                 PAPE_IMPLS),
+        PEOption("wp_std", "float", None, "std of W_p's init (default 2 / (G sqrt(m)))"),
+        PEOption("ref_extent", "float", None, "G in wp_std's default (default: largest training-grid side, 8 without)"),
+    )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, num_parabolas: int = 50,

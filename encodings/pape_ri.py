@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import LayerPE, PEConfigError, PositionalEncoding
+from .options import PEOption
 from .pape import _SOFTPLUS_INV_1, PAPE_IMPLS, AugmentedLayerPE, neg_softplus
 from .registry import register_pe
 
@@ -75,6 +76,12 @@ class PaPERILayer(AugmentedLayerPE):
 @register_pe("pape-ri")
 class PaPERI(PositionalEncoding):
     """Rotation-invariant PaPE. Options: ``impl`` ("sdpa" | "naive"), ``ref_extent`` (G)."""
+
+    options = (
+        PEOption("impl", "str", "sdpa", "sdpa: exact fold into q/k (no N x N tensor); naive: explicit N x N logits",
+                 PAPE_IMPLS),
+        PEOption("ref_extent", "float", None, "G: per-head scale init 2 / G (default: largest training-grid side, 8 without)"),
+    )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, impl: str = "sdpa",

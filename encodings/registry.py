@@ -4,6 +4,7 @@ from __future__ import annotations
 from pebench.registry import Registry
 
 from .base import PositionalEncoding
+from .options import SHARED_KWARGS, check_pe_options
 
 __all__ = ["register_pe", "build_pe", "list_pes", "get_pe_class"]
 
@@ -17,5 +18,11 @@ get_pe_class = _PES.get
 
 
 def build_pe(name: str, **kwargs) -> PositionalEncoding:
-    """Instantiate the PE called ``name`` (see :class:`PositionalEncoding` for shared kwargs)."""
-    return _PES.build(name, **kwargs)
+    """Instantiate the PE called ``name`` (see :class:`PositionalEncoding` for shared kwargs).
+
+    PE-specific options are checked against the class's ``options`` declaration first
+    (:func:`~pebench.encodings.options.check_pe_options`): an unknown key raises ``TypeError``, a
+    wrong type or value :class:`~pebench.encodings.base.PEConfigError`."""
+    cls = _PES.get(name)
+    opts = check_pe_options(cls, {k: v for k, v in kwargs.items() if k not in SHARED_KWARGS})
+    return cls(**{**kwargs, **opts})

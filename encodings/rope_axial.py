@@ -26,6 +26,7 @@ from timm.layers.pos_embed_sincos import apply_rot_embed
 from torch import Tensor
 
 from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "apply_rope"]
@@ -87,6 +88,7 @@ class AxialRoPELayer(LayerPE):
 @register_pe("rope-axial")
 class AxialRoPE(PositionalEncoding):
     """Axial RoPE (no parameters). Option: ``base`` (default 100)."""
+    options = (PEOption("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),)
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, base: float = 100.0) -> None:

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .options import PEOption
 from .registry import register_pe
 from .rope_axial import apply_rope
 
@@ -84,6 +85,7 @@ class MixedRoPELayer(LayerPE):
 @register_pe("rope-mixed")
 class MixedRoPE(PositionalEncoding):
     """RoPE-Mixed. Option: ``theta`` (init magnitude base, default 10 as in the paper)."""
+    options = (PEOption("theta", "float", 10.0, "frequency base of the initial frequency vectors"),)
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, theta: float = 10.0) -> None:

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from .base import CoordsCache, PEConfigError, PositionalEncoding, batch_coords
+from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["SinCosPE", "sincos_embedding"]
@@ -41,6 +42,7 @@ def sincos_embedding(coords: Tensor, dim: int, base: float = 10000.0) -> Tensor:
 @register_pe("sincos")
 class SinCosPE(PositionalEncoding):
     """Fixed sinusoidal table evaluated at the tokens' coords (no parameters)."""
+    options = (PEOption("base", "float", 10000.0, "frequency base of the sinusoids"),)
 
     additive = True
 
