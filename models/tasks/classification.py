@@ -23,9 +23,9 @@ from torchmetrics import MetricCollection
 from torchmetrics.aggregation import MeanMetric, SumMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from .heads import ClassificationHead
-from .tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
-from .vit import VIT_PRESETS, build_backbone
+from ..heads import ClassificationHead
+from ..tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
+from ..vit import VIT_PRESETS, build_backbone
 
 __all__ = ["ClassificationTask", "NonFiniteLossError", "build_tokenizer", "split_batch"]
 
@@ -109,10 +109,15 @@ class ClassificationTask(L.LightningModule):
         tokens = self.backbone(tb.x, tb.coords, tb.grid, tb.mask)  # (B, P + N, D)
         return self.head(tokens, tb.mask)
 
-    def features(self, inputs: Tensor, content_perm: Tensor | None = None) -> tuple[list[Tensor], Tensor]:
-        """Per-block patch tokens ``[(B, N, D)] * depth`` and the coords ``(N, p)`` they sit at."""
+    def features(self, inputs: Tensor, content_perm: Tensor | None = None,
+                 tap: str = "block_out") -> tuple[list[Tensor], Tensor]:
+        """Per-block patch tokens ``[(B, N, D)] * depth`` and the coords ``(N, p)`` they sit at.
+
+        ``tap``: ``"block_out"`` (residual stream after blocks 1..L) or ``"attn_in"`` (each
+        block's LN1 output = its attention input, blocks 0..L-1); see
+        :meth:`~pebench.models.vit.ViTBackbone.forward_intermediates`."""
         tb = self.permute_content(self.tokenize(inputs), content_perm)
-        feats = self.backbone.forward_intermediates(tb.x, tb.coords, tb.grid, tb.mask)
+        feats = self.backbone.forward_intermediates(tb.x, tb.coords, tb.grid, tb.mask, tap=tap)
         coords = tb.coords if tb.coords.dim() == 2 else tb.coords[0]
         return feats, coords
 

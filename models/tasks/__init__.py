@@ -1,0 +1,4 @@
+"""LightningModules, one per task: ``classification`` (supervised) and ``dino`` (self-supervised)."""
+from .classification import ClassificationTask, NonFiniteLossError, build_tokenizer, split_batch
+
+__all__ = ["ClassificationTask", "NonFiniteLossError", "build_tokenizer", "split_batch"]
