@@ -10,6 +10,7 @@ launcher re-executes either form with the same arguments for ranks > 0.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Sequence
 
@@ -60,7 +61,8 @@ RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
                                                             "frames x side; points: points x groups)")),
     ("--data-root", "data_root", dict(metavar="PATH", help="root directory of a real dataset")),
     ("--data-option", "data", dict(type=_kv, action="append", metavar="KEY=VALUE",
-                                   help="extra datamodule option, e.g. train_size=512 (repeatable)")),
+                                   help="extra datamodule option, e.g. train_size=512 (repeatable; keys: "
+                                        "`bench list datasets --options`)")),
     ("--num-workers", "num_workers", dict(type=int, metavar="N", help="data-loading worker processes per rank")),
     ("--out", "out", dict(metavar="DIR", help="root of run directories; default: runs")),
     ("--devices", "devices", dict(metavar="N", help="devices per node (an integer, or auto)")),
@@ -86,21 +88,67 @@ RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
     ("--class-token", "class_token", dict(action=argparse.BooleanOptionalAction, help="prepend a CLS token")),
     ("--pool", "pool", dict(choices=["mean", "cls"], help="head pooling: mean of patch tokens or the CLS token")),
     ("--pe-option", "pe_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
-                                       help="PE constructor option, e.g. impl=naive (repeatable)")),
+                                       help="PE constructor option, e.g. impl=naive (repeatable; keys: "
+                                            "`bench list pes --options`)")),
     ("--compile", "compile", dict(action=argparse.BooleanOptionalAction,
                                   help="torch.compile the backbone (in place: checkpoints stay loadable without it); "
                                        "the first steps pay the compilation (tens of seconds; needs a C++ compiler "
                                        "on CPU)")),
     ("--deterministic", "deterministic", dict(action=argparse.BooleanOptionalAction,
                                               help="use deterministic algorithms (slower on GPU)")),
+    ("--logger", "logger", dict(choices=["csv", "tensorboard", "wandb"],
+                                help="experiment logger; metrics.csv is always written. tensorboard needs the "
+                                     "tensorboard extra; wandb (Weights & Biases, offline unless WANDB_MODE=online) "
+                                     "needs the wandb extra")),
     ("--tensorboard", "tensorboard", dict(action=argparse.BooleanOptionalAction,
-                                          help="also log to TensorBoard (needs the tensorboard extra)")),
+                                          help="same as --logger tensorboard (needs the tensorboard extra)")),
     ("--progress-bar", "progress_bar", dict(action=argparse.BooleanOptionalAction, help="show the TQDM progress bar")),
 ]
 
 
+def _config_defaults() -> dict[str, Any]:
+    """RunConfig's field defaults (the embedded default run), for ``bench run --help``."""
+    import dataclasses
+
+    from .config import RunConfig
+
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(RunConfig):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = f.default_factory()  # type: ignore[misc]
+    return out
+
+
+#: what a ``None`` default means, for the flags where it is not simply "not set"
+_NONE_MEANS = {"resolution": "the dataset's", "extrapolation_resolutions": "sizes derived from the training size",
+               "limit_train_batches": "all", "limit_val_batches": "all", "layer_decay": "none (no decay)"}
+
+
+def _with_default(help_text: str, key: str, defaults: dict[str, Any]) -> str:
+    """Append ``(default: X)`` unless the help already states the default."""
+    if "default" in help_text or key not in defaults:
+        return help_text
+    d = defaults[key]
+    if key in _NONE_MEANS and d is None:
+        shown = _NONE_MEANS[key]
+    elif isinstance(d, bool):
+        shown = "on" if d else "off"
+    elif d is None:
+        shown = "none"
+    elif isinstance(d, (dict, list)) and not d:
+        shown = "none"
+    else:
+        shown = str(d)
+    return f"{help_text} (default: {shown})"
+
+
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    defaults = _config_defaults()
     for flag, key, kw in RUN_FLAGS:
+        kw = dict(kw)
+        kw["help"] = _with_default(kw.get("help", ""), key, defaults)
         p.add_argument(flag, dest=key, default=None, **kw)
 
 
@@ -120,6 +168,23 @@ def build_parser() -> argparse.ArgumentParser:
                        description="List datasets (modality, data root layout), PEs (modalities), models, presets.")
     p.add_argument("what", nargs="?", choices=["datasets", "pes", "models", "presets", "all"], default="all",
                    help="what to list (default: all)")
+    p.add_argument("--options", action="store_true",
+                   help="also list every --pe-option / --data-option key with its type, default and meaning")
+
+    p = sub.add_parser("runs", help="list run directories (status, metric, why not complete); `runs show RUN`",
+                       description="List the runs under --results from their results.json files (no torch "
+                                   "import), or `bench runs show RUN` for one run's metrics, analyses, "
+                                   "configuration and files.")
+    p.add_argument("action", nargs="?", choices=["list", "show"], default=None,
+                   help="list (the default) or show")
+    p.add_argument("run", nargs="?", default=None, metavar="RUN",
+                   help="with show: a run directory, or its path under --results (e.g. shapes/pape/vit-nano/seed0)")
+    p.add_argument("--results", default="runs", metavar="DIR", help="root of run directories (default: runs)")
+    p.add_argument("--dataset", default=None, metavar="LIST", help="only these datasets (comma list)")
+    p.add_argument("--pe", default=None, metavar="LIST", help="only these PEs or variants (comma list)")
+    p.add_argument("--model", default=None, metavar="LIST", help="only these models (comma list)")
+    p.add_argument("--status", default=None, metavar="LIST",
+                   help="only these statuses: complete, incomplete, failed, running, unreadable (comma list)")
 
     p = sub.add_parser("leaderboard", help="regenerate the leaderboard markdown from results.json files",
                        description="Collect <results>/**/results.json into a markdown leaderboard.")
@@ -230,6 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sweep":
             return commands.cmd_sweep(args, extra, parser)
         return getattr(commands, f"cmd_{args.command}")(args)
+    except BrokenPipeError:  # output piped into `head` etc.: stop quietly, like other command-line tools
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
+        return 0
     except _user_errors() as e:
         print(f"bench: error: {_one_line(e)}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ from .config import ConfigError, list_presets, load_yaml_config, merge
 from .io import atomic_write_json, read_json
 from .summary import format_table
 
-__all__ = ["cmd_list", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf"]
+__all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf"]
 
 
 def _csv(text: str | None) -> list[str]:
@@ -18,6 +18,64 @@ def _csv(text: str | None) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------- list
+#: datamodule constructor arguments that `bench run` sets from its own flags (not --data-option keys)
+_RUN_SET_DATA_ARGS = ("batch_size", "num_workers", "seed", "resolution", "data_root")
+#: meanings of option keys several datamodules share; a datamodule's ``option_help`` mapping (class
+#: attribute, merged along the class hierarchy) overrides or extends these
+_COMMON_DATA_HELP = {
+    "train_size": "training samples generated per epoch", "val_size": "validation samples",
+    "test_size": "held-out test samples", "noise": "std of additive Gaussian pixel noise",
+    "distractors": "extra objects that carry no label information",
+    "task": "which label the synthetic scene defines", "frames": "frames per clip",
+    "time_bins": "time bins of the event voxel grid", "log_counts": "store log1p(event count) per voxel",
+    "jitter": "std of Gaussian jitter on the sampled points", "fine_steps": "simulation steps per sample",
+    "fold": "official train/test split fold", "frame_stride": "frames skipped between sampled frames",
+    "eval_clips": "clips averaged per validation video", "split_seed": "seed of the stratified split",
+    "split_fractions": "train and validation fractions of the split (the rest is test)",
+    "data_seed": "seed of the generated data (default: the run's seed)",
+}
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def data_options(cls: type) -> list[dict[str, Any]]:
+    """The ``--data-option`` keys of datamodule class ``cls``: every keyword parameter of the
+    ``__init__`` methods along its class hierarchy (a method that takes ``**kwargs`` passes the
+    rest on to its base; the base class rejects what nobody took, which is the validation), minus
+    the arguments `bench run` sets itself. -> ``[{key, type, default, help}]`` in signature order."""
+    import inspect
+
+    out: dict[str, dict[str, Any]] = {}
+    helps: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        helps.update(getattr(klass, "__dict__", {}).get("option_help", {}) or {})
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        for p in params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name == "self" or p.name in _RUN_SET_DATA_ARGS:
+                continue
+            if p.name in out:
+                continue
+            default = None if p.default is inspect.Parameter.empty else p.default
+            ann = p.annotation if p.annotation is not inspect.Parameter.empty else type(default).__name__
+            out[p.name] = {"key": p.name, "type": ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann)),
+                           "default": default, "required": p.default is inspect.Parameter.empty,
+                           "help": helps.get(p.name) or _COMMON_DATA_HELP.get(p.name)
+                           or f"see {klass.__module__}.{klass.__name__}"}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    return list(out.values())
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from pebench.datamodules import get_datamodule_class, list_datamodules
     from pebench.encodings import get_pe_class, list_pes
@@ -34,10 +92,22 @@ def cmd_list(args: argparse.Namespace) -> int:
             rows.append([name, c.modality, "yes" if c.needs_data_root else "no",
                          c.expected_layout if c.needs_data_root else "(synthetic, generated on the fly)"])
         print("datasets\n" + format_table(["name", "modality", "--data-root", "expected layout"], rows))
+        if getattr(args, "options", False):
+            rows = [[name, o["key"], o["type"], _shown(o["default"]), o["help"]] for name in list_datamodules()
+                    for o in data_options(get_datamodule_class(name))]
+            print("dataset options (bench run --data-option KEY=VALUE; read from each datamodule's constructor)\n"
+                  + format_table(["dataset", "key", "type", "default", "meaning"], rows))
     if what in ("pes", "all"):
         rows = [[n, ", ".join(get_pe_class(n).modalities), "yes" if get_pe_class(n).additive else "no"]
                 for n in list_pes()]
         print("positional encodings\n" + format_table(["name", "modalities", "additive"], rows))
+        if getattr(args, "options", False):
+            from pebench.encodings import pe_options
+
+            rows = [[n, o["key"], o["type"] + (f" ({'|'.join(o['choices'])})" if o.get("choices") else ""),
+                     _shown(o["default"]), o["help"]] for n in list_pes() for o in pe_options(n)]
+            print("PE options (bench run --pe-option KEY=VALUE; the declarations build_pe validates against)\n"
+                  + format_table(["pe", "key", "type", "default", "meaning"], rows))
     if what in ("models", "all"):
         rows = [[n, c.embed_dim, c.depth, c.num_heads, c.embed_dim // c.num_heads] for n, c in VIT_PRESETS.items()]
         print("models\n" + format_table(["name", "dim", "depth", "heads", "head dim"], rows))
@@ -48,6 +118,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------- runs
+def cmd_runs(args: argparse.Namespace) -> int:
+    from .runs import cmd_runs as _cmd_runs
+    return _cmd_runs(args)
+
+
 # ----------------------------------------------------------------------------------- leaderboard
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pebench.leaderboard import write_leaderboard
@@ -55,6 +131,12 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         raise ConfigError(f"results directory {args.results!r} does not exist")
     write_leaderboard(args.results, args.out)
     print(f"wrote {args.out}")
+    from .curves import write_sweep_curves
+
+    out = Path(args.out)
+    curves = write_sweep_curves(args.results, out.with_name(f"{out.stem}_curves.png"))
+    if curves is not None:
+        print(f"wrote {curves}")
     return 0
 
 
@@ -115,6 +197,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import torch
 
     from pebench.analysis import evaluate_extrapolation, plot_extrapolation, save_plot
+    from pebench.analysis.extrapolation import check_resolutions
     from pebench.datamodules import get_datamodule_class
     from pebench.models import ClassificationTask
 
@@ -144,6 +227,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if torch.cuda.is_available():
         task = task.cuda()
     task.eval()
+    check_resolutions(task, dm, resolutions)  # a size the model cannot take: exit 2, results.json untouched
     rows = evaluate_extrapolation(task, dm, resolutions)
     res_path = run_dir / "results.json"
     results: dict[str, Any] = read_json(res_path) if res_path.is_file() else {}

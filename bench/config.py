@@ -22,6 +22,8 @@ __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_
            "resolve", "config_to_dict", "run_dir_for", "variant_name", "parse_analyses", "ANALYSES",
            "DEFAULT_PE_PREFERENCE"]
 
+#: ``--logger`` values (the CSV logger's metrics.csv is written in every case)
+LOGGERS = ("csv", "tensorboard", "wandb")
 #: analyses ``--analyses`` accepts (``none``/``all``/``auto`` are shorthands)
 ANALYSES = ("geometry", "robustness", "alpha", "extrapolation")
 #: the default run uses the first of these PEs that is registered
@@ -72,7 +74,8 @@ class RunConfig:
     limit_val_batches: float | None = None
     max_time: str | None = None               # "DD:HH:MM:SS"
     progress_bar: bool = True
-    tensorboard: bool = False
+    tensorboard: bool = False                 # alias of logger="tensorboard" (kept for old config files)
+    logger: str = "csv"                       # csv | tensorboard | wandb (metrics.csv is always written)
     # outputs and analyses
     out: str = "runs"
     analyses: str = "auto"                    # auto | none | all | comma list of ANALYSES
@@ -230,6 +233,13 @@ def resolve(cfg: RunConfig) -> RunConfig:
     cfg = dataclasses.replace(cfg, pe_options=dict(cfg.pe_options), data=dict(cfg.data))
     if cfg.pe is None:
         cfg.pe = best_default_pe()
+    if cfg.logger not in LOGGERS:
+        raise ConfigError(f"unknown logger {cfg.logger!r}; available: {', '.join(LOGGERS)}")
+    if cfg.tensorboard and cfg.logger == "wandb":
+        raise ConfigError("conflicting flags: --tensorboard is --logger tensorboard; choose one of "
+                          "--logger tensorboard or --logger wandb")
+    if cfg.tensorboard:
+        cfg.logger = "tensorboard"
     if cfg.rpt and cfg.pe == "none":
         raise ConfigError("conflicting flags: --rpt permutes tokens against positions, which needs a PE "
                           "(got --pe none)")

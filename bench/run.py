@@ -227,6 +227,54 @@ def _quiet_lightning() -> None:
         warnings.filterwarnings("ignore", message=msg)
 
 
+#: ``--logger`` -> (module that must be importable, extra that installs it)
+_LOGGER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
+
+
+def _check_logger_installed(logger: str) -> None:
+    if logger not in _LOGGER_PACKAGES:
+        return
+    module, extra = _LOGGER_PACKAGES[logger]
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(f"--logger {logger} needs the {module} package, which is not installed: "
+                          f"pip install -e '.[{extra}]'") from None
+
+
+def _loggers(cfg: RunConfig, run_dir: Path) -> list[Any]:
+    """The CSV logger (always: ``metrics.csv``, read by ``curves.png`` and ``bench runs``) plus the
+    one ``--logger`` names. W&B runs offline (files under ``<run>/wandb/``, ``wandb sync`` uploads
+    them later) unless the environment sets ``WANDB_MODE=online``."""
+    loggers: list[Any] = [CSVLogger(save_dir=run_dir, name="", version="")]
+    if cfg.logger == "tensorboard":
+        from lightning.pytorch.loggers import TensorBoardLogger
+        loggers.append(TensorBoardLogger(save_dir=run_dir, name="tensorboard", version=""))
+    elif cfg.logger == "wandb":
+        from lightning.pytorch.loggers import WandbLogger
+        offline = os.environ.get("WANDB_MODE", "offline") != "online"
+        if offline:
+            os.environ["WANDB_MODE"] = "offline"  # wandb.init reads it; no network access is attempted
+        loggers.append(WandbLogger(save_dir=str(run_dir), project=os.environ.get("WANDB_PROJECT", "pebench"),
+                                   name=f"{cfg.dataset}/{variant_name(cfg)}/{cfg.model}/seed{cfg.seed}",
+                                   offline=offline, config=config_to_dict(cfg)))
+    return loggers
+
+
+def _check_data_root(dm: Any, max_fraction: float) -> None:
+    """Build the sample lists now (``dm.preflight``: unreadable pickles, no images, listed files
+    missing raise ``DataRootError``) and refuse a split with more than ``max_fraction`` of its listed
+    files missing, before anything is written."""
+    from pebench.datamodules import DataRootError
+
+    dm.preflight()
+    for split, (listed, missing, first) in sorted(getattr(dm, "missing_by_split", {}).items()):
+        if listed and missing / listed > max_fraction:
+            raise DataRootError(f"{dm.name}: {missing} of the {listed} {split} files listed do not exist "
+                                f"(first: {first!r}), more than max_skipped_fraction={max_fraction:g}; "
+                                f"expected layout: {dm.expected_layout}")
+
+
 def prepare(cfg: RunConfig) -> dict[str, Any]:
     """Validate everything that can be validated without touching the disk; build the pieces.
 
@@ -249,11 +297,7 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
                                         additive_pe=bool(getattr(pe_cls, "additive", False)))
     if cfg.fast_dev_run and not explicit:
         analyses = []  # a smoke test: analyses only when asked for
-    if cfg.tensorboard:
-        try:
-            importlib.import_module("tensorboard")
-        except ImportError:
-            raise ConfigError("--tensorboard needs the tensorboard package: pip install -e '.[tensorboard]'") from None
+    _check_logger_installed(cfg.logger)
     try:
         dm = dm_cls(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
                     resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
@@ -283,10 +327,7 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
     callbacks: list[Callback] = [counter, _StepSeed(cfg.seed), _last_checkpoint(run_dir)]
     if cfg.progress_bar:
         callbacks.append(TQDMProgressBar())
-    loggers: list[Any] = [CSVLogger(save_dir=run_dir, name="", version="")]
-    if cfg.tensorboard:
-        from lightning.pytorch.loggers import TensorBoardLogger
-        loggers.append(TensorBoardLogger(save_dir=run_dir, name="tensorboard", version=""))
+    loggers = _loggers(cfg, run_dir)
     try:
         trainer = L.Trainer(
             accelerator=cfg.accelerator, devices=cfg.devices, strategy=strategy, num_nodes=cfg.num_nodes,
@@ -334,6 +375,16 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict)
     if errors:
         out["analysis_errors"] = errors
     return out, not errors
+
+
+def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
+    """``curves.png`` from metrics.csv (rank 0); a plotting failure is a warning, not a failed run."""
+    from .curves import write_run_curves
+
+    try:
+        write_run_curves(run_dir, results)
+    except Exception as e:  # noqa: BLE001 - the metrics are safe in metrics.csv either way
+        print(f"bench: warning: curves.png not written: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 def run(cfg: RunConfig) -> dict[str, Any]:
@@ -406,6 +457,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         complete = finished or (extra.get("analyses") == "unavailable" and not parts["explicit_analyses"])
         if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run):
             complete = False
+        _write_curves(run_dir, results)
         write("complete" if complete else "incomplete")
     except Exception as e:
         e.bench_phase = "train"  # type: ignore[attr-defined]  # the CLI shows a traceback for bugs here

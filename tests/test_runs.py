@@ -1,0 +1,183 @@
+"""`bench runs` (run browser), training curves (curves.png, the sweep comparison), start-up
+without torch, `bench run --help` defaults, option listings and the --logger choice (issue #18)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pebench.cli import build_parser, main
+from pebench.curves import epoch_series, read_history, sweep_series, write_run_curves, write_sweep_curves
+from pebench.runs import RUN_COLUMNS, collect_runs, not_complete_reason
+
+HEADER = "epoch,step,train/acc1,train/loss_epoch,train/loss_step,val/acc1,val/loss\n"
+
+
+def _results(dataset="shapes", pe="ape", model="vit-nano", seed=0, status="complete", acc=0.5, **extra):
+    res = {"dataset": dataset, "pe": pe, "variant": pe, "model": model, "seed": seed, "status": status,
+           "task": "classification", "primary_metric": "val/acc1", "metrics": {"val/acc1": acc, "val/loss": 1.0},
+           "wall_time_s": 12.34, "config": {"dataset": dataset, "pe": pe, "epochs": 2, "max_time": None},
+           "git_sha": "abc123"}
+    res.update(extra)
+    return res
+
+
+def _write(root: Path, res: dict, csv: str | None = None) -> Path:
+    d = root / res["dataset"] / res["variant"] / res["model"] / f"seed{res['seed']}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "results.json").write_text(json.dumps(res))
+    if csv is not None:
+        (d / "metrics.csv").write_text(csv)
+    return d
+
+
+@pytest.fixture
+def results_tree(tmp_path):
+    root = tmp_path / "runs"
+    _write(root, _results(pe="ape", seed=1, acc=0.75, fingerprint="0123456789abcdef0123"))
+    _write(root, _results(pe="ape", seed=0, acc=0.25))
+    _write(root, _results(pe="ape", variant="ape+rpt", seed=0, status="failed", error="RuntimeError: boom"))
+    _write(root, _results(pe="pape", seed=0, status="incomplete",
+                          analysis_errors={"robustness": "ValueError: no samples"}))
+    _write(root, _results(pe="sincos", seed=0, status="running"))
+    bad = root / "shapes" / "none" / "vit-nano" / "seed0"
+    bad.mkdir(parents=True)
+    (bad / "results.json").write_text("{not json")
+    return root
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[1:]]
+
+
+def test_runs_table_rows_order_status_and_reasons(results_tree, capsys):
+    assert main(["runs", "--results", str(results_tree)]) == 0
+    out = capsys.readouterr().out
+    rows = _table_rows(out)
+    header = [c.strip() for c in out.splitlines()[1].strip("|").split("|")]
+    assert header == list(RUN_COLUMNS)
+    by = {(r[1], r[3]): dict(zip(RUN_COLUMNS, r)) for r in rows}
+    # sorted by dataset, PE, model, seed (seed 0 before seed 1)
+    assert [(r[1], r[3]) for r in rows] == [("", ""), ("ape", "0"), ("ape", "1"), ("ape+rpt", "0"),
+                                            ("pape", "0"), ("sincos", "0")]
+    assert by[("ape", "1")]["value"] == "0.7500" and by[("ape", "1")]["fingerprint"] == "0123456789ab"
+    assert by[("ape", "1")]["wall (s)"] == "12" and by[("ape", "1")]["reason"] == ""
+    assert by[("ape+rpt", "0")]["status"] == "failed" and "RuntimeError: boom" in by[("ape+rpt", "0")]["reason"]
+    assert "analysis robustness failed" in by[("pape", "0")]["reason"]
+    assert by[("sincos", "0")]["status"] == "running" and "killed" in by[("sincos", "0")]["reason"]
+    assert by[("", "")]["status"] == "unreadable" and "JSONDecodeError" in by[("", "")]["reason"]
+    assert "6 run(s): 2 complete, 1 failed, 1 incomplete, 1 running, 1 unreadable" in out
+
+
+def test_runs_filters(results_tree, capsys):
+    assert main(["runs", "--results", str(results_tree), "--status", "failed,incomplete"]) == 0
+    assert sorted(r[1] for r in _table_rows(capsys.readouterr().out)) == ["ape+rpt", "pape"]
+    # --pe matches the base PE too: ape selects ape and ape+rpt
+    assert main(["runs", "--results", str(results_tree), "--pe", "ape"]) == 0
+    assert sorted(r[1] for r in _table_rows(capsys.readouterr().out)) == ["ape", "ape", "ape+rpt"]
+    assert main(["runs", "--results", str(results_tree), "--dataset", "cifar100"]) == 0
+    assert "match the filters" in capsys.readouterr().out
+
+
+def test_runs_show_and_errors(results_tree, capsys):
+    run = "shapes/ape/vit-nano/seed1"
+    assert main(["runs", "show", run, "--results", str(results_tree)]) == 0
+    out = capsys.readouterr().out
+    assert "shapes / ape / vit-nano / seed 1" in out and "configuration" in out and "results.json" in out
+    assert "0123456789ab" in out and "abc123" in out
+    # a run directory path works as well
+    assert main(["runs", "show", str(results_tree / run)]) == 0
+    capsys.readouterr()
+    for argv in (["runs", "show", "shapes/nope", "--results", str(results_tree)], ["runs", "show"],
+                 ["runs", "--results", str(results_tree / "missing")]):
+        assert main(argv) == 2
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert len(err) == 1 and err[0].startswith("bench: error:"), err
+
+
+def test_not_complete_reason_rules():
+    assert not_complete_reason({"status": "complete"}) == ""
+    assert "max-time 00:00:01:00" in not_complete_reason(
+        {"status": "incomplete", "config": {"max_time": "00:00:01:00", "epochs": 4}})
+    assert not_complete_reason({"status": "incomplete", "analyses": "unavailable"}).startswith("analyses unavailable")
+    # an explicit reason recorded by bench run wins
+    assert not_complete_reason({"status": "incomplete", "reason": "12% of val samples corrupt"}) == \
+        "12% of val samples corrupt"
+
+
+def test_runs_and_help_do_not_import_torch(results_tree):
+    """`bench --help`, `bench run --help` and `bench runs` parse arguments without loading torch."""
+    code = ("import sys\nfrom pebench.cli import main\n"
+            "for argv in (['--help'], ['run', '--help'], ['list', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            f"assert main(['runs', '--results', {str(results_tree)!r}]) == 0\n"
+            "assert main(['runs', 'show', 'shapes/ape/vit-nano/seed0', '--results', "
+            f"{str(results_tree)!r}]) == 0\n"
+            "bad = [m for m in ('torch', 'lightning', 'timm') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_run_help_states_every_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--epochs N training epochs (default: 4)" in out
+    assert "--lr X peak learning rate (AdamW, warm-up then cosine) (default: 0.002)" in out
+    assert "(default: the dataset's)" in out
+    run = next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions
+               if a.dest == "epochs")
+    assert run.default is None  # "not given" stays distinguishable from the default in the parser
+    parser = build_parser()._subparsers._group_actions[0].choices["run"]
+    for action in parser._actions:
+        if action.option_strings and action.dest not in ("help", "config", "preset", "print_config"):
+            assert "default" in (action.help or ""), action.option_strings
+
+
+# ------------------------------------------------------------------------------------- curves
+def test_read_history_merges_attempts_and_drops_final_revalidation(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    # attempt 0: epoch 0 complete, epoch 1 killed after its validation row
+    (d / "metrics.attempt0.csv").write_text(HEADER + "0,3,,,2.5,,\n0,3,,,,0.2,2.0\n0,3,0.1,2.2,,,\n"
+                                                     "1,7,,,,0.3,1.9\n")
+    # resumed: epoch 1 redone, epoch 2, then bench run's final re-validation logged at epoch 3
+    (d / "metrics.csv").write_text(HEADER + "1,7,,,,0.4,1.5\n1,7,0.35,1.7,,,\n2,11,,,,0.6,1.0\n"
+                                            "2,11,0.55,1.2,,,\n3,12,,,,0.6,1.0\n")
+    h = read_history(d)
+    assert h["val/acc1"] == {0: 0.2, 1: 0.4, 2: 0.6}
+    assert h["val/loss"] == {0: 2.0, 1: 1.5, 2: 1.0}
+    assert h["train/loss_epoch"] == {0: 2.2, 1: 1.7, 2: 1.2}
+    assert h["train/acc1"] == {0: 0.1, 1: 0.35, 2: 0.55}
+    assert h["train/loss_step"] == {0: 2.5}
+    assert epoch_series(h) == {"train_loss": "train/loss_epoch", "val_loss": "val/loss",
+                               "train_metric": "train/acc1", "val_metric": "val/acc1"}
+    path = write_run_curves(d, _results(seed=3))
+    assert path == d / "curves.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from matplotlib.image import imread
+    assert imread(path).shape[:2] == (340, 1000)
+    (tmp_path / "empty").mkdir()
+    assert write_run_curves(tmp_path / "empty", _results()) is None  # nothing logged: no plot
+
+
+def test_sweep_curves_average_over_seeds(tmp_path, capsys):
+    root = tmp_path / "runs"
+    for seed, (a0, a1) in enumerate([(0.2, 0.6), (0.4, 0.8)]):
+        _write(root, _results(pe="ape", seed=seed), HEADER + f"0,1,0.1,2.0,,{a0},1.5\n1,2,0.2,1.0,,{a1},0.5\n")
+    _write(root, _results(pe="pape", seed=0), HEADER + "0,1,0.1,2.0,,0.9,0.3\n")
+    _write(root, _results(pe="none", seed=0, status="failed"), HEADER + "0,1,0.1,2.0,,0.1,2.0\n")
+    s = sweep_series(root)
+    assert sorted(s["shapes"]) == ["ape", "pape"]  # complete runs only
+    assert s["shapes"]["ape"]["val_metric"] == {0: [0.2, 0.4], 1: [0.6, 0.8]}
+    assert s["shapes"]["pape"]["val_loss"] == {0: [0.3]}
+    out = write_sweep_curves(root, tmp_path / "LB_curves.png")
+    assert out is not None and out.read_bytes()[:4] == b"\x89PNG"
+    # regenerating gives the same bytes (no timestamps in the PNG)
+    first = out.read_bytes()
+    write_sweep_curves(root, out)
+    assert out.read_bytes() == first
