@@ -181,3 +181,48 @@ def test_sweep_curves_average_over_seeds(tmp_path, capsys):
     first = out.read_bytes()
     write_sweep_curves(root, out)
     assert out.read_bytes() == first
+
+
+# ------------------------------------------------------------------------------------- loggers
+TINY_RUN = ["run", "--dataset", "shapes", "--pe", "ape", "--epochs", "2", "--batch-size", "32",
+            "--data-option", "train_size=64", "--data-option", "val_size=32", "--analyses", "none",
+            "--no-progress-bar"]
+
+
+def test_logger_wandb_missing_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+    assert main([*TINY_RUN, "--logger", "wandb", "--out", str(tmp_path / "runs")]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert err == ["bench: error: --logger wandb needs the wandb package, which is not installed: "
+                   "pip install -e '.[wandb]'"]
+    assert not (tmp_path / "runs" / "shapes").exists()  # nothing created before validation passed
+
+
+def test_logger_flag_validation(capsys):
+    assert main(["run", "--logger", "mlflow", "--print-config"]) == 2
+    assert "invalid choice: 'mlflow'" in capsys.readouterr().err
+    assert main(["run", "--logger", "wandb", "--tensorboard", "--print-config"]) == 2
+    assert "conflicting flags" in capsys.readouterr().err
+    assert main(["run", "--tensorboard", "--print-config"]) == 0  # the alias resolves to logger: tensorboard
+    assert "logger: tensorboard" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_wandb_offline_run_writes_curves_and_local_files(tmp_path, monkeypatch, capsys):
+    """A tiny run with --logger wandb: W&B offline files under <run>/wandb/, metrics.csv kept,
+    curves.png from it, and `bench runs` lists the run. Needs the optional wandb extra."""
+    pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install -e '.[wandb]')")
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # offline is the default, not the environment's doing
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    out = tmp_path / "runs"
+    assert main([*TINY_RUN, "--logger", "wandb", "--out", str(out)]) == 0
+    run_dir = out / "shapes" / "ape" / "vit-nano" / "seed0"
+    offline = list((run_dir / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and list(offline[0].glob("run-*.wandb")), list((run_dir / "wandb").iterdir())
+    hist = read_history(run_dir)
+    assert sorted(hist["val/acc1"]) == [0, 1] and sorted(hist["train/loss_epoch"]) == [0, 1]
+    assert (run_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    capsys.readouterr()
+    assert main(["runs", "--results", str(out)]) == 0
+    rows = _table_rows(capsys.readouterr().out)
+    assert len(rows) == 1 and rows[0][:5] == ["shapes", "ape", "vit-nano", "0", "complete"]
