@@ -42,7 +42,7 @@ from typing import Any, Iterable
 from .alpha import alpha_sweep
 from .extrapolation import default_resolutions, evaluate_extrapolation
 from .geometry import DEFAULT_PROBE_SIZE, geometry
-from .plots import plot_alpha_sweep, plot_extrapolation, plot_geometry, plot_robustness, save_plot
+from .plots import plot_alpha_sweep, plot_extrapolation, plot_geometry, plot_robustness, run_info, save_plot
 from .robustness import robustness
 
 __all__ = ["run_analyses", "ANALYSIS_NAMES", "RESULT_KEYS", "DEFAULT_OPTIONS"]
@@ -93,9 +93,11 @@ def run_analyses(task: Any, datamodule: Any, analyses: str | Iterable[str], run_
     times: dict[str, float] = {}
     rd = Path(run_dir) if run_dir is not None else None
 
+    info = run_info(cfg, getattr(datamodule, "num_classes", None))  # figure titles and chance lines
+
     def plot(fn: Any, data: Any, name: str) -> None:
         if rd is not None and data:
-            save_plot(fn, data, rd / name)
+            save_plot(fn, data, rd / name, run=info)
 
     for name in names:
         t0 = time.perf_counter()
