@@ -7,7 +7,9 @@ token grid comes from the tokenizer for the new input size.
 
 * images: side ``S`` or ``"HxW"``; video / events: ``"TxS"`` (frames / time bins x side) or ``S``.
   A size not divisible by the patch (tubelet) size gives a row ``{"resolution", "error"}`` and is
-  skipped; so does any resolution the datamodule rejects.
+  skipped; so does any resolution the datamodule rejects. :func:`check_resolutions` raises for the
+  same sizes instead; ``bench run`` / ``bench eval`` call it first, so there such a size is a user
+  error (exit code 2) before anything is trained or written.
 * points: ``"MxG"`` sets ``task.tokenizer.num_groups = G`` for that evaluation; a bare ``M`` scales
   the trained group count with the point count, ``G = round(G_train · M / M_train)`` (at least 1,
   at most M), so each group keeps about as many points as in training. The tokenizer's group
@@ -29,7 +31,7 @@ from typing import Any, Sequence
 from .geometry import evaluating, task_device
 from .robustness import capped_batches, logits_in_chunks
 
-__all__ = ["evaluate_extrapolation", "default_resolutions", "resolution_key"]
+__all__ = ["evaluate_extrapolation", "check_resolutions", "default_resolutions", "resolution_key"]
 
 
 def _parse(res: Any) -> tuple[int, ...]:
@@ -97,6 +99,34 @@ def _n_tokens(task: Any, datamodule: Any, res: tuple[int, ...]) -> int:
         return int(task.tokenizer.num_groups)
     sizes = shape[-2:] if task.modality == "image" else shape[-3:]
     return int(math.prod(task.tokenizer.grid_for(sizes)))
+
+
+def check_resolutions(task: Any, datamodule: Any, resolutions: Sequence[str | int]) -> None:
+    """Raise one ``ValueError`` line (``ResolutionError`` where the size is the problem) for the first
+    resolution :func:`evaluate_extrapolation` would turn into an error row: not ``S`` / ``AxB``
+    positive integers, not divisible by the patch (tubelet) size, more groups than points. ``bench
+    run`` and ``bench eval`` call it before anything is written, so a bad size is a user error up
+    front rather than a row in ``results.json``."""
+    points = task.modality == "points"
+    groups0 = int(task.tokenizer.num_groups) if points else None
+    try:
+        for r in resolutions:
+            key = resolution_key(r)
+            try:
+                res = _parse(r)
+                if points:
+                    task.tokenizer.num_groups = _point_groups(task, datamodule, res)
+                _n_tokens(task, datamodule, res)
+            except ValueError as e:
+                msg = f"extrapolation resolution {key!r}: {' '.join(str(e).split())}"
+                try:
+                    err = type(e)(msg)  # keep ResolutionError / DataRootError
+                except Exception:  # noqa: BLE001 - a subclass with another signature
+                    err = ValueError(msg)
+                raise err from None
+    finally:
+        if points:
+            task.tokenizer.num_groups = groups0
 
 
 def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[str | int],

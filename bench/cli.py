@@ -10,13 +10,16 @@ launcher re-executes either form with the same arguments for ranks > 0.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
-from .config import ANALYSES, ConfigError, config_to_yaml, load_preset, load_yaml_config, merge, resolve
+from .config import (ANALYSES, ConfigError, check_resolution_syntax, config_to_yaml, load_preset, load_yaml_config,
+                     merge, resolve)
 from .perf import PERF_COMMANDS
 
 __all__ = ["main", "build_parser", "run_config_from_args"]
@@ -83,6 +86,9 @@ RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
                                                          "geometry on real ones")),
     ("--extrapolation-resolutions", "extrapolation_resolutions",
      dict(metavar="LIST", help="resolutions for the extrapolation analysis, e.g. 24,32,48,64")),
+    ("--max-skipped-fraction", "max_skipped_fraction",
+     dict(type=float, metavar="X", help="largest fraction of a split's samples that may be missing (exit 2 "
+                                         "before training) or corrupt (status incomplete) (default: 0.05)")),
     ("--rpt", "rpt", dict(action=argparse.BooleanOptionalAction,
                           help="random permutation training (run directory <pe>+rpt)")),
     ("--class-token", "class_token", dict(action=argparse.BooleanOptionalAction, help="prepend a CLS token")),
@@ -294,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "sweep":
             return commands.cmd_sweep(args, extra, parser)
+        _check_command_args(args)
         return getattr(commands, f"cmd_{args.command}")(args)
     except BrokenPipeError:  # output piped into `head` etc.: stop quietly, like other command-line tools
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
@@ -312,7 +319,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"bench: error: {_one_line(e)} (training stopped; last.ckpt kept, results.json status failed)",
                   file=sys.stderr)
             return 1
+        if isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS:
+            where = f": {e.filename}" if e.filename else ""
+            print(f"bench: error: {e.strerror or e}{where} (files written so far are complete; free space or "
+                  f"fix permissions, then re-run the same command)", file=sys.stderr)
+            return 1
         raise
+
+
+#: errors of the storage, not of pebench: one line and exit code 1 instead of a traceback
+_STORAGE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EFBIG", "EACCES", "EPERM")
+                            if hasattr(errno, n))
+
+
+def _check_command_args(args: argparse.Namespace) -> None:
+    """Arguments of ``bench eval`` / ``bench leaderboard`` that can be checked without torch."""
+    if args.command == "eval" and args.resolutions is not None:
+        items = [r.strip() for r in str(args.resolutions).split(",")]
+        if not any(items):
+            raise ConfigError("--resolutions is empty; expected a comma list such as 24,32,48")
+        for r in items:
+            check_resolution_syntax(r, "--resolutions")
+    if args.command == "leaderboard":
+        out = Path(args.out)
+        if not str(args.out).strip():
+            raise ConfigError("--out must name a markdown file, got an empty string")
+        if out.is_dir():
+            raise ConfigError(f"--out {str(out)!r} is a directory; expected a markdown file, e.g. "
+                              f"{str(out / 'LEADERBOARD.md')!r}")
+        if not out.parent.is_dir():
+            raise ConfigError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
 
 
 def _one_line(e: BaseException) -> str:

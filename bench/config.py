@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import yaml
 
 __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_presets", "merge",
            "resolve", "config_to_dict", "run_dir_for", "variant_name", "parse_analyses", "ANALYSES",
+           "check_resolution_syntax",
            "DEFAULT_PE_PREFERENCE"]
 
 #: ``--logger`` values (the CSV logger's metrics.csv is written in every case)
@@ -80,6 +82,8 @@ class RunConfig:
     out: str = "runs"
     analyses: str = "auto"                    # auto | none | all | comma list of ANALYSES
     extrapolation_resolutions: list | None = None
+    # data integrity: above this fraction of a split's samples missing or corrupt, the run is not complete
+    max_skipped_fraction: float = 0.05
 
 
 _HINTS: dict[str, Any] | None = None
@@ -252,10 +256,56 @@ def resolve(cfg: RunConfig) -> RunConfig:
             raise ConfigError(f"{name} must be >= 1, got {getattr(cfg, name)}")
     if cfg.num_workers < 0:
         raise ConfigError(f"num_workers must be >= 0, got {cfg.num_workers}")
-    if cfg.lr <= 0:
-        raise ConfigError(f"lr must be > 0, got {cfg.lr}")
+    _check_numbers(cfg)
+    if not str(cfg.out).strip():
+        raise ConfigError("out must name a directory, got an empty string (default: runs)")
+    if cfg.data_root is not None and not str(cfg.data_root).strip():
+        raise ConfigError("data_root must name a directory, got an empty string")
     parse_analyses(cfg.analyses, True, True)  # validates names
+    for r in cfg.extrapolation_resolutions or []:
+        check_resolution_syntax(r, "extrapolation_resolutions")
     return cfg
+
+
+#: float options: name -> (lowest, lowest allowed, highest, highest allowed, what it is)
+_RANGES: dict[str, tuple[float, bool, float, bool, str]] = {
+    "lr": (0.0, False, math.inf, False, "the peak learning rate"),
+    "weight_decay": (0.0, True, math.inf, False, "the AdamW weight decay"),
+    "warmup_epochs": (0.0, True, math.inf, False, "the warm-up length in epochs"),
+    "label_smoothing": (0.0, True, 1.0, False, "the label-smoothing factor"),
+    "drop_path": (0.0, True, 1.0, False, "the stochastic-depth rate"),
+    "layer_decay": (0.0, False, 1.0, True, "the layer-wise lr decay factor"),
+    "limit_train_batches": (0.0, False, math.inf, False, "a fraction (<= 1) or a number of batches"),
+    "limit_val_batches": (0.0, False, math.inf, False, "a fraction (<= 1) or a number of batches"),
+    "max_skipped_fraction": (0.0, True, 1.0, True, "the largest fraction of a split's samples that may be "
+                                                    "missing or corrupt"),
+}
+
+
+def _check_numbers(cfg: RunConfig) -> None:
+    """Every float option finite and inside its range (one-line :class:`ConfigError` otherwise)."""
+    for name, (lo, lo_in, hi, hi_in, what) in _RANGES.items():
+        v = getattr(cfg, name)
+        if v is None:
+            continue
+        lo_s = f"{'>=' if lo_in else '>'} {lo:g}"
+        hi_s = "" if math.isinf(hi) else f" and {'<=' if hi_in else '<'} {hi:g}"
+        hi_s += " and finite"
+        ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+              and (v >= lo if lo_in else v > lo) and (v <= hi if hi_in else v < hi))
+        if not ok:
+            raise ConfigError(f"{name} must be {lo_s}{hi_s} ({what}), got {v!r}")
+        if name.startswith("limit_") and v > 1 and v != int(v):
+            raise ConfigError(f"{name} must be a fraction (<= 1) or a whole number of batches, got {v!r}")
+
+
+def check_resolution_syntax(value: Any, name: str) -> None:
+    """``S`` or ``AxB`` with positive integers, else :class:`ConfigError` (divisibility by the patch
+    size is checked where the dataset is known)."""
+    parts = str(value).strip().lower().split("x")
+    if not (1 <= len(parts) <= 2 and all(p.isdigit() and int(p) > 0 for p in parts)):
+        raise ConfigError(f"{name}: {str(value)!r} is not a resolution; expected positive integers "
+                          f"'S' or 'AxB', e.g. 24,32,48")
 
 
 def config_to_dict(cfg: RunConfig) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import io
 import logging
+import math
 import os
 import platform
 import subprocess
@@ -96,22 +97,89 @@ def train_grid_for(dm: Any) -> tuple[int, ...] | None:
     return tuple(s // p for s, p in zip(sizes, patch))
 
 
+def _kept_skipped(batch: Any) -> tuple[int, int]:
+    """-> (samples in the batch, corrupt samples the collate function dropped from it)."""
+    info = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 and isinstance(batch[2], dict) else {}
+    return int(batch[1].shape[0]), int(info.get("skipped", 0))
+
+
 class _ValSampleCounter(Callback):
-    """Counts validation samples over all ranks (checks that DDP counts every sample once)."""
+    """Counts samples over all ranks: ``total`` / ``val_skipped`` of the last validation pass (checks
+    that DDP counts every sample once) and ``train_kept`` / ``train_skipped`` over this attempt's
+    training epochs (corrupt samples dropped by the loader; see ``datamodules/corrupt.py``)."""
 
     def __init__(self) -> None:
-        self.local = 0
-        self.total = 0
+        self.local = {"train": [0, 0], "val": [0, 0]}  # this rank's (kept, skipped) in the current epoch
+        self.total = self.val_skipped = self.train_kept = self.train_skipped = 0
+
+    def _reduce(self, split: str, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[int, int]:
+        t = torch.tensor([float(v) for v in self.local[split]], device=pl_module.device)
+        kept, skipped = (int(v) for v in trainer.strategy.reduce(t, reduce_op="sum").tolist())
+        self.local[split] = [0, 0]
+        return kept, skipped
+
+    def _add(self, split: str, batch: Any) -> None:
+        kept, skipped = _kept_skipped(batch)
+        self.local[split][0] += kept
+        self.local[split][1] += skipped
 
     def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.local = 0
+        self.local["val"] = [0, 0]
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
-        self.local += int(batch[1].shape[0])
+        self._add("val", batch)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        t = torch.tensor(float(self.local), device=pl_module.device)
-        self.total = int(trainer.strategy.reduce(t, reduce_op="sum").item())
+        self.total, self.val_skipped = self._reduce("val", trainer, pl_module)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.local["train"] = [0, 0]
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._add("train", batch)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        kept, skipped = self._reduce("train", trainer, pl_module)
+        self.train_kept += kept
+        self.train_skipped += skipped
+
+
+def _skip_report(task: Any, dm: Any, counter: _ValSampleCounter, max_fraction: float) -> tuple[dict, str | None]:
+    """-> (``skipped_samples`` of results.json, why the data make the run incomplete or None).
+
+    ``by_reason``: ``missing`` = listed files that do not exist (dropped before training, counted
+    once), ``corrupt`` = undecodable samples dropped in batches (counted each time they are read).
+    ``fraction``: corrupt share of the training samples read in this attempt and of the final
+    validation pass. A split with no samples left, or a fraction above ``max_fraction``, is a reason.
+    """
+    by_reason = {"missing": 0, **dict(getattr(dm, "skipped_samples", {}) or {})}
+    in_batches = task.skipped_total()
+    by_reason["corrupt"] = by_reason.get("corrupt", 0) + in_batches
+    fractions: dict[str, float | None] = {}
+    reason = None
+    for split, kept, skipped in (("train", counter.train_kept, counter.train_skipped),
+                                 ("val", counter.total, counter.val_skipped)):
+        fractions[split] = round(skipped / (kept + skipped), 6) if kept + skipped else None
+        if skipped and not kept:
+            reason = reason or (f"no {split} samples: all {skipped} read were corrupt and skipped; "
+                                f"expected layout: {dm.expected_layout or 'see bench list datasets'}")
+        elif fractions[split] is not None and fractions[split] > max_fraction:
+            reason = reason or (f"{skipped} of {kept + skipped} {split} samples ({100 * fractions[split]:.1f} %) "
+                                f"were corrupt and skipped, more than max_skipped_fraction={max_fraction:g}")
+    if counter.total == 0 and reason is None:
+        reason = "no validation samples were evaluated"
+    return {"in_batches": in_batches, "by_reason": by_reason, "fraction": fractions}, reason
+
+
+def _strict_json(obj: Any) -> Any:
+    """Non-finite floats -> None, so results.json is standard JSON (no ``NaN`` / ``Infinity``)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict_json(v) for v in obj]
+    return obj
 
 
 class _StepSeed(Callback):
@@ -297,6 +365,9 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
                                         additive_pe=bool(getattr(pe_cls, "additive", False)))
     if cfg.fast_dev_run and not explicit:
         analyses = []  # a smoke test: analyses only when asked for
+    if "alpha" in analyses and not getattr(pe_cls, "additive", False):  # only an explicit --analyses alpha
+        raise PEConfigError(f"analysis 'alpha' does not apply to PE {cfg.pe!r}: it scales an additive PE "
+                            f"(see `bench list pes`); drop it from --analyses or use --analyses all")
     _check_logger_installed(cfg.logger)
     try:
         dm = dm_cls(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
@@ -304,6 +375,7 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
     except TypeError as e:
         raise ConfigError(f"invalid data options for dataset {cfg.dataset!r}: {e}") from None
     grid = train_grid_for(dm)
+    _check_data_root(dm, cfg.max_skipped_fraction)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     try:
         task = ClassificationTask(
@@ -316,6 +388,9 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
         if "keyword argument" in str(e):
             raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None
         raise
+    if cfg.extrapolation_resolutions:  # sizes the model cannot take fail now, not as error rows after training
+        from pebench.analysis.extrapolation import check_resolutions
+        check_resolutions(task, dm, cfg.extrapolation_resolutions)
     if cfg.compile:
         task.backbone.compile()  # nn.Module.compile: forward compiled in place, state_dict keys unchanged
     if isinstance(cfg.devices, int) and cfg.devices > 0 and cfg.batch_size % (cfg.devices * cfg.num_nodes):
@@ -420,7 +495,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             results["status"] = status
         results["wall_time_s"] = round(time.time() - t0, 3)
         if rank0:
-            atomic_write_json(run_dir / "results.json", results)
+            atomic_write_json(run_dir / "results.json", _strict_json(results))
 
     if rank0:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -444,17 +519,21 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             metrics.update(test[0] if test else {})
         results["metrics"] = {k: float(v) for k, v in sorted(metrics.items())}
         results["val_samples"] = parts["counter"].total
-        results["skipped_samples"] = {"in_batches": task.skipped_total(),
-                                      "by_reason": dict(getattr(dm, "skipped_samples", {}) or {})}
+        results["skipped_samples"], data_problem = _skip_report(task, dm, parts["counter"], cfg.max_skipped_fraction)
         if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()  # analyses run on rank 0 alone
         if not rank0:
             return results
         restore_loaders(dm, orig)
-        extra, finished = _analyses(task, dm, parts["analyses"], run_dir, config)
+        if data_problem:  # status incomplete with the reason; no analyses on an empty split
+            results["incomplete_reason"] = data_problem
+            print(f"bench: warning: {data_problem}", file=sys.stderr)
+        no_samples = results["val_samples"] == 0 or (parts["counter"].train_skipped and not parts["counter"].train_kept)
+        extra, finished = _analyses(task, dm, [] if no_samples else parts["analyses"], run_dir, config)
         results.update(extra)
         complete = finished or (extra.get("analyses") == "unavailable" and not parts["explicit_analyses"])
+        complete = complete and not data_problem
         if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run):
             complete = False
         _write_curves(run_dir, results)

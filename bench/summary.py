@@ -56,6 +56,21 @@ def _records_table(title: str, value: Any) -> str | None:
     return None
 
 
+def _skip_rows(skipped: Any) -> list[tuple[str, Any]]:
+    """``skipped_samples`` -> one row per reason with a non-zero count (none when nothing was skipped)."""
+    if not isinstance(skipped, dict):
+        return []
+    by_reason = skipped.get("by_reason") if isinstance(skipped.get("by_reason"), dict) else {}
+    if not by_reason and skipped.get("in_batches"):
+        by_reason = {"corrupt": skipped["in_batches"]}
+    rows: list[tuple[str, Any]] = [(f"skipped ({k})", v) for k, v in sorted(by_reason.items())
+                                   if isinstance(v, int) and v]
+    frac = skipped.get("fraction") if isinstance(skipped.get("fraction"), dict) else {}
+    if rows:
+        rows += [(f"skipped fraction ({k})", v) for k, v in sorted(frac.items()) if isinstance(v, float) and v]
+    return rows
+
+
 def format_summary(results: dict[str, Any]) -> str:
     """The end-of-run summary: run, status, metrics, then analyses that produced tables."""
     rows: list[tuple[str, Any]] = [
@@ -64,7 +79,11 @@ def format_summary(results: dict[str, Any]) -> str:
         ("status", results.get("status")),
     ]
     rows += [(k, v) for k, v in (results.get("metrics") or {}).items()]
-    rows += [("val samples", results.get("val_samples")), ("parameters", results.get("n_params")),
+    if results.get("incomplete_reason"):
+        rows.append(("incomplete because", results["incomplete_reason"]))
+    rows += [("val samples", results.get("val_samples"))]
+    rows += _skip_rows(results.get("skipped_samples"))
+    rows += [("parameters", results.get("n_params")),
              ("wall time (s)", f"{results.get('wall_time_s') or 0:.1f}"), ("run dir", results.get("run_dir"))]
     if isinstance(results.get("analyses"), str):
         rows.append(("analyses", results["analyses"]))

@@ -11,19 +11,37 @@ events    ``(B, 2, T, H, W)``      side ``S`` (sensor window) or ``"TxS"`` (time
 points    ``(B, M, 3)``            number of points ``M`` (``"MxG"``: points x groups)
 ========  =======================  ===================================================
 
-Labels are ``(B,)`` long class indices. Corrupt samples are skipped and counted in
-``skipped_samples`` (name -> count), which the run reports in ``results.json``.
+Labels are ``(B,)`` long class indices.
+
+Skipped samples, by reason (``results.json`` ``skipped_samples.by_reason``):
+
+* ``missing``: a file named by the dataset's own list files (UCF101 train/test lists, Tiny
+  ImageNet's ``val_annotations.txt``) that does not exist. Found before training by
+  :meth:`BenchDataModule.preflight` (via :meth:`BenchDataModule.drop_missing`), dropped from the
+  sample list and counted here in ``skipped_samples["missing"]``; a split whose files are *all*
+  missing (e.g. videos laid out flat instead of in class folders) is a :class:`DataRootError`.
+* ``corrupt``: a file that exists but cannot be decoded; skipped inside the loader
+  (``corrupt.py``) and counted per batch by the Task.
+
+``bench run`` calls :meth:`BenchDataModule.preflight` before it creates the run directory, so a
+broken data root (unreadable pickles, no images, only missing files) fails with exit code 2 and
+leaves nothing behind.
 """
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar
+import logging
+import math
+import os
+from typing import Any, ClassVar, Sequence
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-__all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES"]
+__all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES", "int_option", "float_option"]
+
+log = logging.getLogger(__name__)
 
 MODALITIES = ("image", "video", "events", "points")
 
@@ -46,6 +64,30 @@ def parse_resolution(value: int | str | None) -> tuple[int, ...] | None:
     if not parts or len(parts) > 2 or any(p <= 0 for p in parts):
         raise ValueError(f"resolution {value!r} must be one or two positive integers ('64' or '16x64')")
     return tuple(parts)
+
+
+def int_option(dataset: str, key: str, value: Any, minimum: int = 1) -> int:
+    """A whole-number datamodule option (``--data-option KEY=VALUE``) >= ``minimum``, else one-line
+    ``ValueError`` (exit code 2 in the CLI)."""
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    if not ok and isinstance(value, float) and value.is_integer():
+        value, ok = int(value), True
+    if not ok and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value, ok = int(value), True
+    if not ok or value < minimum:
+        raise ValueError(f"{dataset}: data option {key} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def float_option(dataset: str, key: str, value: Any, minimum: float = 0.0) -> float:
+    """A finite float datamodule option >= ``minimum``, else one-line ``ValueError``."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not math.isfinite(v) or v < minimum:
+        raise ValueError(f"{dataset}: data option {key} must be a finite number >= {minimum:g}, got {value!r}")
+    return v
 
 
 class BenchDataModule(L.LightningDataModule, abc.ABC):
@@ -78,6 +120,8 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
         self.resolution = parse_resolution(resolution if resolution is not None else self.default_resolution)
         self.data_root = data_root
         self.skipped_samples: dict[str, int] = {}
+        #: split -> (files listed, files missing, first missing path); see :meth:`drop_missing`
+        self.missing_by_split: dict[str, tuple[int, int, str | None]] = {}
         if self.needs_data_root and not data_root:
             raise DataRootError(f"dataset {self.name!r} needs --data-root; expected layout: {self.expected_layout}")
 
@@ -133,3 +177,35 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
 
     def count_skipped(self, reason: str, n: int = 1) -> None:
         self.skipped_samples[reason] = self.skipped_samples.get(reason, 0) + n
+
+    # ---- data-root checks before anything is written ---------------------------------
+    def drop_missing(self, samples: Sequence[tuple[str, Any]], split: str, listed_in: str,
+                     hint: str = "") -> list[tuple[str, Any]]:
+        """``(path, label)`` list -> the entries whose file exists; the others are counted as
+        ``missing`` (once per split). All missing: :class:`DataRootError` naming the first missing
+        path, ``listed_in`` (the list file) and the expected layout (``hint`` is prepended)."""
+        kept = [s for s in samples if os.path.isfile(s[0])]
+        missing = [s[0] for s in samples if not os.path.isfile(s[0])]
+        if split not in self.missing_by_split:
+            self.missing_by_split[split] = (len(samples), len(missing), missing[0] if missing else None)
+            if missing:
+                self.count_skipped("missing", len(missing))
+                log.warning("%s: %d of %d files listed in %s do not exist (first: %s)", self.name, len(missing),
+                            len(samples), listed_in, missing[0])
+        if samples and not kept:
+            raise DataRootError(f"{self.name}: none of the {len(samples)} files listed in {listed_in!r} exist "
+                                f"(first: {missing[0]!r}); {hint}expected layout: {self.expected_layout}")
+        return kept
+
+    def preflight(self) -> dict[str, int]:
+        """Build the training and validation sets once (list files read, listed files checked,
+        arrays unpickled) so a broken data root raises :class:`DataRootError` now, before a run
+        directory exists; -> ``{"train": n, "val": n}``. Synthetic sets have nothing to check."""
+        if not self.needs_data_root:
+            return {}
+        sizes = {"train": len(self.train_dataset()), "val": len(self.val_dataset())}
+        for split, n in sizes.items():
+            if n == 0:
+                raise DataRootError(f"{self.name}: no {split} samples under {self.data_root!r}; "
+                                    f"expected layout: {self.expected_layout}")
+        return sizes

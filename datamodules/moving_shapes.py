@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, random_colour, shape_alpha
-from .base import parse_resolution
+from .base import parse_resolution, float_option, int_option
 from .registry import register_datamodule
 
 __all__ = ["MovingShapesDataModule", "moving_shapes_scene", "render_moving_shapes", "DIRECTIONS"]
@@ -102,8 +102,9 @@ class MovingShapesDataModule(SyntheticSplitsDataModule):
         if kwargs.get("resolution") is None:
             kwargs["resolution"] = f"{int(frames)}x32"
         super().__init__(**kwargs)
-        self.train_size, self.val_size = int(train_size), int(val_size)
-        self.frames, self.noise = int(frames), float(noise)
+        self.train_size = int_option(self.name, "train_size", train_size)
+        self.val_size = int_option(self.name, "val_size", val_size)
+        self.frames, self.noise = int_option(self.name, "frames", frames), float_option(self.name, "noise", noise)
         self.resolution = self._res(self.resolution)
 
     @property

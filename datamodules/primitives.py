@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size
-from .base import parse_resolution
+from .base import parse_resolution, float_option, int_option
 from .registry import register_datamodule
 
 __all__ = ["PrimitivesDataModule", "PRIMITIVES", "primitives_scene", "render_primitive", "sample_surface"]
@@ -124,7 +124,9 @@ class PrimitivesDataModule(SyntheticSplitsDataModule):
 
     def __init__(self, train_size: int = 4096, val_size: int = 512, jitter: float = 0.01, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.train_size, self.val_size, self.jitter = int(train_size), int(val_size), float(jitter)
+        self.train_size = int_option(self.name, "train_size", train_size)
+        self.val_size = int_option(self.name, "val_size", val_size)
+        self.jitter = float_option(self.name, "jitter", jitter)
         self.resolution = self._res(self.resolution)
 
     @property

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, random_colour, shape_alpha
-from .base import parse_resolution
+from .base import parse_resolution, float_option, int_option
 from .registry import register_datamodule
 
 __all__ = ["ShapesDataModule", "shapes_scene", "render_shapes"]
@@ -114,8 +114,10 @@ class ShapesDataModule(SyntheticSplitsDataModule):
             raise ValueError(f"unknown shapes task {task!r}; available: mixed, octant")
         super().__init__(**kwargs)
         self.task = task
-        self.train_size, self.val_size = int(train_size), int(val_size)
-        self.distractors, self.noise = int(distractors), float(noise)
+        self.train_size = int_option(self.name, "train_size", train_size)
+        self.val_size = int_option(self.name, "val_size", val_size)
+        self.distractors = int_option(self.name, "distractors", distractors, minimum=0)
+        self.noise = float_option(self.name, "noise", noise)
         self._side(self.resolution)  # validate
 
     @property

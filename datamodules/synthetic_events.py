@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, shape_alpha
-from .base import parse_resolution
+from .base import parse_resolution, float_option, int_option
 from .registry import register_datamodule
 
 __all__ = ["SyntheticEventsDataModule", "EventDataset", "EVENT_DTYPE", "GESTURES", "events_scene",
@@ -159,7 +159,9 @@ class SyntheticEventsDataModule(SyntheticSplitsDataModule):
         if kwargs.get("resolution") is None:
             kwargs["resolution"] = f"{int(time_bins)}x32"
         super().__init__(**kwargs)
-        self.train_size, self.val_size, self.time_bins = int(train_size), int(val_size), int(time_bins)
+        self.train_size = int_option(self.name, "train_size", train_size)
+        self.val_size = int_option(self.name, "val_size", val_size)
+        self.time_bins = int_option(self.name, "time_bins", time_bins)
         self.event_kw = {"fine_steps": int(fine_steps), "threshold": float(threshold), "noise_rate": float(noise_rate)}
         self.resolution = self._res(self.resolution)
 

@@ -4,8 +4,9 @@ Layout: ``<root>/tiny-imagenet-200/`` (or ``<root>`` being that folder) with ``w
 ``train/<wnid>/images/*.JPEG`` and ``val/images/*.JPEG`` + ``val/val_annotations.txt``
 (tab-separated: file, wnid, box). The official ``test/`` split has no labels; ``val`` is the
 evaluation split (the usual protocol). Labels: position of the wnid in the *sorted* ``wnids.txt``
-(the order ``ImageFolder`` gives ``train/``). Some images are grayscale: every image is converted
-to RGB.
+(the order ``ImageFolder`` gives ``train/``). Validation images named in ``val_annotations.txt`` that
+do not exist are dropped and counted as ``missing`` (``base.py``). Some images are grayscale: every
+image is converted to RGB.
 
 Resolution: the SSDC/EED ViT-S/16 setting, 64 px images upsampled to 224 (patch 16). Eval:
 resize + centre crop with ratio 1.0 (the images are already tight 64x64 crops).
@@ -67,4 +68,4 @@ class TinyImageNetDataModule(ImageDataModule):
                 if parts[1] not in self.class_to_idx:
                     raise DataRootError(f"{self.name}: {ann!r} names wnid {parts[1]!r} missing from wnids.txt")
                 out.append((os.path.join(self.folder, "val", "images", parts[0]), self.class_to_idx[parts[1]]))
-        return sorted(out)
+        return self.drop_missing(sorted(out), split, ann)

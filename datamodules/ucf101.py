@@ -16,8 +16,10 @@ of a short video repeat its last frame):
   With ``eval_clips = 1`` (default) the test split is evaluated on the centre clip (clip-level
   accuracy of the centre clip), which keeps the contract's 5-D batches.
 
-``resolution`` is ``S`` or ``"TxS"`` (frames x side; overrides ``frames``). Undecodable videos are
-skipped and counted (``corrupt.py``), and so are truncated AVIs: decord opens them and returns only
+``resolution`` is ``S`` or ``"TxS"`` (frames x side; overrides ``frames``). Listed videos that do not
+exist are dropped before training and counted as ``missing`` (all of a list missing, e.g. videos laid
+out flat without class folders, is a ``DataRootError`` naming the expected layout; see ``base.py``).
+Undecodable videos are skipped and counted as ``corrupt`` (``corrupt.py``), and so are truncated AVIs: decord opens them and returns only
 the frames before the cut, so an AVI whose decodable frame count falls below 90% of the count its
 ``avih`` header declares (minus 1) counts as corrupt.
 """
@@ -175,7 +177,10 @@ class UCF101DataModule(BenchDataModule):
                     out.append((os.path.join(self.video_dir, *rel.split("/")), self.class_to_idx[cls]))
             if not out:
                 raise DataRootError(f"ucf101: {self.list_files[key]!r} is empty; expected layout: {self.expected_layout}")
-            self._samples[key] = out
+            flat = os.path.join(self.video_dir, os.path.basename(out[0][0]))
+            hint = (f"the videos lie directly in {self.video_dir!r} (e.g. {os.path.basename(flat)!r}) but must be "
+                    f"in one folder per class; " if not os.path.isfile(out[0][0]) and os.path.isfile(flat) else "")
+            self._samples[key] = self.drop_missing(out, key, self.list_files[key], hint)
         return self._samples[key]
 
     def train_dataset(self):
