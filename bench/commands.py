@@ -197,6 +197,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import torch
 
     from pebench.analysis import evaluate_extrapolation, plot_extrapolation, save_plot
+    from pebench.analysis.plots import run_info
+
+    from .config import config_to_dict
+    from .run import _git_sha
+    from .runs import add_provenance
     from pebench.analysis.extrapolation import check_resolutions
     from pebench.datamodules import get_datamodule_class
     from pebench.models import ClassificationTask
@@ -231,9 +236,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     rows = evaluate_extrapolation(task, dm, resolutions)
     res_path = run_dir / "results.json"
     results: dict[str, Any] = read_json(res_path) if res_path.is_file() else {}
-    results["extrapolation"] = rows
+    command = f"bench eval --run {args.run}" + (f" --resolutions {args.resolutions}" if args.resolutions else "")
+    entry = add_provenance(results, "extrapolation", rows, command, _git_sha())
     atomic_write_json(res_path, results)
-    save_plot(plot_extrapolation, rows, run_dir / "extrapolation.png")
+    save_plot(plot_extrapolation, rows, run_dir / "extrapolation.png",
+              run=run_info({**config_to_dict(cfg), "variant": results.get("variant")}, dm.num_classes))
+    if entry["replaced"] is not None:
+        print(f"bench: note: replaced the extrapolation rows of {entry['replaced']['added_by']} "
+              f"({entry['replaced']['samples']} samples per size); they are kept in results.json "
+              f"provenance", file=sys.stderr)
     from .summary import format_summary
     print(format_summary({k: v for k, v in results.items() if k not in ("geometry", "robustness", "alpha_sweep")}))
     return 0

@@ -23,7 +23,7 @@ from .config import ConfigError
 from .summary import format_summary, format_table
 
 __all__ = ["collect_runs", "run_row", "not_complete_reason", "format_runs", "format_run", "cmd_runs",
-           "RUN_COLUMNS"]
+           "add_provenance", "RUN_COLUMNS"]
 
 #: columns of ``bench runs`` (in order)
 RUN_COLUMNS = ("dataset", "pe", "model", "seed", "status", "metric", "value", "wall (s)", "fingerprint", "reason")
@@ -175,10 +175,47 @@ def _provenance(res: dict[str, Any]) -> list[tuple[str, Any]]:
         out.append(("versions", ", ".join(f"{k} {v}" for k, v in versions.items())))
     for entry in res.get("provenance") or []:  # what a later command (bench eval) added
         if isinstance(entry, dict):
-            out.append((f"added by {entry.get('command', '?')}",
-                        f"{entry.get('section')} ({entry.get('samples')} samples/resolution) at {entry.get('time')}, "
-                        f"code {entry.get('git_sha')}"))
+            rep = entry.get("replaced")
+            replaced = (f"; replaced rows of {rep.get('added_by')} ({rep.get('samples')} samples per size)"
+                        if isinstance(rep, dict) else "")
+            out.append((f"{entry.get('section')} from", f"{entry.get('command', '?')} at {entry.get('time')}, "
+                        f"{entry.get('samples')} samples per size, code {entry.get('git_sha')}{replaced}"))
     return out
+
+
+def _samples(value: Any) -> Any:
+    """Samples per evaluated size of a list of rows with ``n_samples``: one int when all agree,
+    else ``{resolution: n}``; ``None`` when the rows do not say."""
+    if not isinstance(value, list):
+        return None
+    counts = {str(r.get("resolution")): r.get("n_samples") for r in value
+              if isinstance(r, dict) and r.get("n_samples") is not None}
+    if not counts:
+        return None
+    distinct = set(counts.values())
+    return next(iter(distinct)) if len(distinct) == 1 else counts
+
+
+def add_provenance(results: dict[str, Any], section: str, value: Any, command: str,
+                   git_sha: str | None, now: str | None = None) -> dict[str, Any]:
+    """Put ``value`` into ``results[section]`` and append to ``results["provenance"]`` what added
+    it: section, sample count (per evaluated size), command line, code version (git sha) and UTC
+    time. Rows it replaces are kept in the entry (``replaced``: the old value with its sample
+    count), never dropped. Returns the entry."""
+    import datetime
+
+    entry: dict[str, Any] = {
+        "section": section, "command": command, "samples": _samples(value), "git_sha": git_sha,
+        "time": now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "replaced": None}
+    if results.get(section) is not None:
+        old = results[section]
+        entry["replaced"] = {"value": old, "samples": _samples(old),
+                             "added_by": next((p.get("command") for p in reversed(results.get("provenance") or [])
+                                               if isinstance(p, dict) and p.get("section") == section), "bench run")}
+    results[section] = value
+    results.setdefault("provenance", []).append(entry)
+    return entry
 
 
 def format_run(run_dir: Path) -> str:

@@ -226,3 +226,59 @@ def test_wandb_offline_run_writes_curves_and_local_files(tmp_path, monkeypatch, 
     assert main(["runs", "--results", str(out)]) == 0
     rows = _table_rows(capsys.readouterr().out)
     assert len(rows) == 1 and rows[0][:5] == ["shapes", "ape", "vit-nano", "0", "complete"]
+
+
+# ------------------------------------------------------------------------------------- provenance
+def test_add_provenance_keeps_replaced_rows():
+    from pebench.runs import add_provenance
+
+    res = {"extrapolation": [{"resolution": "32", "acc1": 0.5, "n_samples": 128}]}
+    new = [{"resolution": "32", "acc1": 0.6, "n_samples": 512}, {"resolution": "48", "acc1": 0.4, "n_samples": 512}]
+    e1 = add_provenance(res, "extrapolation", new, "bench eval --run r", "abc", now="2026-01-01T00:00:00Z")
+    assert res["extrapolation"] == new
+    assert e1 == {"section": "extrapolation", "command": "bench eval --run r", "samples": 512, "git_sha": "abc",
+                  "time": "2026-01-01T00:00:00Z",
+                  "replaced": {"value": [{"resolution": "32", "acc1": 0.5, "n_samples": 128}], "samples": 128,
+                               "added_by": "bench run"}}
+    mixed = [{"resolution": "24", "acc1": 0.7, "n_samples": 100}, {"resolution": "32", "acc1": 0.6, "n_samples": 90}]
+    e2 = add_provenance(res, "extrapolation", mixed, "bench eval --run r --resolutions 24,32", None)
+    assert e2["samples"] == {"24": 100, "32": 90}
+    assert e2["replaced"]["added_by"] == "bench eval --run r" and e2["replaced"]["value"] == new
+    assert [p["command"] for p in res["provenance"]] == ["bench eval --run r", "bench eval --run r --resolutions 24,32"]
+    assert add_provenance({}, "extrapolation", new, "c", None)["replaced"] is None
+
+
+@pytest.fixture(scope="module")
+def tiny_csv_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ux") / "runs"
+    assert main([*TINY_RUN, "--out", str(out), "--extrapolation-resolutions", "32",
+                 "--analyses", "extrapolation"]) == 0
+    return out, out / "shapes" / "ape" / "vit-nano" / "seed0"
+
+
+@pytest.mark.slow
+def test_run_writes_curves_png(tiny_csv_run):
+    out, run_dir = tiny_csv_run
+    hist = read_history(run_dir)
+    assert sorted(hist["val/acc1"]) == [0, 1] and sorted(hist["train/acc1"]) == [0, 1]
+    assert (run_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert (run_dir / "extrapolation.png").is_file()
+
+
+@pytest.mark.slow
+def test_eval_records_provenance_and_keeps_replaced_rows(tiny_csv_run, capsys):
+    out, run_dir = tiny_csv_run
+    before = json.loads((run_dir / "results.json").read_text())
+    assert [r["resolution"] for r in before["extrapolation"]] == ["32"] and "provenance" not in before
+    capsys.readouterr()
+    assert main(["eval", "--run", str(run_dir), "--resolutions", "24,32"]) == 0
+    assert "replaced the extrapolation rows of bench run" in capsys.readouterr().err
+    res = json.loads((run_dir / "results.json").read_text())
+    assert [r["resolution"] for r in res["extrapolation"]] == ["24", "32"]
+    (entry,) = res["provenance"]
+    assert entry["section"] == "extrapolation" and entry["command"] == f"bench eval --run {run_dir} --resolutions 24,32"
+    assert entry["samples"] == 32  # the whole validation set (val_size=32) at each size
+    assert entry["replaced"]["value"] == before["extrapolation"] and entry["replaced"]["added_by"] == "bench run"
+    assert entry["git_sha"] == before["git_sha"] and entry["time"].endswith("Z")
+    assert main(["runs", "show", str(run_dir)]) == 0
+    assert "extrapolation from" in capsys.readouterr().out
