@@ -13,6 +13,8 @@
 * ``data``        loader samples/s (decode + transforms) vs vit-nano training-step samples/s per
   modality at the default ``num_workers`` (:mod:`pebench.perf_data`).
 * ``e2e``         ``bench run`` (defaults) wall time vs the 3-minute budget (subprocess).
+* ``startup``     wall time of ``bench --help`` and ``bench run --help`` (fresh processes) vs the
+  1-second budget: argument parsing must not import torch (:func:`bench_startup`).
 * ``attention``   one attention layer per PE (:mod:`pebench.perf_attention`, own output format).
 * ``all``         everything above except ``attention`` (``--quick``: smaller repeats, no e2e).
 
@@ -125,11 +127,53 @@ def _parser(what: str) -> argparse.ArgumentParser:
     return ap
 
 
+#: ``bench --help`` budget (docs/ARCHITECTURE.md §6), seconds of wall time
+STARTUP_BUDGET_S = 1.0
+
+
+def _bench_command() -> list[str]:
+    """The ``bench`` console script installed beside this interpreter (what a user runs), else
+    ``python -m pebench.cli``."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "bench"
+    if script.is_file():
+        return [str(script)]
+    found = shutil.which("bench")
+    return [found] if found else [sys.executable, "-m", "pebench.cli"]
+
+
+def bench_startup(quick: bool = False, tiny: bool = False) -> list[dict]:
+    """Wall time of ``bench --help`` and ``bench run --help`` in fresh processes (medians,
+    interleaved, after one warm-up round that fills the OS file cache) against the 1-second
+    budget, beside the bare interpreter start (``python -c pass``) for reference."""
+    import subprocess
+    import sys
+
+    cmd = _bench_command()
+
+    def call(argv: list[str]) -> Callable[[], None]:
+        return lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+
+    repeats = 1 if tiny else 5 if quick else 11
+    t = interleaved({"help": call([*cmd, "--help"]), "run-help": call([*cmd, "run", "--help"]),
+                     "python": call([sys.executable, "-c", "pass"])}, repeats=repeats, warmup=1)
+    note = (f"`{' '.join(cmd)}`, medians of {repeats} fresh processes; bare interpreter start "
+            f"(python -c pass) {t['python']:.3f} s")
+    return [record("startup bench --help", "wall time", "budget", t["help"], STARTUP_BUDGET_S, "s",
+                   higher_is_better=False, target=1.0, note=note),
+            record("startup bench run --help", "wall time", "budget", t["run-help"], STARTUP_BUDGET_S, "s",
+                   higher_is_better=False, target=1.0)]
+
+
 def _suites() -> dict[str, Callable[..., list[dict]]]:
     from . import perf_attention, perf_data, perf_model
     return {"backbone": perf_model.bench_backbone, "pe-overhead": perf_model.bench_pe_overhead,
             "attention-budget": perf_attention.bench_budget,
-            "analysis": perf_data.bench_analysis, "data": perf_data.bench_data, "e2e": perf_data.bench_e2e}
+            "analysis": perf_data.bench_analysis, "data": perf_data.bench_data, "e2e": perf_data.bench_e2e,
+            "startup": bench_startup}
 
 
 def _run(what: str, names: Iterable[str], argv: Sequence[str] | None) -> int:
@@ -158,14 +202,15 @@ def _attention(argv: Sequence[str] | None) -> int:
 
 
 PERF_COMMANDS: dict[str, Callable[[list[str] | None], int]] = {
-    "all": lambda argv=None: _run("all", ["backbone", "attention-budget", "pe-overhead", "analysis", "data", "e2e"],
-                                  argv),
+    "all": lambda argv=None: _run("all", ["startup", "backbone", "attention-budget", "pe-overhead", "analysis", "data",
+                                          "e2e"], argv),
     "backbone": lambda argv=None: _run("backbone", ["backbone"], argv),
     "attention-budget": lambda argv=None: _run("attention-budget", ["attention-budget"], argv),
     "pe-overhead": lambda argv=None: _run("pe-overhead", ["pe-overhead"], argv),
     "analysis": lambda argv=None: _run("analysis", ["analysis"], argv),
     "data": lambda argv=None: _run("data", ["data"], argv),
     "e2e": lambda argv=None: _run("e2e", ["e2e"], argv),
+    "startup": lambda argv=None: _run("startup", ["startup"], argv),
     "attention": _attention,
 }
 
