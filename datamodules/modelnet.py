@@ -243,7 +243,7 @@ class ModelNet40DataModule(BenchDataModule):
                     if cls not in idx:
                         raise DataRootError(f"modelnet40: {lst!r} names class {cls!r} not in modelnet40_shape_names.txt")
                     out.append((os.path.join(self.folder, cls, f"{shape}.txt"), idx[cls]))
-        return out
+        return self.drop_missing(out, split, lst)  # listed shapes without a file: counted as "missing"
 
     def _dataset(self, train: bool, resolution: tuple[int, ...] | None = None):
         m = self.points_and_groups(resolution)[0]
