@@ -1,12 +1,20 @@
 """``ape``: learned absolute position embedding (Dosovitskiy et al., ICLR 2021, "An Image is
 Worth 16x16 Words").
 
+* A model holds only the parameters its input type uses (parameter counts are reported): built
+  with a training ``grid`` (images, video, event frames) it owns the table and nothing else;
+  built with ``grid=None`` (point clouds) it owns the coords MLP and no table. The backbone
+  passes the tokenizer's training grid (``None`` for point groups), so this needs no extra
+  argument. A table APE given non-grid tokens (``grid=None`` at forward) raises
+  :class:`PEConfigError`.
 * Grid tokens: a learned table with one row per cell of the *training* grid. On another grid
   the table is resampled to that grid (bicubic for 2-D via timm's ``resample_abs_pos_embed``,
   trilinear for 3-D), which is the standard ViT fine-tuning rule. Each token then picks the
   row at its own integer coords, so permuting tokens with their coords permutes the output
   and at the training grid the lookup is exactly the table (interpolation is the identity).
-* Non-grid tokens (point clouds): a learned two-layer MLP of the coords.
+* Non-grid tokens (point clouds): a learned two-layer MLP of the coords (``mlp_hidden`` wide).
+* Table init (option ``init``): "timm" = truncated normal, std 0.02 (timm / DeiT); "ssdc" =
+  N(0, 1), as ``nn.Embedding`` in the SSDC paper's code. {INIT_CHOICE}
 * CLS: prefix tokens get no position (the backbone adds them after ``encode_tokens``).
 * ``alpha`` scales the added embedding at inference (docs/ARCHITECTURE.md §4).
 """
@@ -23,7 +31,10 @@ from .base import PEConfigError, PositionalEncoding, batch_coords
 from .options import PEOption
 from .registry import register_pe
 
-__all__ = ["LearnedAPE", "grid_table_lookup"]
+__all__ = ["LearnedAPE", "grid_table_lookup", "APE_INITS"]
+
+#: table initialisations: "timm" = trunc. normal std 0.02 (timm/DeiT); "ssdc" = N(0, 1) (nn.Embedding)
+APE_INITS = ("timm", "ssdc")
 
 
 def grid_table_lookup(table: Tensor, coords: Tensor, grid: Sequence[int]) -> Tensor:
@@ -48,12 +59,20 @@ def _is_canonical(coords: Tensor, grid: Sequence[int]) -> bool:
 @register_pe("ape")
 class LearnedAPE(PositionalEncoding):
     additive = True
-    options = (PEOption("mlp_hidden", "int", 128, "hidden width of the coords MLP (point clouds)"),)
+    options = (
+        PEOption("init", "str", "timm", "table init: timm = trunc. normal std 0.02 (timm/DeiT); ssdc = N(0, 1) "
+                 "(nn.Embedding, SSDC paper)", APE_INITS),
+        PEOption("mlp_hidden", "int", 128, "hidden width of the coords MLP (point clouds only)"),
+    )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None,
-                 mlp_hidden: int = 128) -> None:
+                 init: str = "timm", mlp_hidden: int = 128) -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
+        if init not in APE_INITS:
+            raise PEConfigError(f"unknown ape init {init!r}; available: {', '.join(APE_INITS)}")
+        self.init = init
+        self.coord_mlp: nn.Module | None = None
         if self.train_grid is not None:
             if len(self.train_grid) != spatial_dims:
                 raise PEConfigError(f"grid {self.train_grid} has {len(self.train_grid)} axes, expected {spatial_dims}")
@@ -61,11 +80,14 @@ class LearnedAPE(PositionalEncoding):
             for g in self.train_grid:
                 n *= g
             self.table = nn.Parameter(torch.zeros(1, n, dim))  # (1, prod(grid), D)
-            nn.init.trunc_normal_(self.table, std=0.02)
+            if init == "timm":
+                nn.init.trunc_normal_(self.table, std=0.02)
+            else:
+                nn.init.normal_(self.table, std=1.0)
         else:
             self.table = None
-        # For tokens that do not lie on a grid (point groups): position = MLP(coords).
-        self.coord_mlp = nn.Sequential(nn.Linear(spatial_dims, mlp_hidden), nn.GELU(), nn.Linear(mlp_hidden, dim))
+            # tokens that do not lie on a grid (point groups): position = MLP(coords)
+            self.coord_mlp = nn.Sequential(nn.Linear(spatial_dims, mlp_hidden), nn.GELU(), nn.Linear(mlp_hidden, dim))
 
     def table_for_grid(self, grid: Sequence[int]) -> Tensor:
         """The table resampled to ``grid``: ``(prod(grid), D)``."""
@@ -92,10 +114,13 @@ class LearnedAPE(PositionalEncoding):
             pos = (self.table if same else self.table_for_grid(grid)).to(x.dtype)
             return x + pos if self.alpha == 1.0 else x + self.alpha * pos
         coords = batch_coords(coords, x.shape[0]).to(x.dtype)  # (B, N, p)
-        if grid is not None and self.table is not None:
-            pos = grid_table_lookup(self.table_for_grid(grid), coords, grid)  # (B, N, D)
-        else:
+        if self.table is None:
             pos = self.coord_mlp(coords)  # (B, N, D)
+        elif grid is None:
+            raise PEConfigError(f"ape was built for grid tokens (training grid {self.train_grid}) and has no "
+                                "coords MLP; non-grid tokens need an ape built with grid=None")
+        else:
+            pos = grid_table_lookup(self.table_for_grid(grid), coords, grid)  # (B, N, D)
         return x + self.alpha * pos.to(x.dtype)
 
     def no_weight_decay(self) -> set[str]:

@@ -1,32 +1,60 @@
-"""``lookhere``: LookHere directed-attention masks with distance penalties.
+"""``lookhere``: LookHere directed-attention masks with distance penalties, LH-90 by default.
 
 Paper: Fuller et al., NeurIPS 2024, "LookHere: Vision Transformers with Directed Attention
-Generalize and Extrapolate" (code: GreenCUBIC/lookhere).
+Generalize and Extrapolate" (code: github.com/GreenCUBIC/lookhere, ``lookhere.py``; its LH-90
+model is the configuration ``head_directions="corners-triangles-none"``, ``global_slope=2``,
+``layer_slopes=[1.5, 0.5]``).
 
-* Each head looks in one 2-D direction: ``num_directions`` (default 8) directions at angles
-  ``phi_k = 2*pi*k/num_directions`` in the image plane, ``u_k = (sin phi_k, cos phi_k)`` in
-  (y, x) order (``k = 0`` looks right, ``k = 2`` down when there are 8). A key ``j`` is visible
-  to query ``i`` in head ``h`` iff the angle between ``r_j - r_i`` and ``u_h`` is at most
-  ``fov/2`` (boundary inclusive); ``fov`` defaults to 90 degrees, so with 8 directions the
-  heads pointing along the axes are the paper's "triangles" and the diagonal ones its
-  "corners" (its LH-90 model). A token always sees itself (and, in video, the tokens at the
-  same (y, x) in other frames). Invisible logits get ``-1e9`` (finite, so padded rows never
-  produce NaN).
-* Heads are split among directions in rounds of ``num_directions``; a round with fewer heads
-  spreads them evenly over the circle (4 heads, 8 directions -> right, down, left, up).
-* Distance penalty: visible logits get ``-s_g * s_l * s_h * ||r_j - r_i||`` with the paper's
-  fixed slopes: global ``s_g = 2``, layer slopes linear from 1.5 (first block) to 0.5 (last),
-  head slope ``2^-(round+1)``.
-* Only the spatial axes are used: coords ``(y, x)`` for images, the last two of ``(t, y, x)``
-  for video/events. Point clouds are refused (``modalities``; pass ``modality="points"`` to get
-  a :class:`PEConfigError` at construction), and ``spatial_dims`` must be 2 or 3.
-* Unseen grids: the masks and distances are rebuilt from the coords of whatever grid comes in.
-* CLS: prefix rows and columns are zero (the CLS token sees and is seen by everyone).
+Bias of head ``h`` in block ``l`` (added to the scaled logits), ``D_ij = ||r_j - r_i||``::
+
+    B_ij = -g * s_l * s_h * D_ij    if key j is visible to query i in head h,   else  -1e9
+
+with global slope ``g = 2`` and layer slopes ``s_l`` linear from 1.5 (first block) to 0.5
+(last). Head kinds (``(y, x)`` coords, "up" = smaller y):
+
+* *corner* heads look into one quadrant: up-left, up-right, down-left, down-right (``j``
+  visible iff both ``dy`` and ``dx`` have the quadrant's signs or are zero);
+* *triangle* heads look into the 90-degree cone around one axis: up, down, left, right
+  (visible iff ``|dx| <= -dy`` for up, etc.; the diagonals are included);
+* *unmasked* heads see every token, with a distance penalty only.
+
+Both directional kinds are "angle between ``r_j - r_i`` and the head's direction <= fov/2"
+with ``fov = 90`` degrees, boundary inclusive, and a token always sees itself (in video, also
+the tokens at the same (y, x) in other frames). The option ``fov`` widens or narrows every
+directional head.
+
+Head layout (LH-90). With 12 heads, as in the official code: 4 corner heads (slope 1/2), 4
+triangle heads (1/2), 4 unmasked heads with slopes 1/4, 1/16, 1/64, 1/256. With 16 heads: 8
+corner heads (the 4 quadrants twice, slopes 1/2 then 1/4), 4 triangle heads (1/2) and the same 4
+unmasked heads. **Rule for any head count H** (it reproduces both; the official code has no
+working layout for other counts):
+
+1. ``u = min(4, H // 3, max(H - 4, 0))`` unmasked heads (a third of the heads, at most 4, and
+   never so many that fewer than 4 directional heads remain to cover the plane) with slopes
+   ``1/4, 1/16, 1/64, 1/256`` (the first ``u``); the option ``unmasked_heads`` overrides ``u``.
+2. The ``H - u`` directional heads are dealt out in groups of four: corners round 0, triangles
+   round 0, corners round 1, triangles round 1, ...; a head of round ``k`` has slope
+   ``2^-(k+1)``. A last, partial group of ``n < 4`` heads takes the first ``n`` of an order that
+   spreads them (corners: up-left, down-right, up-right, down-left; triangles: up, down, left,
+   right).
+3. Heads are ordered corner heads (by round), triangle heads (by round), unmasked heads.
+
+So vit-nano (4 heads) gets the 4 corner heads and no unmasked head; 6 heads: 4 corners + 2
+unmasked; 8 heads (vit-tiny, vit-small): 4 corners + 2 triangles (up, down) + 2 unmasked.
+
+Conventions (departures from the official code, which precomputes bfloat16 maps for a fixed
+square grid): the bias is float32, recomputed from the coords of any grid (unseen grids,
+non-square inputs); invisible logits get ``-1e9`` (finite, so padded rows never produce NaN)
+instead of the bfloat16 maximum; CLS rows and columns are zero (the CLS token sees and is
+seen by everyone), as in the official code. Only the spatial axes are used: coords
+``(y, x)`` for images, the last two of ``(t, y, x)`` for video/events. Point clouds are refused
+(``modalities``; pass ``modality="points"`` to get a :class:`PEConfigError` at construction),
+and ``spatial_dims`` must be 2 or 3.
 """
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +64,7 @@ from .base import LayerPE, PEConfigError, PositionalEncoding
 from .options import PEOption
 from .registry import register_pe
 
-__all__ = ["LookHere", "LookHereLayer", "lookhere_head_directions", "MASK_VALUE", "BiasLayerPE", "pairwise_distance"]
+__all__ = ["LookHere", "LookHereLayer", "lh90_heads", "LookHereHead", "MASK_VALUE", "BiasLayerPE", "pairwise_distance"]
 
 MASK_VALUE = -1e9
 
@@ -63,25 +91,55 @@ class BiasLayerPE(LayerPE):
         return bias.to(getattr(self, "_dtype", bias.dtype))
 
 
-def lookhere_head_directions(num_heads: int, num_directions: int) -> tuple[list[int], list[int]]:
-    """Direction index and round of each head."""
-    dirs, rounds = [], []
-    r = 0
-    while len(dirs) < num_heads:
-        n = min(num_directions, num_heads - len(dirs))
-        dirs += [j * num_directions // n for j in range(n)]
-        rounds += [r] * n
-        r += 1
-    return dirs, rounds
+class LookHereHead(NamedTuple):
+    """One head of the layout: ``kind`` "corner" | "triangle" | "unmasked"; ``direction`` a
+    unit vector ``(y, x)`` (``None`` when unmasked); ``name`` e.g. "up-left"; ``slope``."""
+
+    kind: str
+    name: str
+    direction: tuple[float, float] | None
+    slope: float
+
+
+_R = 1 / math.sqrt(2)
+#: (name, (y, x) unit direction); full groups in the official order, partial groups in spread order
+_CORNERS = [("up-left", (-_R, -_R)), ("up-right", (-_R, _R)), ("down-left", (_R, -_R)), ("down-right", (_R, _R))]
+_CORNERS_SPREAD = [_CORNERS[0], _CORNERS[3], _CORNERS[1], _CORNERS[2]]
+_TRIANGLES = [("up", (-1.0, 0.0)), ("down", (1.0, 0.0)), ("left", (0.0, -1.0)), ("right", (0.0, 1.0))]
+_UNMASKED_SLOPES = (1 / 4, 1 / 16, 1 / 64, 1 / 256)
+
+
+def lh90_heads(num_heads: int, unmasked_heads: int | None = None) -> list[LookHereHead]:
+    """The LH-90 head layout for ``num_heads`` heads (the rule in the module docstring)."""
+    H = int(num_heads)
+    u = min(4, H // 3, max(H - 4, 0)) if unmasked_heads is None else int(unmasked_heads)
+    if not 0 <= u <= min(4, H):
+        raise PEConfigError(f"lookhere unmasked_heads must be in 0..{min(4, H)} for {H} heads, got {u}")
+    corners, triangles = [], []
+    left, rnd = H - u, 0
+    while left > 0:
+        for kind, full, spread, out in (("corner", _CORNERS, _CORNERS_SPREAD, corners),
+                                         ("triangle", _TRIANGLES, _TRIANGLES, triangles)):
+            n = min(4, left)
+            if n == 0:
+                break
+            out += [LookHereHead(kind, name, d, 2.0 ** -(rnd + 1)) for name, d in (full if n == 4 else spread[:n])]
+            left -= n
+        rnd += 1
+    unmasked = [LookHereHead("unmasked", "all", None, _UNMASKED_SLOPES[k]) for k in range(u)]
+    return corners + triangles + unmasked
 
 
 class LookHereLayer(BiasLayerPE):
-    """Directional masks + distance penalty for one block (fixed buffers, no parameters)."""
+    """Directional masks + distance penalty for one block (fixed buffers, no parameters).
+    ``dirs`` rows of unmasked heads are zero and ``masked`` False for them."""
 
-    def __init__(self, dirs: Tensor, slopes: Tensor, cos_half_fov: float, num_prefix_tokens: int) -> None:
+    def __init__(self, dirs: Tensor, slopes: Tensor, masked: Sequence[bool], cos_half_fov: float,
+                 num_prefix_tokens: int) -> None:
         super().__init__()
         self.register_buffer("dirs", dirs, persistent=False)  # (H, 2) unit vectors in (y, x)
         self.register_buffer("slopes", slopes, persistent=False)  # (H,)
+        self.masked = [bool(m) for m in masked]  # (H,)
         self.cos_half_fov = cos_half_fov
         self.num_prefix_tokens = num_prefix_tokens
 
@@ -97,6 +155,9 @@ class LookHereLayer(BiasLayerPE):
         thr = dist * (self.cos_half_fov - 1e-6) - 1e-6  # (B|1, N, N)
         heads = []
         for h in range(len(dirs)):
+            if not self.masked[h]:  # unmasked head: distance penalty only
+                heads.append(dist * -slopes[h])
+                continue
             visible = torch.addcmul(dy * dirs[h][0], dx, torch.tensor(dirs[h][1], dtype=dx.dtype)) >= thr
             heads.append(torch.where(visible, dist * -slopes[h], MASK_VALUE))  # (B|1, N, N)
         return self._finish(torch.stack(heads, dim=1))  # (B|1, H, P + N, P + N)
@@ -104,11 +165,11 @@ class LookHereLayer(BiasLayerPE):
 
 @register_pe("lookhere")
 class LookHere(PositionalEncoding):
-    """LookHere. Options: ``num_directions`` (8), ``fov`` degrees (90), ``global_slope`` (2),
-    ``layer_slopes`` ((1.5, 0.5): first and last block), ``modality`` (refuses "points")."""
+    """LookHere, LH-90 layout (see the module docstring); ``self.heads`` lists the layout."""
 
     options = (
-        PEOption("num_directions", "int", 8, "number of distinct look directions"),
+        PEOption("unmasked_heads", "int", None, "number of unmasked heads (default: the LH-90 rule, 4 with 12 or 16 "
+                 "heads)"),
         PEOption("fov", "float", 90.0, "field of view of a directional head, degrees"),
         PEOption("global_slope", "float", 2.0, "global distance-penalty slope"),
         PEOption("layer_slopes", "floats", (1.5, 0.5), "layer slopes of the first and last block (linear between)"),
@@ -118,7 +179,7 @@ class LookHere(PositionalEncoding):
     modalities = ("image", "video", "events")
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
-                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, num_directions: int = 8,
+                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, unmasked_heads: int | None = None,
                  fov: float = 90.0, global_slope: float = 2.0, layer_slopes: Sequence[float] = (1.5, 0.5),
                  modality: str | None = None) -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
@@ -126,23 +187,20 @@ class LookHere(PositionalEncoding):
             raise PEConfigError(f"lookhere does not apply to {modality!r}; it supports {', '.join(self.modalities)}")
         if spatial_dims not in (2, 3):
             raise PEConfigError(f"lookhere needs 2-D (image) or 3-D (video/events) coords, got spatial_dims={spatial_dims}")
-        if int(num_directions) != num_directions or num_directions < 1:
-            raise PEConfigError(f"lookhere num_directions must be a positive integer, got {num_directions}")
         if not 0 < fov <= 360:
             raise PEConfigError(f"lookhere fov must be in (0, 360] degrees, got {fov}")
         if len(layer_slopes) != 2:
             raise PEConfigError(f"lookhere layer_slopes must be (first, last), got {layer_slopes}")
-        self.num_directions = int(num_directions)
         self.fov = float(fov)
-        d_idx, rounds = lookhere_head_directions(num_heads, self.num_directions)
-        phi = torch.tensor(d_idx, dtype=torch.float64) * (2 * math.pi / self.num_directions)
-        dirs = torch.stack([phi.sin(), phi.cos()], dim=-1)  # (H, 2) (y, x)
-        head_slopes = torch.tensor([2.0 ** -(r + 1) for r in rounds], dtype=torch.float64)  # (H,)
+        self.heads = lh90_heads(num_heads, unmasked_heads)
+        dirs = torch.tensor([h.direction or (0.0, 0.0) for h in self.heads], dtype=torch.float64)  # (H, 2) (y, x)
+        head_slopes = torch.tensor([h.slope for h in self.heads], dtype=torch.float64)  # (H,)
+        masked = [h.kind != "unmasked" for h in self.heads]
         lay = torch.linspace(layer_slopes[0], layer_slopes[1], depth, dtype=torch.float64) if depth > 1 \
             else torch.tensor([float(layer_slopes[0])], dtype=torch.float64)
         cos_half = math.cos(math.radians(self.fov / 2))
         self.layers = nn.ModuleList(
-            LookHereLayer(dirs, global_slope * lay[i] * head_slopes, cos_half, num_prefix_tokens)
+            LookHereLayer(dirs, global_slope * lay[i] * head_slopes, masked, cos_half, num_prefix_tokens)
             for i in range(depth))
 
     def layer(self, i: int) -> LayerPE:

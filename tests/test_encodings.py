@@ -75,16 +75,12 @@ def pe_terms(name, pe, layer_idx, q, k, x, coords, P):
         slopes = torch.tensor([2.0 ** (-8 * (h + 1) / H) for h in range(H)], dtype=q.dtype)
         return q, k, -slopes[:, None, None] * dist[:, None]
     if name == "lookhere":
+        assert H == 4  # LH-90 with 4 heads: the four corner (quadrant) heads, slope 1/2
         lay = torch.linspace(1.5, 0.5, pe.depth, dtype=q.dtype)[layer_idx]
         dy, dx = diff[..., -2], diff[..., -1]
-        ang = torch.atan2(dy, dx)  # (B|1, N, N)
-        ndir = 8
         biases = []
-        for h in range(H):  # H <= 8: heads spread evenly over the 8 directions, round 0 (slope 1/2)
-            phi = 2 * math.pi * (h * ndir // H) / ndir
-            dphi = torch.remainder(ang - phi + math.pi, 2 * math.pi) - math.pi
-            sp = (dy.abs() + dx.abs()) == 0
-            vis = (dphi.abs() <= math.pi / 4 + 1e-9) | sp
+        for sy, sx in ((-1, -1), (-1, 1), (1, -1), (1, 1)):  # up-left, up-right, down-left, down-right
+            vis = (dy * sy >= 0) & (dx * sx >= 0)
             pen = -2.0 * lay * 0.5 * (dy ** 2 + dx ** 2).sqrt()
             biases.append(torch.where(vis, pen, torch.full_like(pen, -1e9)))
         return q, k, torch.stack(biases, 1)
@@ -94,11 +90,13 @@ def pe_terms(name, pe, layer_idx, q, k, x, coords, P):
         a = -torch.nn.functional.softplus(xs @ L.a_weight.T + L.a_bias).unflatten(-1, (H, m)).transpose(1, 2)
         b = (xs @ L.b_weight.T + L.b_bias).unflatten(-1, (H, m)).transpose(1, 2)  # (B, H, N, m)
         delta = torch.einsum("zijp,hmp->zhijm", diff, L.wp)  # (B|1, H, N, N, m): W_p (r_j - r_i)
-        return q, k, (a[:, :, :, None, :] * delta ** 2 + b[:, :, :, None, :] * delta).sum(-1)
+        f = 1 / math.sqrt(d) if pe.logit_scale == "all" else 1.0  # published: 1/sqrt(d) on the PE terms too
+        return q, k, f * (a[:, :, :, None, :] * delta ** 2 + b[:, :, :, None, :] * delta).sum(-1)
     if name == "pape-ri":
         L = pe.layers[layer_idx]
         a = -torch.nn.functional.softplus(xs @ L.a_weight.T + L.a_bias).transpose(1, 2)  # (B, H, N)
-        return q, k, (a * L.scale[:, None] ** 2)[..., None] * (dist ** 2)[:, None]
+        f = 1 / math.sqrt(d) if pe.logit_scale == "all" else 1.0
+        return q, k, f * (a * L.scale[:, None] ** 2)[..., None] * (dist ** 2)[:, None]
     return q, k, None  # none, ape, sincos: nothing inside attention
 
 
@@ -114,15 +112,24 @@ def reference_attention(name, pe, attn, x, coords, P, layer_idx=0):
     return attn.proj(out.transpose(1, 2).reshape(B, T, D))
 
 
+PEBENCH_PRIOR = {"pape": {"init": "pebench", "logit_scale": "content"},
+                 "pape-ri": {"init": "pebench", "logit_scale": "content", "head_scale": "learnable"}}
+
+
 @pytest.mark.parametrize("P", [0, 1])
 @pytest.mark.parametrize("p", [2, 3])
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", ALL + ["pape[pebench]", "pape-ri[pebench]"])
 def test_layer_matches_reference_attention(name, p, P):
     torch.manual_seed(0)
     D, H, depth = 32, 4, 3
     grid = (3, 4) if p == 2 else (2, 2, 3)
+    opts = {}
+    if name.endswith("[pebench]"):
+        name = name.split("[")[0]
+        opts = PEBENCH_PRIOR[name]
     coords = grid_coords(grid).double() if name == "ape" else random_coords(12, p)
-    pe = build_pe(name, dim=D, num_heads=H, depth=depth, spatial_dims=p, num_prefix_tokens=P, grid=grid).double()
+    pe = build_pe(name, dim=D, num_heads=H, depth=depth, spatial_dims=p, num_prefix_tokens=P, grid=grid,
+                  **opts).double()
     randomise_pe(pe)
     attn = Attention(D, H).double()
     x = torch.randn(2, P + 12, D, dtype=torch.float64)
@@ -295,11 +302,13 @@ def test_lookhere_directions_and_self():
     b = pe.layer(0).bias(c)[0]  # (H, 9, 9)
     centre = 4  # (1, 1)
     assert (b.diagonal(dim1=-2, dim2=-1) == 0).all()  # a token always sees itself at no cost
-    # head 0 looks right (+x): (1, 2) visible, (1, 0) not; head 2 looks left
-    assert b[0, centre, 5] > -1e8 and b[0, centre, 3] <= -1e8
-    assert b[2, centre, 3] > -1e8 and b[2, centre, 5] <= -1e8
-    # head 1 looks down (+y): (2, 1) visible, (0, 1) not; distance penalty = 2 * 1.5 * 0.5 * 1
-    assert b[1, centre, 7] == pytest.approx(-1.5) and b[1, centre, 1] <= -1e8
+    # 4 heads = LH-90's corner heads. Head 0 looks up-left: (0, 0), (0, 1), (1, 0) visible, (2, 2) and
+    # (1, 2) not; head 3 looks down-right
+    assert b[0, centre, 0] > -1e8 and b[0, centre, 1] > -1e8 and b[0, centre, 3] > -1e8
+    assert b[0, centre, 8] <= -1e8 and b[0, centre, 5] <= -1e8
+    assert b[3, centre, 8] > -1e8 and b[3, centre, 0] <= -1e8
+    # head 2 looks down-left: (2, 1) visible at distance penalty 2 * 1.5 * 0.5 * 1, (0, 1) not
+    assert b[2, centre, 7] == pytest.approx(-1.5) and b[2, centre, 1] <= -1e8
     # video: spatial axes only
     pe3 = build_pe("lookhere", dim=32, num_heads=4, depth=1, spatial_dims=3, num_prefix_tokens=1)
     b3 = pe3.layer(0).bias(grid_coords((2, 2, 2)))

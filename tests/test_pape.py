@@ -1,5 +1,6 @@
 """PaPE: the SDPA (q/k augmentation) path equals the naive N x N path, and the naive logits
-equal a direct loop evaluation of the formula (issue #3, docs/ARCHITECTURE.md §3)."""
+equal a direct loop evaluation of the formula (issues #3, #11), for the published
+parameterisation (the default) and pebench's prior (init=pebench, logit_scale=content)."""
 from __future__ import annotations
 
 import copy
@@ -25,6 +26,13 @@ def randomise(module: torch.nn.Module, seed: int = 0) -> None:
                 prm.copy_(torch.randn(prm.shape, generator=g) * 0.3)
             elif name.endswith("wp"):
                 prm.copy_(torch.randn(prm.shape, generator=g) * 0.3 / prm.shape[-2] ** 0.5)
+
+
+#: PaPE variants whose sdpa and naive paths must agree: the published default and pebench's prior
+#: (init=pebench brings the biases, logit_scale=content leaves the PE terms unscaled).
+VARIANTS = {"pape": [{}, {"init": "pebench", "logit_scale": "content"}],
+            "pape-ri": [{}, {"init": "pebench", "logit_scale": "content", "head_scale": "learnable"}]}
+CASES = [(name, v) for name in VARIANTS for v in range(2)]
 
 
 def coords_for(p: int, n: int = 15, seed: int = 0) -> torch.Tensor:
@@ -57,13 +65,13 @@ def assert_same_outputs_and_grads(fa, fb, x: torch.Tensor, modules: tuple, tol: 
 
 @pytest.mark.parametrize("cls", [0, 1])
 @pytest.mark.parametrize("p", [2, 3])
-@pytest.mark.parametrize("name", ["pape", "pape-ri"])
-def test_sdpa_equals_naive_attention_layer_fp32(name, p, cls):
+@pytest.mark.parametrize("name,variant", CASES)
+def test_sdpa_equals_naive_attention_layer_fp32(name, variant, p, cls):
     """One attention layer in float32: outputs and gradients (inputs, attention and PE
-    parameters) of impl='sdpa' equal impl='naive' to 1e-5."""
+    parameters) of impl='sdpa' equal impl='naive' to 1e-5, for both parameterisations."""
     torch.manual_seed(0)
     D, H, N = 64, 4, 15
-    kw = dict(dim=D, num_heads=H, depth=1, spatial_dims=p, num_prefix_tokens=cls)
+    kw = dict(dim=D, num_heads=H, depth=1, spatial_dims=p, num_prefix_tokens=cls, **VARIANTS[name][variant])
     pe_s = build_pe(name, impl="sdpa", **kw)
     randomise(pe_s)
     pe_n = build_pe(name, impl="naive", **kw)
@@ -77,15 +85,17 @@ def test_sdpa_equals_naive_attention_layer_fp32(name, p, cls):
     assert pe_s.layers[0].a_weight.grad.abs().sum() > 0  # the PE parameters do receive gradient
 
 
-@pytest.mark.parametrize("name,p,cls", [("pape", 2, True), ("pape", 3, False), ("pape-ri", 3, True)])
-def test_sdpa_equals_naive_backbone(name, p, cls):
+@pytest.mark.parametrize("name,p,cls,variant", [("pape", 2, True, 0), ("pape", 3, False, 1), ("pape-ri", 3, True, 0),
+                                                ("pape-ri", 2, False, 1)])
+def test_sdpa_equals_naive_backbone(name, p, cls, variant):
     """Whole vit-nano: float32 outputs agree to 1e-5; in float64 outputs and all gradients agree
     to 1e-9 (float32 gradients through 4 blocks differ from the float64 truth by ~1e-5 relative
     for *both* impls, so the exactness of the fold is checked in float64)."""
     torch.manual_seed(0)
-    sdpa = build_backbone("vit-nano", pe=name, spatial_dims=p, class_token=cls, impl="sdpa")
+    opts = VARIANTS[name][variant]
+    sdpa = build_backbone("vit-nano", pe=name, spatial_dims=p, class_token=cls, impl="sdpa", **opts)
     randomise(sdpa)
-    naive = build_backbone("vit-nano", pe=name, spatial_dims=p, class_token=cls, impl="naive")
+    naive = build_backbone("vit-nano", pe=name, spatial_dims=p, class_token=cls, impl="naive", **opts)
     naive.load_state_dict(sdpa.state_dict())
     c = coords_for(p)
     x = torch.randn(2, 15, 128)
@@ -97,12 +107,15 @@ def test_sdpa_equals_naive_backbone(name, p, cls):
     assert_same_outputs_and_grads(lambda t: sdpa(t, c), lambda t: naive(t, c), x, ((sdpa, naive),), 1e-9)
 
 
+@pytest.mark.parametrize("variant", [0, 1])
 @pytest.mark.parametrize("cls", [0, 1])
 @pytest.mark.parametrize("p", [2, 3])
-def test_naive_logits_equal_loop_formula(p, cls):
+def test_naive_logits_equal_loop_formula(p, cls, variant):
     D, H, m, N = 16, 2, 5, 6
+    opts = VARIANTS["pape"][variant]
     pe = build_pe("pape", dim=D, num_heads=H, depth=1, spatial_dims=p, num_prefix_tokens=cls,
-                  num_parabolas=m, impl="naive").double()
+                  num_parabolas=m, impl="naive", **opts).double()
+    factor = 1 / math.sqrt(D // H) if not opts else 1.0  # published: 1/sqrt(d) on the PE terms too
     randomise(pe)
     L = pe.layer(0)
     c = coords_for(p, N).double()
@@ -118,16 +131,17 @@ def test_naive_logits_equal_loop_formula(p, cls):
             b = L.b_weight[h * m:(h + 1) * m] @ xi + L.b_bias[h * m:(h + 1) * m]
             for j in range(N):
                 delta = L.wp[h] @ (c[j] - c[i])  # (m,)
-                want[h, cls + i, cls + j] = (a * delta ** 2).sum() + (b * delta).sum()
+                want[h, cls + i, cls + j] = factor * ((a * delta ** 2).sum() + (b * delta).sum())
     torch.testing.assert_close(got, want.detach(), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("variant", [0, 1])
 @pytest.mark.parametrize("cls", [0, 1])
 @pytest.mark.parametrize("p", [2, 3])
-def test_sdpa_logits_exact_up_to_per_query_constant(p, cls):
+def test_sdpa_logits_exact_up_to_per_query_constant(p, cls, variant):
     """q'k'^T / sqrt(d) - q k^T / sqrt(d) reproduces the naive logits up to a per-row constant."""
     D, H, N = 32, 2, 10
-    kw = dict(dim=D, num_heads=H, depth=1, spatial_dims=p, num_prefix_tokens=cls)
+    kw = dict(dim=D, num_heads=H, depth=1, spatial_dims=p, num_prefix_tokens=cls, **VARIANTS["pape"][variant])
     s = build_pe("pape", impl="sdpa", **kw).double()
     randomise(s)
     n = build_pe("pape", impl="naive", **kw).double()
@@ -149,7 +163,8 @@ def test_sdpa_logits_exact_up_to_per_query_constant(p, cls):
 
 
 def test_pape_ri_sdpa_extra_dims_and_grid_init():
-    pe = build_pe("pape-ri", dim=64, num_heads=2, depth=2, spatial_dims=3, grid=(4, 8, 8))
+    pe = build_pe("pape-ri", dim=64, num_heads=2, depth=2, spatial_dims=3, grid=(4, 8, 8), init="pebench",
+                  head_scale="learnable")
     assert pe.no_weight_decay() == {"layers.0.scale", "layers.1.scale"}
     torch.testing.assert_close(pe.layers[0].scale.detach(), torch.full((2,), 0.25))
     q = torch.randn(1, 2, 5, 32)
@@ -158,10 +173,11 @@ def test_pape_ri_sdpa_extra_dims_and_grid_init():
 
 
 def test_pape_init_trains_like_a_local_prior():
-    """Fresh init: a ~ -1, b ~ 0 and E[PE logit] ~ -4 |dr|^2 / G^2."""
+    """pebench's prior (init=pebench, logit_scale=content): a ~ -1, b ~ 0 and E[PE logit] ~ -4 |dr|^2 / G^2."""
     torch.manual_seed(0)
     G = 16
-    pe = build_pe("pape", dim=128, num_heads=4, depth=1, spatial_dims=2, grid=(G, G), impl="naive")
+    pe = build_pe("pape", dim=128, num_heads=4, depth=1, spatial_dims=2, grid=(G, G), impl="naive", init="pebench",
+                  logit_scale="content")
     L = pe.layer(0)
     c = torch.tensor([[0.0, 0.0], [G / 2, 0.0], [0.0, float(G)]])
     x = torch.nn.functional.layer_norm(torch.randn(1, 3, 128), (128,))
@@ -217,13 +233,15 @@ def test_coord_feature_cache_follows_the_coords(name):
             torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("variant", [0, 1])
 @pytest.mark.parametrize("p", [1, 2, 3])
-def test_fused_query_augment_equals_composite(p):
+def test_fused_query_augment_equals_composite(p, variant):
     """The one-node fused q augmentation (hand-written backward) equals the autograd composite:
     outputs and the gradients of x and every PaPE parameter, float64, 3 heads."""
     torch.manual_seed(0)
     D, H, N, B = 24, 3, 11, 2
-    pe = build_pe("pape", dim=D, num_heads=H, depth=1, spatial_dims=p, num_parabolas=7).double()
+    pe = build_pe("pape", dim=D, num_heads=H, depth=1, spatial_dims=p, num_parabolas=7,
+                  **VARIANTS["pape"][variant]).double()
     randomise(pe)
     L = pe.layer(0)
     r = coords_for(p, N).double().expand(B, -1, -1)

@@ -7,11 +7,15 @@ the default ``pape``, ``pape-ri``, ``lookhere`` and ``ape`` are checked against 
 from __future__ import annotations
 
 import inspect
+import math
 
 import pytest
+import torch
+import torch.nn.functional as F
 
 from pebench.encodings import PEConfigError, build_pe, get_pe_class, list_pes, pe_options, variant_label
 from pebench.encodings.options import SHARED_KWARGS
+from pebench.models import Attention, build_backbone, grid_coords
 
 
 # ----------------------------------------------------------------------------------------------
@@ -53,3 +57,135 @@ def test_build_pe_validates_options():
     with pytest.raises(PEConfigError, match="num_parabolas"):
         build_pe("pape", num_parabolas="many", **kw)
     assert build_pe("pape", num_parabolas=4.0, **kw).num_parabolas == 4  # coerced
+
+
+# ----------------------------------------------------------------------------------------------
+# naive references, written from the published definitions
+# ----------------------------------------------------------------------------------------------
+def _naive_attention(attn, x, pe_logit, P):
+    """softmax over j of S_ij, S given as a function (b, h, i, j, q_i, k_j) -> float, patch-only
+    PE terms; a plain loop attention in float64 (x: (B, P + N, D))."""
+    B, T, D = x.shape
+    H, d = attn.num_heads, attn.head_dim
+    q, k, v = attn.qkv(x).reshape(B, T, 3, H, d).permute(2, 0, 3, 1, 4)  # (B, H, T, d)
+    out = torch.zeros(B, H, T, d, dtype=x.dtype)
+    for b in range(B):
+        for h in range(H):
+            for i in range(T):
+                s = torch.stack([pe_logit(b, h, i, j, q[b, h, i], k[b, h, j]) for j in range(T)])
+                out[b, h, i] = s.softmax(0) @ v[b, h]
+    return attn.proj(out.transpose(1, 2).reshape(B, T, D))
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "naive"])
+@pytest.mark.parametrize("P", [0, 1])
+def test_pape_default_is_the_published_logit(impl, P):
+    """Default pape: S_ij = (<q_i,k_j> - <softplus(A x_i), D_ij^2> - <B' x_i, D_ij>) / sqrt(d),
+    D_ij = W_p (r_j - r_i), no biases, with the default-initialised parameters (the harness's
+    form; pebench's B is -B'). Prefix (CLS) tokens: no PE term."""
+    torch.manual_seed(0)
+    D, H, p, N, m = 16, 2, 2, 7, 3
+    d = D // H
+    pe = build_pe("pape", dim=D, num_heads=H, depth=1, spatial_dims=p, num_prefix_tokens=P, num_parabolas=m,
+                  impl=impl).double()
+    L = pe.layer(0)
+    assert {n for n, _ in L.named_parameters()} == {"a_weight", "b_weight", "wp"}  # no biases
+    attn = Attention(D, H).double()
+    r = torch.rand(N, p, dtype=torch.float64) * 6
+    x = torch.randn(2, P + N, D, dtype=torch.float64)
+    A = L.a_weight.detach().view(H, m, D)
+    Bp = -L.b_weight.detach().view(H, m, D)
+    W = L.wp.detach()  # (H, m, p)
+
+    def logit(b, h, i, j, qi, kj):
+        s = qi @ kj
+        if i >= P and j >= P:
+            xi = x[b, i]
+            delta = W[h] @ (r[j - P] - r[i - P])  # (m,)
+            s = s - (F.softplus(A[h] @ xi) * delta ** 2).sum() - ((Bp[h] @ xi) * delta).sum()
+        return s / math.sqrt(d)
+
+    with torch.no_grad():
+        got = attn(x, r, L)
+        want = _naive_attention(attn, x, logit, P)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+def _assert_uniform(t: torch.Tensor, bound: float) -> None:
+    """Values in [-bound, bound] and spread like U(-bound, bound): max |t| near the bound,
+    std near bound / sqrt(3), mean near 0 (loose, n >= 256 draws)."""
+    t = t.detach().flatten()
+    assert t.numel() >= 256
+    assert t.abs().max() <= bound and t.abs().max() > 0.9 * bound
+    assert abs(t.std().item() / (bound / math.sqrt(3)) - 1) < 0.15
+    assert abs(t.mean().item()) < 0.15 * bound
+
+
+def test_pape_default_init_is_nn_linear():
+    """W_p, A, B drawn as nn.Linear's default weight init: U(+-1/sqrt(fan_in)) (kaiming-uniform
+    with a = sqrt(5)), fan_in = D for A and B (Linear(D, 2Hm)) and p for W_p (Linear(p, Hm))."""
+    torch.manual_seed(0)
+    D, H, m = 64, 4, 50
+    for p in (2, 3):
+        pe = build_pe("pape", dim=D, num_heads=H, depth=2, spatial_dims=p, num_parabolas=m)
+        for L in pe.layers:
+            assert L.a_weight.shape == L.b_weight.shape == (H * m, D) and L.wp.shape == (H, m, p)
+            _assert_uniform(L.a_weight, 1 / math.sqrt(D))
+            _assert_uniform(L.b_weight, 1 / math.sqrt(D))
+            _assert_uniform(L.wp, 1 / math.sqrt(p))
+            assert not L.a_bias.any() and not L.b_bias.any() and not L.a_bias.requires_grad
+        assert not any(n.endswith("bias") for n, _ in pe.named_parameters())
+    # the same bound nn.Linear itself uses (its default weight init, a 2-D weight)
+    lin = torch.nn.Linear(D, 2 * H * m, bias=False)
+    assert lin.weight.abs().max() <= 1 / math.sqrt(D) and lin.weight.abs().max() > 0.9 / math.sqrt(D)
+
+
+def test_pape_pebench_variant_kept_as_options():
+    torch.manual_seed(0)
+    pe = build_pe("pape", dim=128, num_heads=4, depth=1, spatial_dims=2, grid=(16, 16), init="pebench",
+                  logit_scale="content")
+    L = pe.layer(0)
+    assert {"a_bias", "b_bias"} <= {n for n, _ in L.named_parameters()}
+    assert abs(L.wp.std().item() / (2 / (16 * math.sqrt(50))) - 1) < 0.1
+    assert L.a_weight.std().item() < 0.03 and L.pe_factor == 1.0
+    assert variant_label("pape", {"init": "pebench", "logit_scale": "content"}) == \
+        "pape[init=pebench,logit_scale=content]"
+    with pytest.raises(PEConfigError, match="init=pebench"):
+        build_pe("pape", dim=16, num_heads=2, depth=1, spatial_dims=2, wp_std=0.1)
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "naive"])
+def test_pape_ri_default_is_the_published_logit(impl):
+    """Default pape-ri: S_ij = (<q_i,k_j> - softplus(A x_i)_h ||s_h (r_j - r_i)||^2) / sqrt(d),
+    A without bias, s_h a fixed buffer drawn from U(+-1/sqrt(p))."""
+    torch.manual_seed(0)
+    D, H, p, N = 16, 2, 3, 6
+    d = D // H
+    pe = build_pe("pape-ri", dim=D, num_heads=H, depth=1, spatial_dims=p, impl=impl).double()
+    L = pe.layer(0)
+    attn = Attention(D, H).double()
+    r = torch.rand(N, p, dtype=torch.float64) * 6
+    x = torch.randn(2, N, D, dtype=torch.float64)
+    A, s = L.a_weight.detach(), L.scale.detach()  # (H, D), (H,)
+
+    def logit(b, h, i, j, qi, kj):
+        return (qi @ kj - F.softplus(A[h] @ x[b, i]) * ((s[h] * (r[j] - r[i])) ** 2).sum()) / math.sqrt(d)
+
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, r, L), _naive_attention(attn, x, logit, 0), rtol=1e-10, atol=1e-10)
+
+
+def test_pape_ri_scale_is_a_fixed_random_buffer():
+    torch.manual_seed(0)
+    for p in (2, 3):
+        pe = build_pe("pape-ri", dim=32, num_heads=8, depth=40, spatial_dims=p)
+        assert not any(n.endswith("scale") for n, _ in pe.named_parameters())
+        assert all(n.endswith(("scale",)) for n, _ in pe.named_buffers() if "scale" in n)
+        s = torch.cat([L.scale for L in pe.layers])  # 320 draws
+        assert "layers.0.scale" in pe.state_dict()  # saved with the model, so a checkpoint reproduces it
+        _assert_uniform(s, 1 / math.sqrt(p))
+        assert {n for n, _ in pe.layers[0].named_parameters()} == {"a_weight"}  # no bias
+        _assert_uniform(torch.cat([L.a_weight.flatten() for L in pe.layers]), 1 / math.sqrt(32))
+        assert pe.no_weight_decay() == set()
+    pe = build_pe("pape-ri", dim=32, num_heads=2, depth=1, spatial_dims=2, head_scale="learnable")
+    assert "layers.0.scale" in dict(pe.named_parameters()) and pe.no_weight_decay() == {"layers.0.scale"}
