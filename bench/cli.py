@@ -59,6 +59,12 @@ RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
     ("--label-smoothing", "label_smoothing", dict(type=float, metavar="X", help="cross-entropy label smoothing")),
     ("--layer-decay", "layer_decay", dict(type=float, metavar="X", help="layer-wise learning-rate decay factor")),
     ("--drop-path", "drop_path", dict(type=float, metavar="X", help="stochastic depth rate")),
+    ("--task", "task", dict(choices=["classification", "dino"],
+                            help="what to train: supervised classification or DINO self-supervised "
+                                 "(k-NN / linear probe on frozen features, EED per checkpoint)")),
+    ("--task-option", "task_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
+                                           help="task setting, e.g. n_local=6 or out_dim=4096 for --task dino "
+                                                "(repeatable; keys: the README's DINO section)")),
     ("--seed", "seed", dict(type=int, metavar="S", help="random seed (also the run directory's seed<S>)")),
     ("--resolution", "resolution", dict(metavar="R", help="input resolution: side S or 'AxB' (video/events: "
                                                             "frames x side; points: points x groups)")),
@@ -96,6 +102,9 @@ RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
     ("--pe-option", "pe_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
                                        help="PE constructor option, e.g. impl=naive (repeatable; keys: "
                                             "`bench list pes --options`)")),
+    ("--analysis-option", "analysis_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
+                                                   help="analysis setting, e.g. ssdc_tap=block_out or "
+                                                        "rpi_permutations=16 (repeatable)")),
     ("--compile", "compile", dict(action=argparse.BooleanOptionalAction,
                                   help="torch.compile the backbone (in place: checkpoints stay loadable without it); "
                                        "the first steps pay the compilation (tens of seconds; needs a C++ compiler "
@@ -217,6 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resolutions", default=None, metavar="LIST",
                    help="comma list of resolutions, e.g. 32,48,64 (default: the run's extrapolation_resolutions)")
 
+    from .card import CARD_HELP
+    p = sub.add_parser("card", help="analytic PE card at initialisation (or of a checkpoint), no training",
+                       description="Measure each PE's attention logits with random content (no training): "
+                                   "shift / rotation / mirror change, attention mass vs distance, behaviour "
+                                   "beyond the training grid. Without --pe: a table over every 2-D PE.",
+                       epilog=CARD_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pe", default=None, metavar="LIST", help="comma list of PEs (default: all that apply to images)")
+    p.add_argument("--model", default="vit-nano", metavar="NAME", help="ViT preset (default: vit-nano)")
+    p.add_argument("--grid", type=int, default=8, metavar="G", help="training grid side G (even; default: 8)")
+    p.add_argument("--samples", type=int, default=8, metavar="N", help="random content samples (default: 8)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="initialisation and content seed (default: 0)")
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="card of a trained image checkpoint (e.g. <run>/last.ckpt) instead of fresh PEs")
+
     p = sub.add_parser("perf", help="performance benchmarks: bench perf [WHAT] [--json FILE] [--md FILE] [--quick]",
                        description="Performance benchmarks (issue #7, docs/ARCHITECTURE.md §6); `bench perf WHAT --help` for "
                                    "each one's options. Without WHAT: `all` (every suite but `attention`, "
@@ -228,6 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_config_from_args(args: argparse.Namespace):
     """defaults < --preset < --config < flags -> resolved :class:`RunConfig`."""
+    return resolve(_merged_config(args))
+
+
+def _merged_config(args: argparse.Namespace):
+    """defaults < --preset < --config < flags, before :func:`resolve` (which may import torch)."""
     layers: list[dict[str, Any]] = []
     if getattr(args, "preset", None):
         layers.append(load_preset(args.preset))
@@ -239,14 +267,18 @@ def run_config_from_args(args: argparse.Namespace):
         v = getattr(args, key, None)
         if v is None:
             continue
-        if key in ("pe_options", "data"):  # KEY=VALUE pairs update the file's mapping
+        if key in ("pe_options", "data", "analysis_options", "task_options"):  # KEY=VALUE pairs update the file's mapping
             v = {**getattr(base, key), **dict(v)}
         flags[key] = v
     from dataclasses import asdict
-    return resolve(merge(asdict(base), flags))
+    return merge(asdict(base), flags)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if _merged_config(args).deterministic:
+        from .numerics import pin_cpu_numerics
+
+        pin_cpu_numerics()  # before torch is imported: CPU kernel paths pinned (see pebench.numerics)
     from lightning.pytorch.utilities import rank_zero_only
 
     from .run import load_registries, run
@@ -281,6 +313,31 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 
+def _cmd_card(args: argparse.Namespace) -> int:
+    """``bench card``: the analytic PE card table (torch imported here, not at module import)."""
+    from pebench.encodings import get_pe_class, list_pes
+    from pebench.models import list_models
+
+    from .card import card_rows, format_card
+
+    if args.grid < 2 or args.grid % 2:
+        raise ConfigError(f"--grid must be an even integer >= 2, got {args.grid}")
+    if args.samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {args.samples}")
+    if args.model not in list_models():
+        raise ConfigError(f"unknown model {args.model!r}; available: {', '.join(list_models())}")
+    if args.checkpoint is not None and args.pe is not None:
+        raise ConfigError("--checkpoint and --pe exclude each other (the checkpoint names its PE)")
+    pes = [p.strip() for p in (args.pe or "").split(",") if p.strip()]
+    for pe in pes:
+        if "image" not in get_pe_class(pe).modalities:  # unknown names raise the registry's ValueError
+            raise ConfigError(f"PE {pe!r} does not apply to images")
+    pes = pes or [p for p in list_pes() if "image" in get_pe_class(p).modalities]
+    print(format_card(card_rows(pes, model=args.model, grid=args.grid, samples=args.samples, seed=args.seed,
+                                checkpoint=args.checkpoint)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bench`` console script; returns the exit code."""
     from . import commands
@@ -300,8 +357,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "sweep":
             return commands.cmd_sweep(args, extra, parser)
+        if args.command == "card":
+            return _cmd_card(args)
         _check_command_args(args)
         return getattr(commands, f"cmd_{args.command}")(args)
+    except KeyboardInterrupt as e:  # Ctrl-C / SIGTERM: one line, no traceback, exit 128 + signal
+        signum = int(getattr(e, "signum", 2))
+        resume = getattr(e, "resume_command", None)
+        print("bench: interrupted" + (f" (results.json says interrupted; resume with: {resume})" if resume else ""),
+              file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:  # output piped into `head` etc.: stop quietly, like other command-line tools
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
         return 0
