@@ -33,6 +33,8 @@ _COMMON_DATA_HELP = {
     "eval_clips": "clips averaged per validation video", "split_seed": "seed of the stratified split",
     "split_fractions": "train and validation fractions of the split (the rest is test)",
     "data_seed": "seed of the generated data (default: the run's seed)",
+    "threshold": "mean contrast threshold of the simulated event camera (log intensity)",
+    "noise_rate": "spurious events per pixel and sample",
 }
 
 
@@ -104,7 +106,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if getattr(args, "options", False):
             from pebench.encodings import pe_options
 
-            rows = [[n, o["key"], o["type"] + (f" ({'|'.join(o['choices'])})" if o.get("choices") else ""),
+            rows = [[n, o["key"], o["type"] + (f" {{{', '.join(o['choices'])}}}" if o.get("choices") else ""),
                      _shown(o["default"]), o["help"]] for n in list_pes() for o in pe_options(n)]
             print("PE options (bench run --pe-option KEY=VALUE; the declarations build_pe validates against)\n"
                   + format_table(["pe", "key", "type", "default", "meaning"], rows))

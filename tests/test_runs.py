@@ -282,3 +282,43 @@ def test_eval_records_provenance_and_keeps_replaced_rows(tiny_csv_run, capsys):
     assert entry["git_sha"] == before["git_sha"] and entry["time"].endswith("Z")
     assert main(["runs", "show", str(run_dir)]) == 0
     assert "extrapolation from" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------- option listings
+def test_list_pes_options_is_the_validated_declaration(capsys):
+    from pebench.encodings import build_pe, list_pes, pe_options
+    from pebench.encodings.base import PEConfigError
+
+    assert main(["list", "pes", "--options"]) == 0
+    rows = _table_rows(capsys.readouterr().out.split("PE options")[1])
+    listed = {(r[0], r[1]): r for r in rows}
+    declared = [(n, o) for n in list_pes() for o in pe_options(n)]
+    assert len(rows) == len(declared) and declared
+    for name, o in declared:
+        row = listed[(name, o["key"])]
+        assert row[2].startswith(o["type"]) and row[4] == o["help"]
+        shown = "none" if o["default"] is None else str(o["default"])
+        assert row[3] == shown
+    # a key that is not listed is rejected by the same declaration
+    with pytest.raises((TypeError, PEConfigError)):
+        build_pe("pape", dim=32, num_heads=2, depth=1, spatial_dims=2, not_an_option=1)
+
+
+def test_list_datasets_options_match_what_the_constructor_accepts(capsys):
+    from pebench.commands import data_options
+    from pebench.datamodules import get_datamodule_class, list_datamodules
+
+    assert main(["list", "datasets", "--options"]) == 0
+    out = capsys.readouterr().out
+    rows = _table_rows(out.split("dataset options")[1])
+    assert ["shapes", "train_size", "int", "4096", "training samples generated per epoch"] in rows
+    for name in list_datamodules():
+        cls = get_datamodule_class(name)
+        opts = data_options(cls)
+        assert [r[1] for r in rows if r[0] == name] == [o["key"] for o in opts]
+        if cls.needs_data_root:
+            continue
+        # every listed key with its listed default is accepted; an unlisted key is refused
+        cls(**{o["key"]: o["default"] for o in opts if not o["required"]})
+        with pytest.raises(TypeError, match="not_an_option"):
+            cls(not_an_option=1)
