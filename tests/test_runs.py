@@ -322,3 +322,21 @@ def test_list_datasets_options_match_what_the_constructor_accepts(capsys):
         cls(**{o["key"]: o["default"] for o in opts if not o["required"]})
         with pytest.raises(TypeError, match="not_an_option"):
             cls(not_an_option=1)
+
+
+# ------------------------------------------------------------------------------------- self-contained
+def test_repository_refers_only_to_documents_it_contains():
+    """Code and docs cite docs/ARCHITECTURE.md, not design notes kept outside the repository."""
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    assert (repo / "docs" / "ARCHITECTURE.md").is_file()
+    external = re.compile("DESIGN" + r"(\.md|\s*§|\s*\\u00a7)|DEVELOPERS" + r"\.md")
+    files = [repo / "README.md", repo / "pyproject.toml"]
+    for folder in ("bench", "encodings", "models", "datamodules", "analysis", "leaderboard", "tests", "docs",
+                   "benchmarks"):
+        files += [p for p in (repo / folder).rglob("*") if p.suffix in (".py", ".md", ".toml", ".json", ".yaml")]
+    hits = [f"{p.relative_to(repo)}:{i}" for p in files if p.is_file()
+            for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            if external.search(line)]
+    assert not hits, hits
