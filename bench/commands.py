@@ -79,6 +79,12 @@ def data_options(cls: type) -> list[dict[str, Any]]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    what = args.what
+    if what == "presets":  # YAML files only: no registry, no torch
+        names = list_presets()
+        print("presets (bench run --preset NAME)\n" + (format_table(["name"], [[n] for n in names]) if names
+                                                       else "(none installed)"))
+        return 0
     from pebench.datamodules import get_datamodule_class, list_datamodules
     from pebench.encodings import get_pe_class, list_pes
     from pebench.models import VIT_PRESETS
@@ -86,7 +92,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     from .run import load_registries
 
     load_registries()
-    what = args.what
     if what in ("datasets", "all"):
         rows = []
         for name in list_datamodules():

@@ -110,13 +110,14 @@ def test_not_complete_reason_rules():
 
 
 def test_runs_and_help_do_not_import_torch(results_tree):
-    """`bench --help`, `bench run --help` and `bench runs` parse arguments without loading torch."""
+    """`bench --help`, `bench run --help`, `bench runs` and `bench list presets` run without loading torch."""
     code = ("import sys\nfrom pebench.cli import main\n"
             "for argv in (['--help'], ['run', '--help'], ['list', '--help']):\n"
             "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
             f"assert main(['runs', '--results', {str(results_tree)!r}]) == 0\n"
             "assert main(['runs', 'show', 'shapes/ape/vit-nano/seed0', '--results', "
             f"{str(results_tree)!r}]) == 0\n"
+            "assert main(['list', 'presets']) == 0\n"
             "bad = [m for m in ('torch', 'lightning', 'timm') if m in sys.modules]\n"
             "assert not bad, bad\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
