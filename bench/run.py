@@ -20,14 +20,18 @@ some PEs own parameters that a given input type does not use (APE's coordinate M
 """
 from __future__ import annotations
 
+import atexit
 import importlib
 import io
 import logging
 import math
 import os
 import platform
+import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -39,10 +43,13 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, TQDMProgressB
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
+from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
 from .io import atomic_write_bytes, atomic_write_json, atomic_write_yaml, read_json
 from ._loaders import install_samplers, restore_loaders
+from .numerics import numerics_record
 
 __all__ = ["run", "prepare", "check_writable", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for"]
 
@@ -275,6 +282,48 @@ def _epochs_done(meta: dict) -> int:
         return int(meta.get("epoch", 0))
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """The run was stopped by SIGINT or SIGTERM; ``results.json`` says ``interrupted`` and holds
+    ``resume_command``. The CLI prints one line and exits with ``128 + signum``."""
+
+    def __init__(self, signum: int, resume_command: str) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = int(signum)
+        self.resume_command = resume_command
+
+
+class _InterruptSignals:
+    """While a run trains and analyses, SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main
+    thread (SIGTERM's default action would end the process without a word in ``results.json``), and
+    remember which signal came. Lightning's own SIGTERM handler, installed during ``fit``, calls this
+    one after it has told its DDP launcher to stop the other ranks. No-op outside the main thread."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._old: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for s in (signal.SIGINT, signal.SIGTERM):
+            self._old[s] = signal.signal(s, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is None:
+            self.received = signum
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    def restore(self) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        self._old = {}
+
+
+def _resume_command(run_dir: Path) -> str:
+    """``bench run --config <run_dir>/config.yaml`` (prefixed with ``cd <cwd> &&`` when the path is
+    relative: config.yaml's ``out`` is then relative to the directory the run was started in)."""
+    cmd = f"bench run --config {shlex.quote(str(run_dir / 'config.yaml'))}"
+    return cmd if run_dir.is_absolute() else f"cd {shlex.quote(os.getcwd())} && {cmd}"
+
+
 def _indivisible(batch: int, world: int) -> None:
     raise ConfigError(f"batch_size {batch} is not divisible by the number of processes {world} "
                       f"(devices x num_nodes); the global batch is split evenly across them")
@@ -368,17 +417,24 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
     if "alpha" in analyses and not getattr(pe_cls, "additive", False):  # only an explicit --analyses alpha
         raise PEConfigError(f"analysis 'alpha' does not apply to PE {cfg.pe!r}: it scales an additive PE "
                             f"(see `bench list pes`); drop it from --analyses or use --analyses all")
+    if cfg.task == "dino":
+        from .dino_setup import dino_analyses
+        analyses = dino_analyses(analyses, explicit)
     _check_logger_installed(cfg.logger)
     try:
         dm = dm_cls(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
                     resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
     except TypeError as e:
         raise ConfigError(f"invalid data options for dataset {cfg.dataset!r}: {e}") from None
+    if cfg.task == "dino":  # multi-crop views + k-NN loaders around the dataset's datamodule
+        from .dino_setup import prepare_dino_data
+        dm = prepare_dino_data(cfg, dm)
     grid = train_grid_for(dm)
     _check_data_root(dm, cfg.max_skipped_fraction)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     try:
-        task = ClassificationTask(
+        from .dino_setup import build_dino_task
+        task = build_dino_task(cfg, dm, grid) if cfg.task == "dino" else ClassificationTask(
             modality=dm.modality, num_classes=dm.num_classes, in_chans=dm.in_chans, model=cfg.model, pe=cfg.pe,
             pe_options=cfg.pe_options, patch_size=dm.patch_size, tubelet=dm.tubelet, num_groups=dm.num_groups,
             train_grid=grid, class_token=cfg.class_token, pool=cfg.pool, lr=cfg.lr, weight_decay=cfg.weight_decay,
@@ -470,15 +526,19 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     rank0 = trainer.global_rank == 0
     config = config_to_dict(cfg)
     if rank0:
+        check_same_configuration(run_dir, config)  # resume / re-run only the same configuration
         check_writable(cfg.out)
     ckpt = _resume_path(run_dir)
     results: dict[str, Any] = {
         "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "model": cfg.model, "seed": cfg.seed,
-        "task": "classification", "status": "running", "metrics": {},
-        "primary_metric": "test/acc1" if getattr(dm, "has_test_split", False) else "val/acc1",
+        "task": cfg.task, "status": "running", "metrics": {},
+        "primary_metric": "test/knn_top1" if cfg.task == "dino" else
+        "test/acc1" if getattr(dm, "has_test_split", False) else "val/acc1",
         "skipped_samples": {}, "analyses": parts["analyses"], "config": config, "versions": _versions(),
+        "numerics": numerics_record(),
         "git_sha": _git_sha(), "wall_time_s": None, "n_params": sum(p.numel() for p in task.parameters()),
         "run_dir": str(run_dir), "resumed_from": None, "val_samples": None,
+        "fingerprint": fingerprint(config), "fingerprint_keys": fingerprint_keys(config),
     }
     if ckpt is not None:
         try:
@@ -497,8 +557,15 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         if rank0:
             atomic_write_json(run_dir / "results.json", _strict_json(results))
 
+    lock = None
     if rank0:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = run_dir_lock(run_dir)  # a second `bench run` on this directory stops here (exit 2)
+        atexit.register(lock.release)
+        try:
+            check_same_configuration(run_dir, config)  # again, now that no other run can write it
+        except ConfigError:
+            lock.release()
+            raise
         if ckpt is None:  # fresh start: drop artefacts of a previous (complete) run
             for name in ("last.ckpt", "metrics.csv"):
                 (run_dir / name).unlink(missing_ok=True)
@@ -510,6 +577,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         print(f"bench: run directory {run_dir}" + (f" (resuming from {Path(ckpt).name})" if ckpt else ""),
               file=sys.stderr)
     orig = install_samplers(dm, cfg.seed)
+    signals = _InterruptSignals()
     try:
         trainer.fit(task, datamodule=dm, ckpt_path=ckpt)
         val = trainer.validate(task, datamodule=dm, verbose=False)
@@ -518,6 +586,8 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             test = trainer.test(task, datamodule=dm, verbose=False)
             metrics.update(test[0] if test else {})
         results["metrics"] = {k: float(v) for k, v in sorted(metrics.items())}
+        if cfg.task == "dino":  # EED% / SSDC per layer at each checkpoint (models/tasks/dino.py)
+            results["eed_checkpoints"] = task.eed_history
         results["val_samples"] = parts["counter"].total
         results["skipped_samples"], data_problem = _skip_report(task, dm, parts["counter"], cfg.max_skipped_fraction)
         if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -538,9 +608,22 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             complete = False
         _write_curves(run_dir, results)
         write("complete" if complete else "incomplete")
+    except (KeyboardInterrupt, SystemExit) as e:
+        # Ctrl-C / SIGTERM (Lightning turns a KeyboardInterrupt inside fit into sys.exit(1))
+        if isinstance(e, SystemExit) and signals.received is None and not isinstance(e, SIGTERMException):
+            raise
+        signum = signals.received or (signal.SIGTERM if isinstance(e, SIGTERMException) else signal.SIGINT)
+        results["interrupted_by"] = signal.Signals(signum).name
+        results["resume_command"] = _resume_command(run_dir)
+        write("interrupted")
+        raise RunInterrupted(signum, results["resume_command"]) from None
     except Exception as e:
         e.bench_phase = "train"  # type: ignore[attr-defined]  # the CLI shows a traceback for bugs here
         results["error"] = f"{type(e).__name__}: {e}"
         write("failed")
         raise
+    finally:
+        signals.restore()
+        if lock is not None:
+            lock.release()
     return results
