@@ -123,5 +123,12 @@ class LearnedAPE(PositionalEncoding):
             pos = grid_table_lookup(self.table_for_grid(grid), coords, grid)  # (B, N, D)
         return x + self.alpha * pos.to(x.dtype)
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[override]
+        # checkpoints written before grid models stopped holding the (unused) coords MLP: drop its keys
+        if self.coord_mlp is None:
+            for key in [k for k in state_dict if k.startswith(prefix + "coord_mlp.")]:
+                del state_dict[key]
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def no_weight_decay(self) -> set[str]:
         return {"table"} if self.table is not None else set()

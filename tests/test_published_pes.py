@@ -189,3 +189,112 @@ def test_pape_ri_scale_is_a_fixed_random_buffer():
         assert pe.no_weight_decay() == set()
     pe = build_pe("pape-ri", dim=32, num_heads=2, depth=1, spatial_dims=2, head_scale="learnable")
     assert "layers.0.scale" in dict(pe.named_parameters()) and pe.no_weight_decay() == {"layers.0.scale"}
+
+
+# ----------------------------------------------------------------------------------------------
+# LookHere LH-90 (official config "corners-triangles-none", global slope 2, layer slopes 1.5 -> 0.5)
+# ----------------------------------------------------------------------------------------------
+def _lh90_reference_layout(H):
+    """(kind, direction name, head slope) per head, as the official code lays out 12 and 16 heads."""
+    corners = ["up-left", "up-right", "down-left", "down-right"]
+    triangles = ["up", "down", "left", "right"]
+    none = [("none", "-", s) for s in (0.25, 0.0625, 0.015625, 0.00390625)]
+    if H == 12:
+        return [("corner", c, 0.5) for c in corners] + [("triangle", t, 0.5) for t in triangles] + none
+    assert H == 16
+    return ([("corner", c, 0.5) for c in corners] + [("corner", c, 0.25) for c in corners]
+            + [("triangle", t, 0.5) for t in triangles] + none)
+
+
+def _visible(kind, name, dy, dx):
+    """Integer-grid visibility, written with comparisons only (up = -y, left = -x)."""
+    if kind == "none":
+        return True
+    if kind == "corner":
+        vy, vx = name.split("-")
+        return (dy <= 0 if vy == "up" else dy >= 0) and (dx <= 0 if vx == "left" else dx >= 0)
+    return {"up": dy <= -abs(dx), "down": dy >= abs(dx), "left": dx <= -abs(dy), "right": dx >= abs(dy)}[name]
+
+
+@pytest.mark.parametrize("H", [12, 16])
+def test_lookhere_lh90_layout_and_biases(H):
+    depth, grid = 3, (4, 5)
+    pe = build_pe("lookhere", dim=8 * H, num_heads=H, depth=depth, spatial_dims=2)
+    layout = _lh90_reference_layout(H)
+    assert [(h.kind.replace("unmasked", "none"), h.name if h.kind != "unmasked" else "-", h.slope)
+            for h in pe.heads] == layout
+    c = grid_coords(grid)  # (N, 2) (y, x)
+    N = c.shape[0]
+    for li in range(depth):
+        s_l = 1.5 + (0.5 - 1.5) * li / (depth - 1)
+        got = pe.layer(li).bias(c)[0]  # (H, N, N)
+        want = torch.empty(H, N, N)
+        for h, (kind, name, slope) in enumerate(layout):
+            for i in range(N):
+                for j in range(N):
+                    dy, dx = (c[j] - c[i]).tolist()
+                    dist = math.hypot(dy, dx)
+                    want[h, i, j] = -2 * s_l * slope * dist if _visible(kind, name, dy, dx) else -1e9
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("H", range(1, 17))
+def test_lookhere_head_count_rule(H):
+    """The documented rule: u = min(4, H // 3, max(H - 4, 0)) unmasked heads with slopes 4^-(k+1);
+    directional heads dealt corners, triangles, corners, ... in groups of four at slopes
+    2^-(round+1); with H >= 4 the directional heads alone see every key from every query."""
+    pe = build_pe("lookhere", dim=4 * H, num_heads=H, depth=2, spatial_dims=2)
+    heads = pe.heads
+    u = min(4, H // 3, max(H - 4, 0))
+    assert len(heads) == H and [h.kind for h in heads[H - u:]] == ["unmasked"] * u
+    assert [h.slope for h in heads[H - u:]] == [4.0 ** -(k + 1) for k in range(u)]
+    n_dir = H - u
+    groups = [("corner", r) if g % 2 == 0 else ("triangle", r) for g, r in ((g, g // 2) for g in range(8))]
+    expect = []
+    for g, (kind, rnd) in enumerate(groups):
+        expect += [(kind, 2.0 ** -(rnd + 1))] * max(0, min(4, n_dir - 4 * g))
+    expect.sort(key=lambda t: (t[0] != "corner", -t[1]))  # corners (by round), then triangles
+    assert [(h.kind, h.slope) for h in heads[:n_dir]] == expect
+    if H >= 4:
+        b = pe.layer(0).bias(grid_coords((5, 5)))[0, :n_dir]  # (n_dir, N, N)
+        assert ((b > -1e8).any(0)).all()
+    if H in (12, 16):
+        assert u == 4
+
+
+def test_lookhere_unmasked_heads_option():
+    pe = build_pe("lookhere", dim=32, num_heads=4, depth=1, spatial_dims=2, unmasked_heads=1)
+    assert [h.kind for h in pe.heads] == ["corner"] * 3 + ["unmasked"]
+    assert variant_label("lookhere", {"unmasked_heads": 1}) == "lookhere[unmasked_heads=1]"
+    with pytest.raises(PEConfigError):
+        build_pe("lookhere", dim=32, num_heads=4, depth=1, spatial_dims=2, unmasked_heads=5)
+
+
+# ----------------------------------------------------------------------------------------------
+# APE: only the parameters its input type uses; init options
+# ----------------------------------------------------------------------------------------------
+def _count(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def test_ape_parameter_counts():
+    D = 128  # vit-nano
+    img = build_backbone("vit-nano", pe="ape", spatial_dims=2, grid=(8, 8))
+    assert _count(img) - _count(build_backbone("vit-nano", pe="none", spatial_dims=2, grid=(8, 8))) == 64 * D
+    assert _count(img.pe) == 64 * D and img.pe.coord_mlp is None  # the table only
+    vid = build_backbone("vit-nano", pe="ape", spatial_dims=3, grid=(2, 4, 4))
+    assert _count(vid.pe) == 32 * D
+    pts = build_backbone("vit-nano", pe="ape", spatial_dims=3, grid=None)  # point groups: the MLP only
+    hidden = 128
+    assert pts.pe.table is None and _count(pts.pe) == (3 * hidden + hidden) + (hidden * D + D)
+    with pytest.raises(PEConfigError, match="grid"):
+        img.pe.encode_tokens(torch.zeros(1, 3, D), torch.rand(3, 2), None)  # a table APE given non-grid tokens
+
+
+def test_ape_init_options():
+    torch.manual_seed(0)
+    kw = dict(dim=64, num_heads=2, depth=1, spatial_dims=2, grid=(16, 16))
+    timm_std = build_pe("ape", init="timm", **kw).table.std().item()
+    ssdc = build_pe("ape", init="ssdc", **kw).table
+    assert abs(timm_std / 0.02 - 1) < 0.1  # trunc_normal_(std=0.02) (cut at +-2, i.e. 100 sigma)
+    assert abs(ssdc.std().item() - 1) < 0.05 and ssdc.abs().max() > 3  # N(0, 1), not truncated
