@@ -24,6 +24,9 @@ __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_
            "check_resolution_syntax",
            "DEFAULT_PE_PREFERENCE"]
 
+#: ``--task`` values (one LightningModule each in pebench.models.tasks)
+TASKS = ("classification", "dino")
+
 #: ``--logger`` values (the CSV logger's metrics.csv is written in every case)
 LOGGERS = ("csv", "tensorboard", "wandb")
 #: analyses ``--analyses`` accepts (``none``/``all``/``auto`` are shorthands)
@@ -49,6 +52,8 @@ class RunConfig:
     pool: str = "mean"
     rpt: bool = False
     drop_path: float = 0.0
+    task: str = "classification"          # classification | dino (TASKS)
+    task_options: dict = field(default_factory=dict)  # e.g. n_local, out_dim for --task dino
     # data
     resolution: int | str | None = None       # None: the dataset's default
     data_root: str | None = None
@@ -249,6 +254,10 @@ def resolve(cfg: RunConfig) -> RunConfig:
                           "(got --pe none)")
     if cfg.pool == "cls" and not cfg.class_token:
         raise ConfigError("conflicting flags: --pool cls needs --class-token")
+    if cfg.task not in TASKS:
+        raise ConfigError(f"unknown task {cfg.task!r}; available: {', '.join(TASKS)}")
+    if cfg.task_options and cfg.task == "classification":
+        raise ConfigError("task_options apply to --task dino; the classification task has none")
     if cfg.pool not in ("mean", "cls"):
         raise ConfigError(f"unknown pool {cfg.pool!r}; available: mean, cls")
     for name in ("epochs", "batch_size", "num_nodes"):

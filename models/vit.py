@@ -41,6 +41,7 @@ VIT_PRESETS: dict[str, ViTConfig] = {
     "vit-small": ViTConfig(512, 10, 8),   # head dim 64
     "vit-base": ViTConfig(768, 12, 12),   # head dim 64
     "vit-s16": ViTConfig(384, 12, 6),     # DeiT ViT-S/16, head dim 64
+    "vit-nano12": ViTConfig(128, 12, 4),  # 12 narrow blocks for CPU DINO / EED-over-depth studies, head dim 32
 }
 
 

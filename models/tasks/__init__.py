@@ -2,3 +2,6 @@
 from .classification import ClassificationTask, NonFiniteLossError, build_tokenizer, split_batch
 
 __all__ = ["ClassificationTask", "NonFiniteLossError", "build_tokenizer", "split_batch"]
+from .dino import DinoTask  # noqa: E402
+
+__all__ += ["DinoTask"]

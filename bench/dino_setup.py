@@ -1,0 +1,93 @@
+"""``bench run --task dino``: build the DINO task and its multi-crop datamodule from a RunConfig.
+
+Run options map onto the recipe (Caron et al., ICCV 2021) as follows: ``lr`` is the learning rate
+per 256 samples (peak = ``lr x batch_size / 256``, the linear scaling rule), ``weight_decay`` the
+start of the weight-decay cosine (end: ``weight_decay_end``), ``warmup_epochs`` the lr warm-up,
+``drop_path`` the student's stochastic depth, ``resolution`` the global-crop size. Everything else
+is a ``task_options`` key (``--task-option KEY=VALUE``), see :data:`DINO_OPTIONS`.
+
+Per-dataset crop geometry (global px, local px, patch px) when not given: CIFAR-100 and the
+embedded sets 32 / 16 / 4, Tiny ImageNet 64 / 32 / 8, UC Merced 224 / 96 / 16, others the
+dataset's resolution, half of it, and its patch size.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .config import ConfigError
+
+__all__ = ["DINO_OPTIONS", "CROP_GEOMETRY", "prepare_dino_data", "build_dino_task", "dino_analyses"]
+
+#: task option -> default (None: derived, see the module docstring)
+DINO_OPTIONS: dict[str, Any] = {
+    "global_size": None, "local_size": None, "n_local": 6, "patch_size": None,
+    "global_scale": [0.4, 1.0], "local_scale": [0.05, 0.4],
+    "out_dim": 65536, "head_hidden": 2048, "head_bottleneck": 256,
+    "min_lr": 1e-6, "weight_decay_end": 0.4, "momentum_teacher": 0.996, "teacher_temp": 0.07,
+    "warmup_teacher_temp": 0.04, "warmup_teacher_temp_epochs": None, "student_temp": 0.1,
+    "center_momentum": 0.9, "clip_grad": 3.0, "freeze_last_layer": 1,
+    "knn_k": 20, "knn_temperature": 0.07, "linear_probe": True, "eed_every": 1, "eed_probe_size": 256,
+    "init_eval": True,
+}
+
+#: dataset -> (global size, local size, patch size)
+CROP_GEOMETRY = {"cifar100": (32, 16, 4), "objects": (32, 16, 4), "textures": (32, 16, 4),
+                 "tiny-imagenet": (64, 32, 8), "ucmerced": (224, 96, 16)}
+
+
+def _options(cfg: Any) -> dict[str, Any]:
+    unknown = sorted(set(cfg.task_options) - set(DINO_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown task option {unknown[0]!r} for --task dino; available: {', '.join(DINO_OPTIONS)}")
+    return {**DINO_OPTIONS, **cfg.task_options}
+
+
+def prepare_dino_data(cfg: Any, dm: Any) -> Any:
+    """The dataset's datamodule -> a :class:`~pebench.datamodules.multicrop.DinoDataModule`
+    (patch size and crop sizes resolved; sizes checked against the patch size)."""
+    from pebench.datamodules.multicrop import DinoDataModule
+
+    opts = _options(cfg)
+    if dm.modality != "image":
+        raise ConfigError(f"--task dino needs an image dataset; {cfg.dataset!r} is {dm.modality} data")
+    g0, l0, p0 = CROP_GEOMETRY.get(cfg.dataset, (None, None, None))
+    patch = int(opts["patch_size"] or p0 or dm.patch_size)
+    res = tuple(dm.resolution)
+    if len(res) == 2 and res[0] != res[1]:
+        raise ConfigError("--task dino uses square crops; give --resolution as one side length")
+    if cfg.resolution is None and g0 is not None and opts["global_size"] is None:
+        dm.resolution = (g0,)
+    global_size = int(opts["global_size"] or dm.resolution[0])
+    dm.resolution = (global_size,)
+    local_size = int(opts["local_size"] or (l0 if g0 == global_size and l0 else global_size // 2))
+    for what, s in (("global crop", global_size), ("local crop", local_size)):
+        if s < patch or s % patch:
+            raise ConfigError(f"--task dino: the {what} size {s} is not a positive multiple of the patch size {patch}; "
+                              f"set --resolution / --task-option local_size=... / patch_size=...")
+    if int(opts["n_local"]) < 0:
+        raise ConfigError(f"--task dino: n_local must be >= 0, got {opts['n_local']}")
+    dm.patch_size = patch  # instance attribute: the tokenizer and train_grid_for read it
+    return DinoDataModule(dm, global_size, local_size, int(opts["n_local"]), tuple(opts["global_scale"]),
+                          tuple(opts["local_scale"]))
+
+
+def build_dino_task(cfg: Any, dm: Any, grid: Any) -> Any:
+    from pebench.models.tasks.dino import DinoTask
+
+    opts = _options(cfg)
+    keep = {k: v for k, v in opts.items() if k not in ("global_size", "local_size", "n_local", "patch_size",
+                                                        "global_scale", "local_scale")}
+    return DinoTask(modality=dm.modality, num_classes=dm.num_classes, in_chans=dm.in_chans, model=cfg.model,
+                    pe=cfg.pe, pe_options=cfg.pe_options, patch_size=dm.patch_size, train_grid=grid,
+                    class_token=cfg.class_token, pool=cfg.pool, lr=cfg.lr, batch_size=cfg.batch_size,
+                    weight_decay=cfg.weight_decay, warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs,
+                    drop_path=cfg.drop_path, **keep)
+
+
+def dino_analyses(analyses: list[str], explicit: bool) -> list[str]:
+    """Only ``geometry`` applies to a self-supervised model (the others read class logits)."""
+    other = [a for a in analyses if a != "geometry"]
+    if explicit and other:
+        raise ConfigError(f"analysis {other[0]!r} does not apply to --task dino (it reads class logits); "
+                          f"use --analyses geometry or none")
+    return [a for a in analyses if a == "geometry"]
