@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from pebench.io import default_file_mode
+
 __all__ = ["plot_geometry", "plot_alpha_sweep", "plot_extrapolation", "plot_robustness", "save_plot", "run_info",
            "run_label", "shift_label"]
 
@@ -81,6 +83,7 @@ def save_plot(fn: Callable[..., None], data: Any, path: str | os.PathLike, **kwa
     os.close(fd)
     try:
         fn(data, tmp, **kwargs)
+        os.chmod(tmp, default_file_mode())  # mkstemp made it 0600; give it the umask's mode
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

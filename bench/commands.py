@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -151,11 +153,22 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 _SWEEP_FIXED = {"dataset", "pe", "seed", "model", "out"}
 
 
+def sweep_threads(workers: int) -> int:
+    """Torch threads per run of a sweep with ``workers`` parallel workers: usable cores // workers."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, workers))
+
+
 def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.ArgumentParser) -> int:
     from pebench.datamodules import get_datamodule_class
     from pebench.encodings import get_pe_class, list_pes
 
-    from .cli import build_parser
+    from .cli import build_parser, run_config_from_args
+    from .config import config_to_dict
+    from .integrity import fingerprint
     from .run import check_writable, load_registries
 
     from pebench import sweep
@@ -189,10 +202,20 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
                 combos.append((d, p))
             else:
                 print(f"bench: note: skipping {d} x {p} (PE {p!r} does not apply to {mod} data)", file=sys.stderr)
-    check_writable(args.out)
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    if args.retries < 0:
+        raise ConfigError(f"--retries must be >= 0, got {args.retries}")
     specs = []
     for d, p in combos:
         specs += sweep.plan_sweep([d], [p], seeds, args.model, args.out, extra_args=extra)
+    # Resolve every run's configuration now: a bad pass-through flag (e.g. --epochs 0) stops the
+    # sweep with one line before anything is created, and each run gets its fingerprint (a complete
+    # run is skipped only when it was made with this configuration) and its share of the cores.
+    threads = sweep_threads(args.workers)
+    specs = [dataclasses.replace(s, fingerprint=fingerprint(config_to_dict(
+        run_config_from_args(build_parser().parse_args(s.command()[3:])))), threads=threads) for s in specs]
+    check_writable(args.out)
     outcomes = sweep.run_sweep(specs, retries=args.retries, workers=args.workers)
     rows = [[o.get("key"), o.get("status"), o.get("attempts")] for o in outcomes]
     print(format_table(["run", "status", "attempts"], rows))

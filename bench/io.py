@@ -1,6 +1,12 @@
 """Atomic file writes: a temp file in the same directory, fsync, then ``os.replace``.
 
 A kill at any moment leaves either the old file or the new one, never a truncated one.
+
+File modes: ``tempfile.mkstemp`` creates its file with mode 0600 whatever the umask, and
+``os.replace`` keeps that mode, so every result would be private to its owner. The temp file is
+therefore given the mode a plain ``open(path, "w")`` would have created, ``0666 & ~umask``
+(0644 under the usual umask 022), before it is moved into place: colleagues on a shared cluster
+can read results, configs, checkpoints, plots and the leaderboard exactly when the umask says so.
 """
 from __future__ import annotations
 
@@ -12,14 +18,36 @@ from typing import Any
 
 import yaml
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_yaml", "read_json"]
+__all__ = ["default_file_mode", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_yaml", "read_json"]
+
+
+def _current_umask() -> int:
+    """The process umask, read without changing it where ``/proc`` allows (no race with threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no other portable way to read it: set and restore at once
+    os.umask(mask)
+    return mask
+
+
+def default_file_mode() -> int:
+    """Mode of a newly created regular file under the current umask: ``0o666 & ~umask``."""
+    return 0o666 & ~_current_umask()
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically, with the mode the umask gives new files."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, default_file_mode())  # mkstemp made it 0600
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -15,11 +15,20 @@ workers is not restored). Nothing is created before validation passes.
 
 DDP: the global batch is ``batch_size``; each of the ``W = devices x num_nodes`` ranks loads
 ``batch_size // W`` (``batch_size`` must be divisible by ``W``). See ``_loaders.py`` for the
-samplers. ``--strategy ddp`` maps to Lightning's ``ddp_find_unused_parameters_true`` because
-some PEs own parameters that a given input type does not use (APE's coordinate MLP on grids).
+samplers. ``--strategy ddp`` is Lightning's DDP without the search for unused parameters (every
+PE holds only the parameters its input type uses) and with a 10-minute timeout; ``--num-nodes K``
+outside SLURM/torchrun needs MASTER_ADDR, MASTER_PORT and NODE_RANK. Ranks > 0 return once
+training and validation are done; rank 0 runs the analyses and owns the exit status.
+
+One configuration per run directory: ``results.json`` records the configuration ``fingerprint``
+(:mod:`pebench.integrity`); a directory holding another configuration is refused (exit code 2,
+the differing keys named) before anything is touched, and ``<run_dir>/.run.lock`` keeps a second
+``bench run`` out. SIGINT / SIGTERM end the run with ``status: interrupted`` and the command that
+resumes it (``resume_command``).
 """
 from __future__ import annotations
 
+import atexit
 import atexit
 import importlib
 import io
@@ -32,8 +41,10 @@ import signal
 import subprocess
 import sys
 import threading
+import threading
 import time
 import warnings
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +55,10 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
+from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
 from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
 from .io import atomic_write_bytes, atomic_write_json, atomic_write_yaml, read_json
 from ._loaders import install_samplers, restore_loaders
@@ -324,6 +337,79 @@ def _resume_command(run_dir: Path) -> str:
     return cmd if run_dir.is_absolute() else f"cd {shlex.quote(os.getcwd())} && {cmd}"
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """The run was stopped by SIGINT or SIGTERM; ``results.json`` says ``interrupted`` and holds
+    ``resume_command``. The CLI prints one line and exits with ``128 + signum``."""
+
+    def __init__(self, signum: int, resume_command: str) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = int(signum)
+        self.resume_command = resume_command
+
+
+class _InterruptSignals:
+    """While a run trains and analyses, SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main
+    thread (SIGTERM's default action would end the process without a word in ``results.json``), and
+    remember which signal came. Lightning's own SIGTERM handler, installed during ``fit``, calls this
+    one after it has told its DDP launcher to stop the other ranks. No-op outside the main thread."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._old: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for s in (signal.SIGINT, signal.SIGTERM):
+            self._old[s] = signal.signal(s, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is None:
+            self.received = signum
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    def restore(self) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        self._old = {}
+
+
+def _resume_command(run_dir: Path) -> str:
+    """``bench run --config <run_dir>/config.yaml`` (prefixed with ``cd <cwd> &&`` when the path is
+    relative: config.yaml's ``out`` is then relative to the directory the run was started in)."""
+    cmd = f"bench run --config {shlex.quote(str(run_dir / 'config.yaml'))}"
+    return cmd if run_dir.is_absolute() else f"cd {shlex.quote(os.getcwd())} && {cmd}"
+
+
+#: how long a DDP process waits for the others (the rendezvous of all ranks, every collective)
+#: before it fails instead of hanging; PyTorch's default is 30 minutes
+DDP_TIMEOUT = timedelta(minutes=10)
+#: environment variables that place a process in a multi-node job when no scheduler (SLURM,
+#: torchrun, LSF, MPI) is detected
+MULTI_NODE_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK")
+
+
+def _ddp_strategy() -> Any:
+    """``--strategy ddp``: Lightning's DDP with ``find_unused_parameters=False`` (every PE holds only
+    parameters its input type uses, so the per-step search of the autograd graph for unused ones is
+    not needed; DDP raises an error naming any parameter that gets no gradient) and a finite
+    :data:`DDP_TIMEOUT`."""
+    from lightning.pytorch.strategies import DDPStrategy
+
+    return DDPStrategy(find_unused_parameters=False, timeout=DDP_TIMEOUT)
+
+
+def _check_multi_node(trainer: L.Trainer) -> None:
+    """``--num-nodes K > 1`` outside a scheduler needs the rendezvous variables on every node;
+    without them node 0 would wait for nodes that never come."""
+    env = trainer._accelerator_connector.cluster_environment
+    if trainer.num_nodes > 1 and type(env).__name__ == "LightningEnvironment":
+        missing = [v for v in MULTI_NODE_ENV if not os.environ.get(v)]
+        if missing:
+            raise ConfigError(f"--num-nodes {trainer.num_nodes} needs a multi-node launch: run under SLURM or "
+                              f"torchrun, or set {', '.join(MULTI_NODE_ENV)} on every node (missing: "
+                              f"{', '.join(missing)}; MASTER_ADDR/MASTER_PORT: node 0's address and a free port, "
+                              f"NODE_RANK: 0..{trainer.num_nodes - 1})")
+
+
 def _indivisible(batch: int, world: int) -> None:
     raise ConfigError(f"batch_size {batch} is not divisible by the number of processes {world} "
                       f"(devices x num_nodes); the global batch is split evenly across them")
@@ -453,7 +539,7 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
         _indivisible(cfg.batch_size, cfg.devices * cfg.num_nodes)
     _quiet_lightning()
     run_dir = run_dir_for(cfg)
-    strategy = "ddp_find_unused_parameters_true" if cfg.strategy == "ddp" else cfg.strategy
+    strategy = _ddp_strategy() if cfg.strategy == "ddp" else cfg.strategy
     counter = _ValSampleCounter()
     callbacks: list[Callback] = [counter, _StepSeed(cfg.seed), _last_checkpoint(run_dir)]
     if cfg.progress_bar:
@@ -470,6 +556,7 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
             plugins=[_AtomicCheckpointIO()])
     except (MisconfigurationException, ValueError, TypeError, ImportError) as e:  # ImportError: tpu w/o torch_xla
         raise ConfigError(f"invalid trainer options: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    _check_multi_node(trainer)
     world = trainer.num_devices * trainer.num_nodes
     if cfg.batch_size % world:
         _indivisible(cfg.batch_size, world)

@@ -20,6 +20,22 @@ directory is ``<out>/<dataset>/ape+rpt/<model>/seed<S>``, exactly where ``bench 
    ``<out>/.summary.lock``, so concurrent workers never lose each other's rows. A ``skipped`` entry
    never overwrites a ``complete`` one (the richer record of how the run was made is kept).
 
+A complete run is skipped only when it was made with the configuration asked for now: when the
+spec carries a ``fingerprint`` (``bench sweep`` computes it from the resolved run configuration,
+see :mod:`pebench.integrity`), the run directory's ``results.json`` must record the same one;
+otherwise the run is started, and ``bench run`` refuses the directory with exit code 2 and a line
+naming the differing keys. A run that exits with code 2 (a user error: bad flags, a directory
+holding another configuration, a busy directory) is not retried: it would fail the same way.
+
+Threads: ``RunSpec.threads`` (``bench sweep --workers W`` sets it to ``cores // W``) becomes
+``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` of the ``bench run`` subprocess (torch sizes its intra-op
+thread pool from them), so W parallel runs do not oversubscribe the cores; a value the user
+exported is kept.
+
+Ctrl-C: the workers and their ``bench run`` subprocesses get the SIGINT too (same process group;
+it is also forwarded); each ``bench run`` writes ``status: interrupted`` and exits, the workers
+exit quietly, and ``run_sweep`` raises ``KeyboardInterrupt`` for the CLI to report in one line.
+
 Several independent ``bench sweep`` processes on one output directory therefore split the work
 and each run is executed once; ``workers=N`` starts N such worker processes (``spawn`` context,
 so the runner must be picklable, e.g. a module-level function). After the workers exit, the
@@ -53,6 +69,8 @@ __all__ = [
     "run_sweep",
     "default_runner",
     "is_run_complete",
+    "run_fingerprint",
+    "runner_env",
     "SUMMARY_NAME",
 ]
 
@@ -64,6 +82,8 @@ RPT_SUFFIX = "+rpt"
 SUMMARY_LOCK_NAME = ".summary.lock"
 RUN_LOCK_NAME = ".lock"
 SUMMARY_VERSION = 1
+#: ``bench run``'s exit code for user errors: such a run fails the same way every time, never retried
+USER_ERROR_EXIT = 2
 #: A lock file still empty after this many seconds belongs to a writer that died mid-create.
 _EMPTY_LOCK_GRACE_S = 10.0
 #: A ``.break`` guard older than this belongs to a breaker that died; it may be removed.
@@ -83,6 +103,11 @@ class RunSpec:
     model: str
     out: str
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    #: configuration fingerprint of the run (``pebench.integrity.fingerprint``); a complete run is
+    #: skipped only when its results.json records this one (None: any complete run is skipped)
+    fingerprint: str | None = None
+    #: torch threads of the ``bench run`` subprocess (OMP_NUM_THREADS); None: inherit
+    threads: int | None = None
 
     @property
     def rpt(self) -> bool:
@@ -130,10 +155,40 @@ def _die_with_parent() -> None:
         pass
 
 
+def runner_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment of the ``bench run`` subprocess: ``base`` (default ``os.environ``) with
+    ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` set to ``spec.threads`` unless already set."""
+    env = dict(os.environ if base is None else base)
+    if spec.threads is not None:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.setdefault(var, str(max(1, int(spec.threads))))
+    return env
+
+
+#: seconds an interrupted ``bench run`` gets to write ``status: interrupted`` before it is killed
+_INTERRUPT_GRACE_S = 60.0
+
+
 def default_runner(spec: RunSpec) -> int:
     """Run ``bench run ...`` for ``spec`` as a subprocess (``python -m pebench.cli run``); return its
-    exit code. The subprocess is terminated if this worker dies (Linux; see ``_die_with_parent``)."""
-    return subprocess.run(spec.command(), check=False, preexec_fn=_die_with_parent).returncode
+    exit code. The subprocess is terminated if this worker dies (Linux; see ``_die_with_parent``).
+    On Ctrl-C it gets SIGINT and time to record ``interrupted``; then ``KeyboardInterrupt`` goes on."""
+    import signal
+
+    proc = subprocess.Popen(spec.command(), env=runner_env(spec), preexec_fn=_die_with_parent)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        try:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=_INTERRUPT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        except KeyboardInterrupt:  # a second Ctrl-C: stop now
+            proc.kill()
+            proc.wait()
+        raise
 
 
 def _check_name(kind: str, name: Any) -> str:
@@ -176,14 +231,31 @@ def plan_sweep(
     return specs
 
 
-def is_run_complete(run_dir: str | os.PathLike) -> bool:
-    """Whether ``<run_dir>/results.json`` exists, parses, and says ``status: complete``."""
+def is_run_complete(run_dir: str | os.PathLike, fingerprint: str | None = None) -> bool:
+    """Whether ``<run_dir>/results.json`` exists, parses, says ``status: complete`` and, when
+    ``fingerprint`` is given, records that configuration fingerprint (:func:`run_fingerprint`)."""
     try:
         with open(Path(run_dir) / "results.json", encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return False
-    return isinstance(data, dict) and data.get("status") == "complete"
+    if not (isinstance(data, dict) and data.get("status") == "complete"):
+        return False
+    return fingerprint is None or run_fingerprint(data) == fingerprint
+
+
+def run_fingerprint(results: dict[str, Any]) -> str | None:
+    """The configuration fingerprint of a ``results.json`` dict: its ``fingerprint``, or for files
+    written before fingerprints were recorded, the fingerprint of its ``config``; else None."""
+    fp = results.get("fingerprint")
+    if isinstance(fp, str) and fp:
+        return fp
+    cfg = results.get("config")
+    if isinstance(cfg, dict):
+        from pebench.integrity import fingerprint
+
+        return fingerprint(cfg)
+    return None
 
 
 # --------------------------------------------------------------------------------------- locks
@@ -431,6 +503,9 @@ def _execute(spec: RunSpec, runner: Runner, retries: int) -> dict[str, Any]:
             if is_run_complete(spec.run_dir):
                 return _entry(spec, "complete", attempt, exit_codes, errors, time.monotonic() - t0)
             errors.append(f"attempt {attempt}: exit code 0 but {spec.run_dir / 'results.json'} is not status 'complete'")
+        elif code == USER_ERROR_EXIT:
+            errors.append(f"attempt {attempt}: exit code 2 (a user error, see the run's message; not retried)")
+            break
         elif code is not None:
             errors.append(f"attempt {attempt}: exit code {code}")
     log.warning("run %s failed after %d attempt(s)", spec.key, len(exit_codes))
@@ -464,7 +539,7 @@ def _worker(specs: Sequence[RunSpec], runner: Runner, retries: int, summary_path
                 if done is not None:  # a concurrent worker of this sweep handled it
                     outcomes[spec.key] = done
                     continue
-                if is_run_complete(spec.run_dir):
+                if is_run_complete(spec.run_dir, spec.fingerprint):
                     entry = _entry(spec, "skipped", 0, [], [], 0.0)
                 else:
                     entry = _execute(spec, runner, retries)
@@ -480,7 +555,10 @@ def _worker(specs: Sequence[RunSpec], runner: Runner, retries: int, summary_path
 
 def _worker_main(specs: list[RunSpec], runner: Runner, retries: int, summary_path: str,
                  since: float, poll_interval: float) -> None:
-    _worker(specs, runner, retries, Path(summary_path), since, poll_interval)
+    try:
+        _worker(specs, runner, retries, Path(summary_path), since, poll_interval)
+    except KeyboardInterrupt:  # Ctrl-C reaches every process of the group: exit without a traceback
+        sys.exit(130)
 
 
 def run_sweep(
@@ -538,6 +616,12 @@ def run_sweep(
         try:
             for p in procs:
                 p.join()
+        except KeyboardInterrupt:
+            # the workers got the SIGINT too and stop their runs (which record `interrupted`)
+            deadline = time.monotonic() + _INTERRUPT_GRACE_S + 5.0
+            for p in procs:
+                p.join(timeout=max(0.1, deadline - time.monotonic()))
+            raise
         finally:
             for p in procs:
                 if p.is_alive():
