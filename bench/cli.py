@@ -199,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pe", default=None, metavar="LIST", help="only these PEs or variants (comma list)")
     p.add_argument("--model", default=None, metavar="LIST", help="only these models (comma list)")
     p.add_argument("--status", default=None, metavar="LIST",
-                   help="only these statuses: complete, incomplete, failed, running, unreadable (comma list)")
+                   help="only these statuses (comma list): complete, incomplete, failed, interrupted, running, "
+                        "unreadable")
 
     p = sub.add_parser("leaderboard", help="regenerate the leaderboard markdown from results.json files",
                        description="Collect <results>/**/results.json into a markdown leaderboard.")

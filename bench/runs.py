@@ -58,6 +58,10 @@ def not_complete_reason(res: dict[str, Any]) -> str:
             return _short(res[key])
     if status == "failed":
         return _short(res.get("error") or "failed (no error recorded)")
+    if status == "interrupted":
+        by = res.get("interrupted_by") or "a signal"
+        resume = res.get("resume_command")
+        return _short(f"interrupted by {by}" + (f"; resume: {resume}" if resume else ""), 2 * _REASON_WIDTH)
     if status == "running":
         return "no end recorded: still running, or killed (bench run with the same options resumes it)"
     if status == "incomplete":

@@ -104,6 +104,9 @@ def test_not_complete_reason_rules():
     assert "max-time 00:00:01:00" in not_complete_reason(
         {"status": "incomplete", "config": {"max_time": "00:00:01:00", "epochs": 4}})
     assert not_complete_reason({"status": "incomplete", "analyses": "unavailable"}).startswith("analyses unavailable")
+    assert not_complete_reason({"status": "interrupted", "interrupted_by": "SIGTERM",
+                                "resume_command": "bench run --config runs/x/config.yaml"}) == \
+        "interrupted by SIGTERM; resume: bench run --config runs/x/config.yaml"
     # an explicit reason recorded by bench run wins
     assert not_complete_reason({"status": "incomplete", "reason": "12% of val samples corrupt"}) == \
         "12% of val samples corrupt"
