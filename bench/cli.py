@@ -242,8 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="card of a trained image checkpoint (e.g. <run>/last.ckpt) instead of fresh PEs")
 
     p = sub.add_parser("perf", help="performance benchmarks: bench perf [WHAT] [--json FILE] [--md FILE] [--quick]",
-                       description="Performance benchmarks (issue #7, docs/ARCHITECTURE.md §6); `bench perf WHAT --help` for "
-                                   "each one's options. Without WHAT: `all` (every suite but `attention`, "
+                       description="Performance benchmarks (budgets: docs/ARCHITECTURE.md §6); "
+                                   "`bench perf WHAT --help` for each one's options. Without WHAT: `all` "
+                                   "(every suite but `attention`, "
                                    "about 4 minutes on a 2-core CPU).")
     p.add_argument("what", metavar="WHAT", help=f"benchmark to run: {', '.join(PERF_COMMANDS)} (default: all)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark, e.g. --json perf.json")
