@@ -206,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Collect <results>/**/results.json into a markdown leaderboard.")
     p.add_argument("--results", default="runs", metavar="DIR", help="root of run directories (default: runs)")
     p.add_argument("--out", default="LEADERBOARD.md", metavar="FILE", help="output file (default: LEADERBOARD.md)")
+    p.add_argument("--reference", default="none", metavar="PE",
+                   help="row (PE or variant) that the paired per-seed differences of the primary metric are "
+                        "taken against (default: none)")
 
     p = sub.add_parser("sweep", help="run datasets x PEs x seeds (resumable); other flags pass through to run",
                        description="Run the grid datasets x PEs x seeds, skipping complete runs. Any further "

@@ -37,8 +37,9 @@ pebench (``init=pebench``, ``logit_scale=content``) -0.015 / -0.72 / -2.89.
 Extrapolation and locality depend on exactly this scale.
 
 ``A``/``B``/``W_p`` are raw parameters (not ``nn.Linear``) so the backbone's ``nn.Linear``
-re-initialisation does not overwrite them. ``W_p`` is excluded from weight decay
-(``layers.{l}.wp``).
+re-initialisation does not overwrite them. Weight decay: under ``init="published"`` ``W_p``
+is decayed like ``A`` and ``B`` (the harness's AdamW decays every parameter); under
+``init="pebench"`` ``W_p`` is excluded (``layers.{l}.wp``), as before.
 
 Two implementations of the same module (``impl``):
 
@@ -415,4 +416,4 @@ class PaPE(PositionalEncoding):
         return self.layers[i]
 
     def no_weight_decay(self) -> set[str]:
-        return {f"layers.{i}.wp" for i in range(self.depth)}
+        return {f"layers.{i}.wp" for i in range(self.depth)} if self.init == "pebench" else set()

@@ -135,6 +135,7 @@ def test_pape_default_init_is_nn_linear():
             _assert_uniform(L.wp, 1 / math.sqrt(p))
             assert not L.a_bias.any() and not L.b_bias.any() and not L.a_bias.requires_grad
         assert not any(n.endswith("bias") for n, _ in pe.named_parameters())
+        assert pe.no_weight_decay() == set()  # the harness's AdamW decays W_p too
     # the same bound nn.Linear itself uses (its default weight init, a 2-D weight)
     lin = torch.nn.Linear(D, 2 * H * m, bias=False)
     assert lin.weight.abs().max() <= 1 / math.sqrt(D) and lin.weight.abs().max() > 0.9 / math.sqrt(D)
