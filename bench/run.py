@@ -103,7 +103,7 @@ def train_grid_for(dm: Any) -> tuple[int, ...] | None:
     """Token grid at the training resolution (``None`` for point clouds)."""
     from pebench.models import ResolutionError
 
-    if dm.modality == "points":
+    if dm.modality == "points" or getattr(dm, "tokens", "frames") == "spiking":  # spiking-patch tokens: no grid
         return None
     shape = tuple(dm.input_shape())
     sizes = shape[-2:] if dm.modality == "image" else shape[-3:]
@@ -515,6 +515,9 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
     if cfg.task == "dino":  # multi-crop views + k-NN loaders around the dataset's datamodule
         from .dino_setup import prepare_dino_data
         dm = prepare_dino_data(cfg, dm)
+    if getattr(dm, "tokens", "frames") == "spiking":
+        from pebench.datamodules.event_transforms import spiking_analyses
+        analyses = spiking_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]))
     grid = train_grid_for(dm)
     _check_data_root(dm, cfg.max_skipped_fraction)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -525,7 +528,8 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
             pe_options=cfg.pe_options, patch_size=dm.patch_size, tubelet=dm.tubelet, num_groups=dm.num_groups,
             train_grid=grid, class_token=cfg.class_token, pool=cfg.pool, lr=cfg.lr, weight_decay=cfg.weight_decay,
             warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs, label_smoothing=cfg.label_smoothing, rpt=cfg.rpt,
-            layer_decay=cfg.layer_decay, drop_path=cfg.drop_path)
+            layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, tokens=getattr(dm, "tokens", "frames"),
+            tokenizer_options=dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else None)
     except TypeError as e:
         if "keyword argument" in str(e):
             raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None

@@ -1,8 +1,27 @@
-"""``synthetic-events``: embedded synthetic event-camera gestures (DVS-Gesture-like).
+"""``synthetic-events``: embedded synthetic event-camera scenes (DVS-like), 8 classes.
 
-A bright disc or square on a dark background performs one of 8 gestures: swipe right, left,
-down, up (0-3), circle clockwise / counter-clockwise (4, 5), zoom in / out (6, 7). Frames are
-rendered at ``fine_steps`` fine time steps (independent of the number of time bins) and
+Scenes (data option ``scene``):
+
+* ``jumps`` (default): an object (disc or square, random size) appears in one quadrant of the
+  sensor, stays there for 0.3-0.4 s, then **jumps** to a neighbouring quadrant (clockwise or
+  counter-clockwise) and stays for another 0.3-0.4 s. Label ``2 * q_first + (0 if the second
+  quadrant is the clockwise neighbour else 1)``, quadrants 0 = top-left, 1 = top-right,
+  2 = bottom-right, 3 = bottom-left. Whether the object is brighter or darker than the
+  background (so which polarity its appearance fires) and both intensities are random; the
+  position inside each quadrant is uniform (away from its borders). The label depends only on
+  *where* and *in which order* things happen. **No-PE ceiling = chance (1/8), exactly**: a
+  block permutation of the four ``S/2 x S/2`` quadrants that sends the first and second
+  quadrant of any class to those of any other class maps the scene distribution of one class
+  onto the other's (positions uniform inside a quadrant, per-pixel thresholds i.i.d., noise
+  uniform), and, since ``S/2`` is a multiple of the patch size, maps every token (frames tubelet
+  or spiking patch) to a token with the same content at another cell. A model without a PE and
+  with mean pooling is a function of the multiset of token contents, so its output distribution
+  is the same for every class. A PE that sees only the spatial axes (``lookhere`` on events) can
+  tell which two quadrants are involved but needs the time coordinate for their order.
+* ``gestures``: the earlier 8 DVS-Gesture-like motions (swipe right, left, down, up, circle
+  cw / ccw, zoom in / out); local motion alone separates swipes, polarity separates zooms.
+
+Frames are rendered at ``fine_steps`` fine time steps (independent of the number of time bins) and
 converted to events like an idealised DVS pixel (ESIM-style): a pixel fires an event of
 polarity ``sign(d)`` each time its log intensity moved by the contrast threshold (per-pixel
 thresholds ~ N(C, 0.1 C)) since its last event; timestamps are spread linearly inside the
@@ -11,11 +30,14 @@ arrays with tonic's DVS-Gesture dtype (``x, y`` int16, ``p`` bool, ``t`` int64 m
 a 1 s clip), sorted by ``t``; the stream depends on the sensor side only, not on the bin count; ``dataset.events(i)`` returns the raw stream so
 robustness analyses can perturb it, and ``dataset.to_voxels(events)`` bins any stream.
 
-Binning: ``tonic.transforms.ToFrame(sensor_size=(S, S, 2), n_time_bins=T)`` (tonic's time bins
+Tokens (data option ``tokens``, see :mod:`.event_transforms`): ``frames`` (default) bins with
+``tonic.transforms.ToFrame(sensor_size=(S, S, 2), n_time_bins=T)`` (tonic's time bins
 span first..last event, width ``(t_last - t_first) // T``) -> ``(T, 2, S, S)`` counts,
 permuted to ``(2, T, S, S)`` float32. Resolution ``"TxS"`` = time bins x sensor side (``S``
-alone keeps the default bin count). Local motion cues alone separate swipes, but circles'
-and zooms' senses need to know *where* each edge moves, so a PE helps.
+alone keeps the default bin count). ``spiking``: spiking-patch tokens
+(:mod:`pebench.models.spiking`) of the raw stream with ``patch = 4``; defaults for these 1 s
+clips: 12 events per token, 2 ms refractory period, t in units of 50 ms, 8 age buckets,
+at most 256 tokens.
 """
 from __future__ import annotations
 
@@ -27,14 +49,54 @@ import torch
 
 from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, shape_alpha
 from .base import parse_resolution, float_option, int_option
+from .event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
 from .registry import register_datamodule
 
-__all__ = ["SyntheticEventsDataModule", "EventDataset", "EVENT_DTYPE", "GESTURES", "events_scene",
-           "render_events", "events_to_voxels"]
+__all__ = ["SyntheticEventsDataModule", "EventDataset", "SpikingEventDataset", "EVENT_DTYPE", "GESTURES",
+           "events_scene", "jumps_scene", "render_events", "events_to_voxels", "SCENES", "QUADRANT_ORIGINS"]
 
 #: == ``tonic.datasets.DVSGesture.dtype`` (spelled out: importing tonic costs ~3 s; a test checks it)
 EVENT_DTYPE = np.dtype([("x", "<i2"), ("y", "<i2"), ("p", "?"), ("t", "<i8")])
 GESTURES = ("swipe-right", "swipe-left", "swipe-down", "swipe-up", "circle-cw", "circle-ccw", "zoom-in", "zoom-out")
+SCENES = ("jumps", "gestures")
+#: normalised (y, x) origin of quadrants 0..3 (clockwise from top-left)
+QUADRANT_ORIGINS = np.array([[0.0, 0.0], [0.0, 0.5], [0.5, 0.5], [0.5, 0.0]])
+#: label after a left-right flip: gestures swap right/left swipes and cw/ccw circles; jumps mirror
+#: the quadrants (0 <-> 1, 2 <-> 3), which swaps clockwise and counter-clockwise
+FLIP_LABEL = {"gestures": [1, 0, 2, 3, 5, 4, 6, 7],
+              "jumps": [2 * [1, 0, 3, 2][q] + (1 - d) for q in range(4) for d in range(2)]}
+
+
+def jumps_scene(rng: np.random.Generator) -> dict[str, Any]:
+    """An object appears in quadrant ``q``, then jumps to the clockwise (``d = 0``) or
+    counter-clockwise (``d = 1``) neighbour; label ``2 q + d`` (module docstring)."""
+    label = int(rng.integers(8))
+    q, d = divmod(label, 2)
+    q2 = (q + (1 if d == 0 else -1)) % 4
+    r = float(rng.uniform(0.08, 0.12))
+    lo = r + 0.03  # keep the object inside its quadrant
+    centres = np.stack([QUADRANT_ORIGINS[qq] + rng.uniform(lo, 0.5 - lo, 2) for qq in (q, q2)])  # (2, 2)
+    t1 = rng.uniform(0.03, 0.12)
+    t2 = t1 + rng.uniform(0.3, 0.4)
+    t3 = t2 + rng.uniform(0.3, 0.4)
+    hi, low = rng.uniform(0.6, 1.0), rng.uniform(0.08, 0.2)
+    bright = bool(rng.random() < 0.5)
+    return {"label": label, "scene": "jumps", "kind": str(rng.choice(["disc", "square"])), "r": r,
+            "centres": centres, "times": np.array([t1, t2, t3]),
+            "fg": float(hi if bright else low), "bg": float(low if bright else hi)}
+
+
+def scene_alpha(scene: dict[str, Any], t: np.ndarray, side: int) -> np.ndarray:
+    """Object coverage ``(len(t), S, S)`` in ``[0, 1]`` at normalised times ``t``."""
+    if scene.get("scene") == "jumps":
+        t1, t2, t3 = scene["times"]
+        out = np.zeros((len(t), side, side), dtype=np.float32)
+        for (cy, cx), (a, b) in zip(scene["centres"], ((t1, t2), (t2, t3))):
+            on = (t >= a) & (t < b)
+            out[on] = shape_alpha(scene["kind"], cy, cx, scene["r"], side)
+        return out
+    cy, cx, r = trajectory(scene, t)
+    return shape_alpha(scene["kind"], cy, cx, r, side)
 
 
 def events_scene(rng: np.random.Generator) -> dict[str, Any]:
@@ -77,8 +139,7 @@ def render_events(scene: dict[str, Any], side: int, rng: np.random.Generator, fi
                   threshold: float = 0.25, noise_rate: float = 0.02, duration_us: int = 1_000_000) -> np.ndarray:
     """Scene -> event stream (structured array, ``EVENT_DTYPE``, sorted by ``t``) on an ``S x S`` sensor."""
     t = np.linspace(0.0, 1.0, fine_steps + 1)
-    cy, cx, r = trajectory(scene, t)
-    alpha = shape_alpha(scene["kind"], cy, cx, r, side)  # (K + 1, S, S)
+    alpha = scene_alpha(scene, t, side)  # (K + 1, S, S)
     logi = np.log(scene["bg"] + (scene["fg"] - scene["bg"]) * alpha.reshape(len(t), -1) + 1e-3)  # (K + 1, S*S)
     thr = np.maximum(threshold * (1 + 0.1 * rng.standard_normal((side, side))), 0.05 * threshold)
     # ESIM: each pixel's reference level is L0 + m * thr (m integer); a step moving L to u thresholds
@@ -143,9 +204,37 @@ class EventDataset(SyntheticDataset):
         return torch.from_numpy(events_to_voxels(events, self.side, self.time_bins))
 
 
+class SpikingEventDataset(EventDataset):
+    """``tokens=spiking``: index -> ``(SpikeTokens, label)``; batches padded by ``pad_collate``.
+
+    ``augment`` (training) transforms ``(events, label)``; ``stream_transform(events, i)``
+    (robustness) perturbs the stream of sample ``i`` before tokenization."""
+
+    def __init__(self, *args: Any, spiking: SpikingOptions, augment: Augment | None = None, **kwargs: Any) -> None:
+        from pebench.models.spiking import pad_collate
+
+        super().__init__(*args, **kwargs)
+        self.spiking, self.augment = spiking, augment
+        self.stream_transform: Any = None
+        self.collate_fn = pad_collate
+
+    def tokens(self, events: np.ndarray):
+        return self.spiking.tokenize(events, (self.side, self.side))
+
+    def __getitem__(self, i: int):
+        scene = self.scene(i)
+        events = render_events(scene, self.side, self.render_rng(i), **self.event_kw)
+        label = int(scene["label"])
+        if self.augment is not None:
+            events, label = self.augment(events, label)
+        if self.stream_transform is not None:
+            events = self.stream_transform(events, int(i))
+        return self.tokens(events), label
+
+
 @register_datamodule("synthetic-events")
 class SyntheticEventsDataModule(SyntheticSplitsDataModule):
-    """8 DVS-like gestures; see the module docstring."""
+    """8 DVS-like classes (quadrant jumps or gestures); see the module docstring."""
 
     modality = "events"
     needs_data_root = False
@@ -153,21 +242,36 @@ class SyntheticEventsDataModule(SyntheticSplitsDataModule):
     patch_size = 4
     tubelet = 2
     num_groups = 64
+    option_help = {**SPIKING_HELP, "scene": "jumps = object jumps between neighbouring quadrants (label = where "
+                   "and in which order; no-PE ceiling 1/8); gestures = DVS-Gesture-like motions"}
 
     def __init__(self, train_size: int = 4096, val_size: int = 512, time_bins: int = 8, fine_steps: int = 48,
-                 threshold: float = 0.25, noise_rate: float = 0.02, **kwargs: Any) -> None:
+                 threshold: float = 0.25, noise_rate: float = 0.02, scene: str = "jumps", tokens: str = "frames",
+                 spike_threshold: int = 12, refractory_ms: float = 2.0, time_scale_ms: float = 50.0,
+                 age_buckets: int = 8, max_tokens: int = 256, augment: bool = False, **kwargs: Any) -> None:
         if kwargs.get("resolution") is None:
             kwargs["resolution"] = f"{int(time_bins)}x32"
         super().__init__(**kwargs)
         self.train_size = int_option(self.name, "train_size", train_size)
         self.val_size = int_option(self.name, "val_size", val_size)
         self.time_bins = int_option(self.name, "time_bins", time_bins)
+        if str(scene) not in SCENES:
+            raise ValueError(f"{self.name}: data option scene must be one of {', '.join(SCENES)}, got {scene!r}")
+        self.scene = str(scene)
+        self.tokens = parse_tokens(self.name, tokens)
+        self.spiking = SpikingOptions.parse(self.name, self.patch_size, spike_threshold, refractory_ms, time_scale_ms,
+                                            age_buckets, max_tokens)
+        self.augment = augment if isinstance(augment, bool) else str(augment).lower() in ("1", "true", "yes")
         self.event_kw = {"fine_steps": int(fine_steps), "threshold": float(threshold), "noise_rate": float(noise_rate)}
         self.resolution = self._res(self.resolution)
 
     @property
     def num_classes(self) -> int:
         return len(GESTURES)
+
+    def tokenizer_options(self) -> dict[str, Any]:
+        """What the model's tokenizer needs (``tokens=spiking``: the age-bucket count)."""
+        return {"buckets": self.spiking.buckets} if self.tokens == "spiking" else {}
 
     def _res(self, resolution: Any) -> tuple[int, int]:
         if resolution is None:
@@ -182,6 +286,10 @@ class SyntheticEventsDataModule(SyntheticSplitsDataModule):
         return (2, t, s, s)
 
     def _dataset(self, split: str, size: int, resolution: Any) -> EventDataset:
-        return EventDataset(events_scene, partial(_render_voxels, **self.event_kw), size, self.seed, split,
-                            self._res(resolution), event_kw=self.event_kw)
-
+        scene_fn = jumps_scene if self.scene == "jumps" else events_scene
+        args = (scene_fn, partial(_render_voxels, **self.event_kw), size, self.seed, split, self._res(resolution))
+        if self.tokens == "spiking":
+            side = self._res(resolution)[1]
+            aug = Augment((side, side, 2), FLIP_LABEL[self.scene]) if self.augment and split == "train" else None
+            return SpikingEventDataset(*args, event_kw=self.event_kw, spiking=self.spiking, augment=aug)
+        return EventDataset(*args, event_kw=self.event_kw)

@@ -24,6 +24,7 @@ from torchmetrics.aggregation import MeanMetric, SumMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..heads import ClassificationHead
+from ..spiking import EventTokens, SpikingPatchTokenizer
 from ..tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
 from ..vit import VIT_PRESETS, build_backbone
 
@@ -35,7 +36,12 @@ class NonFiniteLossError(RuntimeError):
 
 
 def build_tokenizer(modality: str, embed_dim: int, in_chans: int, patch_size: int, tubelet: int,
-                    num_groups: int) -> nn.Module:
+                    num_groups: int, tokens: str = "frames", tokenizer_options: dict | None = None) -> nn.Module:
+    """``tokens="spiking"`` (events only): :class:`~pebench.models.spiking.SpikingPatchTokenizer`."""
+    if tokens == "spiking":
+        if modality != "events":
+            raise ValueError(f"tokens='spiking' applies to events, not {modality}")
+        return SpikingPatchTokenizer(embed_dim, patch_size, **(tokenizer_options or {}))
     if modality == "image":
         return ImageTokenizer(embed_dim, patch_size, in_chans)
     if modality in ("video", "events"):
@@ -58,7 +64,8 @@ class ClassificationTask(L.LightningModule):
                  num_groups: int = 64, train_grid: Sequence[int] | None = None, class_token: bool = False,
                  pool: str = "mean", lr: float = 1e-3, weight_decay: float = 0.05, warmup_epochs: float = 1.0,
                  epochs: int = 10, label_smoothing: float = 0.0, rpt: bool = False,
-                 layer_decay: float | None = None, drop_path: float = 0.0) -> None:
+                 layer_decay: float | None = None, drop_path: float = 0.0, tokens: str = "frames",
+                 tokenizer_options: dict | None = None) -> None:
         super().__init__()
         self.save_hyperparameters()
         if model not in VIT_PRESETS:
@@ -66,9 +73,12 @@ class ClassificationTask(L.LightningModule):
         dim = VIT_PRESETS[model].embed_dim
         spatial_dims = 2 if modality == "image" else 3
         self.modality = modality
-        self.tokenizer = build_tokenizer(modality, dim, in_chans, patch_size, tubelet, num_groups)
+        self.tokens = tokens
+        self.tokenizer = build_tokenizer(modality, dim, in_chans, patch_size, tubelet, num_groups, tokens,
+                                         tokenizer_options)
+        # spiking-patch tokens are not on a grid: grid-free PEs (ape: its coords MLP)
         self.backbone = build_backbone(model, pe=pe, spatial_dims=spatial_dims,
-                                       grid=tuple(train_grid) if train_grid else None,
+                                       grid=tuple(train_grid) if train_grid and tokens != "spiking" else None,
                                        class_token=class_token, drop_path_rate=drop_path, **(pe_options or {}))
         self.head = ClassificationHead(dim, num_classes, pool, self.backbone.num_prefix_tokens)
         self.rpt = rpt
@@ -116,6 +126,9 @@ class ClassificationTask(L.LightningModule):
         ``tap``: ``"block_out"`` (residual stream after blocks 1..L) or ``"attn_in"`` (each
         block's LN1 output = its attention input, blocks 0..L-1); see
         :meth:`~pebench.models.vit.ViTBackbone.forward_intermediates`."""
+        if isinstance(inputs, EventTokens):
+            raise ValueError("features: spiking-patch tokens have per-sample coords and padding, not one grid "
+                             "shared by the batch; the geometry analyses (SSDC/EED) need tokens=frames")
         tb = self.permute_content(self.tokenize(inputs), content_perm)
         feats = self.backbone.forward_intermediates(tb.x, tb.coords, tb.grid, tb.mask, tap=tap)
         coords = tb.coords if tb.coords.dim() == 2 else tb.coords[0]
@@ -127,6 +140,8 @@ class ClassificationTask(L.LightningModule):
         return torch.randperm(n, device=inputs.device)
 
     def tokenize_count(self, inputs: Tensor) -> int:
+        if isinstance(inputs, EventTokens):
+            return int(inputs.shape[1])  # padded token count
         if self.modality == "points":
             return int(self.tokenizer.num_groups)
         return int(math.prod(self.tokenizer.grid_for(inputs.shape[-(2 if self.modality == "image" else 3):])))
