@@ -138,7 +138,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pebench.leaderboard import write_leaderboard
     if not Path(args.results).is_dir():
         raise ConfigError(f"results directory {args.results!r} does not exist")
-    write_leaderboard(args.results, args.out)
+    write_leaderboard(args.results, args.out, reference=getattr(args, "reference", "none"))
     print(f"wrote {args.out}")
     from .curves import write_sweep_curves
 

@@ -19,6 +19,11 @@ Cell conventions (also printed in the header):
 * extrapolation: mean acc1 (%) over seeds at each resolution any run of the dataset reports;
   geometry: EED% of the layer with the lowest EED (1 decimal), peak SSDC_RPI over layers and SSDC
   of the last layer (3 decimals); fragility FS per shift (3 decimals). These show means only.
+* statistics of the primary metric (:mod:`.stats`): ``95% CI``, the percentile bootstrap interval
+  of the mean over seeds (10 000 resamples, fixed generator seed: deterministic bytes); ``Δ vs
+  REF``, the mean per-seed difference to the reference row (``--reference``, default ``none``;
+  same model, seeds present in both rows) with its paired-bootstrap 95 % interval and the exact
+  sign-flip p-value; ``*`` marks a difference whose interval excludes 0.
 * ``—`` marks a value no run of the row reports.
 """
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Callable, Iterable, Sequence
 from pebench.io import atomic_write_text
 
 from .collect import RunRecord, collect_results, finite
+from .stats import bootstrap_mean_ci, paired_bootstrap, paired_differences, sign_flip_p
 
 __all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_sort_key"]
 
@@ -132,7 +138,24 @@ def _fs(run: RunRecord, shift: str) -> float | None:
     return run.robustness[shift].get("fs")
 
 
-def _table(runs: list[RunRecord]) -> list[str]:
+def _ci_cell(values: list[float | None], scale: float, decimals: int) -> str:
+    ci = bootstrap_mean_ci([v for v in values if v is not None])
+    return MISSING if ci is None else f"[{_fmt(ci[0] * scale, decimals)}, {_fmt(ci[1] * scale, decimals)}]"
+
+
+def _delta_cell(row: dict[int, float | None], ref: dict[int, float | None] | None, scale: float,
+                decimals: int) -> str:
+    res = paired_bootstrap(paired_differences(row, ref)) if ref is not None else None
+    if res is None:
+        return MISSING
+    mean, lo, hi, significant = res
+    p = sign_flip_p(paired_differences(row, ref))
+    sign = "+" if mean * scale >= 0.5 * 10 ** -decimals else ""
+    return (f"{sign}{_fmt(mean * scale, decimals)} [{_fmt(lo * scale, decimals)}, {_fmt(hi * scale, decimals)}] "
+            f"p={p:.3f}" + ("*" if significant else ""))
+
+
+def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
     groups: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
     for r in runs:
         groups[(r.model, r.pe, r.label)].append(r)  # type: ignore[index]
@@ -144,8 +167,12 @@ def _table(runs: list[RunRecord]) -> list[str]:
     resolutions = sorted({res for r in runs for res in (r.extrapolation or {})}, key=_natural_key)
     shifts = list(DEFAULT_SHIFTS) + sorted({s for r in runs for s in (r.robustness or {})} - set(DEFAULT_SHIFTS))
 
+    # the reference row of each model (paired comparisons), when the table has one
+    refs = {k[0]: k for k in order if reference is not None and k[2] == reference}
     header = ["Model", "PE", "n"]
     header += [f"{m} (%)" if is_fraction_metric(m) else m for m in metric_names]
+    header += [f"{m} 95% CI" for m in primaries]
+    header += [f"Δ{m} vs {reference}" for m in primaries] if refs else []
     header += [f"acc1@{res} (%)" for res in resolutions]
     header += ["EED% (min layer)", "SSDC_RPI (peak)", "SSDC (last layer)"]
     header += [f"FS-{s}" for s in shifts]
@@ -159,6 +186,18 @@ def _table(runs: list[RunRecord]) -> list[str]:
         for m in metric_names:
             frac = is_fraction_metric(m)
             row.append(_metric_cell([r.metrics.get(m) for r in members], n, 100.0 if frac else 1.0, 1 if frac else 4))
+        for m in primaries:
+            frac = is_fraction_metric(m)
+            row.append(_ci_cell([r.metrics.get(m) for r in members], 100.0 if frac else 1.0, 1 if frac else 4))
+        for m in (primaries if refs else []):
+            frac = is_fraction_metric(m)
+            ref_key = refs.get(key[0])
+            if ref_key == key:
+                row.append("(reference)")
+                continue
+            ref = {r.seed: r.metrics.get(m) for r in groups[ref_key]} if ref_key else None  # type: ignore[misc]
+            row.append(_delta_cell({r.seed: r.metrics.get(m) for r in members}, ref,  # type: ignore[misc]
+                                   100.0 if frac else 1.0, 1 if frac else 4))
         for res in resolutions:
             row.append(_mean_cell([(r.extrapolation or {}).get(res) for r in members], 100.0, 1))
         row.append(_mean_cell([_geom_reduce(r, "eed_percent", min) for r in members], 1.0, 1))
@@ -177,7 +216,8 @@ def _problem_line(line: str) -> str:
     return f"- {line}"
 
 
-def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], results_label: str = "DIR") -> str:
+def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], results_label: str = "DIR",
+                       reference: str | None = "none") -> str:
     """Markdown leaderboard from ``collect_results`` output; deterministic for equal inputs.
 
     ``results_label`` is what the header shows after ``--results`` (the CLI passes the directory
@@ -199,6 +239,13 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         "is missing from some seeds. Accuracies are percentages (1 decimal). Extrapolation (acc1 at each "
         "evaluated resolution), geometry (EED% of the lowest layer, peak SSDC_RPI over layers, SSDC of the last "
         "layer) and fragility FS = 1 − A_shift/A_clean are means over seeds. `—`: not reported.",
+        "",
+        "Primary-metric statistics: `95% CI` is the percentile bootstrap interval of the mean over seeds "
+        "(10 000 resamples, fixed seed). "
+        f"`Δ vs {reference}` is the mean per-seed difference to the `{reference}` row of the same model, paired "
+        "by seed, with its paired-bootstrap 95 % interval and the exact two-sided sign-flip p-value; `*`: the "
+        "interval excludes 0 (the bootstrap is liberal with few seeds; the sign-flip test cannot reach "
+        "p < 0.05 below 6 seeds). The peak SSDC_RPI column is a maximum over layers (a selection).",
     ]
     if not by_dataset:
         out += ["", "No complete runs found."]
@@ -207,7 +254,7 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         tasks = ", ".join(f"`{t}`" for t in sorted({r.task for r in ds_runs}))  # type: ignore[type-var]
         prim = ", ".join(f"`{p}`" for p in sorted({r.primary_metric for r in ds_runs}))  # type: ignore[type-var]
         out += ["", f"## {dataset}", "", f"Task: {tasks}. Primary metric: {prim}.", ""]
-        out += _table(ds_runs)
+        out += _table(ds_runs, reference)
     if incomplete:
         out += ["", "## Incomplete runs", "", "Not counted in the tables above.", "",
                 "| Path | Status |", "|---|---|"]
@@ -218,12 +265,13 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
     return "\n".join(out) + "\n"
 
 
-def write_leaderboard(results_root: str | os.PathLike, out_path: str | os.PathLike) -> str:
+def write_leaderboard(results_root: str | os.PathLike, out_path: str | os.PathLike,
+                      reference: str | None = "none") -> str:
     """Collect ``results_root``, render, write ``out_path`` atomically; return the markdown.
 
     Raises ``FileNotFoundError`` when ``results_root`` is not a directory.
     """
     runs, problems = collect_results(results_root)
-    text = render_leaderboard(runs, problems, results_label=os.fspath(results_root))
+    text = render_leaderboard(runs, problems, results_label=os.fspath(results_root), reference=reference)
     atomic_write_text(out_path, text)
     return text

@@ -1,0 +1,83 @@
+"""Statistics of the leaderboard: bootstrap intervals over seeds and paired comparisons.
+
+* :func:`bootstrap_mean_ci`: percentile bootstrap interval of the mean over seeds (Efron &
+  Tibshirani 1993, ch. 13): resample the ``n`` seed values with replacement ``resamples`` times,
+  take the 2.5 % and 97.5 % quantiles (numpy's linear interpolation) of the resampled means.
+  The generator is ``numpy.random.default_rng(seed)`` with a fixed seed, so equal inputs give
+  equal bytes.
+* :func:`paired_bootstrap`: the same interval for the mean of per-seed *differences* between a
+  row and the reference row (seeds present in both); the difference is called significant when
+  that 95 % interval excludes 0. With few seeds the percentile bootstrap is liberal (it cannot
+  see tails it never sampled), so the leaderboard also reports :func:`sign_flip_p`.
+* :func:`sign_flip_p`: exact two-sided sign-flip permutation test of the mean per-seed difference
+  (under H0 each difference is symmetric about 0): the fraction of the ``2^n`` sign patterns
+  whose |mean| is at least the observed one. Its smallest possible value is ``2 / 2^n``, i.e.
+  0.0625 with 5 seeds, so at 5 % it needs at least 6 paired seeds.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "bootstrap_mean_ci", "paired_differences",
+           "paired_bootstrap", "sign_flip_p"]
+
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+_EXACT_MAX_N = 20  # 2^20 sign patterns; above, a Monte-Carlo estimate with the fixed seed
+
+
+def bootstrap_mean_ci(values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                      seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of ``values``; None when ``n < 2`` or a value is
+    not finite."""
+    x = np.asarray(list(values), dtype=np.float64)
+    n = x.size
+    if n < 2 or not np.all(np.isfinite(x)):
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(resamples, n))  # (R, n) seed indices
+    means = x[idx].mean(axis=1)  # (R,)
+    a = (1.0 - level) / 2.0
+    lo, hi = np.quantile(means, [a, 1.0 - a])
+    return float(lo), float(hi)
+
+
+def paired_differences(row: Mapping[int, float | None], reference: Mapping[int, float | None]) -> list[float]:
+    """``row[s] - reference[s]`` for every seed ``s`` both report (finite values), by seed."""
+    out = []
+    for s in sorted(set(row) & set(reference)):
+        a, b = row[s], reference[s]
+        if a is not None and b is not None and math.isfinite(a) and math.isfinite(b):
+            out.append(a - b)
+    return out
+
+
+def paired_bootstrap(diffs: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float, bool] | None:
+    """``(mean difference, lo, hi, significant)``: percentile bootstrap interval of the mean of
+    per-seed differences; significant when it excludes 0. None below 2 pairs."""
+    ci = bootstrap_mean_ci(diffs, level, resamples, seed)
+    if ci is None:
+        return None
+    lo, hi = ci
+    return math.fsum(diffs) / len(diffs), lo, hi, bool(lo > 0.0 or hi < 0.0)
+
+
+def sign_flip_p(diffs: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> float:
+    """Two-sided sign-flip permutation p-value of ``mean(diffs) = 0`` (exact up to 20 pairs)."""
+    d = np.asarray(list(diffs), dtype=np.float64)
+    n = d.size
+    if n == 0:
+        return float("nan")
+    obs = abs(d.mean())
+    tol = 1e-12 * max(1.0, float(np.abs(d).max()))
+    if n <= _EXACT_MAX_N:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))  # (2^n, n)
+    else:
+        signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(resamples, n))
+    stats = np.abs((signs * d).mean(axis=1))
+    return float(np.mean(stats >= obs - tol))

@@ -1,0 +1,121 @@
+"""Leaderboard statistics: bootstrap intervals, paired significance, and how the table shows them."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+
+from pebench.leaderboard import collect_results, render_leaderboard
+from pebench.leaderboard.stats import (bootstrap_mean_ci, paired_bootstrap, paired_differences,
+                                       sign_flip_p)
+
+
+def _direct_ci(values, resamples=10_000, seed=0, level=0.95):
+    """One resample at a time from the same generator: the textbook percentile bootstrap."""
+    rng = np.random.default_rng(seed)
+    x = np.asarray(values, dtype=float)
+    means = []
+    for _ in range(resamples):
+        means.append(x[rng.integers(0, len(x), size=len(x))].mean())
+    means = np.sort(np.asarray(means))
+    a = (1 - level) / 2
+    return tuple(np.quantile(means, [a, 1 - a]))
+
+
+def test_interval_matches_a_direct_numpy_bootstrap():
+    vals = [0.61, 0.72, 0.55, 0.70, 0.66]
+    assert bootstrap_mean_ci(vals) == pytest.approx(_direct_ci(vals), abs=1e-12)
+    assert bootstrap_mean_ci(vals) == bootstrap_mean_ci(list(vals))  # deterministic
+
+
+def test_interval_properties():
+    assert bootstrap_mean_ci([0.4]) is None and bootstrap_mean_ci([]) is None
+    assert bootstrap_mean_ci([0.3, float("nan")]) is None
+    assert bootstrap_mean_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    vals = [0.0, 1.0]  # resampled means are 0, 0.5, 1: the interval is the whole range
+    assert bootstrap_mean_ci(vals) == (0.0, 1.0)
+    # large n: the percentile interval approaches mean +- 1.96 sd / sqrt(n)
+    x = np.random.default_rng(5).normal(0.7, 0.1, size=400)
+    lo, hi = bootstrap_mean_ci(x)
+    half = 1.96 * x.std(ddof=1) / math.sqrt(x.size)
+    assert lo == pytest.approx(x.mean() - half, abs=0.15 * half) and hi == pytest.approx(x.mean() + half, abs=0.15 * half)
+
+
+def test_paired_differences_pair_by_seed():
+    row = {0: 0.9, 1: 0.8, 2: None, 4: 0.7}
+    ref = {0: 0.5, 1: 0.6, 2: 0.4, 3: 0.3, 4: float("nan")}
+    assert paired_differences(row, ref) == pytest.approx([0.4, 0.2])
+
+
+def test_significance_on_constructed_data():
+    # a consistent +5 point gain over 6 seeds: significant by both tests
+    ref = {s: 0.50 + 0.02 * s for s in range(6)}
+    row = {s: ref[s] + 0.05 + 0.005 * (-1) ** s for s in range(6)}
+    d = paired_differences(row, ref)
+    mean, lo, hi, sig = paired_bootstrap(d)
+    assert mean == pytest.approx(0.05) and lo > 0 and sig
+    assert sign_flip_p(d) == pytest.approx(2 / 64)
+    # the same seeds' values in the reference's spread but no consistent sign: not significant
+    d2 = [0.04, -0.03, 0.02, -0.05, 0.01, -0.01]
+    res = paired_bootstrap(d2)
+    assert res is not None and res[1] < 0 < res[2] and not res[3]
+    assert sign_flip_p(d2) > 0.5
+    # a large unpaired-looking difference that is not consistent across seeds
+    assert not paired_bootstrap([0.3, -0.28, 0.25, -0.3, 0.02])[3]
+    assert paired_bootstrap([0.1]) is None
+
+
+def test_sign_flip_is_exact():
+    d = [0.3, -0.1, 0.2, 0.05]
+    obs = abs(np.mean(d))
+    ref = np.mean([abs(np.mean(np.array(s) * d)) >= obs - 1e-12 for s in itertools.product((1, -1), repeat=4)])
+    assert sign_flip_p(d) == pytest.approx(ref)
+    assert sign_flip_p([1.0] * 5) == pytest.approx(2 / 32)  # 5 seeds can never reach p < 0.05
+    assert sign_flip_p([0.0, 0.0]) == 1.0
+
+
+def _write(root, dataset, pe, seed, acc):
+    d = root / dataset / pe / "vit-nano" / f"seed{seed}"
+    d.mkdir(parents=True)
+    (d / "results.json").write_text(json.dumps({
+        "dataset": dataset, "pe": pe, "model": "vit-nano", "seed": seed, "task": "classification",
+        "status": "complete", "primary_metric": "test/acc1", "metrics": {"test/acc1": acc}}))
+
+
+def _row(text, label):
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) > 2 and cells[1] == label:
+            return cells
+    raise AssertionError(label)
+
+
+def _header(text):
+    return [c.strip() for c in next(l for l in text.splitlines() if l.startswith("| Model")).strip("|").split("|")]
+
+
+def test_table_shows_interval_and_marker(tmp_path):
+    none = [0.25, 0.26, 0.24, 0.25, 0.27, 0.25]
+    rope = [0.90, 0.92, 0.88, 0.91, 0.93, 0.90]
+    ape = [0.30, 0.20, 0.28, 0.22, 0.27, 0.24]
+    for s in range(6):
+        _write(tmp_path, "probe-x", "none", s, none[s])
+        _write(tmp_path, "probe-x", "rope-axial", s, rope[s])
+        _write(tmp_path, "probe-x", "ape", s, ape[s])
+    runs, problems = collect_results(tmp_path)
+    text = render_leaderboard(runs, problems)
+    head = _header(text)
+    ci, delta = head.index("test/acc1 95% CI"), head.index("Δtest/acc1 vs none")
+    lo, hi = bootstrap_mean_ci(rope)
+    assert _row(text, "rope-axial")[ci] == f"[{lo * 100:.1f}, {hi * 100:.1f}]"
+    assert _row(text, "none")[delta] == "(reference)"
+    assert _row(text, "rope-axial")[delta].endswith("p=0.031*")
+    assert _row(text, "rope-axial")[delta].startswith(f"+{(np.mean(rope) - np.mean(none)) * 100:.1f} [")
+    assert not _row(text, "ape")[delta].endswith("*")
+    # another reference; a reference no row has: no delta column; deterministic bytes
+    assert "Δtest/acc1 vs ape" in render_leaderboard(runs, problems, reference="ape")
+    assert "Δtest/acc1" not in render_leaderboard(runs, problems, reference="lookhere")
+    assert render_leaderboard(runs, problems) == text
