@@ -1,0 +1,282 @@
+"""DINO task (``--task dino``): loss, centre, EMA, schedules and k-NN against direct
+re-derivations; multi-crop and the embedded objects / textures sets; every 2-D PE on the crops'
+grids; end-to-end runs on the embedded set and (fast-dev-run) on the real-dataset fixtures."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pebench.cli import main
+from pebench.datamodules import build_datamodule
+from pebench.datamodules.multicrop import DinoDataModule, MultiCropTransform, multicrop_collate
+from pebench.models.dino_head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_temperature,
+                                      update_center)
+from pebench.models.tasks.knn import gather_eval_set, knn_accuracy, knn_predict
+
+import fixtures_real as F
+
+TINY_HEAD = ["--task-option", "out_dim=32", "--task-option", "head_hidden=32", "--task-option", "head_bottleneck=16"]
+
+
+# ------------------------------------------------------------------ loss, centre, EMA, schedules
+def _ce(t_view, s_view, center, t_temp, s_temp):
+    """mean over samples b of -sum_k P_t[b, k] log P_s[b, k], element by element in float64."""
+    t, sv, c = t_view.double().numpy(), s_view.double().numpy(), center.double().numpy().reshape(-1)
+    per_sample = []
+    for b in range(t.shape[0]):
+        z = (t[b] - c) / t_temp
+        p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        y = sv[b] / s_temp
+        logq = y - (y.max() + math.log(np.exp(y - y.max()).sum()))
+        per_sample.append(-(p * logq).sum())
+    return float(np.mean(per_sample))
+
+
+def _loss_reference(student, teacher, center, t_temp, s_temp):
+    """Mean over every (teacher global view i, student view v != i) of :func:`_ce`."""
+    return float(np.mean([_ce(ti, sv, center, t_temp, s_temp) for i, ti in enumerate(teacher)
+                          for v, sv in enumerate(student) if v != i]))
+
+
+@pytest.mark.parametrize("n_views", [2, 5])
+def test_dino_loss_matches_the_formula(n_views):
+    g = torch.Generator().manual_seed(n_views)
+    B, K = 3, 7
+    student = [torch.randn(B, K, generator=g) * 2 for _ in range(n_views)]
+    teacher = [torch.randn(B, K, generator=g) * 2 for _ in range(2)]
+    center = torch.randn(1, K, generator=g)
+    got = dino_loss(student, teacher, center, 0.04, 0.1)
+    assert got.item() == pytest.approx(_loss_reference(student, teacher, center, 0.04, 0.1), rel=1e-5)
+    # the same-view pairs are excluded: with 2 views, each teacher view meets only the other student view
+    if n_views == 2:
+        only_cross = 0.5 * (_ce(teacher[0], student[1], center, 0.04, 0.1)
+                            + _ce(teacher[1], student[0], center, 0.04, 0.1))
+        assert got.item() == pytest.approx(only_cross, rel=1e-5)
+
+
+def test_dino_loss_gradient_reaches_only_the_student():
+    s = [torch.randn(2, 5, requires_grad=True) for _ in range(3)]
+    t = [torch.randn(2, 5, requires_grad=True) for _ in range(2)]
+    dino_loss(s, t, torch.zeros(1, 5), 0.04).backward()
+    assert all(x.grad is not None for x in s) and all(x.grad is None for x in t)
+
+
+def test_center_update_is_ema_of_the_batch_mean():
+    c = torch.tensor([[1.0, -2.0, 0.5]])
+    t = [torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]), torch.tensor([[0.0, 0.0, 0.0], [4.0, 4.0, 4.0]])]
+    mean = torch.tensor([[2.0, 2.0, 2.0]])  # over all 4 teacher outputs
+    torch.testing.assert_close(update_center(c, t, 0.9), 0.9 * c + 0.1 * mean)
+
+
+def test_ema_update():
+    t = [torch.tensor([1.0, 2.0]), torch.tensor([[3.0]])]
+    s = [torch.tensor([3.0, 0.0]), torch.tensor([[-1.0]])]
+    ema_update(t, s, 0.75)
+    torch.testing.assert_close(t[0], torch.tensor([1.5, 1.5]))
+    torch.testing.assert_close(t[1], torch.tensor([[2.0]]))
+
+
+def test_schedules():
+    # cosine 0.996 -> 1 without warm-up: start, middle, (near) end
+    assert cosine_schedule(0, 100, 0.996, 1.0) == pytest.approx(0.996)
+    assert cosine_schedule(50, 100, 0.996, 1.0) == pytest.approx(0.998)
+    assert cosine_schedule(100, 100, 0.996, 1.0) == pytest.approx(1.0)
+    # linear warm-up 0 -> base over 10 steps, then cosine base -> final over the other 90
+    assert cosine_schedule(5, 100, 1.0, 0.0, warmup_steps=10) == pytest.approx(0.5)
+    assert cosine_schedule(10, 100, 1.0, 0.0, warmup_steps=10) == pytest.approx(1.0)
+    assert cosine_schedule(55, 100, 1.0, 0.0, warmup_steps=10) == pytest.approx(0.5)
+    # teacher temperature: linspace(0.04, 0.07, 4) over 4 epochs, then 0.07
+    assert [teacher_temperature(e, 4) for e in range(6)] == pytest.approx([0.04, 0.05, 0.06, 0.07, 0.07, 0.07])
+
+
+def test_head_last_layer_is_weight_normalised():
+    head = DINOHead(16, out_dim=40, hidden_dim=24, bottleneck_dim=8)
+    with torch.no_grad():
+        head.last_layer.mul_(torch.arange(1, 41, dtype=torch.float32)[:, None])  # row scale must not matter
+    out = head(torch.randn(5, 16))
+    assert out.shape == (5, 40)
+    z = torch.nn.functional.normalize(head.mlp(torch.zeros(1, 16) + 1.0), dim=-1)
+    w = head.last_layer / head.last_layer.norm(dim=1, keepdim=True)
+    torch.testing.assert_close(head(torch.zeros(1, 16) + 1.0), z @ w.T)
+    assert out.abs().max() <= 1.0 + 1e-5  # cosines
+
+
+# ------------------------------------------------------------------ k-NN
+def _knn_numpy(train, train_y, query, C, k, T):
+    train = train / np.linalg.norm(train, axis=1, keepdims=True)
+    query = query / np.linalg.norm(query, axis=1, keepdims=True)
+    out = np.zeros((len(query), C))
+    for q in range(len(query)):
+        sims = np.array([float(np.dot(query[q], t)) for t in train])
+        for j in np.argsort(-sims, kind="stable")[:k]:
+            out[q, train_y[j]] += math.exp(sims[j] / T)
+    return out
+
+
+def test_knn_matches_naive_numpy():
+    rng = np.random.default_rng(0)
+    train, query = rng.standard_normal((60, 6)), rng.standard_normal((17, 6))
+    train_y, query_y = rng.integers(0, 5, 60), rng.integers(0, 5, 17)
+    ref = _knn_numpy(train, train_y, query, 5, 20, 0.07)
+    got = knn_predict(torch.tensor(train), torch.tensor(train_y), torch.tensor(query), 5, k=20, temperature=0.07,
+                      chunk=4)
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4)
+    acc = knn_accuracy(got, torch.tensor(query_y), (1, 5))
+    assert acc[1] == pytest.approx(float(np.mean(ref.argmax(1) == query_y)))
+    assert acc[5] == 1.0  # 5 classes
+    # k larger than the bank: every training sample votes
+    small = knn_predict(torch.tensor(train[:3]), torch.tensor(train_y[:3]), torch.tensor(query), 5, k=20)
+    np.testing.assert_allclose(small.numpy(), _knn_numpy(train[:3], train_y[:3], query, 5, 3, 0.07), rtol=1e-4)
+
+
+def test_gather_eval_set_orders_by_index_in_one_process():
+    f = torch.arange(8.0).view(4, 2)
+    feats, labels = gather_eval_set(f, torch.tensor([0, 1, 2, 3]), torch.tensor([3, 0, 2, 1]))
+    torch.testing.assert_close(feats, f[[1, 3, 2, 0]])
+    assert labels.tolist() == [1, 3, 2, 0]
+
+
+# ------------------------------------------------------------------ data
+@pytest.mark.parametrize("name,classes", [("objects", 10), ("textures", 8)])
+def test_embedded_sets_are_deterministic(name, classes):
+    a = build_datamodule(name, train_size=40, val_size=8, seed=3)
+    b = build_datamodule(name, train_size=40, val_size=8, seed=3)
+    xa, ya = a.train_dataset()[5]
+    xb, yb = b.train_dataset()[5]
+    assert xa.shape == (3, 32, 32) and ya == yb and torch.equal(xa, xb)
+    assert a.num_classes == classes
+    assert len({a.train_dataset()[i][1] for i in range(40)}) > classes // 2
+    # same scene at another side length (resolution-independent rendering)
+    assert a.val_dataset(48)[0][1] == a.val_dataset()[0][1]
+    assert not torch.equal(a.train_dataset()[0][0], a.val_dataset()[0][0])  # splits differ
+
+
+def test_multicrop_views_and_collate():
+    dm = build_datamodule("objects", train_size=8, val_size=4, batch_size=4)
+    wrapped = DinoDataModule(dm, 32, 16, 3)
+    views = wrapped.transform(dm.train_dataset()[0][0])
+    assert [tuple(v.shape) for v in views] == [(3, 32, 32)] * 2 + [(3, 16, 16)] * 3
+    batch = multicrop_collate([(views, 1), None, (views, 2)])
+    assert len(batch[0]) == 5 and batch[0][0].shape == (2, 3, 32, 32) and batch[1].tolist() == [1, 2]
+    assert batch[2] == {"skipped": 1}
+    # wrapper delegates to the dataset's datamodule; bank = train split, query = test split, with indices
+    assert wrapped.num_classes == 10 and wrapped.modality == "image"
+    bank, query = wrapped.val_dataloader()
+    x, y, idx = next(iter(bank))
+    assert x.shape == (4, 3, 32, 32) and idx.tolist() == [0, 1, 2, 3]
+    torch.testing.assert_close(x[1], dm.train_dataset()[1][0])
+    assert len(query.dataset) == 4
+    t = MultiCropTransform(32, 16, 0)
+    assert len(t(dm.train_dataset()[1][0])) == 2  # no local crops
+
+
+# ------------------------------------------------------------------ the task
+def _task(pe: str, **kw):
+    from pebench.models.tasks.dino import DinoTask
+
+    return DinoTask(num_classes=4, model="vit-nano", pe=pe, patch_size=4, train_grid=(8, 8), out_dim=16,
+                    head_hidden=16, head_bottleneck=8, **kw)
+
+
+def _image_pes():
+    from pebench.encodings import get_pe_class, list_pes
+
+    return [p for p in list_pes() if "image" in tuple(get_pe_class(p).modalities)]
+
+
+@pytest.mark.parametrize("pe", _image_pes())
+def test_every_image_pe_takes_global_and_local_grids(pe):
+    torch.manual_seed(0)
+    task = _task(pe)
+    views = [torch.randn(2, 3, 32, 32), torch.randn(2, 3, 32, 32), torch.randn(2, 3, 16, 16)]
+    out = task.forward_views(task.student, views)
+    assert [tuple(o.shape) for o in out] == [(2, 16)] * 3 and all(torch.isfinite(o).all() for o in out)
+    # views run as size groups; a local view alone gives the same output (own 4x4 grid, own coords)
+    task.eval()
+    with torch.no_grad():
+        alone = task.forward_views(task.student, views[2:])[0]
+        grouped = task.forward_views(task.student, views)[2]
+    torch.testing.assert_close(alone, grouped, rtol=1e-4, atol=1e-5)
+
+
+def test_teacher_starts_as_student_and_gets_no_gradient():
+    task = _task("rope-axial")
+    for (n, s), t in zip(task.student.named_parameters(), task.teacher.parameters()):
+        assert torch.equal(s, t), n
+        assert not t.requires_grad
+    names = {n for g in task.param_groups() for n in [id(p) for p in g["params"]]}
+    assert names == {id(p) for p in task.student.parameters()}
+    decay = task.param_groups()[0]["params"]
+    assert all(p.ndim > 1 for p in decay)
+
+
+def test_clipping_is_per_parameter_and_last_layer_frozen_in_epoch_0():
+    task = _task("none", clip_grad=3.0, freeze_last_layer=1)
+    assert task.current_epoch == 0  # no trainer attached: epoch 0
+    for p in task.student.parameters():
+        p.grad = torch.full_like(p, 10.0)
+    small = task.student["head"].mlp[0].bias
+    small.grad = torch.full_like(small, 1e-3)  # below the threshold: unchanged
+    task.on_before_optimizer_step(None)
+    assert task.student["head"].last_layer.grad is None
+    torch.testing.assert_close(small.grad, torch.full_like(small, 1e-3))
+    for n, p in task.student.named_parameters():
+        if p.grad is not None and p is not small:
+            assert p.grad.norm().item() == pytest.approx(3.0, rel=1e-4), n
+
+
+# ------------------------------------------------------------------ end to end
+def _results(root):
+    found = list(root.glob("**/results.json"))
+    assert len(found) == 1
+    return json.loads(found[0].read_text())
+
+
+@pytest.mark.slow
+def test_run_dino_objects_pape_records_knn_and_eed(tmp_path):
+    rc = main(["run", "--task", "dino", "--dataset", "objects", "--pe", "pape", "--model", "vit-nano", "--epochs", "2",
+               "--batch-size", "16", "--data-option", "train_size=32", "--data-option", "val_size=16",
+               "--task-option", "n_local=2", "--task-option", "eed_probe_size=8", *TINY_HEAD,
+               "--out", str(tmp_path), "--no-progress-bar", "--analyses", "none"])
+    assert rc in (0, None)
+    r = _results(tmp_path)
+    assert r["task"] == "dino" and r["primary_metric"] == "test/knn_top1" and r["status"] == "complete"
+    for k in ("test/knn_top1", "test/knn_top5", "test/linear_top1", "test/knn_top1_init", "test/linear_top1_init"):
+        assert 0.0 <= r["metrics"][k] <= 1.0, k
+    assert [h["epoch"] for h in r["eed_checkpoints"]] == [0, 1, 2]  # at init and after each epoch
+    for h in r["eed_checkpoints"]:
+        assert len(h["eed_percent"]) == 4 and all(0 < e <= 100 for e in h["eed_percent"])
+        assert len(h["ssdc"]) == 4
+    # training moved the teacher: EED at init and after training differ
+    assert r["eed_checkpoints"][0]["eed_percent"] != r["eed_checkpoints"][-1]["eed_percent"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,folder", [("cifar100", "cifar"), ("tiny-imagenet", "tiny"), ("ucmerced", "ucm")])
+def test_dino_fast_dev_run_on_real_fixtures(name, folder, tmp_path):
+    roots = {"cifar100": F.cifar100, "tiny-imagenet": F.tiny_imagenet, "ucmerced": F.ucmerced}
+    root = roots[name](tmp_path / folder)
+    rc = main(["run", "--preset", f"{name}-dino-smoke", "--data-root", str(root), "--fast-dev-run",
+               "--out", str(tmp_path / "runs"), "--no-progress-bar"])
+    assert rc in (0, None)
+    r = _results(tmp_path / "runs")
+    assert r["task"] == "dino" and "test/knn_top1" in r["metrics"]
+    assert r["eed_checkpoints"] and r["eed_checkpoints"][-1]["epoch"] == 1
+
+
+def test_dino_user_errors_exit_2(tmp_path, capsys):
+    base = ["run", "--task", "dino", "--out", str(tmp_path), "--epochs", "1"]
+    assert main(base + ["--dataset", "objects", "--task-option", "nope=1"]) == 2
+    assert "unknown task option 'nope'" in capsys.readouterr().err
+    assert main(base + ["--dataset", "objects", "--task-option", "local_size=18"]) == 2
+    assert "not a positive multiple of the patch size" in capsys.readouterr().err
+    assert main(base + ["--dataset", "moving-shapes"]) == 2
+    assert "needs an image dataset" in capsys.readouterr().err
+    assert main(base + ["--dataset", "objects", "--analyses", "robustness"]) == 2
+    assert "does not apply to --task dino" in capsys.readouterr().err
+    assert main(["run", "--dataset", "objects", "--task-option", "n_local=2", "--out", str(tmp_path)]) == 2
+    assert not any(tmp_path.iterdir())
