@@ -1,22 +1,32 @@
 """α sweep of additive PEs (docs/ARCHITECTURE.md §4): scale the added PE by α at inference.
 
 For each α in :data:`ALPHAS` (1, .8, .7, .6, .5, .4, .2, 0) the PE's ``alpha`` is set, and the
-sweep records the validation accuracy, the fragility FS under the modality's first shift (JPEG
-for images and video, event dropout for events, jitter for points; see :mod:`.robustness`) and
-the peak over layers of SSDC_RPI on the fixed probe set (see :mod:`.geometry`). The PE's
-previous ``alpha`` is restored afterwards, also when an evaluation fails.
+sweep records, side by side:
 
-Only PEs added to the token embedding honour α (``task.backbone.pe.additive``: ``ape``,
-``sincos``); for any other PE :func:`alpha_sweep` returns ``None`` (not applicable) and runs
-nothing. Cost control: accuracy/FS use the first ``max_samples`` validation samples and the
-SSDC_RPI probe the first ``probe_size`` (callers choose; see ``run_analyses``). Every
+* ``acc`` (clean validation accuracy), its standard error ``acc_se`` and ``n_samples``;
+* ``fs``: the fragility under the modality's first shift (JPEG for images and video, event
+  dropout for events, jitter for points; see :mod:`.robustness`), with the same rule as
+  everywhere: ``None`` plus ``fs_reason`` when the clean accuracy at that α is within 2
+  standard errors of chance;
+* ``ssdc_rpi`` (per layer, mean over the geometry's K RPI permutations), ``ssdc_rpi_sd`` and
+  ``ssdc_rpi_peak`` (max over layers of the mean), on the **full geometry probe** (the same
+  fixed probe set and tap as :func:`~.geometry.geometry`; a smaller probe biases SSDC_RPI low).
+
+ΔSSDC (``SSDC_RPI − SSDC_RPI`` of the ablated ``pe=none`` run of the same dataset, model and
+seed) needs a second run; the sweep reports SSDC_RPI per α and leaves the difference to the
+reader of both runs' ``results.json`` (``geometry.ssdc_rpi`` of the ``none`` run at the same
+tap), so that a run's numbers do not depend on which other runs happen to exist.
+
+The PE's previous ``alpha`` is restored afterwards, also when an evaluation fails. Only PEs
+added to the token embedding honour α (``task.backbone.pe.additive``: ``ape``, ``sincos``); for
+any other PE :func:`alpha_sweep` returns ``None`` (not applicable) and runs nothing. Every
 evaluation runs in eval mode under ``torch.no_grad()`` in one process after training.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from .geometry import DEFAULT_PROBE_SIZE, geometry
+from .geometry import DEFAULT_PROBE_SIZE, DEFAULT_RPI_PERMUTATIONS, DEFAULT_TAP, geometry
 from .robustness import first_shift, robustness
 
 __all__ = ["alpha_sweep", "ALPHAS"]
@@ -25,9 +35,11 @@ ALPHAS = (1.0, 0.8, 0.7, 0.6, 0.5, 0.4, 0.2, 0.0)
 
 
 def alpha_sweep(task: Any, datamodule: Any, seed: int = 0, alphas: tuple[float, ...] | list[float] = ALPHAS,
-                max_samples: int | None = None, probe_size: int | None = DEFAULT_PROBE_SIZE
-                ) -> list[dict[str, Any]] | None:
-    """``[{"alpha", "acc", "fs", "ssdc_rpi_peak"}, ...]`` (one row per α), or ``None`` for a
+                max_samples: int | None = None, probe_size: int | None = DEFAULT_PROBE_SIZE,
+                tap: str = DEFAULT_TAP, rpi_permutations: int = DEFAULT_RPI_PERMUTATIONS,
+                distance: str | None = None) -> list[dict[str, Any]] | None:
+    """One row per α: ``{"alpha", "acc", "acc_se", "n_samples", "shift", "shift_acc", "fs",
+    "fs_reason", "layers", "ssdc_rpi", "ssdc_rpi_sd", "ssdc_rpi_peak"}``, or ``None`` for a
     non-additive PE."""
     pe = task.backbone.pe
     if not getattr(pe, "additive", False):
@@ -39,10 +51,14 @@ def alpha_sweep(task: Any, datamodule: Any, seed: int = 0, alphas: tuple[float, 
         for a in alphas:
             pe.alpha = float(a)
             rob = robustness(task, datamodule, seed=seed, max_samples=max_samples, shifts=[shift])
-            geo = geometry(task, datamodule, probe_size=probe_size, seed=seed, plain=False)
+            geo = geometry(task, datamodule, probe_size=probe_size, seed=seed, plain=False, null=False, tap=tap,
+                           rpi_permutations=rpi_permutations, distance=distance)
             vals = [v for v in geo["ssdc_rpi"] if v is not None]
-            rows.append({"alpha": float(a), "acc": rob["clean_acc"], "fs": rob[shift]["fs"],
-                         "ssdc_rpi_peak": max(vals) if vals else None, "shift": shift})
+            rows.append({"alpha": float(a), "acc": rob["clean_acc"], "acc_se": rob["clean_acc_se"],
+                         "n_samples": rob["n_samples"], "shift": shift, "shift_acc": rob[shift]["acc"],
+                         "fs": rob[shift]["fs"], "fs_reason": rob[shift]["fs_reason"], "layers": geo["layers"],
+                         "ssdc_rpi": geo["ssdc_rpi"], "ssdc_rpi_sd": geo["ssdc_rpi_sd"],
+                         "ssdc_rpi_peak": max(vals) if vals else None})
     finally:
         pe.alpha = old
     return rows

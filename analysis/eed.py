@@ -10,6 +10,15 @@ of effective dimensionality"). For one layer, with tokens pooled over the probe 
     N_eff = exp(−Σ_k p_k log p_k)         (0 · log 0 = 0)
     EED% = 100 · N_eff / D                ∈ [100/D, 100]
 
+Reported beside it: the **top-1 eigenvalue share** ``λ_max / Σλ`` of the same covariance
+(:func:`top1_share_from_covariance`). When one direction carries most of the variance (as on
+the raw residual stream of a ViT) EED% is small whatever the rest of the spectrum does; the
+share makes that visible.
+
+Which representation the EED paper measures: its text speaks of "the token embeddings at
+layer l" and their empirical covariance, without saying whether before or after a LayerNorm,
+and no public code was found; pebench chooses the tap by a measurement (``benchmarks/README.md``).
+
 The covariance normalisation (1/M or 1/(M−1)) cancels in ``p_k``; this module uses the
 biased 1/M form everywhere (also for the streaming moments of :class:`EEDMetric`), so the
 functional and streaming versions agree. Eigenvalues are computed in float64 with
@@ -23,17 +32,31 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["eed", "eed_from_moments", "eed_from_covariance"]
+__all__ = ["eed", "eed_from_moments", "eed_from_covariance", "eed_top1_share", "top1_share_from_covariance",
+           "top1_share_from_moments"]
+
+
+def _eigenvalues(cov: Tensor) -> Tensor:
+    """Eigenvalues ``(D,)`` (ascending, float64, clipped at 0) of a covariance ``(D, D)``."""
+    if not isinstance(cov, Tensor) or cov.dim() != 2 or cov.shape[0] != cov.shape[1] or cov.shape[0] < 1:
+        raise ValueError("cov must be a square (D, D) tensor with D >= 1")
+    c = cov.to(torch.float64)
+    c = 0.5 * (c + c.transpose(0, 1))  # exact symmetry for eigvalsh
+    return torch.linalg.eigvalsh(c).clamp_min(0.0)  # (D,)
+
+
+def top1_share_from_covariance(cov: Tensor) -> Tensor:
+    """``λ_max / Σλ`` of a covariance ``(D, D)``; 0-dim float64 tensor (NaN when Σλ = 0)."""
+    lam = _eigenvalues(cov)  # (D,) ascending
+    total = lam.sum()
+    safe_total = torch.where(total > 0, total, torch.ones_like(total))
+    return torch.where(total > 0, lam[-1] / safe_total, torch.full_like(total, math.nan))
 
 
 def eed_from_covariance(cov: Tensor) -> Tensor:
     """EED% from a (any positive scale) covariance ``(D, D)``; 0-dim float64 tensor."""
-    if not isinstance(cov, Tensor) or cov.dim() != 2 or cov.shape[0] != cov.shape[1] or cov.shape[0] < 1:
-        raise ValueError("cov must be a square (D, D) tensor with D >= 1")
-    dim = cov.shape[0]
-    c = cov.to(torch.float64)
-    c = 0.5 * (c + c.transpose(0, 1))  # exact symmetry for eigvalsh
-    lam = torch.linalg.eigvalsh(c).clamp_min(0.0)  # (D,)
+    lam = _eigenvalues(cov)  # (D,)
+    dim = lam.shape[0]
     total = lam.sum()
     safe_total = torch.where(total > 0, total, torch.ones_like(total))
     p = lam / safe_total  # (D,)
@@ -61,11 +84,16 @@ def eed_from_moments(sum_x: Tensor, sum_xxT: Tensor, count) -> Tensor:
     return eed_from_covariance(cov)
 
 
-def eed(tokens: Tensor) -> float:
-    """EED% of tokens ``(M, D)`` or ``(B, N, D)`` (pooled to ``(B·N, D)``).
+def top1_share_from_moments(sum_x: Tensor, sum_xxT: Tensor, count) -> Tensor:
+    """Top-1 eigenvalue share from the same streaming moments as :func:`eed_from_moments`."""
+    n = float(count)
+    if n < 2:
+        return torch.full((), math.nan, dtype=torch.float64, device=sum_x.device)
+    mean = sum_x.to(torch.float64) / n  # (D,)
+    return top1_share_from_covariance(sum_xxT.to(torch.float64) / n - torch.outer(mean, mean))
 
-    Returns ``100 · N_eff / D`` as a float (NaN for constant tokens).
-    """
+
+def _pooled_covariance(tokens: Tensor, what: str) -> Tensor:
     if not isinstance(tokens, Tensor):
         raise ValueError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
     if tokens.dim() not in (2, 3):
@@ -73,8 +101,20 @@ def eed(tokens: Tensor) -> float:
     dim = tokens.shape[-1]
     x = tokens.reshape(-1, dim).to(torch.float64)  # (M, D)
     if dim < 1 or x.shape[0] < 2:
-        raise ValueError(f"eed needs at least 2 tokens and D >= 1, got {x.shape[0]} tokens of "
-                         f"dim {dim}")
+        raise ValueError(f"{what} needs at least 2 tokens and D >= 1, got {x.shape[0]} tokens of dim {dim}")
     xc = x - x.mean(dim=0, keepdim=True)  # (M, D)
-    cov = xc.transpose(0, 1) @ xc / x.shape[0]  # (D, D), biased
-    return float(eed_from_covariance(cov))
+    return xc.transpose(0, 1) @ xc / x.shape[0]  # (D, D), biased
+
+
+def eed_top1_share(tokens: Tensor) -> float:
+    """Top-1 eigenvalue share ``λ_max / Σλ`` of the token covariance (tokens ``(M, D)`` or
+    ``(B, N, D)``, pooled); NaN for constant tokens."""
+    return float(top1_share_from_covariance(_pooled_covariance(tokens, "eed_top1_share")))
+
+
+def eed(tokens: Tensor) -> float:
+    """EED% of tokens ``(M, D)`` or ``(B, N, D)`` (pooled to ``(B·N, D)``).
+
+    Returns ``100 · N_eff / D`` as a float (NaN for constant tokens).
+    """
+    return float(eed_from_covariance(_pooled_covariance(tokens, "eed")))

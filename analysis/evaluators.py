@@ -24,9 +24,14 @@ Options are read from ``config`` (the resolved run config dict): ``seed``,
 optional ``analysis_options`` mapping (``probe_size`` is also accepted at the top level):
 
 * ``probe_size`` (256): geometry probe set.
+* ``ssdc_tap`` (``attn_in``, the SSDC paper's; or ``block_out``), ``eed_tap`` (chosen by
+  measurement, see :data:`~.geometry.DEFAULT_EED_TAP`), ``ssdc_distance`` (``l1`` on grids,
+  ``euclidean`` for point clouds), ``rpi_permutations`` (8) and ``rpi_null`` (true: the
+  untrained-twin null band): see :mod:`.geometry`.
 * ``robustness_samples`` (``None`` = whole validation set).
-* ``alpha_samples`` (128) and ``alpha_probe_size`` (32): per-α accuracy/FS samples and
-  SSDC_RPI probe (8 α values; kept small so the sweep costs about as much as the rest).
+* ``alpha_samples`` (128) and ``alpha_probe_size`` (``None`` = the geometry ``probe_size``):
+  per-α accuracy/FS samples and SSDC_RPI probe (the full probe: a smaller one biases SSDC_RPI
+  low).
 * ``extrapolation_samples`` (128): samples per resolution when the run evaluates them
   inside ``bench run`` (the 4x side has 16x the tokens; ``bench eval`` evaluates the whole
   validation set).
@@ -41,7 +46,7 @@ from typing import Any, Iterable
 
 from .alpha import alpha_sweep
 from .extrapolation import default_resolutions, evaluate_extrapolation
-from .geometry import DEFAULT_PROBE_SIZE, geometry
+from .geometry import DEFAULT_EED_TAP, DEFAULT_PROBE_SIZE, DEFAULT_RPI_PERMUTATIONS, DEFAULT_TAP, geometry
 from .plots import plot_alpha_sweep, plot_extrapolation, plot_geometry, plot_robustness, run_info, save_plot
 from .robustness import robustness
 
@@ -51,8 +56,11 @@ ANALYSIS_NAMES = ("geometry", "robustness", "alpha", "extrapolation")
 #: analysis name -> results.json key
 RESULT_KEYS = {"geometry": "geometry", "robustness": "robustness", "alpha": "alpha_sweep",
                "extrapolation": "extrapolation"}
-DEFAULT_OPTIONS: dict[str, Any] = {"probe_size": DEFAULT_PROBE_SIZE, "robustness_samples": None,
-                                   "alpha_samples": 128, "alpha_probe_size": 32, "extrapolation_samples": 128}
+DEFAULT_OPTIONS: dict[str, Any] = {"probe_size": DEFAULT_PROBE_SIZE, "ssdc_tap": DEFAULT_TAP,
+                                   "eed_tap": DEFAULT_EED_TAP, "ssdc_distance": None,
+                                   "rpi_permutations": DEFAULT_RPI_PERMUTATIONS, "rpi_null": True,
+                                   "robustness_samples": None, "alpha_samples": 128, "alpha_probe_size": None,
+                                   "extrapolation_samples": 128}
 
 
 def _names(analyses: str | Iterable[str] | None, additive: bool) -> list[str]:
@@ -68,12 +76,27 @@ def _names(analyses: str | Iterable[str] | None, additive: bool) -> list[str]:
     return [a for a in ANALYSIS_NAMES if a in items]
 
 
+def _flag(v: Any) -> bool:
+    """A boolean option that may arrive as a string (``--analysis-option rpi_null=false``)."""
+    if isinstance(v, str):
+        if v.lower() in ("1", "true", "yes", "on"):
+            return True
+        if v.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"expected true or false, got {v!r}")
+    return bool(v)
+
+
 def _options(config: dict | None) -> dict[str, Any]:
     config = dict(config or {})
     opts = dict(DEFAULT_OPTIONS)
     if config.get("probe_size") is not None:
         opts["probe_size"] = int(config["probe_size"])
-    opts.update({k: v for k, v in dict(config.get("analysis_options") or {}).items()})
+    extra = dict(config.get("analysis_options") or {})
+    unknown = sorted(set(extra) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown analysis option {unknown[0]!r}; available: {', '.join(DEFAULT_OPTIONS)}")
+    opts.update(extra)
     return opts
 
 
@@ -102,14 +125,18 @@ def run_analyses(task: Any, datamodule: Any, analyses: str | Iterable[str], run_
     for name in names:
         t0 = time.perf_counter()
         if name == "geometry":
-            res = geometry(task, datamodule, probe_size=opts["probe_size"], seed=seed)
+            res = geometry(task, datamodule, probe_size=opts["probe_size"], seed=seed, tap=opts["ssdc_tap"],
+                           eed_tap=opts["eed_tap"], distance=opts["ssdc_distance"],
+                           rpi_permutations=int(opts["rpi_permutations"]), null=_flag(opts["rpi_null"]))
             plot(plot_geometry, res, "geometry.png")
         elif name == "robustness":
             res = robustness(task, datamodule, seed=seed, max_samples=opts["robustness_samples"])
             plot(plot_robustness, res, "robustness.png")
         elif name == "alpha":
+            alpha_probe = opts["alpha_probe_size"] if opts["alpha_probe_size"] is not None else opts["probe_size"]
             res = alpha_sweep(task, datamodule, seed=seed, max_samples=opts["alpha_samples"],
-                              probe_size=opts["alpha_probe_size"])
+                              probe_size=alpha_probe, tap=opts["ssdc_tap"],
+                              rpi_permutations=int(opts["rpi_permutations"]), distance=opts["ssdc_distance"])
             plot(plot_alpha_sweep, res, "alpha_sweep.png")
         else:
             resolutions = list(cfg.get("extrapolation_resolutions") or []) or default_resolutions(datamodule, task)

@@ -1,25 +1,48 @@
-"""Layer-wise representation geometry of a trained model: SSDC, SSDC under RPI, EED% (docs/ARCHITECTURE.md §4).
+"""Layer-wise representation geometry of a trained model: SSDC, SSDC under RPI with a null band
+at initialisation, EED% and the top-1 eigenvalue share (docs/ARCHITECTURE.md §4).
 
-:func:`geometry` runs the model on a **fixed probe set** (the first ``probe_size`` samples of
-the validation set at the training resolution, default 256, in loader order) and reports, per
-block ``l = 1..L``:
+SSDC follows the protocol of "Positional encodings anchor the spatial structure of vision
+transformers" (Mannes et al.) as its public code computes it:
 
-* ``ssdc[l]``: SSDC of the patch tokens w.r.t. their coords (L1 distance on grids).
-* ``ssdc_rpi[l]``: the same, with the tokens' *content* permuted against their coords by one
-  fixed permutation (RPI, docs/ARCHITECTURE.md §2: ``task.features(inputs, content_perm=perm)``); the
-  coords keep their order, so this measures structure anchored to the index frame the PE sees.
-  For ``pe=none`` the backbone is permutation-equivariant, the RPI tokens are the clean tokens
-  relabelled by ``perm``, and SSDC_RPI ≈ 0; a PE that injects position keeps SSDC_RPI > 0.
-* ``eed_percent[l]``: EED% of the (unpermuted) patch tokens pooled over the probe set.
+* **tap** ``attn_in`` (default): the tokens entering each block's attention, i.e. the output of
+  the block's first LayerNorm; layers ``0 .. L-1``, layer 0 = LN1(patch embedding + PE). The
+  residual stream after each block (``block_out``, layers ``1 .. L``) is an option.
+* cosine-similarity matrix of the L2-normalised patch tokens averaged over the probe images,
+  ``S = mean_b(Ẑ_b Ẑ_bᵀ)``; prefix (CLS) tokens excluded; Spearman of ``{S_ij}_{i<j}`` against
+  ``{−D_ij}_{i<j}`` with ``D`` the **Manhattan** (L1) grid distance (Euclidean for point
+  clouds, and as an option). The paper's code averages S over the images of its last
+  evaluation batch; here S is averaged over the whole fixed probe set (the same estimator over
+  more images).
+* **RPI** permutes the patch tokens' *content* after patch embedding and before the PE is
+  added (``task.features(inputs, content_perm=perm)``); coords keep their order, so SSDC_RPI
+  measures structure anchored to the index frame the PE sees. For ``pe=none`` it is ≈ 0.
 
-The permutation comes from ``torch.Generator().manual_seed(seed)`` (the run's config seed),
-so results are deterministic. All analyses in :mod:`pebench.analysis` run after training, in a
-single process (rank 0; ``bench run`` tears the DDP group down first), with the model in eval
-mode under ``torch.no_grad()``; the model's train/eval mode is restored afterwards.
+What is reported (:func:`geometry`), per layer of the tap:
 
-Scaling: grid modalities stream through :class:`~pebench.analysis.LayerwiseGeometry` /
-:class:`~pebench.analysis.SSDCMetric` (sum states), batch by batch, so memory does not grow
-with the probe size.
+* ``ssdc``: SSDC of the clean tokens.
+* ``ssdc_rpi`` / ``ssdc_rpi_sd`` / ``ssdc_rpi_min`` / ``ssdc_rpi_max``: mean, sample standard
+  deviation (ddof = 1), min and max over ``K`` RPI permutations (default ``K = 8``). Permutation
+  ``k`` comes from ``torch.Generator().manual_seed(rpi_seed(seed, k))``: derived from the run's
+  seed, but a stream of its own (data order and initialisation use the seed itself).
+* ``ssdc_rpi_init`` / ``ssdc_rpi_init_sd``: the same statistic for the **same architecture at
+  initialisation** — an untrained twin built from the task's saved hyper-parameters after
+  ``torch.manual_seed(seed)`` (``bench run`` seeds the same way before building the trained
+  model, so the twin has the trained run's initial weights), with the same K permutations. A
+  fixed table (``sincos``) already has SSDC_RPI > 0 here; this is the null band.
+* ``ssdc_rpi_gain`` = ``ssdc_rpi − ssdc_rpi_init``: what training added.
+* ``eed_percent`` / ``eed_top1_share``: EED% of the clean tokens pooled over the probe set and
+  the largest eigenvalue's share ``λ_max / Σλ`` of the same covariance, at ``eed_tap`` (layers
+  ``eed_layers``). The default EED tap was chosen by a measurement recorded in
+  ``benchmarks/README.md`` (the EED paper does not say which representation it measures): on
+  the residual stream one direction carries most of the variance, after LayerNorm it does not.
+
+Determinism: fixed probe set (the first ``probe_size`` validation samples, in loader order),
+seeded permutations; all analyses run after training, in one process, in eval mode under
+``torch.no_grad()``; the model's train/eval mode is restored afterwards.
+
+Scaling: grid modalities stream through :class:`~pebench.analysis.SSDCMetric` /
+:class:`~pebench.analysis.EEDMetric` (sum states), one probe pass per permutation, so memory
+does not grow with the probe size or with ``K``.
 
 Point clouds (departure from the batch-averaged definition, documented): point tokens have no
 grid and their coords (FPS centres) differ from cloud to cloud, so a similarity matrix averaged
@@ -37,13 +60,22 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Subset
 
-from .metrics import EEDMetric, LayerwiseGeometry, SSDCMetric
+from .metrics import EEDMetric, SSDCMetric
+from .ssdc import DISTANCES
 from .ssdc import ssdc as ssdc_fn
 
-__all__ = ["geometry", "probe_loader", "rpi_permutation", "evaluating", "task_device", "finite_or_none",
-           "DEFAULT_PROBE_SIZE"]
+__all__ = ["geometry", "probe_loader", "rpi_permutation", "rpi_seed", "untrained_twin", "evaluating",
+           "task_device", "finite_or_none", "tap_layers", "rpi_stats", "DEFAULT_PROBE_SIZE", "TAPS",
+           "DEFAULT_TAP", "DEFAULT_EED_TAP", "DEFAULT_RPI_PERMUTATIONS"]
 
 DEFAULT_PROBE_SIZE = 256
+#: token representations the analysis can tap (see :meth:`ViTBackbone.forward_intermediates`)
+TAPS = ("attn_in", "block_out")
+#: the SSDC paper's tap: the LayerNorm'd input of each block's attention
+DEFAULT_TAP = "attn_in"
+#: chosen by measurement (benchmarks/README.md, "Protocol choices")
+DEFAULT_EED_TAP = "attn_in"
+DEFAULT_RPI_PERMUTATIONS = 8
 
 
 @contextlib.contextmanager
@@ -63,26 +95,80 @@ def task_device(task: torch.nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-def finite_or_none(v: float) -> float | None:
-    """JSON-friendly float: NaN / inf -> ``None``."""
+def finite_or_none(v: float | None) -> float | None:
+    """JSON-friendly float: NaN / inf / None -> ``None``."""
+    if v is None:
+        return None
     v = float(v)
     return v if math.isfinite(v) else None
 
 
-def rpi_permutation(num_tokens: int, seed: int = 0) -> Tensor:
-    """The fixed RPI permutation of ``num_tokens`` token contents (CPU long tensor)."""
-    return torch.randperm(int(num_tokens), generator=torch.Generator().manual_seed(int(seed)))
+def tap_layers(tap: str, depth: int) -> list[int]:
+    """Layer indices of a tap: ``0..L-1`` for ``attn_in`` (block inputs), ``1..L`` for ``block_out``."""
+    _check_tap(tap)
+    return list(range(depth)) if tap == "attn_in" else list(range(1, depth + 1))
+
+
+def _check_tap(tap: str, what: str = "tap") -> str:
+    if tap not in TAPS:
+        raise ValueError(f"unknown {what} {tap!r}; available: {', '.join(TAPS)}")
+    return tap
+
+
+def rpi_seed(seed: int, k: int) -> int:
+    """Seed of the ``k``-th RPI permutation of a run with seed ``seed`` (a stream separate from
+    the seed itself, which data order and initialisation use)."""
+    return (int(seed) * 1_000_003 + 15_485_863 * (int(k) + 1) + 104_729) % (2 ** 63)
+
+
+def rpi_permutation(num_tokens: int, seed: int = 0, index: int = 0) -> Tensor:
+    """The ``index``-th fixed RPI permutation of ``num_tokens`` token contents (CPU long tensor)."""
+    g = torch.Generator().manual_seed(rpi_seed(seed, index))
+    return torch.randperm(int(num_tokens), generator=g)
+
+
+def rpi_stats(per_perm: list[list[float]]) -> dict[str, list[float | None]]:
+    """Mean, sample sd (ddof = 1; ``None`` for K = 1), min and max over permutations, per layer.
+
+    ``per_perm``: ``K`` lists of per-layer values (NaN allowed; NaN values are left out).
+    """
+    depth = len(per_perm[0])
+    out: dict[str, list[float | None]] = {"mean": [], "sd": [], "min": [], "max": []}
+    for l in range(depth):
+        vals = [v[l] for v in per_perm if v[l] is not None and math.isfinite(v[l])]
+        k = len(vals)
+        mean = math.fsum(vals) / k if k else None
+        out["mean"].append(mean)
+        out["sd"].append(math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (k - 1)) if k >= 2 else None)
+        out["min"].append(min(vals) if k else None)
+        out["max"].append(max(vals) if k else None)
+    return out
+
+
+def untrained_twin(task: Any, seed: int) -> Any:
+    """The same task architecture at initialisation: ``type(task)(**task.hparams)`` built after
+    ``torch.manual_seed(seed)`` (the global RNG state is restored afterwards), in eval mode on
+    the task's device, with the same PE ``alpha``."""
+    hp = dict(getattr(task, "hparams", None) or {})
+    if not hp:
+        raise ValueError(f"geometry: cannot build the untrained twin of {type(task).__name__}: "
+                         "it has no saved hyper-parameters")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        twin = type(task)(**hp)
+    pe, twin_pe = getattr(task.backbone, "pe", None), getattr(twin.backbone, "pe", None)
+    if pe is not None and twin_pe is not None and hasattr(pe, "alpha"):
+        twin_pe.alpha = pe.alpha
+    return twin.to(task_device(task)).eval()
 
 
 def probe_loader(datamodule: Any, probe_size: int | None, batch_size: int | None = None,
                  resolution: Any = None) -> DataLoader:
     """The first ``probe_size`` validation samples (all if ``None``), in order, never shuffled."""
     ds = datamodule.val_dataset(resolution)
+    collate = getattr(ds, "collate_fn", None)
     if probe_size is not None and probe_size < len(ds):
-        collate = getattr(ds, "collate_fn", None)
         ds = Subset(ds, range(int(probe_size)))
-    else:
-        collate = getattr(ds, "collate_fn", None)
     bs = int(batch_size or getattr(datamodule, "batch_size", 64) or 64)
     return DataLoader(ds, batch_size=bs, shuffle=False, num_workers=0, drop_last=False, collate_fn=collate)
 
@@ -95,10 +181,10 @@ def _inputs(task: Any, batch: Any, device: torch.device) -> Tensor:
     return x
 
 
-def _point_features(task: Any, x: Tensor, perm: Tensor | None) -> tuple[list[Tensor], Tensor]:
+def _point_features(task: Any, x: Tensor, perm: Tensor | None, tap: str) -> tuple[list[Tensor], Tensor]:
     """Like ``task.features`` but keeps the per-cloud coords ``(B, N, p)`` (points only)."""
     tb = task.permute_content(task.tokenize(x), perm)
-    feats = task.backbone.forward_intermediates(tb.x, tb.coords, tb.grid, tb.mask)
+    feats = task.backbone.forward_intermediates(tb.x, tb.coords, tb.grid, tb.mask, tap=tap)
     coords = tb.coords if tb.coords.dim() == 3 else tb.coords.expand(x.shape[0], -1, -1)
     return feats, coords
 
@@ -123,69 +209,122 @@ class _PerCloudSSDC:
         return [s / c if c else float("nan") for s, c in zip(self.sum, self.count)]
 
 
-def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_SIZE, seed: int = 0,
-             batch_size: int | None = None, rpi: bool = True, plain: bool = True) -> dict[str, Any]:
-    """Per-layer SSDC, SSDC_RPI and EED% on the fixed probe set (see the module docstring).
-
-    ``plain=False`` skips the unpermuted pass (``ssdc`` / ``eed_percent`` are then ``None``);
-    ``rpi=False`` skips the RPI pass. Returns ``{"layers": [1..L], "ssdc": [...],
-    "ssdc_rpi": [...], "eed_percent": [...], "probe_size": n, "distance": "l1" | "euclidean"}``.
-    """
+def _ssdc_pass(task: Any, loader: DataLoader, perm_fn: Any, tap: str, distance: str,
+               eed: bool = False) -> tuple[list[float], list[float] | None, list[float] | None, int]:
+    """One pass over the probe: per-layer SSDC at ``tap`` of the tokens under the permutation
+    ``perm_fn(num_tokens)`` (``None``: clean), and with ``eed`` EED% and top-1 share of the same
+    tokens. Returns ``(ssdc, eed_percent, top1_share, n_samples)``."""
     points = getattr(task, "modality", None) == "points"
-    distance = "euclidean" if points else "l1"
     device = task_device(task)
-    depth = int(task.backbone.depth)
-    dim = int(task.backbone.embed_dim)
-    plain_geo: Any = None
-    rpi_geo: Any = None
+    depth, dim = int(task.backbone.depth), int(task.backbone.embed_dim)
+    ssdc_m: Any = None
+    eed_m: list[EEDMetric] | None = None
     perm: Tensor | None = None
+    first = True
     n = 0
-    with evaluating(task):
-        for batch in probe_loader(datamodule, probe_size, batch_size):
-            x = _inputs(task, batch, device)
-            if points:
-                if perm is None:
-                    perm = rpi_permutation(task.tokenize_count(x), seed).to(device)
-                    plain_geo = (_PerCloudSSDC(depth, distance), [EEDMetric(dim).to(device) for _ in range(depth)])
-                    rpi_geo = _PerCloudSSDC(depth, distance)
-                if plain:
-                    feats, coords = _point_features(task, x, None)
-                    plain_geo[0].update(feats, coords)
-                    for e, t in zip(plain_geo[1], feats):
-                        e.update(t)
-                if rpi:
-                    feats, coords = _point_features(task, x, perm)
-                    rpi_geo.update(feats, coords)
-            else:
-                feats, coords = task.features(x) if plain or perm is None else (None, None)
-                if perm is None:
-                    perm = rpi_permutation(coords.shape[0], seed).to(device)
-                    plain_geo = LayerwiseGeometry(depth, coords, dim, distance).to(device)
-                    rpi_geo = torch.nn.ModuleList(SSDCMetric(coords, distance) for _ in range(depth)).to(device)
-                if plain:
-                    plain_geo.update(feats)
-                if rpi:
-                    feats_p, _ = task.features(x, content_perm=perm)
-                    for m, t in zip(rpi_geo, feats_p):
-                        m.update(t)
-            n += x.shape[0]
+    for batch in loader:
+        x = _inputs(task, batch, device)
+        if first:
+            num_tokens = task.tokenize_count(x)
+            perm = perm_fn(num_tokens)
+            perm = perm.to(device) if perm is not None else None
+            if eed:
+                eed_m = [EEDMetric(dim).to(device) for _ in range(depth)]
+        if points:
+            feats, coords = _point_features(task, x, perm, tap)
+            if first:
+                ssdc_m = _PerCloudSSDC(depth, distance)
+            ssdc_m.update(feats, coords)
+        else:
+            feats, coords = task.features(x, content_perm=perm, tap=tap)
+            if first:
+                ssdc_m = [SSDCMetric(coords, distance).to(device) for _ in range(depth)]
+            for m, t in zip(ssdc_m, feats):
+                m.update(t)
+        if eed_m is not None:
+            for e, t in zip(eed_m, feats):
+                e.update(t)
+        first = False
+        n += x.shape[0]
     if n == 0:
         raise ValueError("geometry: the probe set is empty (no validation samples)")
-    ssdc_plain: list | None = None
-    eed: list | None = None
-    ssdc_rpi: list | None = None
-    if plain:
-        if points:
-            ssdc_plain = plain_geo[0].compute()
-            eed = [float(e.compute()) for e in plain_geo[1]]
-        else:
-            res = plain_geo.compute()
-            ssdc_plain, eed = res["ssdc"], res["eed_percent"]
-    if rpi:
-        ssdc_rpi = rpi_geo.compute() if points else [float(m.compute()) for m in rpi_geo]
+    vals = ssdc_m.compute() if points else [float(m.compute()) for m in ssdc_m]
+    if eed_m is None:
+        return vals, None, None, n
+    return vals, [float(e.compute()) for e in eed_m], [float(e.compute_top1_share()) for e in eed_m], n
+
+
+def _eed_pass(task: Any, loader: DataLoader, tap: str) -> tuple[list[float], list[float]]:
+    """EED% and top-1 eigenvalue share of the clean tokens at ``tap``, per layer."""
+    device = task_device(task)
+    depth, dim = int(task.backbone.depth), int(task.backbone.embed_dim)
+    points = getattr(task, "modality", None) == "points"
+    eed_m = [EEDMetric(dim).to(device) for _ in range(depth)]
+    for batch in loader:
+        x = _inputs(task, batch, device)
+        feats = _point_features(task, x, None, tap)[0] if points else task.features(x, tap=tap)[0]
+        for e, t in zip(eed_m, feats):
+            e.update(t)
+    return [float(e.compute()) for e in eed_m], [float(e.compute_top1_share()) for e in eed_m]
+
+
+def _rpi_per_perm(task: Any, loader: DataLoader, seed: int, k: int, tap: str, distance: str) -> list[list[float]]:
+    return [_ssdc_pass(task, loader, lambda n, i=i: rpi_permutation(n, seed, i), tap, distance)[0]
+            for i in range(k)]
+
+
+def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_SIZE, seed: int = 0,
+             batch_size: int | None = None, rpi: bool = True, plain: bool = True, tap: str = DEFAULT_TAP,
+             eed_tap: str = DEFAULT_EED_TAP, distance: str | None = None,
+             rpi_permutations: int = DEFAULT_RPI_PERMUTATIONS, null: bool = True) -> dict[str, Any]:
+    """Per-layer SSDC, SSDC_RPI statistics, the null band at initialisation, EED% and top-1
+    eigenvalue share on the fixed probe set (see the module docstring).
+
+    ``plain=False`` skips the clean pass (``ssdc``, ``eed_*`` are then ``None``); ``rpi=False``
+    skips RPI (and the null band); ``null=False`` skips the untrained twin. ``distance``:
+    ``"l1"`` (default on grids) or ``"euclidean"`` (default for point clouds).
+    """
+    _check_tap(tap)
+    _check_tap(eed_tap, "eed_tap")
+    points = getattr(task, "modality", None) == "points"
+    if distance is None:
+        distance = "euclidean" if points else "l1"
+    if distance not in DISTANCES:
+        raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
+    k = int(rpi_permutations)
+    if rpi and k < 1:
+        raise ValueError(f"rpi_permutations must be >= 1, got {rpi_permutations!r}")
+    depth = int(task.backbone.depth)
+    loader = probe_loader(datamodule, probe_size, batch_size)
+    out: dict[str, Any] = {"tap": tap, "layers": tap_layers(tap, depth), "distance": distance,
+                           "ssdc": None, "ssdc_rpi": None, "ssdc_rpi_sd": None, "ssdc_rpi_min": None,
+                           "ssdc_rpi_max": None, "ssdc_rpi_init": None, "ssdc_rpi_init_sd": None,
+                           "ssdc_rpi_gain": None, "rpi_permutations": k if rpi else 0,
+                           "eed_tap": eed_tap, "eed_layers": tap_layers(eed_tap, depth),
+                           "eed_percent": None, "eed_top1_share": None, "probe_size": None}
 
     def clean(v: list | None) -> list | None:
         return None if v is None else [finite_or_none(x) for x in v]
 
-    return {"layers": list(range(1, depth + 1)), "ssdc": clean(ssdc_plain), "ssdc_rpi": clean(ssdc_rpi),
-            "eed_percent": clean(eed), "probe_size": n, "distance": distance}
+    with evaluating(task):
+        if plain:
+            same = eed_tap == tap
+            s, e, t1, n = _ssdc_pass(task, loader, lambda _n: None, tap, distance, eed=same)
+            if not same:
+                e, t1 = _eed_pass(task, loader, eed_tap)
+            out.update(ssdc=clean(s), eed_percent=clean(e), eed_top1_share=clean(t1), probe_size=n)
+        if rpi:
+            st = rpi_stats(_rpi_per_perm(task, loader, seed, k, tap, distance))
+            out.update(ssdc_rpi=clean(st["mean"]), ssdc_rpi_sd=clean(st["sd"]), ssdc_rpi_min=clean(st["min"]),
+                       ssdc_rpi_max=clean(st["max"]))
+    if rpi and null:
+        twin = untrained_twin(task, seed)
+        with evaluating(twin):
+            st0 = rpi_stats(_rpi_per_perm(twin, loader, seed, k, tap, distance))
+        del twin
+        out.update(ssdc_rpi_init=clean(st0["mean"]), ssdc_rpi_init_sd=clean(st0["sd"]))
+        out["ssdc_rpi_gain"] = [None if a is None or b is None else a - b
+                                for a, b in zip(out["ssdc_rpi"], out["ssdc_rpi_init"])]
+    if out["probe_size"] is None:
+        out["probe_size"] = min(len(loader.dataset), int(probe_size)) if probe_size is not None else len(loader.dataset)
+    return out

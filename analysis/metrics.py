@@ -9,7 +9,8 @@ the same functions as :mod:`.ssdc` / :mod:`.eed`:
 * :class:`SSDCMetric`: ``sim_sum`` ``(N, N)`` = Σ_b Ẑ_b Ẑ_bᵀ, ``count`` = number of samples B;
   SSDC is computed on ``sim_sum / count``.
 * :class:`EEDMetric`: ``sum_x`` ``(D,)``, ``sum_xxT`` ``(D, D)``, ``count`` = number of tokens;
-  the covariance is formed from these moments in float64.
+  the covariance is formed from these moments in float64 (EED% from ``compute()``, the top-1
+  eigenvalue share from ``compute_top1_share()``).
 
 Float states default to float64 (``state_dtype``); torchmetrics keeps them in that dtype under
 ``.half()`` / ``.float()`` of the surrounding module.
@@ -22,7 +23,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from .eed import eed_from_moments
+from .eed import eed_from_moments, top1_share_from_moments
 from .ssdc import _as_coords, _as_tokens, _check_distance, cosine_similarity_sum, ssdc_from_similarity
 
 __all__ = ["SSDCMetric", "EEDMetric", "LayerwiseGeometry"]
@@ -125,12 +126,17 @@ class EEDMetric(Metric):
     def compute(self) -> Tensor:
         return eed_from_moments(self.sum_x, self.sum_xxT, self.count)
 
+    def compute_top1_share(self) -> Tensor:
+        """Top-1 eigenvalue share ``λ_max / Σλ`` of the same covariance (0-dim float64)."""
+        return top1_share_from_moments(self.sum_x, self.sum_xxT, self.count)
+
 
 class LayerwiseGeometry(nn.Module):
     """One :class:`SSDCMetric` and one :class:`EEDMetric` per layer.
 
     ``update(layer_tokens)`` takes a sequence of ``num_layers`` patch-token tensors
-    ``(B, N, D)``; ``compute()`` returns ``{"ssdc": [float] * L, "eed_percent": [float] * L}``.
+    ``(B, N, D)``; ``compute()`` returns ``{"ssdc": [float] * L, "eed_percent": [float] * L,
+    "eed_top1_share": [float] * L}``.
     Both metric lists are ordinary submodules, so ``.to(device)`` moves them and each metric
     syncs its own sum states under DDP.
     """
@@ -159,6 +165,7 @@ class LayerwiseGeometry(nn.Module):
         return {
             "ssdc": [float(m.compute()) for m in self.ssdc],
             "eed_percent": [float(m.compute()) for m in self.eed],
+            "eed_top1_share": [float(m.compute_top1_share()) for m in self.eed],
         }
 
     def reset(self) -> None:

@@ -36,6 +36,11 @@ Randomness: one ``torch.Generator`` per shift, seeded from the config seed and t
 index, consumed batch by batch in loader order, so results are deterministic. The evaluation
 runs in eval mode under ``torch.no_grad()`` in one process after training (see
 :mod:`.geometry`). ``max_samples`` caps the number of validation samples (default: all).
+
+FS is undefined — JSON ``null`` with a ``fs_reason`` — when the clean accuracy is 0 or within
+2 standard errors of chance, ``|A_clean − 1/C| ≤ 2·sqrt(A_clean (1 − A_clean) / n)`` over the
+``n`` evaluated samples and ``C`` classes (:func:`fs_undefined_reason`); the α sweep applies the
+same rule at every α.
 """
 from __future__ import annotations
 
@@ -49,7 +54,7 @@ from torch import Tensor
 
 from .geometry import evaluating, finite_or_none, task_device
 
-__all__ = ["robustness", "fragility", "SHIFTS", "PERTURBATIONS", "DEFAULT_PARAMS", "perturb", "logits_in_chunks",
+__all__ = ["robustness", "fragility", "fs_undefined_reason", "num_classes_of", "SHIFTS", "PERTURBATIONS", "DEFAULT_PARAMS", "perturb", "logits_in_chunks",
            "image_codec", "jpeg", "gaussian_blur", "blur_kernel_size", "event_dropout", "event_noise",
            "point_jitter", "point_dropout", "first_shift"]
 
@@ -67,11 +72,46 @@ def first_shift(modality: str) -> str:
     return SHIFTS[modality][0]
 
 
-def fragility(acc_clean: float, acc_shift: float) -> float | None:
-    """``FS = 1 − A_shift / A_clean`` (``None`` when ``A_clean == 0``: undefined)."""
+def fs_undefined_reason(acc_clean: float, n: int | None = None, num_classes: int | None = None) -> str | None:
+    """Why FS is undefined for a clean accuracy ``acc_clean`` over ``n`` samples with
+    ``num_classes`` classes, or ``None`` when it is defined.
+
+    Undefined when ``A_clean = 0``, or when ``|A_clean − 1/num_classes| ≤ 2·SE`` with
+    ``SE = sqrt(A_clean (1 − A_clean) / n)`` (the model is not distinguishable from chance, so a
+    ratio to it measures noise). The chance rule needs ``n`` and ``num_classes``.
+    """
     if acc_clean <= 0:
+        return "clean accuracy is 0"
+    if n is None or num_classes is None or int(num_classes) < 1 or int(n) < 1:
+        return None
+    chance = 1.0 / int(num_classes)
+    se = math.sqrt(acc_clean * (1.0 - acc_clean) / int(n))
+    if abs(acc_clean - chance) <= 2.0 * se:
+        return (f"clean accuracy {acc_clean:.4f} is within 2 standard errors (SE {se:.4f}, n {int(n)}) "
+                f"of chance {chance:.4f}")
+    return None
+
+
+def fragility(acc_clean: float, acc_shift: float, n: int | None = None,
+              num_classes: int | None = None) -> float | None:
+    """``FS = 1 − A_shift / A_clean``; ``None`` (undefined) when ``A_clean == 0`` or, given the
+    number of samples ``n`` and ``num_classes``, when ``A_clean`` is within 2 standard errors of
+    chance (:func:`fs_undefined_reason`)."""
+    if fs_undefined_reason(acc_clean, n, num_classes) is not None:
         return None
     return 1.0 - acc_shift / acc_clean
+
+
+def num_classes_of(task: Any, datamodule: Any = None) -> int | None:
+    """The number of classes (chance = 1 / it): the datamodule's ``num_classes``, else the task's
+    saved ``num_classes`` hyper-parameter; ``None`` when neither says."""
+    for obj in (datamodule, getattr(task, "hparams", None)):
+        v = getattr(obj, "num_classes", None) if obj is not None else None
+        if v is None and isinstance(obj, dict):
+            v = obj.get("num_classes")
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
 
 
 # ------------------------------------------------------------------------------- images
@@ -271,7 +311,9 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     """Clean accuracy and accuracy / FS under each shift, on the validation set at the training
     resolution (first ``max_samples`` samples, in order).
 
-    Returns ``{"clean_acc": a, "n_samples": n, "<shift>": {"acc": a_s, "fs": fs, "params": {...}}, ...}``.
+    Returns ``{"clean_acc": a, "clean_acc_se": se, "chance": 1/C, "n_samples": n,
+    "<shift>": {"acc": a_s, "fs": fs, "fs_reason": why | None, "params": {...}}, ...}``; ``fs`` is
+    ``None`` with a ``fs_reason`` when FS is undefined (:func:`fs_undefined_reason`).
     """
     modality = getattr(task, "modality", getattr(datamodule, "modality", "image"))
     names = list(shifts) if shifts is not None else list(SHIFTS[modality])
@@ -293,9 +335,13 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     if n == 0:
         raise ValueError("robustness: no validation samples")
     clean = correct["clean"] / n
-    out: dict[str, Any] = {"clean_acc": clean, "n_samples": n}
+    classes = num_classes_of(task, datamodule)
+    out: dict[str, Any] = {"clean_acc": clean, "clean_acc_se": math.sqrt(clean * (1.0 - clean) / n),
+                           "chance": None if classes is None else 1.0 / classes, "n_samples": n}
+    reason = fs_undefined_reason(clean, n, classes)
     for s in names:
         a = correct[s] / n
-        fs = fragility(clean, a)
-        out[s] = {"acc": a, "fs": None if fs is None else finite_or_none(fs), "params": prm[s]}
+        fs = fragility(clean, a, n, classes)
+        out[s] = {"acc": a, "fs": None if fs is None else finite_or_none(fs), "fs_reason": reason,
+                  "params": prm[s]}
     return out

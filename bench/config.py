@@ -24,6 +24,11 @@ __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_
            "check_resolution_syntax",
            "DEFAULT_PE_PREFERENCE"]
 
+#: keys of ``analysis_options`` / ``--analysis-option`` (pebench.analysis.evaluators.DEFAULT_OPTIONS; a test
+#: keeps the two in step)
+ANALYSIS_OPTIONS = ("probe_size", "ssdc_tap", "eed_tap", "ssdc_distance", "rpi_permutations", "rpi_null",
+                    "robustness_samples", "alpha_samples", "alpha_probe_size", "extrapolation_samples")
+
 #: ``--task`` values (one LightningModule each in pebench.models.tasks)
 TASKS = ("classification", "dino")
 
@@ -87,6 +92,7 @@ class RunConfig:
     out: str = "runs"
     analyses: str = "auto"                    # auto | none | all | comma list of ANALYSES
     extrapolation_resolutions: list | None = None
+    analysis_options: dict = field(default_factory=dict)  # e.g. ssdc_tap, rpi_permutations (ANALYSIS_OPTIONS)
     # data integrity: above this fraction of a split's samples missing or corrupt, the run is not complete
     max_skipped_fraction: float = 0.05
 
@@ -239,7 +245,8 @@ def parse_analyses(value: str | list | None, synthetic: bool, additive_pe: bool)
 def resolve(cfg: RunConfig) -> RunConfig:
     """Fill in defaults that depend on what is installed (the default PE) and check simple
     consistency rules that need no registry."""
-    cfg = dataclasses.replace(cfg, pe_options=dict(cfg.pe_options), data=dict(cfg.data))
+    cfg = dataclasses.replace(cfg, pe_options=dict(cfg.pe_options), data=dict(cfg.data),
+                              analysis_options=dict(cfg.analysis_options))
     if cfg.pe is None:
         cfg.pe = best_default_pe()
     if cfg.logger not in LOGGERS:
@@ -271,6 +278,9 @@ def resolve(cfg: RunConfig) -> RunConfig:
     if cfg.data_root is not None and not str(cfg.data_root).strip():
         raise ConfigError("data_root must name a directory, got an empty string")
     parse_analyses(cfg.analyses, True, True)  # validates names
+    unknown = sorted(set(cfg.analysis_options) - set(ANALYSIS_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown analysis option {unknown[0]!r}; available: {', '.join(ANALYSIS_OPTIONS)}")
     for r in cfg.extrapolation_resolutions or []:
         check_resolution_syntax(r, "extrapolation_resolutions")
     return cfg

@@ -56,15 +56,22 @@ def test_rpi_is_content_permutation_equivariant_without_pe(shapes32):
         torch.testing.assert_close(fp, f[:, perm], atol=1e-5, rtol=1e-5)
 
 
+GEOMETRY_KEYS = {"tap", "layers", "distance", "ssdc", "ssdc_rpi", "ssdc_rpi_sd", "ssdc_rpi_min", "ssdc_rpi_max",
+                 "ssdc_rpi_init", "ssdc_rpi_init_sd", "ssdc_rpi_gain", "rpi_permutations", "eed_tap", "eed_layers",
+                 "eed_percent", "eed_top1_share", "probe_size"}
+
+
 def test_geometry_schema_and_rpi_decouples_content_from_coords(shapes32):
-    none = geometry(_image_task("none"), shapes32, probe_size=32, seed=0)
-    sincos = geometry(_image_task("sincos"), shapes32, probe_size=32, seed=0)
+    none = geometry(_image_task("none"), shapes32, probe_size=32, seed=0, rpi_permutations=2, null=False)
+    sincos = geometry(_image_task("sincos"), shapes32, probe_size=32, seed=0, rpi_permutations=2, null=False)
     for g in (none, sincos):
-        assert set(g) == {"layers", "ssdc", "ssdc_rpi", "eed_percent", "probe_size", "distance"}
-        assert g["layers"] == [1, 2, 3, 4] and g["probe_size"] == 32 and g["distance"] == "l1"
-        for k in ("ssdc", "ssdc_rpi", "eed_percent"):
+        assert set(g) == GEOMETRY_KEYS
+        assert g["tap"] == "attn_in" and g["layers"] == [0, 1, 2, 3]  # the SSDC paper's tap: block inputs
+        assert g["probe_size"] == 32 and g["distance"] == "l1" and g["rpi_permutations"] == 2
+        for k in ("ssdc", "ssdc_rpi", "ssdc_rpi_sd", "eed_percent", "eed_top1_share"):
             assert len(g[k]) == 4 and all(isinstance(v, float) and math.isfinite(v) for v in g[k])
-        assert all(0 < v <= 100 for v in g["eed_percent"])
+        assert all(0 < v <= 100 for v in g["eed_percent"]) and all(0 < v <= 1 for v in g["eed_top1_share"])
+        assert g["ssdc_rpi_init"] is None and g["ssdc_rpi_gain"] is None  # null=False
     # no PE: permuting content against coords destroys index-anchored structure ...
     assert all(abs(v) < 0.1 for v in none["ssdc_rpi"]), none
     # ... (while the images' own smoothness gives the clean tokens some SSDC)
@@ -76,8 +83,8 @@ def test_geometry_schema_and_rpi_decouples_content_from_coords(shapes32):
 def test_geometry_is_deterministic_and_restores_train_mode(shapes16):
     task = _image_task("sincos", side=16)
     task.train()
-    a = geometry(task, shapes16, probe_size=8, seed=5)
-    b = geometry(task, shapes16, probe_size=8, seed=5)
+    a = geometry(task, shapes16, probe_size=8, seed=5, rpi_permutations=2)
+    b = geometry(task, shapes16, probe_size=8, seed=5, rpi_permutations=2)
     assert a == b
     assert task.training
 
@@ -86,9 +93,9 @@ def test_geometry_points_uses_euclidean_distance():
     dm = get_datamodule_class("primitives")(batch_size=4, val_size=4, train_size=4, resolution=128)
     torch.manual_seed(0)
     task = ClassificationTask("points", dm.num_classes, pe="sincos", num_groups=8).eval()
-    g = geometry(task, dm, probe_size=4, seed=0)
+    g = geometry(task, dm, probe_size=4, seed=0, rpi_permutations=2)
     assert g["distance"] == "euclidean" and g["probe_size"] == 4
-    assert all(len(g[k]) == 4 for k in ("ssdc", "ssdc_rpi", "eed_percent"))
+    assert all(len(g[k]) == 4 for k in ("ssdc", "ssdc_rpi", "ssdc_rpi_init", "ssdc_rpi_gain", "eed_percent"))
 
 
 # ------------------------------------------------------------------------------ robustness
@@ -118,7 +125,8 @@ def test_robustness_on_a_controlled_model(monkeypatch):
     assert res["jpeg"]["acc"] == 0.25 and res["jpeg"]["fs"] == pytest.approx(0.75)
     assert res["blur"]["acc"] == 1.0 and res["blur"]["fs"] == 0.0
     assert res["jpeg"]["params"] == {"quality": 5} and res["blur"]["params"] == {"sigma": 2.5}
-    assert set(res) == {"clean_acc", "n_samples", "jpeg", "blur"}
+    assert set(res) == {"clean_acc", "clean_acc_se", "chance", "n_samples", "jpeg", "blur"}
+    assert res["chance"] == 1 / 8 and res["clean_acc_se"] == 0.0 and res["jpeg"]["fs_reason"] is None
 
 
 def test_image_shifts(shapes32):
@@ -162,11 +170,15 @@ def test_event_and_point_shifts():
 def test_alpha_sweep_rows_and_alpha_restored(shapes16):
     task = _image_task("ape", side=16)
     task.backbone.pe.alpha = 1.0
-    rows = alpha_sweep(task, shapes16, seed=0, max_samples=8, probe_size=4)
+    rows = alpha_sweep(task, shapes16, seed=0, max_samples=8, probe_size=4, rpi_permutations=2)
     assert [r["alpha"] for r in rows] == list(ALPHAS) and len(rows) == 8
     for r in rows:
-        assert {"alpha", "acc", "fs", "ssdc_rpi_peak"} <= set(r)
-        assert 0.0 <= r["acc"] <= 1.0
+        assert {"alpha", "acc", "acc_se", "n_samples", "fs", "fs_reason", "shift_acc", "layers", "ssdc_rpi",
+                "ssdc_rpi_sd", "ssdc_rpi_peak"} <= set(r)
+        assert 0.0 <= r["acc"] <= 1.0 and r["layers"] == [0, 1, 2, 3] and len(r["ssdc_rpi"]) == 4
+        # FS follows the chance rule at every α: null exactly when a reason is given
+        assert (r["fs"] is None) == (r["fs_reason"] is not None)
+        assert r["ssdc_rpi_peak"] == max(v for v in r["ssdc_rpi"] if v is not None)
     assert task.backbone.pe.alpha == 1.0
 
 
@@ -176,7 +188,8 @@ def test_alpha_sweep_skips_non_additive_pe(shapes16):
     assert run_analyses(task, shapes16, ["alpha"], None, {"seed": 0})["alpha_sweep"] is None
     assert "alpha_sweep" not in run_analyses(task, shapes16, "all", None, {
         "seed": 0, "extrapolation_resolutions": ["16"],
-        "analysis_options": {"probe_size": 4, "robustness_samples": 4, "extrapolation_samples": 4}})
+        "analysis_options": {"probe_size": 4, "robustness_samples": 4, "extrapolation_samples": 4,
+                             "rpi_permutations": 2}})
 
 
 # ------------------------------------------------------------------------------ extrapolation
@@ -209,7 +222,7 @@ def test_run_analyses_writes_sections_and_pngs(shapes16, tmp_path):
     task = _image_task("sincos", side=16)
     cfg = {"seed": 0, "extrapolation_resolutions": ["16", "24", "32", "30"],
            "analysis_options": {"probe_size": 8, "robustness_samples": 8, "alpha_samples": 4,
-                                "alpha_probe_size": 4, "extrapolation_samples": 4}}
+                                "alpha_probe_size": 4, "extrapolation_samples": 4, "rpi_permutations": 2}}
     out = run_analyses(task, shapes16, "all", tmp_path, cfg)
     assert set(out) == {"geometry", "robustness", "alpha_sweep", "extrapolation", "analysis_times_s"}
     assert len(out["geometry"]["ssdc_rpi"]) == task.backbone.depth
@@ -223,3 +236,116 @@ def test_run_analyses_writes_sections_and_pngs(shapes16, tmp_path):
     with pytest.raises(ValueError, match="unknown analysis"):
         run_analyses(task, shapes16, ["geometri"], None, cfg)
     assert evaluators.RESULT_KEYS["alpha"] == "alpha_sweep"
+
+
+# ------------------------------------------------------------------------------ protocol (issue #11 §1)
+def _naive_ssdc(tokens, coords) -> float:
+    """Independent reference: per-image cosine matrices averaged over images (numpy), Manhattan
+    distances by explicit differences, scipy's Spearman on the strict upper triangle."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    t = tokens.detach().double().numpy()  # (B, N, D)
+    z = t / np.linalg.norm(t, axis=-1, keepdims=True)
+    S = np.mean([zb @ zb.T for zb in z], axis=0)  # (N, N)
+    c = coords.double().numpy()
+    D = np.abs(c[:, None, :] - c[None, :, :]).sum(-1)
+    iu = np.triu_indices(len(c), k=1)
+    return float(spearmanr(S[iu], -D[iu])[0])
+
+
+def test_ssdc_attn_in_matches_naive_reference_and_layer0_is_ln1_of_embedding_plus_pe(shapes16):
+    task = _image_task("sincos", side=16)
+    g = geometry(task, shapes16, probe_size=8, seed=0, rpi=False)
+    x = torch.stack([shapes16.val_dataset()[i][0] for i in range(8)])
+    with torch.no_grad():
+        feats, coords = task.features(x, tap="attn_in")
+        tb = task.tokenize(x)
+        layer0 = task.backbone.blocks[0].norm1(task.backbone.pe.encode_tokens(tb.x, tb.coords, tb.grid))
+    torch.testing.assert_close(feats[0], layer0)  # layer 0 = LN1(patch embedding + PE)
+    assert len(feats) == task.backbone.depth and g["layers"] == [0, 1, 2, 3]
+    for l in range(4):
+        assert g["ssdc"][l] == pytest.approx(_naive_ssdc(feats[l], coords), abs=1e-9)
+    gb = geometry(task, shapes16, probe_size=8, seed=0, rpi=False, tap="block_out")
+    with torch.no_grad():
+        fb, _ = task.features(x, tap="block_out")
+    assert gb["tap"] == "block_out" and gb["layers"] == [1, 2, 3, 4]
+    assert gb["ssdc"][3] == pytest.approx(_naive_ssdc(fb[3], coords), abs=1e-9)
+    ge = geometry(task, shapes16, probe_size=8, seed=0, rpi=False, distance="euclidean")
+    assert ge["distance"] == "euclidean" and ge["ssdc"] != g["ssdc"]
+
+
+def test_rpi_mean_and_sd_over_permutations_match_a_loop(shapes16):
+    import numpy as np
+
+    task = _image_task("ape", side=16)
+    g = geometry(task, shapes16, probe_size=8, seed=3, rpi_permutations=3, null=False)
+    x = torch.stack([shapes16.val_dataset()[i][0] for i in range(8)])
+    per = []
+    with torch.no_grad():
+        for k in range(3):
+            perm = rpi_permutation(16, seed=3, index=k)
+            feats, coords = task.features(x, content_perm=perm, tap="attn_in")
+            per.append([_naive_ssdc(f, coords) for f in feats])
+    per = np.array(per)  # (K, L)
+    np.testing.assert_allclose(g["ssdc_rpi"], per.mean(0), atol=1e-9)
+    np.testing.assert_allclose(g["ssdc_rpi_sd"], per.std(0, ddof=1), atol=1e-9)
+    np.testing.assert_allclose(g["ssdc_rpi_min"], per.min(0), atol=1e-9)
+    np.testing.assert_allclose(g["ssdc_rpi_max"], per.max(0), atol=1e-9)
+    # the permutations differ from each other and do not reuse the run's seed stream
+    perms = [rpi_permutation(16, 3, k) for k in range(3)]
+    assert not torch.equal(perms[0], perms[1])
+    assert not torch.equal(perms[0], torch.randperm(16, generator=torch.Generator().manual_seed(3)))
+
+
+def test_null_band_is_the_untrained_twin_and_gain_is_trained_minus_init(shapes16):
+    from pebench.analysis.geometry import untrained_twin
+
+    task = _image_task("sincos", side=16, seed=7)  # built after manual_seed(7), as bench run does
+    twin = untrained_twin(task, 7)
+    assert all(torch.equal(a, b) for a, b in zip(task.state_dict().values(), twin.state_dict().values()))
+    state = torch.random.get_rng_state()
+    untrained_twin(task, 7)
+    assert torch.equal(state, torch.random.get_rng_state())  # global RNG untouched
+    with torch.no_grad():  # "training": move the weights away from their initialisation
+        for p in task.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    g = geometry(task, shapes16, probe_size=8, seed=7, rpi_permutations=2)
+    ref = geometry(_image_task("sincos", side=16, seed=7), shapes16, probe_size=8, seed=7, rpi_permutations=2,
+                   plain=False, null=False)
+    assert g["ssdc_rpi_init"] == ref["ssdc_rpi"] and g["ssdc_rpi_init_sd"] == ref["ssdc_rpi_sd"]
+    assert g["ssdc_rpi_gain"] == [a - b for a, b in zip(g["ssdc_rpi"], g["ssdc_rpi_init"])]
+    assert g["ssdc_rpi"] != g["ssdc_rpi_init"]
+    assert min(g["ssdc_rpi_init"]) > 0.2  # a fixed sincos table has SSDC_RPI > 0 untrained: the null band
+
+
+def test_fs_is_undefined_within_two_standard_errors_of_chance(monkeypatch):
+    from pebench.analysis.robustness import fs_undefined_reason
+
+    # 4 classes, chance 0.25; n = 100: SE(0.3) = 0.0458 -> 0.3 is within 2 SE, 0.4 is not (SE 0.049)
+    assert fragility(0.3, 0.1, n=100, num_classes=4) is None
+    assert "chance 0.2500" in fs_undefined_reason(0.3, 100, 4)
+    assert fragility(0.4, 0.2, n=100, num_classes=4) == pytest.approx(0.5)
+    assert fs_undefined_reason(0.4, 100, 4) is None
+    assert fragility(0.2, 0.1, n=10_000, num_classes=4) == pytest.approx(0.5)  # below chance, far: defined
+    assert fragility(0.0, 0.0, n=100, num_classes=4) is None
+    # a model at chance inside robustness(): FS null with a reason, the accuracies still reported
+    task = _image_task("none", side=8)
+    monkeypatch.setattr(task, "forward", lambda x, content_perm=None: torch.nn.functional.one_hot(
+        torch.zeros(x.shape[0], dtype=torch.long), 8).float())
+    y = torch.arange(8)
+    x = torch.zeros(8, 3, 8, 8)
+    res = robustness(task, None, loader=[(x, y)])
+    assert res["clean_acc"] == 1 / 8 and res["chance"] == 1 / 8
+    for s in ("jpeg", "blur"):
+        assert res[s]["fs"] is None and "within 2 standard errors" in res[s]["fs_reason"]
+        assert res[s]["acc"] == 1 / 8
+
+
+def test_analysis_options_match_the_config_keys():
+    from pebench.config import ANALYSIS_OPTIONS
+
+    assert set(ANALYSIS_OPTIONS) == set(evaluators.DEFAULT_OPTIONS)
+    with pytest.raises(ValueError, match="unknown analysis option"):
+        evaluators._options({"analysis_options": {"ssdc_tapp": "attn_in"}})
+    assert evaluators.DEFAULT_OPTIONS["ssdc_tap"] == "attn_in" and evaluators.DEFAULT_OPTIONS["rpi_permutations"] >= 8

@@ -191,6 +191,69 @@ def test_eed_sanity_cases():
         eed_from_moments(torch.zeros(4), torch.zeros(3, 3), 10)
 
 
+def _ref_top1(x: np.ndarray) -> float:
+    lam = np.clip(np.linalg.eigvalsh(np.cov(x.T)), 0.0, None)
+    return float(lam.max() / lam.sum())
+
+
+def test_eed_top1_share_matches_numpy_eigvalsh():
+    from pebench.analysis.eed import eed_top1_share, top1_share_from_moments
+
+    g = torch.Generator().manual_seed(11)
+    scales = torch.tensor([10.0, 3.0, 1.0, 1.0, 0.5, 0.1], dtype=torch.float64)
+    x = torch.randn(400, 6, generator=g, dtype=torch.float64) * scales + 2.0
+    ref = _ref_top1(x.numpy())
+    assert abs(eed_top1_share(x) - ref) < 1e-12
+    assert 0.8 < ref < 0.95  # one direction dominates: EED% is small
+    assert abs(float(top1_share_from_moments(x.sum(0), x.T @ x, x.shape[0])) - ref) < 1e-9
+    m = EEDMetric(6)
+    for chunk in x.split([150, 250]):
+        m.update(chunk)
+    assert abs(float(m.compute_top1_share()) - ref) < 1e-9
+    iso = torch.randn(20_000, 8, generator=g, dtype=torch.float64)
+    assert abs(eed_top1_share(iso) - 1 / 8) < 0.02
+    assert math.isnan(eed_top1_share(torch.ones(10, 4)))
+
+
+# ----------------------------------------------------------------------------- taps
+def test_forward_intermediates_attn_in_and_block_out_taps():
+    from pebench.models import build_backbone
+    from pebench.models.vit import TAPS
+
+    torch.manual_seed(0)
+    vit = build_backbone("vit-nano", pe="ape", spatial_dims=2, grid=(3, 3), class_token=True).eval()
+    x = torch.randn(2, 9, 128)
+    coords = _grid(3, 3)
+    with torch.no_grad():
+        a = vit.forward_intermediates(x, coords, (3, 3), tap="attn_in", return_prefix=True)
+        b = vit.forward_intermediates(x, coords, (3, 3), tap="block_out", return_prefix=True)
+        # independent loop over the blocks' submodules (pre-norm: x + attn(norm1 x), then + mlp(norm2 x))
+        h = vit.pe.encode_tokens(x, coords, (3, 3))
+        h = torch.cat([vit.cls_token.expand(2, -1, -1), h], 1)
+        ref_in, ref_out = [], []
+        for i, blk in enumerate(vit.blocks):
+            ref_in.append(blk.norm1(h))
+            h = h + blk.attn(blk.norm1(h), coords, vit.pe.layer(i))
+            h = h + blk.mlp(blk.norm2(h))
+            ref_out.append(h)
+        patches = vit.forward_intermediates(x, coords, (3, 3), tap="attn_in")
+        normed = vit.forward_intermediates(x, coords, (3, 3), tap="block_out", norm=True)
+    assert TAPS == ("attn_in", "block_out") and len(a) == len(b) == vit.depth == 4
+    for l in range(4):
+        torch.testing.assert_close(a[l], ref_in[l])
+        torch.testing.assert_close(b[l], ref_out[l])
+        assert a[l].shape == (2, 10, 128) and patches[l].shape == (2, 9, 128)
+        torch.testing.assert_close(patches[l], ref_in[l][:, 1:])
+        torch.testing.assert_close(normed[l], vit.norm(ref_out[l])[:, 1:])
+    for l in range(1, 4):  # attn_in of block l is LN1 of block l-1's output
+        torch.testing.assert_close(a[l], vit.blocks[l].norm1(b[l - 1]))
+    assert vit.tap_layers("attn_in", 4) == [0, 1, 2, 3] and vit.tap_layers("block_out", 4) == [1, 2, 3, 4]
+    with pytest.raises(ValueError, match="unknown tap"):
+        vit.forward_intermediates(x, coords, (3, 3), tap="mlp_out")
+    with pytest.raises(ValueError, match="norm"):
+        vit.forward_intermediates(x, coords, (3, 3), tap="attn_in", norm=True)
+
+
 # ----------------------------------------------------------------------------- metrics
 def test_metrics_match_functional_over_batches():
     coords = _grid(6, 6)
@@ -214,10 +277,11 @@ def test_metrics_match_functional_over_batches():
     for sl in (slice(0, 4), slice(4, 7)):
         geo.update([t[sl] for t in layers])
     out = geo.compute()
-    assert set(out) == {"ssdc", "eed_percent"}
+    assert set(out) == {"ssdc", "eed_percent", "eed_top1_share"}
     for i, t in enumerate(layers):
         assert abs(out["ssdc"][i] - ssdc(t, coords)) < 1e-9
         assert abs(out["eed_percent"][i] - eed(t)) < 1e-6
+        assert abs(out["eed_top1_share"][i] - _ref_top1(t.reshape(-1, 20).double().numpy())) < 1e-9
 
     with pytest.raises(ValueError):
         sm.update(torch.randn(2, 35, 20))
