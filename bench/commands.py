@@ -98,8 +98,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows = []
         for name in list_datamodules():
             c = get_datamodule_class(name)
+            synthetic = "(synthetic, generated on the fly)"
+            if callable(getattr(c, "no_pe_bound", None)):  # probes: the exact no-PE ceiling of the test split
+                synthetic = f"(synthetic probe; no-PE ceiling {100 * c.no_pe_bound():.1f} %)"
             rows.append([name, c.modality, "yes" if c.needs_data_root else "no",
-                         c.expected_layout if c.needs_data_root else "(synthetic, generated on the fly)"])
+                         c.expected_layout if c.needs_data_root else synthetic])
         print("datasets\n" + format_table(["name", "modality", "--data-root", "expected layout"], rows))
         if getattr(args, "options", False):
             rows = [[name, o["key"], o["type"], _shown(o["default"]), o["help"]] for name in list_datamodules()
