@@ -159,9 +159,10 @@ def runner_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, s
     """Environment of the ``bench run`` subprocess: ``base`` (default ``os.environ``) with
     ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` set to ``spec.threads`` unless already set."""
     env = dict(os.environ if base is None else base)
-    if spec.threads is not None:
+    threads = getattr(spec, "threads", None)  # duck-typed specs (anything with .command()) have none
+    if threads is not None:
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env.setdefault(var, str(max(1, int(spec.threads))))
+            env.setdefault(var, str(max(1, int(threads))))
     return env
 
 

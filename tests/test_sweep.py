@@ -253,3 +253,64 @@ def test_sigkilled_worker_takes_its_run_subprocess_with_it(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def user_error_runner(spec: RunSpec) -> int:
+    _note(spec)
+    return 2
+
+
+def test_exit_code_2_is_not_retried(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    specs = plan_sweep(["d"], ["ape"], [0], "m", tmp_path / "out", ["--log", str(log)])
+    (outcome,) = run_sweep(specs, runner=user_error_runner, retries=3)
+    assert outcome["status"] == "failed" and outcome["attempts"] == 1 and outcome["exit_codes"] == [2]
+    assert _invocations(log) == [specs[0].key]
+
+
+def test_complete_run_of_another_configuration_is_not_skipped(tmp_path: Path) -> None:
+    import dataclasses
+
+    log = tmp_path / "log"
+    (spec,) = plan_sweep(["d"], ["ape"], [0], "m", tmp_path / "out", ["--log", str(log)])
+    atomic_write_json(spec.run_dir / "results.json", {"status": "complete", "fingerprint": "a" * 64})
+    same = dataclasses.replace(spec, fingerprint="a" * 64)
+    assert run_sweep([same], runner=ok_runner)[0]["status"] == "skipped"
+    assert _invocations(log) == []
+    other = dataclasses.replace(spec, fingerprint="b" * 64)
+    assert run_sweep([other], runner=user_error_runner)[0]["status"] == "failed"  # handed to bench run
+    assert _invocations(log) == [spec.key]
+
+
+def test_sweep_validates_pass_through_flags_before_creating_anything(tmp_path: Path, capsys) -> None:
+    from pebench.cli import main
+
+    out = tmp_path / "out"
+    assert main(["sweep", "--pes", "ape,none", "--epochs", "0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bench: error:") and "epochs" in err[0]
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_sweep_without_traceback(tmp_path: Path) -> None:
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["OMP_NUM_THREADS"] = "1"
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "pebench.cli", "sweep", "--pes", "ape", "--out", str(out),
+                          "--epochs", "200", "--batch-size", "16", "--data-option", "train_size=32",
+                          "--data-option", "val_size=16", "--analyses", "none", "--no-progress-bar"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    run_dir = out / "shapes" / "ape" / "vit-nano" / "seed0"
+    deadline = time.monotonic() + 240
+    while not (run_dir / "last.ckpt").exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert p.poll() is None, p.communicate()[1][-2000:]
+    os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
+    _, err = p.communicate(timeout=150)
+    assert p.returncode == 130, err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert json.loads((run_dir / "results.json").read_text())["status"] == "interrupted"
