@@ -39,7 +39,7 @@ def alpha_sweep(task: Any, datamodule: Any, seed: int = 0, alphas: tuple[float, 
                 tap: str = DEFAULT_TAP, rpi_permutations: int = DEFAULT_RPI_PERMUTATIONS,
                 distance: str | None = None) -> list[dict[str, Any]] | None:
     """One row per α: ``{"alpha", "acc", "acc_se", "n_samples", "shift", "shift_acc", "fs",
-    "fs_reason", "layers", "ssdc_rpi", "ssdc_rpi_sd", "ssdc_rpi_peak"}``, or ``None`` for a
+    "fs_reason", "tap", "layers", "ssdc_rpi", "ssdc_rpi_sd", "ssdc_rpi_peak"}``, or ``None`` for a
     non-additive PE."""
     pe = task.backbone.pe
     if not getattr(pe, "additive", False):
@@ -56,7 +56,7 @@ def alpha_sweep(task: Any, datamodule: Any, seed: int = 0, alphas: tuple[float, 
             vals = [v for v in geo["ssdc_rpi"] if v is not None]
             rows.append({"alpha": float(a), "acc": rob["clean_acc"], "acc_se": rob["clean_acc_se"],
                          "n_samples": rob["n_samples"], "shift": shift, "shift_acc": rob[shift]["acc"],
-                         "fs": rob[shift]["fs"], "fs_reason": rob[shift]["fs_reason"], "layers": geo["layers"],
+                         "fs": rob[shift]["fs"], "fs_reason": rob[shift]["fs_reason"], "tap": geo["tap"], "layers": geo["layers"],
                          "ssdc_rpi": geo["ssdc_rpi"], "ssdc_rpi_sd": geo["ssdc_rpi_sd"],
                          "ssdc_rpi_peak": max(vals) if vals else None})
     finally:

@@ -91,40 +91,75 @@ def save_plot(fn: Callable[..., None], data: Any, path: str | os.PathLike, **kwa
     return path
 
 
+_TAP_LABELS = {"attn_in": "attention input after LN1 (attn_in)", "block_out": "block output, residual (block_out)"}
+_DISTANCE_LABELS = {"l1": "L1 grid distance", "euclidean": "Euclidean distance"}
+
+
 def plot_geometry(geo: dict[str, Any], path: str | os.PathLike, run: dict[str, Any] | None = None) -> None:
-    """Two panels vs depth: SSDC and SSDC-RPI (left), EED% (right)."""
+    """Two panels vs depth: SSDC, SSDC-RPI (mean ± sd over the permutations) and the null band at
+    initialisation (left); EED% and the top-1 eigenvalue share (right). Axis labels name the tap,
+    the distance and the metric."""
     fig, (a, b) = _figure(2)
     _title(fig, "Layer-wise geometry", run)
     layers = geo["layers"]
+    tap = geo.get("tap", "block_out")
     if geo.get("ssdc") is not None:
         a.plot(layers, _nan(geo["ssdc"]), "o-", label="SSDC")
+    k = geo.get("rpi_permutations")
     if geo.get("ssdc_rpi") is not None:
-        a.plot(layers, _nan(geo["ssdc_rpi"]), "s--", label="SSDC (RPI)")
+        mean = _nan(geo["ssdc_rpi"])
+        a.plot(layers, mean, "s--", label=f"SSDC (RPI, mean of {k})" if k else "SSDC (RPI)")
+        if geo.get("ssdc_rpi_sd") is not None:
+            sd = [0.0 if v is None else v for v in geo["ssdc_rpi_sd"]]
+            a.fill_between(layers, [m - s for m, s in zip(mean, sd)], [m + s for m, s in zip(mean, sd)],
+                           color="C1", alpha=0.2, lw=0)
+    if geo.get("ssdc_rpi_init") is not None:
+        m0 = _nan(geo["ssdc_rpi_init"])
+        s0 = [0.0 if v is None else v for v in (geo.get("ssdc_rpi_init_sd") or [None] * len(m0))]
+        a.plot(layers, m0, ":", color="0.4", label="SSDC (RPI) at init (null)")
+        a.fill_between(layers, [m - 2 * s for m, s in zip(m0, s0)], [m + 2 * s for m, s in zip(m0, s0)],
+                       color="0.5", alpha=0.15, lw=0)
     a.axhline(0.0, color="0.6", lw=0.8)
-    a.set(xlabel="block", ylabel=f"SSDC ({geo.get('distance', 'l1')})", title=f"SSDC (probe n={geo.get('probe_size')})")
+    a.set(xlabel=f"layer: {_TAP_LABELS.get(tap, tap)}",
+          ylabel=f"SSDC (Spearman, cosine vs {_DISTANCE_LABELS.get(geo.get('distance', 'l1'), 'distance')})",
+          title=f"SSDC (probe n={geo.get('probe_size')})")
     a.set_xticks(layers)
-    a.legend()
+    a.legend(fontsize=8)
+    eed_layers = geo.get("eed_layers") or layers
+    eed_tap = geo.get("eed_tap", tap)
     if geo.get("eed_percent") is not None:
-        b.plot(layers, _nan(geo["eed_percent"]), "o-", color="C2")
-    b.set(xlabel="block", ylabel="EED %", title="Effective encoding dimension")
-    b.set_xticks(layers)
+        b.plot(eed_layers, _nan(geo["eed_percent"]), "o-", color="C2", label="EED %")
+    if geo.get("eed_top1_share") is not None:
+        b2 = b.twinx()
+        b2.plot(eed_layers, _nan(geo["eed_top1_share"]), "^:", color="C3", label="top-1 eigenvalue share")
+        b2.set_ylabel("top-1 eigenvalue share λ_max / Σλ", color="C3")
+        b2.set_ylim(0, 1)
+    b.set(xlabel=f"layer: {_TAP_LABELS.get(eed_tap, eed_tap)}", ylabel="EED % (100·N_eff / D)",
+          title="Effective encoding dimension")
+    b.set_xticks(eed_layers)
     _save(fig, path)
 
 
 def plot_alpha_sweep(rows: list[dict[str, Any]], path: str | os.PathLike, run: dict[str, Any] | None = None) -> None:
-    """Accuracy, FS and peak SSDC-RPI vs α (two panels)."""
+    """Clean accuracy, FS (gaps where FS is undefined near chance) and peak SSDC-RPI vs α."""
     fig, (a, b) = _figure(2)
     _title(fig, "α sweep (additive PE scaled by α at inference)", run)
     al = [r["alpha"] for r in rows]
     shift = rows[0].get("shift", "shift") if rows else "shift"
-    a.plot(al, _nan([r["acc"] for r in rows]), "o-", label="accuracy")
+    a.plot(al, _nan([r["acc"] for r in rows]), "o-", label="clean accuracy")
     a.plot(al, _nan([r["fs"] for r in rows]), "s--", label=f"FS ({shift_label(shift, rows[0].get('params'))})")
+    for r in rows:
+        if r.get("fs") is None:
+            a.annotate("FS n/a", (r["alpha"], r["acc"]), textcoords="offset points", xytext=(0, -12), fontsize=7,
+                       ha="center", color="C1")
     _chance(a, run)
-    a.set(xlabel="α (PE scale)", ylabel="accuracy / FS", title="Accuracy and fragility vs α")
-    a.legend()
+    a.set(xlabel="α (PE scale)", ylabel="clean accuracy / FS", title="Accuracy and fragility vs α")
+    a.legend(fontsize=8)
     b.plot(al, _nan([r["ssdc_rpi_peak"] for r in rows]), "o-", color="C2")
     b.axhline(0.0, color="0.6", lw=0.8)
-    b.set(xlabel="α (PE scale)", ylabel="peak SSDC (RPI)", title="Index-anchored structure vs α")
+    tap = _TAP_LABELS.get(rows[0].get("tap", "attn_in"), "") if rows else ""
+    b.set(xlabel="α (PE scale)", ylabel="peak over layers of SSDC (RPI mean)",
+          title="Index-anchored structure vs α" + (f"\n({tap})" if tap else ""))
     _save(fig, path)
 
 

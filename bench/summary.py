@@ -29,13 +29,45 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
+_GEOMETRY_SSDC_COLS = ("ssdc", "ssdc_rpi", "ssdc_rpi_sd", "ssdc_rpi_init", "ssdc_rpi_init_sd", "ssdc_rpi_gain",
+                       "delta_ssdc")
+_GEOMETRY_EED_COLS = ("eed_percent", "eed_top1_share")
+
+
 def _geometry_table(geo: dict[str, Any]) -> str | None:
+    """Per-layer table; SSDC columns are indexed by ``layers`` (the SSDC tap), EED columns by
+    ``eed_layers`` (the EED tap; the same as ``layers`` in older results)."""
     layers = geo.get("layers")
     if not isinstance(layers, list) or not layers:
         return None
-    cols = [k for k in ("ssdc", "ssdc_rpi", "delta_ssdc", "eed_percent") if isinstance(geo.get(k), list)]
-    rows = [[layer] + [geo[k][i] if i < len(geo[k]) else None for k in cols] for i, layer in enumerate(layers)]
+    eed_layers = geo.get("eed_layers") if isinstance(geo.get("eed_layers"), list) else layers
+    cols = [k for k in _GEOMETRY_SSDC_COLS + _GEOMETRY_EED_COLS if isinstance(geo.get(k), list)]
+    index = {k: (eed_layers if k in _GEOMETRY_EED_COLS else layers) for k in cols}
+    rows = []
+    for layer in sorted(set(layers) | set(eed_layers)):
+        row: list[Any] = [layer]
+        for k in cols:
+            idx = index[k].index(layer) if layer in index[k] else None
+            row.append(geo[k][idx] if idx is not None and idx < len(geo[k]) else None)
+        rows.append(row)
     return format_table(["layer", *cols], rows)
+
+
+def _geometry_caption(geo: dict[str, Any]) -> str:
+    """``geometry per layer (SSDC tap attn_in, l1, RPI K = 8; EED tap attn_in)``."""
+    parts = []
+    if geo.get("tap"):
+        parts.append(f"SSDC tap {geo['tap']}")
+    if geo.get("distance"):
+        parts.append(str(geo["distance"]))
+    if geo.get("rpi_permutations"):
+        parts.append(f"RPI K = {geo['rpi_permutations']}")
+    if geo.get("probe_size"):
+        parts.append(f"probe {geo['probe_size']}")
+    head = ", ".join(parts)
+    if geo.get("eed_tap"):
+        head += f"; EED tap {geo['eed_tap']}"
+    return f"geometry per layer ({head})" if head else "geometry per layer"
 
 
 def _records_table(title: str, value: Any) -> str | None:
@@ -91,7 +123,7 @@ def format_summary(results: dict[str, Any]) -> str:
     if isinstance(results.get("geometry"), dict):
         geo = _geometry_table(results["geometry"])
         if geo:
-            parts.append("geometry per layer\n" + geo)
+            parts.append(_geometry_caption(results["geometry"]) + "\n" + geo)
     for key, title in (("robustness", "robustness"), ("alpha_sweep", "alpha sweep"),
                        ("extrapolation", "resolution extrapolation")):
         t = _records_table(title, results.get(key))
