@@ -24,7 +24,8 @@ Cell conventions (also printed in the header):
   REF``, the mean per-seed difference to the reference row (``--reference``, default ``none``;
   same model, seeds present in both rows) with its paired-bootstrap 95 % interval and the exact
   sign-flip p-value; ``*`` marks a difference whose interval excludes 0.
-* ``—`` marks a value no run of the row reports.
+* ``—`` marks a value no run of the row reports; ``n/a`` an FS the runs report as undefined
+  (clean accuracy within 2 standard errors of chance).
 """
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ CANONICAL_PE_ORDER: tuple[str, ...] = (
 #: Fragility columns always present (image shifts, docs/ARCHITECTURE.md §4); other shift kinds follow sorted.
 DEFAULT_SHIFTS: tuple[str, ...] = ("jpeg", "blur")
 MISSING = "—"
+#: FS reported as undefined (clean accuracy within 2 standard errors of chance)
+UNDEFINED = "n/a"
 
 _FRACTION_METRIC = re.compile(r"^(acc|accuracy|top[-_]?\d|miou|map|f1|precision|recall|mean_class_acc)", re.IGNORECASE)
 
@@ -132,6 +135,16 @@ def _last_layer(run: RunRecord, key: str) -> float | None:
     return v if v is not None and math.isfinite(v) else None
 
 
+def _fs_cell(members: Sequence[RunRecord], shift: str) -> str:
+    """Mean FS over the seeds that define it; ``n/a`` when runs report the shift but FS is
+    undefined in all of them (clean accuracy within 2 standard errors of chance)."""
+    cell = _mean_cell([_fs(r, shift) for r in members], 1.0, 3)
+    if cell == MISSING and any(r.robustness and shift in r.robustness and "fs" in r.robustness[shift]
+                               for r in members):
+        return UNDEFINED
+    return cell
+
+
 def _fs(run: RunRecord, shift: str) -> float | None:
     if not run.robustness or shift not in run.robustness:
         return None
@@ -204,7 +217,7 @@ def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
         row.append(_mean_cell([_geom_reduce(r, "ssdc_rpi", max) for r in members], 1.0, 3))
         row.append(_mean_cell([_last_layer(r, "ssdc") for r in members], 1.0, 3))
         for s in shifts:
-            row.append(_mean_cell([_fs(r, s) for r in members], 1.0, 3))
+            row.append(_fs_cell(members, s))
         lines.append("| " + " | ".join(_escape(c) for c in row) + " |")
     return lines
 
