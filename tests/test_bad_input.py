@@ -278,3 +278,16 @@ def test_results_json_is_strict_json():
     text = json.dumps(_strict_json(obj), allow_nan=False)
     assert json.loads(text) == {"metrics": {"val/acc1": None, "val/loss": None, "ok": 0.5},
                                 "rows": [{"acc1": None}, [1.0, None]], "n": 3, "s": "nan"}
+
+
+def test_ucf101_all_training_clips_corrupt_is_incomplete(tmp_path, capsys):
+    root = F.ucf101(tmp_path / "ucf")
+    for avi in sorted((root / "UCF-101").rglob("*_g01_c01.avi")):  # the three videos of trainlist01
+        F.truncate(avi)
+    out = tmp_path / "runs"
+    assert main(["run", "--preset", "ucf101-smoke", "--data-root", str(root), "--out", str(out), "--accelerator",
+                 "cpu", "--no-progress-bar", "--fast-dev-run", "--analyses", "none"]) == 3
+    res = _strict_load(next(out.rglob("results.json")))
+    assert res["status"] == "incomplete" and res["skipped_samples"]["fraction"]["train"] == 1.0
+    assert res["incomplete_reason"].startswith("no train samples: all 3 read were corrupt")
+    assert "incomplete because" in capsys.readouterr().out
