@@ -191,6 +191,12 @@ def _skip_report(task: Any, dm: Any, counter: _ValSampleCounter, max_fraction: f
     return {"in_batches": in_batches, "by_reason": by_reason, "fraction": fractions}, reason
 
 
+def _batch_limit(v: float | None) -> float | int | None:
+    """``--limit-*-batches``: a fraction (<= 1) stays a float, a count (> 1) becomes the int Lightning
+    expects (it rejects a float above 1)."""
+    return int(v) if v is not None and v > 1 else v
+
+
 def _strict_json(obj: Any) -> Any:
     """Non-finite floats -> None, so results.json is standard JSON (no ``NaN`` / ``Infinity``)."""
     if isinstance(obj, float):
@@ -553,8 +559,8 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
         trainer = L.Trainer(
             accelerator=cfg.accelerator, devices=cfg.devices, strategy=strategy, num_nodes=cfg.num_nodes,
             precision=cfg.precision, max_epochs=cfg.epochs, deterministic=cfg.deterministic,
-            fast_dev_run=cfg.fast_dev_run, limit_train_batches=cfg.limit_train_batches,
-            limit_val_batches=cfg.limit_val_batches, max_time=cfg.max_time, logger=loggers, callbacks=callbacks,
+            fast_dev_run=cfg.fast_dev_run, limit_train_batches=_batch_limit(cfg.limit_train_batches),
+            limit_val_batches=_batch_limit(cfg.limit_val_batches), max_time=cfg.max_time, logger=loggers, callbacks=callbacks,
             default_root_dir=run_dir, enable_progress_bar=cfg.progress_bar, use_distributed_sampler=False,
             num_sanity_val_steps=0, log_every_n_steps=10, enable_model_summary=False,
             plugins=[_AtomicCheckpointIO()])

@@ -291,3 +291,17 @@ def test_ucf101_all_training_clips_corrupt_is_incomplete(tmp_path, capsys):
     assert res["status"] == "incomplete" and res["skipped_samples"]["fraction"]["train"] == 1.0
     assert res["incomplete_reason"].startswith("no train samples: all 3 read were corrupt")
     assert "incomplete because" in capsys.readouterr().out
+
+
+def test_whole_batch_counts_reach_lightning_as_ints(tmp_path, capsys):
+    """``--limit-train-batches 2`` (a count, parsed as the float 2.0) trains 2 batches; Lightning
+    refuses a float above 1, so it must arrive as an int. A clean run reports zero skips."""
+    out = tmp_path / "runs"
+    assert main(["run", *TINY, "--limit-train-batches", "2", "--limit-val-batches", "1", "--out", str(out)]) == 0
+    res = _strict_load(next(out.rglob("results.json")))
+    assert res["status"] == "complete" and res["val_samples"] == 16
+    assert res["skipped_samples"] == {"in_batches": 0, "by_reason": {"missing": 0, "corrupt": 0},
+                                      "fraction": {"train": 0.0, "val": 0.0}}
+    import torch
+    assert torch.load(next(out.rglob("last.ckpt")), weights_only=False)["global_step"] == 2
+    assert "skipped (" not in capsys.readouterr().out  # nothing skipped: no skip rows in the summary
