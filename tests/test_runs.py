@@ -185,6 +185,10 @@ def test_sweep_curves_average_over_seeds(tmp_path, capsys):
     first = out.read_bytes()
     write_sweep_curves(root, out)
     assert out.read_bytes() == first
+    # bench leaderboard writes it next to the markdown, named after it
+    assert main(["leaderboard", "--results", str(root), "--out", str(tmp_path / "LB.md")]) == 0
+    assert (tmp_path / "LB.md").is_file() and (tmp_path / "LB_curves.png").read_bytes() == first
+    assert f"wrote {tmp_path / 'LB_curves.png'}" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------- loggers
