@@ -423,8 +423,6 @@ def _check_command_args(args: argparse.Namespace) -> None:
         if out.is_dir():
             raise ConfigError(f"--out {str(out)!r} is a directory; expected a markdown file, e.g. "
                               f"{str(out / 'LEADERBOARD.md')!r}")
-        if not out.parent.is_dir():
-            raise ConfigError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
 
 
 def _one_line(e: BaseException) -> str:
