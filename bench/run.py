@@ -540,7 +540,7 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
         if "keyword argument" in str(e):
             raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None
         raise
-    if cfg.extrapolation_resolutions:  # sizes the model cannot take fail now, not as error rows after training
+    if cfg.extrapolation_resolutions and "extrapolation" in analyses:  # bad sizes fail now, not as rows later
         from pebench.analysis.extrapolation import check_resolutions
         check_resolutions(task, dm, cfg.extrapolation_resolutions)
     if cfg.compile:

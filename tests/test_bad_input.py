@@ -100,7 +100,8 @@ def test_data_option_sizes_validated(tmp_path, capsys):
 
 def test_extrapolation_size_not_divisible_fails_up_front(tmp_path, capsys):
     # shapes has patch 4: 30 is not a multiple of it (today: a "complete" run with error rows)
-    assert main(["run", *TINY, "--extrapolation-resolutions", "16,30,33", "--out", str(tmp_path / "runs")]) == 2
+    assert main(["run", *TINY, "--analyses", "extrapolation", "--extrapolation-resolutions", "16,30,33",
+                 "--out", str(tmp_path / "runs")]) == 2
     line = _one_error_line(capsys)
     assert "'30'" in line and "divisible" in line, line
     assert _created(tmp_path) == []
