@@ -189,6 +189,15 @@ class ProbeGenerator:
     def canvas_of(self, split: str) -> int:
         return self.test_canvas if split == "test" else self.canvas
 
+    def render(self, scene: dict[str, Any], side: int | None = None) -> np.ndarray:
+        """Scene -> input array (images: ``(3, S, S)``)."""
+        return render_probe(scene, side)
+
+    @staticmethod
+    def where(c: Any) -> dict[str, Any]:
+        """What ``place`` returned for one glyph -> its scene entries."""
+        return {"cell": (int(c[0]), int(c[1]))}
+
     def kinds(self, rng: np.random.Generator) -> list[str]:
         raise NotImplementedError
 
@@ -218,7 +227,7 @@ class ProbeGenerator:
         g = self.canvas_of(split)
         if self.label_of(kinds, cells, g) != label:  # pragma: no cover - consistency of place/label_of
             raise AssertionError(f"{type(self).__name__}: placement of sample {index} does not give label {label}")
-        objects = [{"kind": k, "cell": (int(c[0]), int(c[1])), **s} for k, c, s in zip(kinds, cells, styles)]
+        objects = [{"kind": k, **self.where(c), **s} for k, c, s in zip(kinds, cells, styles)]
         return {"label": label, "canvas": g, "bg": bg, "objects": objects}
 
 
@@ -429,6 +438,60 @@ class AnchoringProbe(ProbeGenerator):
         return 2 * int(kinds[0] == "x") + int(cells[0][0] >= canvas // 2)
 
 
+class MotionProbe(ProbeGenerator):
+    """Video: one glyph (any kind) moves one cell per frame in direction E, N, W or S (the
+    label) over ``frames`` frames; ``distractors`` static glyphs. Train/val: the path lies in the
+    left half of the canvas; test: in the right half. With tubelets of 2 frames, a glyph moving
+    one cell per frame leaves, in every tubelet, one "glyph then background" and one "background
+    then glyph" token, whatever the direction: the multiset of tubelets is the same for all four
+    directions (no-PE ceiling 25 %)."""
+
+    frames: ClassVar[int] = 4
+    summary = "direction of a glyph moving 1 cell/frame; train: left half, test: right half"
+
+    def kinds(self, rng):
+        kinds = [GLYPH_KINDS[int(rng.integers(len(GLYPH_KINDS)))]]
+        return kinds + [GLYPH_KINDS[int(rng.integers(len(GLYPH_KINDS)))] for _ in range(self.distractors)]
+
+    @staticmethod
+    def where(c):
+        return {"cell": (int(c[0][0]), int(c[0][1])), "path": [(int(y), int(x)) for y, x in c]}
+
+    def place(self, kinds, pos, split, rng):
+        g = self.canvas_of(split)
+        half = g // 2
+        region = _cells(g, cols=range(half, g) if split == "test" else range(0, half))
+        dy, dx = _DIRS[pos]
+        steps = self.frames - 1
+        starts = [c for c in region if (c[0] + dy * steps, c[1] + dx * steps) in region]
+        a = starts[int(rng.integers(len(starts)))]
+        path = [(a[0] + dy * f, a[1] + dx * f) for f in range(self.frames)]
+        paths, used = [path], list(path)
+        for _ in kinds[1:]:
+            c = _free(rng, region, used)
+            if c is None:
+                return None
+            paths.append([c] * self.frames)
+            used.append(c)
+        return paths
+
+    def label_of(self, kinds, cells, canvas):
+        path = cells[0]
+        steps = {(b[0] - a[0], b[1] - a[1]) for a, b in zip(path[:-1], path[1:])}
+        if len(steps) != 1:
+            return -1
+        step = steps.pop()
+        return _DIRS.index(step) if step in _DIRS else -1
+
+    def render(self, scene, side=None):
+        """Scene -> ``(3, T, S, S)`` clip: frame ``f`` shows every glyph at ``path[f]``."""
+        frames = []
+        for f in range(self.frames):
+            objs = [{**o, "cell": o["path"][f]} for o in scene["objects"]]
+            frames.append(render_probe({**scene, "objects": objs}, side))
+        return np.ascontiguousarray(np.stack(frames, axis=1))
+
+
 PROBES: dict[str, type[ProbeGenerator]] = {
     "probe-translation": TranslationProbe,
     "probe-rotation": RotationProbe,
@@ -461,22 +524,28 @@ class ProbeDataset(Dataset):
         i = int(i)
         if i not in self._cache:
             s = self.scene(i)
-            self._cache[i] = (torch.from_numpy(render_probe(s, self.side)), int(s["label"]))
+            self._cache[i] = (torch.from_numpy(self.gen.render(s, self.side)), int(s["label"]))
         return self._cache[i]
 
 
-def multiset_ceiling(images: np.ndarray, labels: Sequence[int], patch: int = PATCH) -> float:
+def multiset_ceiling(images: np.ndarray, labels: Sequence[int], patch: int = PATCH, tubelet: int = 1) -> float:
     """Best accuracy any function of the multiset of patch contents reaches on ``(images, labels)``.
 
-    images: ``(n, C, S, S)``; samples with the same sorted list of patch byte-strings form one
-    group, which such a function must give one answer: the best is each group's majority label.
+    images: ``(n, C, S, S)`` (or clips ``(n, C, T, S, S)`` cut into ``tubelet x patch x patch``
+    tubelets); samples with the same sorted list of patch byte-strings form one group, which such
+    a function must give one answer: the best is each group's majority label.
     """
     images = np.asarray(images)
-    n, c, h, w = images.shape
-    if h % patch or w % patch:
-        raise ValueError(f"image size {h}x{w} is not divisible by the patch size {patch}")
-    p = images.reshape(n, c, h // patch, patch, w // patch, patch).transpose(0, 2, 4, 1, 3, 5)
-    p = np.ascontiguousarray(p).reshape(n, (h // patch) * (w // patch), -1)  # (n, N, C*P*P)
+    if images.ndim == 4:
+        images = images[:, :, None]  # (n, C, 1, S, S)
+        tubelet = 1
+    n, c, t, h, w = images.shape
+    if h % patch or w % patch or t % tubelet:
+        raise ValueError(f"input size {t}x{h}x{w} is not divisible by the tubelet x patch size "
+                         f"{tubelet}x{patch}x{patch}")
+    p = images.reshape(n, c, t // tubelet, tubelet, h // patch, patch, w // patch, patch)
+    p = np.ascontiguousarray(p.transpose(0, 2, 4, 6, 1, 3, 5, 7))
+    p = p.reshape(n, (t // tubelet) * (h // patch) * (w // patch), -1)  # (n, N, C*tubelet*P*P)
     groups: dict[bytes, dict[int, int]] = {}
     for img, y in zip(p, labels):
         key = b"".join(sorted(row.tobytes() for row in img))
@@ -555,8 +624,8 @@ class ProbeDataModule(BenchDataModule):
         if split == "test" and self._ceiling is not None:
             return self._ceiling
         scenes = [ds.scene(i) for i in range(len(ds))]
-        images = np.stack([render_probe(s) for s in scenes])
-        value = multiset_ceiling(images, [s["label"] for s in scenes])
+        images = np.stack([self.gen.render(s) for s in scenes])
+        value = multiset_ceiling(images, [s["label"] for s in scenes], PATCH, self.tubelet)
         if split == "test":
             self._ceiling = value
         return value
@@ -573,3 +642,49 @@ def _register(name: str, gen: type[ProbeGenerator]) -> type[ProbeDataModule]:
 for _name, _gen in PROBES.items():
     globals()[f"{_gen.__name__}DataModule"] = _register(_name, _gen)
     __all__.append(f"{_gen.__name__}DataModule")
+
+
+@register_datamodule("probe-motion")
+class MotionProbeDataModule(ProbeDataModule):
+    """``probe-motion``: video clips ``(3, T, S, S)`` (T = 4 frames, tubelets of 2); see
+    :class:`MotionProbe`. Resolution ``S`` or ``"TxS"`` with ``T = 4``; other sides resample."""
+
+    modality = "video"
+    tubelet = 2
+    generator = MotionProbe
+    default_resolution = f"{MotionProbe.frames}x{MotionProbe.canvas * PATCH}"
+
+    def __init__(self, resolution: int | str | None = None, **kwargs: Any) -> None:
+        native = MotionProbe.canvas * PATCH
+        if resolution is not None and self._video_res(resolution) != (MotionProbe.frames, native):
+            raise ValueError(f"probe-motion trains on {MotionProbe.frames} frames of {native} px; --resolution "
+                             f"{resolution} is not allowed (other sides are evaluation-only)")
+        super().__init__(**kwargs)
+        self.resolution = (MotionProbe.frames, native)
+
+    @staticmethod
+    def _video_res(resolution: Any) -> tuple[int, int]:
+        res = resolution if isinstance(resolution, tuple) else parse_resolution(resolution)
+        return (MotionProbe.frames, res[0]) if len(res) == 1 else (int(res[0]), int(res[1]))
+
+    def _side(self, resolution: Any) -> int | None:
+        if resolution is None:
+            return None
+        t, side = self._video_res(resolution)
+        if t != MotionProbe.frames:
+            raise ValueError(f"probe-motion clips have {MotionProbe.frames} frames; got resolution {resolution}")
+        if side <= 0:
+            raise ValueError(f"side must be positive, got {side}")
+        return side
+
+    def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
+        s = self._side(resolution) or self.resolution[1]
+        return (3, MotionProbe.frames, s, s)
+
+    def val_dataset(self, resolution: Any = None) -> Dataset:
+        side = self._side(resolution)
+        return ProbeDataset(self.gen, "val", self.val_size, self.data_seed,
+                            None if side == self.resolution[1] else side)
+
+
+__all__.append("MotionProbeDataModule")

@@ -188,3 +188,35 @@ def test_resolutions():
         dm("probe-anchoring", not_an_option=1)
     with pytest.raises(ValueError):
         dm("probe-anchoring", test_size=-1)
+
+
+def test_motion_probe():
+    m = dm("probe-motion")
+    assert m.modality == "video" and m.input_shape() == (3, 4, 32, 32) and m.input_shape(64) == (3, 4, 64, 64)
+    for split in ("train", "test"):
+        ds = getattr(m, f"{split}_dataset")()
+        for i in range(len(ds)):
+            s = ds.scene(i)
+            path = s["objects"][0]["path"]
+            dy, dx = path[-1][0] - path[0][0], path[-1][1] - path[0][1]
+            assert (abs(dy), abs(dx)) in ((0, 3), (3, 0))  # one cell per frame, straight
+            assert s["label"] == {(0, 3): 0, (-3, 0): 1, (0, -3): 2, (3, 0): 3}[(dy, dx)]
+            assert all((x >= 4) == (split == "test") for _, x in path)
+        x, y = ds[0]
+        clip = x.numpy()  # frame f shows the glyph at path[f]: its cell differs from the background
+        path = ds.scene(0)["objects"][0]["path"]
+        for f, (cy, cx) in enumerate(path):
+            cell = clip[:, f, cy * PATCH:(cy + 1) * PATCH, cx * PATCH:(cx + 1) * PATCH]
+            assert cell.std() > 0
+    assert m.no_pe_ceiling() == pytest.approx(0.25) == m.no_pe_bound()
+    torch.manual_seed(0)
+    task = ClassificationTask(modality="video", num_classes=4, pe="none", patch_size=PATCH, tubelet=2,
+                              train_grid=(2, 8, 8)).eval()
+    x = torch.stack([m.test_dataset()[i][0] for i in range(4)])  # one orbit: four directions
+    with torch.no_grad():
+        logits = task(x)
+    torch.testing.assert_close(logits, logits[:1].expand(4, -1), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="frames"):
+        m.val_dataset("8x32")
+    with pytest.raises(ValueError, match="not allowed"):
+        dm("probe-motion", resolution=48)
