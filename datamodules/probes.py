@@ -30,6 +30,8 @@ probe-anchoring    4       ``2 * (marker is a cross) + (marker in the bottom hal
                            reaches 50 %, absolute position adds the rest (the index-anchoring
                            setting of the SSDC study, where RPI / RPT / alpha keep a defined
                            fragility score).
+probe-motion       4       video (4 frames, tubelets of 2): direction of a glyph moving one cell
+                           per frame; path in the left half -> right half (see MotionProbe).
 ================== ======= =====================================================================
 
 Defaults: no distractor glyphs (``distractors=N`` adds N glyphs of other kinds; with them the
