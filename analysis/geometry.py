@@ -32,9 +32,11 @@ What is reported (:func:`geometry`), per layer of the tap:
 * ``ssdc_rpi_gain`` = ``ssdc_rpi − ssdc_rpi_init``: what training added.
 * ``eed_percent`` / ``eed_top1_share``: EED% of the clean tokens pooled over the probe set and
   the largest eigenvalue's share ``λ_max / Σλ`` of the same covariance, at ``eed_tap`` (layers
-  ``eed_layers``). The default EED tap was chosen by a measurement recorded in
-  ``benchmarks/README.md`` (the EED paper does not say which representation it measures): on
-  the residual stream one direction carries most of the variance, after LayerNorm it does not.
+  ``eed_layers``). The EED paper does not say which representation it measures; the default
+  EED tap, ``attn_in`` (post-LN1 tokens, the SSDC tap, so one forward pass serves both), was
+  chosen by a measurement recorded in ``benchmarks/README.md``: on a trained rope-axial model its
+  top-1 eigenvalue share is at or below the raw residual stream's at every layer (0.69 vs 0.79 at
+  layer 1), while EED% stays of the same order at both taps.
 
 Determinism: fixed probe set (the first ``probe_size`` validation samples, in loader order),
 seeded permutations; all analyses run after training, in one process, in eval mode under
