@@ -246,17 +246,10 @@ def is_run_complete(run_dir: str | os.PathLike, fingerprint: str | None = None) 
 
 
 def run_fingerprint(results: dict[str, Any]) -> str | None:
-    """The configuration fingerprint of a ``results.json`` dict: its ``fingerprint``, or for files
-    written before fingerprints were recorded, the fingerprint of its ``config``; else None."""
-    fp = results.get("fingerprint")
-    if isinstance(fp, str) and fp:
-        return fp
-    cfg = results.get("config")
-    if isinstance(cfg, dict):
-        from pebench.integrity import fingerprint
+    """The configuration fingerprint of a ``results.json`` dict (``pebench.integrity.grouping_fingerprint``)."""
+    from pebench.integrity import grouping_fingerprint
 
-        return fingerprint(cfg)
-    return None
+    return grouping_fingerprint(results)
 
 
 # --------------------------------------------------------------------------------------- locks

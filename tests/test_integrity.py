@@ -87,12 +87,14 @@ def test_fingerprint_recorded_and_ignores_non_result_keys(tiny_run):
     res = json.loads((tiny_run / RUN / "results.json").read_text())
     cfg = res["config"]
     assert res["fingerprint"] == fingerprint(cfg)
-    assert res["fingerprint_keys"] == sorted(k for k in cfg if k not in NON_RESULT_KEYS)
+    assert res["fingerprint_keys"] == sorted(k for k in cfg if k not in NON_RESULT_KEYS and k != "seed")
     assert "out" not in res["fingerprint_keys"] and "num_workers" not in res["fingerprint_keys"]
-    assert {"epochs", "lr", "pe", "devices", "strategy", "seed"} <= set(res["fingerprint_keys"])
+    assert {"epochs", "lr", "pe", "devices", "strategy", "pe_options"} <= set(res["fingerprint_keys"])
     assert fingerprint({**cfg, "out": "elsewhere", "num_workers": 4, "progress_bar": True}) == res["fingerprint"]
+    assert fingerprint({**cfg, "seed": 7}) == res["fingerprint"]  # seeds of one experiment share it
     assert fingerprint({**cfg, "epochs": 2}) != res["fingerprint"]
     assert config_differences(cfg, {**cfg, "epochs": 5, "lr": 0.02, "out": "x"}) == ["epochs", "lr"]
+    assert config_differences(cfg, {**cfg, "seed": 3}) == ["seed"]  # but a directory holds one seed
     # a key an older version did not write counts as its default
     older = {k: v for k, v in cfg.items() if k != "pool"}
     assert config_differences(older, cfg) == []
@@ -135,12 +137,15 @@ def test_sweep_skips_a_complete_run_only_with_the_same_fingerprint(tiny_run):
 def test_sweep_computes_fingerprints_and_threads(tmp_path, monkeypatch):
     from pebench import sweep
     from pebench.commands import sweep_threads
+    from pebench.config import RunConfig, config_to_dict, resolve
 
     seen = []
     monkeypatch.setattr(sweep, "run_sweep", lambda specs, **kw: seen.extend(specs) or [])
     assert main(["sweep", "--pes", "ape", "--seeds", "0,1", "--workers", "2", "--epochs", "2",
                  "--out", str(tmp_path / "s")]) == 0
-    assert len(seen) == 2 and len({s.fingerprint for s in seen}) == 2  # seed is part of the configuration
+    assert len(seen) == 2 and len({s.fingerprint for s in seen}) == 1  # two seeds of one configuration
+    assert seen[0].fingerprint == fingerprint(config_to_dict(resolve(RunConfig(
+        dataset="shapes", pe="ape", epochs=2, out=str(tmp_path / "s")))))
     assert all(s.threads == sweep_threads(2) for s in seen)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert sweep_threads(2) == max(1, cores // 2) and sweep_threads(10 ** 6) == 1
