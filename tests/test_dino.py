@@ -239,8 +239,8 @@ def _results(root):
 @pytest.mark.slow
 def test_run_dino_objects_pape_records_knn_and_eed(tmp_path):
     rc = main(["run", "--task", "dino", "--dataset", "objects", "--pe", "pape", "--model", "vit-nano", "--epochs", "2",
-               "--batch-size", "16", "--data-option", "train_size=32", "--data-option", "val_size=16",
-               "--task-option", "n_local=2", "--task-option", "eed_probe_size=8", *TINY_HEAD,
+               "--batch-size", "8", "--data-option", "train_size=16", "--data-option", "val_size=8",
+               "--task-option", "n_local=1", "--task-option", "eed_probe_size=8", *TINY_HEAD,
                "--out", str(tmp_path), "--no-progress-bar", "--analyses", "none"])
     assert rc in (0, None)
     r = _results(tmp_path)
