@@ -16,9 +16,14 @@ Rules
 * Optional analysis sections (``geometry``, ``robustness``, ``extrapolation``) with a wrong shape
   are dropped *individually* and reported; the run's metrics still count. Non-finite numbers
   (``NaN`` as written by ``json.dumps(allow_nan=True)``) are kept; the renderer prints them.
-* The row label is ``variant`` when present, else ``"<pe>+rpt"`` when ``rpt`` is true, else ``pe``.
-* Two complete runs with the same (dataset, model, label, seed) are duplicates: the first by path
-  order is kept, the other is reported.
+* The row label names the PE variant: ``pebench.encodings.variant_label(pe, config.pe_options)``
+  (the PE, plus its non-default options), then ``+rpt`` when trained with random permutations
+  (``rpt`` true, in ``config`` or at top level, or a ``variant`` ending in ``+rpt``).
+* Each record carries its configuration ``fingerprint`` (``pebench.integrity.grouping_fingerprint``:
+  the recorded one, or for older files that of their ``config``) and ``git_sha``; the renderer
+  never averages records whose fingerprints or code versions differ.
+* Two complete runs with the same (dataset, model, label, seed, fingerprint, git_sha) are
+  duplicates: the first by path order is kept, the other is reported.
 """
 from __future__ import annotations
 
@@ -71,6 +76,8 @@ class RunRecord:
     # extrapolation: resolution string -> acc1 (float or None)
     extrapolation: dict[str, float | None] | None = None
     skipped_samples: int | None = None
+    fingerprint: str | None = None  # configuration fingerprint (seeds of one experiment share it)
+    git_sha: str | None = None  # code version that produced the run
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -197,14 +204,32 @@ def _parse_extrapolation(v: Any) -> tuple[dict[str, float | None] | None, str | 
     return out, None
 
 
+def _variant_label(pe: str, options: dict[str, Any]) -> str:
+    if not options:
+        return pe
+    try:
+        from pebench.encodings import variant_label
+    except ImportError:  # no PE registry importable: every option counts as non-default
+        return pe + "[" + ",".join(f"{k}={options[k]}" for k in sorted(options)) + "]"
+    return variant_label(pe, options)
+
+
 def _label(data: dict[str, Any]) -> str:
-    variant = data.get("variant")
-    if isinstance(variant, str) and variant:
-        return variant
     pe = data["pe"]
-    if data.get("rpt") is True:
-        return f"{pe}+rpt"
-    return pe
+    cfg = data.get("config") if isinstance(data.get("config"), dict) else {}
+    variant = data.get("variant")
+    rpt = data.get("rpt") is True or cfg.get("rpt") is True or (isinstance(variant, str) and variant.endswith("+rpt"))
+    opts = cfg.get("pe_options") if isinstance(cfg.get("pe_options"), dict) else {}
+    base = _variant_label(pe, opts)
+    return f"{base}+rpt" if rpt else base
+
+
+def _provenance(data: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(configuration fingerprint, git sha) of a results dict; None where unknown."""
+    from pebench.integrity import grouping_fingerprint
+
+    sha = data.get("git_sha")
+    return grouping_fingerprint(data), sha if isinstance(sha, str) and sha else None
 
 
 def _load(path: Path, rel: str, problems: list[str]) -> RunRecord | None:
@@ -261,12 +286,13 @@ def _load(path: Path, rel: str, problems: list[str]) -> RunRecord | None:
         sections[key] = value
 
     skipped = data.get("skipped_samples")
+    fp, sha = _provenance(data)
     return RunRecord(
         path=rel, status=status, dataset=data["dataset"], pe=data["pe"], label=_label(data),
         model=data["model"], seed=data["seed"], task=data["task"], primary_metric=data["primary_metric"],
         metrics=metrics, geometry=sections["geometry"], robustness=sections["robustness"],
         extrapolation=sections["extrapolation"], skipped_samples=skipped if _is_int(skipped) else None,
-        raw=data,
+        fingerprint=fp, git_sha=sha, raw=data,
     )
 
 
@@ -284,7 +310,7 @@ def collect_results(root: str | os.PathLike) -> tuple[list[RunRecord], list[str]
     files = sorted(root_path.glob("**/results.json"), key=lambda p: p.relative_to(root_path).as_posix())
     runs: list[RunRecord] = []
     problems: list[str] = []
-    seen: dict[tuple[str, str, str, int], str] = {}
+    seen: dict[tuple[Any, ...], str] = {}
     for path in files:
         if not path.is_file():
             continue
@@ -293,9 +319,10 @@ def collect_results(root: str | os.PathLike) -> tuple[list[RunRecord], list[str]
         if record is None:
             continue
         if record.complete:
-            key = (record.dataset, record.model, record.label, record.seed)  # type: ignore[arg-type]
+            key = (record.dataset, record.model, record.label, record.seed, record.fingerprint, record.git_sha)
             if key in seen:
-                problems.append(f"{rel}: duplicate of {seen[key]} (same dataset, model, PE and seed); skipped")
+                problems.append(f"{rel}: duplicate of {seen[key]} (same dataset, model, PE, seed, configuration "
+                                f"and code version); skipped")
                 continue
             seen[key] = rel
         runs.append(record)

@@ -24,11 +24,17 @@ Cell conventions (also printed in the header):
   REF``, the mean per-seed difference to the reference row (``--reference``, default ``none``;
   same model, seeds present in both rows) with its paired-bootstrap 95 % interval and the exact
   sign-flip p-value; ``*`` marks a difference whose interval excludes 0.
+* a row never averages runs of different configurations or code versions: runs of one (model,
+  PE variant) whose configuration fingerprints differ get one row each, labelled with the
+  settings that differ (``ape (epochs=4)``; ``config <fp>`` when the files hold no config), and
+  runs made by different commits get one row per commit (``ape @<sha>``). A reference row that
+  is split this way is no reference (its Δ cells read ``—``).
 * ``—`` marks a value no run of the row reports; ``n/a`` an FS the runs report as undefined
   (clean accuracy within 2 standard errors of chance).
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -168,11 +174,50 @@ def _delta_cell(row: dict[int, float | None], ref: dict[int, float | None] | Non
             f"p={p:.3f}" + ("*" if significant else ""))
 
 
-def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
-    groups: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
+def _short(v: object) -> str:
+    text = json.dumps(v, sort_keys=True, separators=(",", ":"), default=str)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+def _provenance_tags(runs: Sequence[RunRecord]) -> dict[str, str]:
+    """run path -> "" or the tag that separates it from runs of the same (model, PE variant) made
+    with another configuration (the differing settings) or another commit (``@sha``)."""
+    from pebench.integrity import config_differences
+
+    rows: dict[tuple, list[RunRecord]] = defaultdict(list)
     for r in runs:
-        groups[(r.model, r.pe, r.label)].append(r)  # type: ignore[index]
-    order = sorted(groups, key=lambda k: (k[0], pe_sort_key(k[1], k[2])))
+        rows[(r.model, r.pe, r.label)].append(r)
+    tags: dict[str, str] = {}
+    for members in rows.values():
+        configs: dict[str, dict] = {}
+        for r in sorted(members, key=lambda r: r.path):
+            cfg = r.raw.get("config")
+            configs.setdefault(r.fingerprint or "", cfg if isinstance(cfg, dict) else {})
+        split_config = len(configs) > 1
+        split_code = len({r.git_sha or "" for r in members}) > 1
+        keys: list[str] = []
+        if split_config and all(configs.values()):
+            first, *rest = [configs[fp] for fp in sorted(configs)]
+            keys = sorted({k for c in rest for k in config_differences(first, c)} - {"seed"})
+        for r in members:
+            parts = []
+            if split_config:
+                cfg = configs[r.fingerprint or ""]
+                parts.append("(" + (", ".join(f"{k}={_short(cfg.get(k))}" for k in keys) if keys
+                                    else f"config {(r.fingerprint or 'unknown')[:8]}") + ")")
+            if split_code:
+                parts.append(f"@{(r.git_sha or 'unknown')[:7]}")
+            tags[r.path] = " ".join(parts)
+    return tags
+
+
+def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
+    # a row: one (model, PE variant, configuration fingerprint, code version); see _provenance_tags
+    tags = _provenance_tags(runs)
+    groups: dict[tuple[str, str, str, str], list[RunRecord]] = defaultdict(list)
+    for r in runs:
+        groups[(r.model, r.pe, r.label, tags[r.path])].append(r)  # type: ignore[index]
+    order = sorted(groups, key=lambda k: (k[0], pe_sort_key(k[1], k[2]), k[3]))
 
     primaries = sorted({r.primary_metric for r in runs})  # type: ignore[type-var]
     others = sorted({m for r in runs for m in r.metrics} - set(primaries))
@@ -181,7 +226,7 @@ def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
     shifts = list(DEFAULT_SHIFTS) + sorted({s for r in runs for s in (r.robustness or {})} - set(DEFAULT_SHIFTS))
 
     # the reference row of each model (paired comparisons), when the table has one
-    refs = {k[0]: k for k in order if reference is not None and k[2] == reference}
+    refs = {k[0]: k for k in order if reference is not None and k[2] == reference and not k[3]}
     header = ["Model", "PE", "n"]
     header += [f"{m} (%)" if is_fraction_metric(m) else m for m in metric_names]
     header += [f"{m} 95% CI" for m in primaries]
@@ -195,7 +240,7 @@ def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
     for key in order:
         members = sorted(groups[key], key=lambda r: (r.seed, r.path))
         n = len(members)
-        row = [key[0], key[2], str(n)]
+        row = [key[0], f"{key[2]} {key[3]}" if key[3] else key[2], str(n)]
         for m in metric_names:
             frac = is_fraction_metric(m)
             row.append(_metric_cell([r.metrics.get(m) for r in members], n, 100.0 if frac else 1.0, 1 if frac else 4))
@@ -259,6 +304,10 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         "by seed, with its paired-bootstrap 95 % interval and the exact two-sided sign-flip p-value; `*`: the "
         "interval excludes 0 (the bootstrap is liberal with few seeds; the sign-flip test cannot reach "
         "p < 0.05 below 6 seeds). The peak SSDC_RPI column is a maximum over layers (a selection).",
+        "",
+        "A row never averages runs of different configurations or code versions: runs of one PE variant whose "
+        "configuration fingerprints differ get one row each, labelled with the settings that differ "
+        "(`(key=value)`), and runs made by different commits get one row per commit (`@sha`).",
     ]
     if not by_dataset:
         out += ["", "No complete runs found."]

@@ -159,3 +159,39 @@ def test_missing_root_raises(tmp_path: Path) -> None:
         collect_results(tmp_path / "nope")
     runs, problems = collect_results(tmp_path)
     assert "No complete runs found." in render_leaderboard(runs, problems)
+
+
+def test_runs_of_different_configurations_or_commits_are_never_averaged(tmp_path: Path) -> None:
+    """4-epoch and 1-epoch runs in one (dataset, PE) cell: two rows, not `56.3 ± 61.7` over n = 3."""
+    root = tmp_path / "runs"
+    cfg = {"dataset": "mix", "pe": "ape", "model": "vit-nano", "epochs": 4, "lr": 0.002, "out": "a"}
+    for seed, acc in ((0, 0.90), (1, 0.92)):
+        _write(root, f"a/mix/ape/vit-nano/seed{seed}", _result("mix", "ape", seed, metrics={"val/acc1": acc},
+                                                               config={**cfg, "seed": seed}))
+    # same seed 0, another configuration (and output root): not a duplicate, its own row
+    _write(root, "b/mix/ape/vit-nano/seed0", _result("mix", "ape", 0, metrics={"val/acc1": 0.20},
+                                                     config={**cfg, "seed": 0, "epochs": 1, "out": "b"}))
+    runs, problems = collect_results(root)
+    assert not [p for p in problems if "duplicate" in p]
+    rows = {r[1]: r for r in _rows(render_leaderboard(runs, problems), "mix")[2:]}
+    assert set(rows) == {"ape (epochs=4)", "ape (epochs=1)"}
+    assert rows["ape (epochs=4)"][2] == "2" and rows["ape (epochs=4)"][3] == "91.0 ± 1.4"
+    assert rows["ape (epochs=1)"][2] == "1" and rows["ape (epochs=1)"][3] == "20.0"
+    # the same configuration made by two commits: one row per commit
+    root2 = tmp_path / "runs2"
+    for seed, sha in ((0, "1111111aaa"), (1, "2222222bbb"), (2, "2222222bbb")):
+        _write(root2, f"mix/ape/vit-nano/seed{seed}", _result("mix", "ape", seed, git_sha=sha,
+                                                              config={**cfg, "seed": seed}))
+    runs, problems = collect_results(root2)
+    rows = {r[1]: r for r in _rows(render_leaderboard(runs, problems), "mix")[2:]}
+    assert {k: v[2] for k, v in rows.items()} == {"ape @1111111": "1", "ape @2222222": "2"}
+
+
+def test_row_label_names_non_default_pe_options(tmp_path: Path) -> None:
+    from pebench.encodings import variant_label
+
+    root = tmp_path / "runs"
+    opts = {"init": "pebench"}
+    _write(root, "x/seed0", _result("mix", "pape", 0, config={"pe": "pape", "pe_options": opts, "rpt": True}))
+    runs, _ = collect_results(root)
+    assert runs[0].label == variant_label("pape", opts) + "+rpt"
