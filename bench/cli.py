@@ -372,12 +372,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("bench: interrupted" + (f" (results.json says interrupted; resume with: {resume})" if resume else ""),
               file=sys.stderr)
         return 128 + signum
-    except KeyboardInterrupt as e:  # Ctrl-C / SIGTERM: one line, no traceback, exit 128 + signal
-        signum = int(getattr(e, "signum", 2))
-        resume = getattr(e, "resume_command", None)
-        print("bench: interrupted" + (f" (results.json says interrupted; resume with: {resume})" if resume else ""),
-              file=sys.stderr)
-        return 128 + signum
     except BrokenPipeError:  # output piped into `head` etc.: stop quietly, like other command-line tools
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
         return 0

@@ -29,7 +29,6 @@ resumes it (``resume_command``).
 from __future__ import annotations
 
 import atexit
-import atexit
 import importlib
 import io
 import logging
@@ -40,7 +39,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 import threading
 import time
 import warnings
@@ -55,10 +53,8 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
-from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
 from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
 from .io import atomic_write_bytes, atomic_write_json, atomic_write_yaml, read_json
 from ._loaders import install_samplers, restore_loaders
@@ -299,48 +295,6 @@ def _epochs_done(meta: dict) -> int:
         return int(meta["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
     except (KeyError, TypeError, ValueError):
         return int(meta.get("epoch", 0))
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """The run was stopped by SIGINT or SIGTERM; ``results.json`` says ``interrupted`` and holds
-    ``resume_command``. The CLI prints one line and exits with ``128 + signum``."""
-
-    def __init__(self, signum: int, resume_command: str) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = int(signum)
-        self.resume_command = resume_command
-
-
-class _InterruptSignals:
-    """While a run trains and analyses, SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main
-    thread (SIGTERM's default action would end the process without a word in ``results.json``), and
-    remember which signal came. Lightning's own SIGTERM handler, installed during ``fit``, calls this
-    one after it has told its DDP launcher to stop the other ranks. No-op outside the main thread."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._old: dict[int, Any] = {}
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for s in (signal.SIGINT, signal.SIGTERM):
-            self._old[s] = signal.signal(s, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is None:
-            self.received = signum
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    def restore(self) -> None:
-        for s, h in self._old.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
-        self._old = {}
-
-
-def _resume_command(run_dir: Path) -> str:
-    """``bench run --config <run_dir>/config.yaml`` (prefixed with ``cd <cwd> &&`` when the path is
-    relative: config.yaml's ``out`` is then relative to the directory the run was started in)."""
-    cmd = f"bench run --config {shlex.quote(str(run_dir / 'config.yaml'))}"
-    return cmd if run_dir.is_absolute() else f"cd {shlex.quote(os.getcwd())} && {cmd}"
 
 
 class RunInterrupted(KeyboardInterrupt):
