@@ -15,6 +15,10 @@ events      ``dropout``       each event dropped with p = 0.5: binomial thinning
                               up to tonic's first..last-event bin edges moving slightly)
 events      ``noise``         spurious events: Poisson counts with mean ``rate ×`` (the sample's mean
                               count per voxel), rate 0.5, added to every voxel of both polarities
+events      ``dropout``,      ``tokens=spiking`` (events as events): on the raw stream before
+(spiking)   ``noise``,        tokenization, each event dropped with p = 0.5; uniform background
+            ``time_jitter``   events, 0.5 × the stream's count; Gaussian time jitter σ = 10 ms
+                              (``pebench.datamodules.event_transforms``)
 points      ``jitter``        Gaussian jitter σ = 0.02 on every coordinate
 points      ``point_dropout`` 50% of the points of each cloud dropped and replaced by duplicates of
                               randomly chosen kept points (the point count is unchanged)
@@ -316,8 +320,14 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     ``None`` with a ``fs_reason`` when FS is undefined (:func:`fs_undefined_reason`).
     """
     modality = getattr(task, "modality", getattr(datamodule, "modality", "image"))
-    names = list(shifts) if shifts is not None else list(SHIFTS[modality])
-    prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
+    spiking = getattr(datamodule, "tokens", "frames") == "spiking"
+    if spiking:  # events as events: the raw streams are perturbed, then tokenized (event_transforms)
+        from pebench.datamodules.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
+        names = list(shifts) if shifts is not None else list(STREAM_SHIFT_PARAMS)
+        prm = {s: {**STREAM_SHIFT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
+    else:
+        names = list(shifts) if shifts is not None else list(SHIFTS[modality])
+        prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
     ctx = {"codec": image_codec(datamodule), "log_counts": bool(getattr(datamodule, "log_counts", False))}
     gens = {s: torch.Generator().manual_seed(_shift_seed(seed, k)) for k, s in enumerate(names)}
     device = task_device(task)
@@ -326,7 +336,14 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     if loader is None:
         loader = datamodule.eval_dataloader(None)
     with evaluating(task):
-        for x, y in capped_batches(loader, max_samples, device):
+        if spiking:  # one pass per shift over its own loader (same samples, same order)
+            for s, ld in {"clean": loader, **stream_shift_loaders(datamodule, {s: prm[s] for s in names}, seed)}.items():
+                m = 0
+                for x, y in capped_batches(ld, max_samples, device):
+                    correct[s] += int((task(x).argmax(-1) == y).sum())
+                    m += int(y.numel())
+                n = m
+        for x, y in ([] if spiking else capped_batches(loader, max_samples, device)):
             correct["clean"] += int((logits_in_chunks(task, x).argmax(-1) == y).sum())
             for s in names:
                 xs = PERTURBATIONS[s](x, gens[s], prm[s], ctx)

@@ -28,6 +28,7 @@ import numpy as np
 from .base import float_option, int_option
 
 __all__ = ["SpikingOptions", "parse_tokens", "Augment", "STREAM_SHIFTS", "STREAM_SHIFT_PARAMS", "stream_dropout",
+           "StreamShift", "stream_shift_loaders", "spiking_analyses", "SPIKING_ANALYSES",
            "stream_noise", "stream_time_jitter", "TOKENS", "SPIKING_HELP"]
 
 TOKENS = ("frames", "spiking")
@@ -157,3 +158,29 @@ def spiking_analyses(analyses: Sequence[str], explicit: bool) -> list[str]:
         raise ValueError(f"analysis {bad[0]!r} does not apply to tokens=spiking (per-sample token coords with "
                          f"padding, no shared grid); available: {', '.join(SPIKING_ANALYSES)}, none")
     return [a for a in analyses if a in SPIKING_ANALYSES]
+
+
+class StreamShift:
+    """``stream_transform`` of a spiking dataset: shift ``name`` on sample ``index`` with its own
+    generator ``default_rng([seed, index])`` (independent of batching and workers); picklable."""
+
+    def __init__(self, name: str, params: dict[str, float], seed: int, sensor_hw: Sequence[int]) -> None:
+        if name not in STREAM_SHIFTS:
+            raise ValueError(f"unknown event-stream shift {name!r}; available: {', '.join(STREAM_SHIFTS)}")
+        self.name, self.params, self.seed, self.sensor_hw = name, dict(params), int(seed), tuple(sensor_hw)
+
+    def __call__(self, events: np.ndarray, index: int) -> np.ndarray:
+        rng = np.random.default_rng([self.seed, int(index)])
+        return STREAM_SHIFTS[self.name](events, rng, sensor_hw=self.sensor_hw, **self.params)
+
+
+def stream_shift_loaders(datamodule: Any, params: dict[str, dict[str, float]], seed: int) -> dict[str, Any]:
+    """One validation loader per shift in ``params`` (name -> parameters), in a fixed order, whose
+    streams are perturbed before tokenization (``tokens=spiking`` datamodules)."""
+    out = {}
+    for k, (name, prm) in enumerate(params.items()):
+        ds = datamodule.val_dataset()
+        side = int(getattr(ds, "side", 0) or getattr(ds, "size"))
+        ds.stream_transform = StreamShift(name, prm, (int(seed) * 1_000_003 + 7919 * (k + 1)) % (2 ** 63), (side, side))
+        out[name] = datamodule._loader(ds, shuffle=False)
+    return out

@@ -270,3 +270,22 @@ def test_fast_dev_run_dvsgesture_fixture_spiking(pe, tmp_path):
     assert rc == 0
     res = json.loads((out / "dvsgesture" / pe / "vit-nano" / "seed0" / "results.json").read_text())
     assert res["status"] == "complete"
+
+
+def test_robustness_perturbs_streams_before_tokenization():
+    from pebench.analysis.robustness import robustness
+    from pebench.datamodules.event_transforms import stream_shift_loaders
+    from pebench.models import ClassificationTask
+
+    dm = build_datamodule("synthetic-events", tokens="spiking", train_size=8, val_size=8, batch_size=8)
+    clean = next(iter(dm.val_dataloader()))[0]
+    shifted = {k: next(iter(v))[0] for k, v in stream_shift_loaders(dm, {"dropout": {"p": 0.5},
+                                                                        "noise": {"rate": 3.0}}, 0).items()}
+    assert shifted["dropout"].mask.sum() < clean.mask.sum() < shifted["noise"].mask.sum()
+    again = next(iter(stream_shift_loaders(dm, {"dropout": {"p": 0.5}}, 0)["dropout"]))[0]
+    assert torch.equal(again.coords, shifted["dropout"].coords)  # reproducible
+    task = ClassificationTask("events", 8, 2, pe="pape", patch_size=4, tokens="spiking",
+                              tokenizer_options={"buckets": 8})
+    res = robustness(task, dm, seed=0)
+    assert res["n_samples"] == 8 and set(res) >= {"dropout", "noise", "time_jitter"}
+    assert res["time_jitter"]["params"] == {"std_ms": 10.0}
