@@ -227,3 +227,22 @@ def test_ddp_strategy_does_not_search_unused_parameters():
     strat = parts["trainer"].strategy
     assert strat._ddp_kwargs.get("find_unused_parameters") is False
     assert strat._timeout == DDP_TIMEOUT
+
+
+@pytest.mark.slow
+def test_rendezvous_timeout_is_one_line_exit_2(tmp_path):
+    """Node 0 of a 2-node job whose other node never comes: a clear error after the DDP timeout,
+    not a hang."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOCAL_RANK", "RANK", "WORLD_SIZE")}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="0", PEBENCH_DDP_TIMEOUT_S="2",
+               OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "pebench.cli", "run", *TINY, "--analyses", "none", "--accelerator",
+                        "cpu", "--devices", "1", "--num-nodes", "2", "--strategy", "ddp", "--out", str(tmp_path)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("bench: error: DDP rendezvous failed") and "NODE_RANK" in last, last
+    assert "Traceback" not in r.stderr
