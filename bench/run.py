@@ -340,7 +340,8 @@ def _resume_command(run_dir: Path) -> str:
 
 
 #: how long a DDP process waits for the others (the rendezvous of all ranks, every collective)
-#: before it fails instead of hanging; PyTorch's default is 30 minutes
+#: before it fails instead of hanging; PyTorch's default is 30 minutes. ``PEBENCH_DDP_TIMEOUT_S``
+#: overrides it.
 DDP_TIMEOUT = timedelta(minutes=10)
 #: environment variables that place a process in a multi-node job when no scheduler (SLURM,
 #: torchrun, LSF, MPI) is detected
@@ -354,7 +355,38 @@ def _ddp_strategy() -> Any:
     :data:`DDP_TIMEOUT`."""
     from lightning.pytorch.strategies import DDPStrategy
 
-    return DDPStrategy(find_unused_parameters=False, timeout=DDP_TIMEOUT)
+    return DDPStrategy(find_unused_parameters=False, timeout=_ddp_timeout())
+
+
+def _ddp_timeout() -> timedelta:
+    """:data:`DDP_TIMEOUT`, or ``PEBENCH_DDP_TIMEOUT_S`` seconds when that is set (slow shared
+    filesystems; tests)."""
+    value = os.environ.get("PEBENCH_DDP_TIMEOUT_S")
+    if not value:
+        return DDP_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigError(f"PEBENCH_DDP_TIMEOUT_S must be a positive number of seconds, got {value!r}")
+    return timedelta(seconds=seconds)
+
+
+def _is_rendezvous_failure(e: BaseException) -> bool:
+    """The processes of a DDP job did not all meet (torch's store timed out or was unreachable)."""
+    dist = getattr(torch, "distributed", None)
+    kinds = tuple(getattr(dist, n) for n in ("DistStoreError", "DistNetworkError") if hasattr(dist, n))
+    return bool(kinds) and isinstance(e, kinds)
+
+
+def _rendezvous_message(e: BaseException, trainer: L.Trainer) -> str:
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    where = ", ".join(f"{v}={os.environ.get(v, '(unset)')}" for v in MULTI_NODE_ENV)
+    return (f"DDP rendezvous failed: {first} ({where}; {trainer.world_size} processes expected on "
+            f"{trainer.num_nodes} node(s)); start the same `bench run` on every node within "
+            f"{int(_ddp_timeout().total_seconds())} s with NODE_RANK 0..{trainer.num_nodes - 1} and node 0's "
+            f"MASTER_ADDR/MASTER_PORT, or launch under SLURM or torchrun")
 
 
 def _check_multi_node(trainer: L.Trainer) -> None:
@@ -672,6 +704,8 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         e.bench_phase = "train"  # type: ignore[attr-defined]  # the CLI shows a traceback for bugs here
         results["error"] = f"{type(e).__name__}: {e}"
         write("failed")
+        if _is_rendezvous_failure(e):
+            raise ConfigError(_rendezvous_message(e, trainer)) from None
         raise
     finally:
         signals.restore()
