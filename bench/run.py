@@ -646,17 +646,17 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         atexit.register(lock.release)
         try:
             check_same_configuration(run_dir, config)  # again, now that no other run can write it
-        except ConfigError:
+            if ckpt is None:  # fresh start: drop artefacts of a previous (complete) run
+                for name in ("last.ckpt", "metrics.csv"):
+                    (run_dir / name).unlink(missing_ok=True)
+            elif (run_dir / "metrics.csv").is_file():  # CSVLogger truncates it; keep the earlier attempt's log
+                n = len(list(run_dir.glob("metrics.attempt*.csv")))
+                os.replace(run_dir / "metrics.csv", run_dir / f"metrics.attempt{n}.csv")
+            atomic_write_yaml(run_dir / "config.yaml", config)
+            write("running")
+        except BaseException:  # e.g. a full disk: the directory is free again for the next attempt
             lock.release()
             raise
-        if ckpt is None:  # fresh start: drop artefacts of a previous (complete) run
-            for name in ("last.ckpt", "metrics.csv"):
-                (run_dir / name).unlink(missing_ok=True)
-        elif (run_dir / "metrics.csv").is_file():  # CSVLogger truncates it; keep the earlier attempt's log
-            n = len(list(run_dir.glob("metrics.attempt*.csv")))
-            os.replace(run_dir / "metrics.csv", run_dir / f"metrics.attempt{n}.csv")
-        atomic_write_yaml(run_dir / "config.yaml", config)
-        write("running")
         print(f"bench: run directory {run_dir}" + (f" (resuming from {Path(ckpt).name})" if ckpt else ""),
               file=sys.stderr)
     orig = install_samplers(dm, cfg.seed)
