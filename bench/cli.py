@@ -1,4 +1,4 @@
-"""The ``bench`` command line: ``run``, ``list``, ``leaderboard``, ``sweep``, ``eval``, ``perf``.
+"""The ``bench`` command line: ``run``, ``list``, ``runs``, ``leaderboard``, ``sweep``, ``eval``, ``perf``.
 
 ``bench run`` with no arguments trains the embedded default run (see :class:`RunConfig`).
 User mistakes print one line ``bench: error: <message>`` and exit with code 2; a non-finite

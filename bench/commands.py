@@ -1,4 +1,5 @@
-"""``bench list | leaderboard | sweep | eval | perf`` (``bench run`` lives in ``cli.py``/``run.py``)."""
+"""``bench list | runs | leaderboard | sweep | eval | perf`` (``bench run`` lives in ``cli.py``/``run.py``;
+``bench runs`` in ``runs.py``)."""
 from __future__ import annotations
 
 import argparse
