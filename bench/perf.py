@@ -13,6 +13,8 @@
 * ``data``        loader samples/s (decode + transforms) vs vit-nano training-step samples/s per
   modality at the default ``num_workers`` (:mod:`pebench.perf_data`).
 * ``e2e``         ``bench run`` (defaults) wall time vs the 3-minute budget (subprocess).
+* ``dino``        DINO training step (2 + N crops, teacher, EMA) vs classification steps on the same
+  crops; per-checkpoint EED evaluation vs one training epoch (:mod:`pebench.perf_dino`).
 * ``startup``     wall time of ``bench --help`` and ``bench run --help`` (fresh processes) vs the
   1-second budget: argument parsing must not import torch (:func:`bench_startup`).
 * ``attention``   one attention layer per PE (:mod:`pebench.perf_attention`, own output format).
@@ -169,11 +171,11 @@ def bench_startup(quick: bool = False, tiny: bool = False) -> list[dict]:
 
 
 def _suites() -> dict[str, Callable[..., list[dict]]]:
-    from . import perf_attention, perf_data, perf_model
+    from . import perf_attention, perf_data, perf_dino, perf_model
     return {"backbone": perf_model.bench_backbone, "pe-overhead": perf_model.bench_pe_overhead,
             "attention-budget": perf_attention.bench_budget,
             "analysis": perf_data.bench_analysis, "data": perf_data.bench_data, "e2e": perf_data.bench_e2e,
-            "startup": bench_startup}
+            "startup": bench_startup, "dino": perf_dino.bench_dino}
 
 
 def _run(what: str, names: Iterable[str], argv: Sequence[str] | None) -> int:
@@ -203,7 +205,7 @@ def _attention(argv: Sequence[str] | None) -> int:
 
 PERF_COMMANDS: dict[str, Callable[[list[str] | None], int]] = {
     "all": lambda argv=None: _run("all", ["startup", "backbone", "attention-budget", "pe-overhead", "analysis", "data",
-                                          "e2e"], argv),
+                                          "dino", "e2e"], argv),
     "backbone": lambda argv=None: _run("backbone", ["backbone"], argv),
     "attention-budget": lambda argv=None: _run("attention-budget", ["attention-budget"], argv),
     "pe-overhead": lambda argv=None: _run("pe-overhead", ["pe-overhead"], argv),
@@ -211,6 +213,7 @@ PERF_COMMANDS: dict[str, Callable[[list[str] | None], int]] = {
     "data": lambda argv=None: _run("data", ["data"], argv),
     "e2e": lambda argv=None: _run("e2e", ["e2e"], argv),
     "startup": lambda argv=None: _run("startup", ["startup"], argv),
+    "dino": lambda argv=None: _run("dino", ["dino"], argv),
     "attention": _attention,
 }
 
