@@ -57,7 +57,8 @@ computes the same number from the rendered test split (group the samples by the 
 their sorted patches, count the majority label of each group), which checks the argument. For
 probe-rotation the direction bit is also out of reach of any PE that sees only Euclidean
 distances (ALiBi, PaPE-RI): mirroring the canvas left-right preserves all distances and flips
-the bit, so their ceiling on that probe is 50 %.
+the bit, and the scenes are drawn mirror-symmetrically, so their expected ceiling on that probe is
+50 %.
 
 Splits: ``train`` and ``val`` follow the training distribution (val is for model selection),
 ``test`` is the out-of-distribution split above (``test_size`` >= 1000 so that a 95 % interval of
