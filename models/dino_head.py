@@ -93,13 +93,13 @@ def dino_loss(student: Sequence[Tensor], teacher: Sequence[Tensor], center: Tens
 @torch.no_grad()
 def update_center(center: Tensor, teacher: Sequence[Tensor], momentum: float = 0.9) -> Tensor:
     """New centre ``(1, K)``: EMA of the teacher outputs' batch mean over all views and all ranks."""
-    t = torch.cat([x.detach() for x in teacher])  # (G*B, K)
+    t = torch.cat([x.detach().float() for x in teacher])  # (G*B, K), float32 also under bf16 autocast
     total = t.sum(dim=0, keepdim=True)  # (1, K)
     count = torch.tensor(float(t.shape[0]), device=t.device, dtype=total.dtype)
     if dist.is_available() and dist.is_initialized():
         dist.all_reduce(total)
         dist.all_reduce(count)
-    return center * momentum + (total / count) * (1.0 - momentum)
+    return (center * momentum + (total / count) * (1.0 - momentum)).to(center.dtype)
 
 
 @torch.no_grad()

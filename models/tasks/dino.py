@@ -310,7 +310,8 @@ class DinoTask(L.LightningModule):
                                  **{k: res[k] for k in keep if k in res}})
 
     def on_train_start(self) -> None:
-        if self.global_step == 0 and not self.init_metrics and self.hparams.init_eval:
+        # not in a --fast-dev-run smoke test: the k-NN bank is the whole training split
+        if self.global_step == 0 and not self.init_metrics and self.hparams.init_eval and not self.trainer.fast_dev_run:
             dm = self.trainer.datamodule
             if hasattr(dm, "bank_dataloader"):
                 bank, query = self._collect(dm.bank_dataloader()), self._collect(dm.query_dataloader())
