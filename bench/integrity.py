@@ -123,9 +123,11 @@ def check_same_configuration(run_dir: str | os.PathLike, config: Mapping[str, An
     d = Path(run_dir)
     old = previous_config(d)
     if old is None:
-        if (d / "last.ckpt").is_file() or any(d.glob("hpc_ckpt_*.ckpt")):
-            raise ConfigError(f"run directory {str(d)!r} holds a checkpoint but no config.yaml or results.json, so "
-                              f"its configuration is unknown; use a new --out or delete {d}")
+        ckpts = [p for p in [d / "last.ckpt", *sorted(d.glob("hpc_ckpt_*.ckpt"))] if p.is_file()]
+        if ckpts:
+            raise ConfigError(f"cannot resume from {ckpts[0]}: the run directory holds no configuration "
+                              f"(config.yaml or results.json's config), so the checkpoint's is unknown; delete it "
+                              f"to start over, or use a new --out")
         return
     diff = config_differences(old, config)
     if diff:
