@@ -10,6 +10,10 @@
   datasets run on the tiny fixtures of ``tests/fixtures_real.py`` at their preset resolution.
   Points: FPS + kNN run inside the model's ``PointTokenizer`` (their cost is part of the model
   step; reported separately as well).
+* spiking-patch tokens (``tokens=spiking``): the synthetic-events loader with spiking tokens, and
+  the tokenizer alone on a DvsGesture-scale stream (:func:`spiking_stream`: 128 x 128 sensor, 6 s,
+  500k uniform events, the dvsgesture settings: patch 16, 256 events per token, 100 ms refractory,
+  cap 512) in tokens/s and samples/s vs vit-nano's training samples/s at that token count.
 * e2e: ``bench run`` with defaults, wall time of the subprocess vs the 180 s budget.
 """
 from __future__ import annotations
@@ -30,7 +34,7 @@ import torch
 from .perf import interleaved, record
 from .perf_model import train_step_fn
 
-__all__ = ["bench_analysis", "bench_data", "bench_e2e", "loader_rate"]
+__all__ = ["bench_analysis", "bench_data", "bench_e2e", "loader_rate", "spiking_stream"]
 
 E2E_BUDGET_S = 180.0
 
@@ -140,6 +144,7 @@ def _cases(tiny: bool, tmp: str) -> list[tuple[str, str, dict, int]]:
     small = {"train_size": 64, "val_size": 16} if tiny else {}
     cases = [("images: shapes rendering", "shapes", dict(small), 64),
              ("events: synthetic-events binning", "synthetic-events", dict(small), 64),
+             ("events: synthetic-events spiking tokens", "synthetic-events", {**small, "tokens": "spiking"}, 64),
              ("points: primitives sampling", "primitives", dict(small), 64)]
     fx = _fixtures()
     if fx is None:
@@ -168,7 +173,9 @@ def bench_data(quick: bool = False, tiny: bool = False) -> list[dict]:
             torch.manual_seed(0)
             task = ClassificationTask(dm.modality, dm.num_classes, in_chans=dm.in_chans, model="vit-nano", pe="none",
                                       patch_size=dm.patch_size, tubelet=dm.tubelet, num_groups=dm.num_groups,
-                                      train_grid=train_grid_for(dm))
+                                      train_grid=train_grid_for(dm), tokens=getattr(dm, "tokens", "frames"),
+                                      tokenizer_options=dm.tokenizer_options() if hasattr(dm, "tokenizer_options")
+                                      else None)
             t = interleaved({"m": train_step_fn(task, x, y)}, 1 if tiny else 2 if quick else 3)["m"]
             model_rate = x.shape[0] / t
             note = (f"input {tuple(x.shape[1:])}, loader batch {dm.batch_size}, model batch {x.shape[0]}, "
@@ -191,7 +198,51 @@ def bench_data(quick: bool = False, tiny: bool = False) -> list[dict]:
                                    "vit-nano train samples/s", pts.shape[0] / tf, model_rate, "samples/s",
                                    note=f"G={G} centres, k={k}, M={pts.shape[1]} points; part of every model step"))
             print(f"  {rows[-1]['name']}: {rows[-1]['ratio']:.2f}", flush=True)
+    rows += bench_spiking(quick, tiny)
     return rows
+
+
+def spiking_stream(n: int = 500_000, side: int = 128, duration_us: int = 6_000_000, seed: int = 0):
+    """A DvsGesture-scale stream: ``n`` uniform events (x, y, polarity, t sorted) on ``side x side``."""
+    import numpy as np
+
+    from pebench.datamodules.synthetic_events import EVENT_DTYPE
+    rng = np.random.default_rng(seed)
+    ev = np.empty(n, EVENT_DTYPE)
+    ev["x"], ev["y"], ev["p"] = rng.integers(0, side, n), rng.integers(0, side, n), rng.random(n) < 0.5
+    ev["t"] = np.sort(rng.integers(0, duration_us, n))
+    return ev
+
+
+def bench_spiking(quick: bool = False, tiny: bool = False) -> list[dict]:
+    """Spiking-patch tokenizer alone (DvsGesture settings) vs vit-nano training at its token count."""
+    from pebench.datamodules.event_transforms import SpikingOptions
+    from pebench.models import ClassificationTask
+    from pebench.models.spiking import pad_collate
+
+    n_ev = 50_000 if tiny else 500_000
+    opts = SpikingOptions(patch=16, threshold=256, refractory_ms=100.0, time_scale_ms=50.0, buckets=8, max_tokens=512)
+    streams = [spiking_stream(n_ev, seed=s) for s in range(2)]
+    out = [None]
+
+    def tokenize() -> None:
+        out[0] = [opts.tokenize(ev, (128, 128)) for ev in streams]
+    t_tok = interleaved({"t": tokenize}, 1 if tiny else 3)["t"]
+    n_tok = sum(len(s.coords) for s in out[0])
+    B = 2 if tiny else 8
+    x, y, _ = pad_collate([(out[0][i % 2], i % 11) for i in range(B)])
+    torch.manual_seed(0)
+    task = ClassificationTask("events", 11, in_chans=2, model="vit-nano", pe="none", patch_size=16,
+                              tokens="spiking", tokenizer_options={"buckets": 8})
+    t_model = interleaved({"m": train_step_fn(task, x, y)}, 1 if tiny else 2 if quick else 3)["m"]
+    sps, model_sps = len(streams) / t_tok, B / t_model
+    note = (f"{n_ev} events per stream (128x128, 6 s), patch 16, threshold 256, refractory 100 ms, cap 512: "
+            f"{n_tok / len(streams):.0f} tokens per sample, {n_tok / t_tok:.0f} tokens/s; model batch {B} x "
+            f"{x.shape[1]} tokens")
+    row = record("data events: spiking-patch tokenizer (DvsGesture-scale stream)", "tokenizer samples/s",
+                 "vit-nano train samples/s", sps, model_sps, "samples/s", target=1.0, note=note)
+    print(f"  {row['name']}: {row['ratio']:.2f}", flush=True)
+    return [row]
 
 
 def bench_e2e(quick: bool = False, tiny: bool = False) -> list[dict]:

@@ -93,7 +93,8 @@ def spiking_patches(events: np.ndarray, sensor_hw: Sequence[int], patch: int, th
     if len(t) == 0:
         return empty
     cell = (y // patch) * gw + (x // patch)  # (E,)
-    order = np.argsort(cell, kind="stable")  # by cell, time order kept inside a cell
+    # stable: time order kept inside a cell; 16-bit keys get numpy's O(E) radix sort
+    order = np.argsort(cell.astype(np.int16) if gh * gw <= np.iinfo(np.int16).max else cell, kind="stable")
     cs, ts = cell[order], t[order]
     n_cells = gh * gw
     starts = np.searchsorted(cs, np.arange(n_cells), side="left")
@@ -125,8 +126,11 @@ def spiking_patches(events: np.ndarray, sensor_hw: Sequence[int], patch: int, th
     bucket = np.minimum(age_bucket(np.repeat(tf, threshold) - ts[idx], buckets), buckets - 1)
     flat = (((np.repeat(np.arange(F), threshold) * 2 + pol[ev]) * buckets + bucket) * patch
             + y[ev] % patch) * patch + x[ev] % patch
-    counts = np.bincount(flat, minlength=F * 2 * buckets * patch * patch).astype(np.float32)
-    volumes = np.log1p(counts).reshape(F, *vol_shape)  # (F, 2, K, p, p)
+    counts = np.bincount(flat, minlength=F * 2 * buckets * patch * patch)
+    nz = np.flatnonzero(counts)  # at most F * threshold of the F * 2K p^2 cells: log1p only there
+    volumes = np.zeros(counts.shape, np.float32)
+    volumes[nz] = np.log1p(counts[nz].astype(np.float32))
+    volumes = volumes.reshape(F, *vol_shape)  # (F, 2, K, p, p)
     coords = np.stack([tf / float(time_scale_us), fc // gw, fc % gw], axis=1).astype(np.float32)  # (F, 3)
     return SpikeTokens(volumes, coords, fired)
 
@@ -165,6 +169,10 @@ class EventTokens:
     @property
     def device(self) -> torch.device:
         return self.coords.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.coords.is_cuda
 
 
 def pad_collate(batch: Sequence[Any]) -> tuple[EventTokens, Tensor, dict[str, int]]:
