@@ -6,6 +6,11 @@
   ``ToFrame``: polarity as channels, time bins as T) -> tubelets, coords ``(t, y, x)``
 * points  ``(B, M, 3)``           -> farthest-point-sampled centres, kNN groups, a small
   PointNet per group (Point-MAE / Point-BERT style), coords = centres ``(x, y, z)``
+* events as events (``tokens=spiking``) -> :class:`pebench.models.spiking.SpikingPatchTokenizer`:
+  asynchronous spiking-patch tokens made in the data loader (padded ``EventTokens``), coords
+  ``(t, y, x)`` with continuous ``t``, ``grid=None`` and a key mask; built by
+  :func:`pebench.models.tasks.build_tokenizer` (it lives in its own module because it imports
+  :class:`TokenBatch` from here)
 
 Coords are in patch units: the integer index of the patch / tubelet along each axis. Point
 centres keep their metric coordinates (scaled by ``coord_scale``) and have no grid.
