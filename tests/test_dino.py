@@ -133,6 +133,19 @@ def test_knn_matches_naive_numpy():
     np.testing.assert_allclose(small.numpy(), _knn_numpy(train[:3], train_y[:3], query, 5, 3, 0.07), rtol=1e-4)
 
 
+def test_linear_probe_separates_separable_features():
+    from pebench.models.tasks.knn import linear_probe
+
+    g = torch.Generator().manual_seed(0)
+    centres = torch.randn(3, 8, generator=g) * 4
+    y_tr, y_te = torch.arange(60) % 3, torch.arange(30) % 3
+    x_tr = centres[y_tr] + 0.3 * torch.randn(60, 8, generator=g)
+    x_te = centres[y_te] + 0.3 * torch.randn(30, 8, generator=g)
+    assert linear_probe(x_tr, y_tr, x_te, y_te, 3) == 1.0
+    # shuffled training labels carry no information: far from perfect on the test set
+    assert linear_probe(x_tr, y_tr[torch.randperm(60, generator=g)], x_te, y_te, 3) < 0.8
+
+
 def test_gather_eval_set_orders_by_index_in_one_process():
     f = torch.arange(8.0).view(4, 2)
     feats, labels = gather_eval_set(f, torch.tensor([0, 1, 2, 3]), torch.tensor([3, 0, 2, 1]))
