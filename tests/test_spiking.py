@@ -259,7 +259,7 @@ def test_fast_dev_run_synthetic_events_spiking(pe, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pe", ["pape", "ape", "lookhere"])
+@pytest.mark.parametrize("pe", ["pape", "ape"])
 def test_fast_dev_run_dvsgesture_fixture_spiking(pe, tmp_path):
     root = F.dvsgesture(tmp_path / "dvs")
     out = tmp_path / "runs"
