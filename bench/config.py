@@ -281,9 +281,24 @@ def resolve(cfg: RunConfig) -> RunConfig:
     unknown = sorted(set(cfg.analysis_options) - set(ANALYSIS_OPTIONS))
     if unknown:
         raise ConfigError(f"unknown analysis option {unknown[0]!r}; available: {', '.join(ANALYSIS_OPTIONS)}")
+    _check_analysis_options(cfg.analysis_options)
     for r in cfg.extrapolation_resolutions or []:
         check_resolution_syntax(r, "extrapolation_resolutions")
     return cfg
+
+
+def _check_analysis_options(opts: dict) -> None:
+    """Values of the analysis options that pick a protocol (one-line :class:`ConfigError`)."""
+    for key in ("ssdc_tap", "eed_tap"):
+        if key in opts and opts[key] not in ("attn_in", "block_out"):
+            raise ConfigError(f"analysis option {key} must be attn_in or block_out, got {opts[key]!r}")
+    if opts.get("ssdc_distance") not in (None, "l1", "euclidean"):
+        raise ConfigError(f"analysis option ssdc_distance must be l1 or euclidean, got {opts['ssdc_distance']!r}")
+    k = opts.get("rpi_permutations", 8)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"analysis option rpi_permutations must be an integer >= 1, got {k!r}")
+    if opts.get("rpi_null", True) not in (True, False):
+        raise ConfigError(f"analysis option rpi_null must be true or false, got {opts['rpi_null']!r}")
 
 
 #: float options: name -> (lowest, lowest allowed, highest, highest allowed, what it is)

@@ -350,3 +350,21 @@ def test_analysis_options_match_the_config_keys():
     with pytest.raises(ValueError, match="unknown analysis option"):
         evaluators._options({"analysis_options": {"ssdc_tapp": "attn_in"}})
     assert evaluators.DEFAULT_OPTIONS["ssdc_tap"] == "attn_in" and evaluators.DEFAULT_OPTIONS["rpi_permutations"] >= 8
+
+
+@pytest.mark.parametrize("opts, message", [
+    ({"ssdc_tap": "mlp_out"}, "ssdc_tap must be attn_in or block_out"),
+    ({"eed_tap": "residual"}, "eed_tap must be attn_in or block_out"),
+    ({"rpi_permutations": 0}, "rpi_permutations must be an integer >= 1"),
+    ({"rpi_null": "maybe"}, "rpi_null must be true or false"),
+    ({"ssdc_distance": "chebyshev"}, "ssdc_distance must be l1 or euclidean"),
+    ({"probe": 8}, "unknown analysis option 'probe'"),
+])
+def test_bad_analysis_options_are_config_errors(opts, message):
+    from pebench.config import ConfigError, RunConfig, resolve
+
+    with pytest.raises(ConfigError, match=message):
+        resolve(RunConfig(pe="none", analysis_options=opts))
+    ok = resolve(RunConfig(pe="none", analysis_options={"ssdc_tap": "block_out", "rpi_permutations": 16,
+                                                        "rpi_null": False}))
+    assert ok.analysis_options["ssdc_tap"] == "block_out"
