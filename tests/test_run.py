@@ -89,9 +89,13 @@ def test_config_yaml_reproduces_run(tiny_run, capsys):
 def test_resume_from_last_ckpt(tiny_run):
     root, run_dir, _ = tiny_run
     res = json.loads((run_dir / "results.json").read_text())
-    res["status"] = "running"  # as left by a killed run
+    # as left by a 2-epoch run killed after its first epoch (resuming with other options than the
+    # run directory's is refused: a directory holds one configuration)
+    res["status"] = "running"
+    res["config"]["epochs"] = 2
     (run_dir / "results.json").write_text(json.dumps(res))
-    assert main(["run", "--config", str(run_dir / "config.yaml"), "--epochs", "2"]) == 0
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(res["config"]))
+    assert main(["run", "--config", str(run_dir / "config.yaml")]) == 0
     res = json.loads((run_dir / "results.json").read_text())
     assert res["resumed_from"]["epoch"] == 1 and res["resumed_from"]["checkpoint"] == "last.ckpt"
     assert res["status"] == "complete"
