@@ -264,6 +264,8 @@ class SyntheticEventsDataModule(SyntheticSplitsDataModule):
         self.spiking = SpikingOptions.parse(self.name, self.patch_size, spike_threshold, refractory_ms, time_scale_ms,
                                             age_buckets, max_tokens)
         self.augment = augment if isinstance(augment, bool) else str(augment).lower() in ("1", "true", "yes")
+        if self.augment and self.tokens != "spiking":
+            raise ValueError(f"{self.name}: data option augment applies to tokens=spiking")
         self.event_kw = {"fine_steps": int(fine_steps), "threshold": float(threshold), "noise_rate": float(noise_rate)}
         self.resolution = self._res(self.resolution)
 
