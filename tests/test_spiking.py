@@ -195,10 +195,15 @@ def test_permutation_equivariance_with_mask(pe):
     assert torch.allclose(outp[real], out[:, perm][real], atol=2e-5)
 
 
-def test_geometry_refuses_spiking_tokens():
+def test_geometry_refuses_spiking_tokens(tmp_path, capsys):
     with pytest.raises(ValueError, match="tokens=spiking"):
         spiking_analyses(["geometry", "robustness"], explicit=True)
     assert spiking_analyses(["geometry", "robustness", "alpha", "extrapolation"], explicit=False) == ["robustness"]
+    rc = main(["run", "--dataset", "synthetic-events", "--data-option", "tokens=spiking", "--analyses", "geometry",
+               "--fast-dev-run", "--out", str(tmp_path / "runs")])
+    assert rc == 2 and not (tmp_path / "runs").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bench: error: analysis 'geometry' does not apply to tokens=spiking")
 
 
 # ------------------------------------------------------------------------------- data
