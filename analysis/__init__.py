@@ -5,24 +5,27 @@ Exact definitions: docs/ARCHITECTURE.md §4.
 * :func:`ssdc` / :class:`SSDCMetric`: Spatial Similarity–Distance Correlation, from
   "Positional encodings anchor the spatial structure of vision transformers".
 * :func:`eed` / :class:`EEDMetric`: Effective Encoding Dimension (EED%), from "The inductive
-  bottleneck in vision transformers" (entropy effective rank, Roy & Vetterli 2007).
+  bottleneck in vision transformers" (entropy effective rank, Roy & Vetterli 2007), and
+  :func:`eed_top1_share` (largest eigenvalue's share of the same covariance).
 * :class:`LayerwiseGeometry`: one SSDC and one EED metric per layer.
 
 Post-training evaluators (run by ``bench run`` after training, rank 0, eval mode, no grad):
 
 * :func:`run_analyses`: dispatches ``geometry``, ``robustness``, ``alpha``, ``extrapolation``
   (or ``all``) and writes their plots (:mod:`.evaluators`).
-* :func:`.geometry.geometry` (per-layer SSDC, SSDC under RPI, EED%),
-  :func:`.robustness.robustness` (fragility ``FS = 1 − A_shift / A_clean``; see :func:`fragility`),
+* :func:`.geometry.geometry` (per-layer SSDC at the SSDC paper's tap, SSDC under RPI over K
+  permutations with a null band at initialisation, EED% and top-1 eigenvalue share),
+  :func:`.robustness.robustness` (fragility ``FS = 1 − A_shift / A_clean``, undefined within 2
+  standard errors of chance; see :func:`fragility`),
   :func:`alpha_sweep` (additive PEs), :func:`evaluate_extrapolation` / :func:`plot_extrapolation`
   (also used by ``bench eval``). The ``geometry`` / ``robustness`` functions are not re-exported
   here so that they do not shadow their submodules.
 """
 from .ssdc import ssdc, spearman, average_ranks, ssdc_from_similarity
-from .eed import eed, eed_from_moments
+from .eed import eed, eed_from_moments, eed_top1_share
 from .metrics import SSDCMetric, EEDMetric, LayerwiseGeometry
 from .geometry import rpi_permutation
-from .robustness import fragility, perturb, SHIFTS
+from .robustness import fragility, fs_undefined_reason, perturb, SHIFTS
 from .alpha import alpha_sweep, ALPHAS
 from .extrapolation import evaluate_extrapolation, default_resolutions
 from .plots import plot_geometry, plot_robustness, plot_alpha_sweep, plot_extrapolation, save_plot
@@ -35,11 +38,13 @@ __all__ = [
     "ssdc_from_similarity",
     "eed",
     "eed_from_moments",
+    "eed_top1_share",
     "SSDCMetric",
     "EEDMetric",
     "LayerwiseGeometry",
     "rpi_permutation",
     "fragility",
+    "fs_undefined_reason",
     "perturb",
     "SHIFTS",
     "alpha_sweep",
