@@ -203,9 +203,12 @@ def pad_collate(batch: Sequence[Any]) -> tuple[EventTokens, Tensor, dict[str, in
 class SpikingPatchTokenizer(nn.Module):
     """Padded spiking-patch tokens -> :class:`TokenBatch` (linear embedding of the log1p volume)."""
 
-    def __init__(self, embed_dim: int, patch_size: int, buckets: int = 8) -> None:
+    def __init__(self, embed_dim: int, patch_size: int, buckets: int = 8, **settings: Any) -> None:
+        """``settings``: the data loader's other tokenizer settings (threshold, refractory, time
+        scale, cap), kept in ``self.settings`` and the task's hyper-parameters as a record only."""
         super().__init__()
         self.patch_size, self.buckets = int(patch_size), int(buckets)
+        self.settings = dict(settings)
         self.spatial_dims = 3
         self.proj = nn.Linear(2 * self.buckets * self.patch_size ** 2, embed_dim)
 
