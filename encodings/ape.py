@@ -19,8 +19,7 @@ Worth 16x16 Words").
   4 epochs of 64 steps, seed 0) the std-0.02 table does not learn the task in time
   (val/acc1 after epochs 1-4: 0.141, 0.115, 0.115, 0.102; chance 0.125), N(0, 1) does (0.486,
   0.768, 0.887, 0.916), one seed each on a heavily loaded 2-core machine. The shapes task
-  needs position, and a table 50x smaller than the unit-variance tokens it is added to stays
-  negligible for the few hundred steps of the budget.
+  needs position (``none`` stays at chance there too).
 * CLS: prefix tokens get no position (the backbone adds them after ``encode_tokens``).
 * ``alpha`` scales the added embedding at inference (docs/ARCHITECTURE.md §4).
 """
