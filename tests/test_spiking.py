@@ -294,3 +294,18 @@ def test_robustness_perturbs_streams_before_tokenization():
     res = robustness(task, dm, seed=0)
     assert res["n_samples"] == 8 and set(res) >= {"dropout", "noise", "time_jitter"}
     assert res["time_jitter"]["params"] == {"std_ms": 10.0}
+
+
+def test_dvsgesture_flip_remap_swaps_left_and_right():
+    from pebench.datamodules.dvsgesture import FLIP_LABEL as DVS_FLIP, DVSGestureDataModule
+
+    names = DVSGestureDataModule.classes
+    for i, j in enumerate(DVS_FLIP):
+        assert DVS_FLIP[j] == i  # an involution
+        mirrored = names[i].replace("Right", "@").replace("Left", "Right").replace("@", "Left")
+        if "cw" in names[i]:  # a mirror image turns the other way
+            mirrored = mirrored.replace("ccw", "@").replace("cw", "ccw").replace("@", "cw")
+        assert names[j] == mirrored, (names[i], names[j])
+    for scene in ("jumps", "gestures"):
+        flip = FLIP_LABEL[scene]
+        assert all(flip[flip[i]] == i for i in range(8))
