@@ -142,8 +142,9 @@ Runner = Callable[[RunSpec], int]
 
 
 def _die_with_parent() -> None:
-    """``preexec_fn`` of the run subprocess: on Linux, ask the kernel to send it SIGTERM when the
-    worker that started it dies, even by SIGKILL (``prctl(PR_SET_PDEATHSIG)``); elsewhere a no-op."""
+    """On Linux, ask the kernel to send this process SIGTERM when its parent dies, even by SIGKILL
+    (``prctl(PR_SET_PDEATHSIG)``); elsewhere a no-op. Called by each sweep worker at start and, as
+    ``preexec_fn``, by the ``bench run`` subprocess a worker starts."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -549,6 +550,7 @@ def _worker(specs: Sequence[RunSpec], runner: Runner, retries: int, summary_path
 
 def _worker_main(specs: list[RunSpec], runner: Runner, retries: int, summary_path: str,
                  since: float, poll_interval: float) -> None:
+    _die_with_parent()  # a SIGKILLed sweep takes its workers along (and they their run subprocesses)
     try:
         _worker(specs, runner, retries, Path(summary_path), since, poll_interval)
     except KeyboardInterrupt:  # Ctrl-C reaches every process of the group: exit without a traceback

@@ -67,6 +67,7 @@ an accuracy is at most +-3.1 points). Each split has its own seed stream
 """
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -169,7 +170,7 @@ def _free(rng: np.random.Generator, cells: list[tuple[int, int]], taken: list[tu
     return cand[int(rng.integers(len(cand)))] if cand else None
 
 
-class ProbeGenerator:
+class ProbeGenerator(abc.ABC):
     """Scene generator of one probe (plain object: pickles into data-loader workers).
 
     Subclasses define ``kinds(rng)`` (the glyph kinds, content only), ``place(kinds, pos, split,
@@ -201,17 +202,20 @@ class ProbeGenerator:
         """What ``place`` returned for one glyph -> its scene entries."""
         return {"cell": (int(c[0]), int(c[1]))}
 
+    @abc.abstractmethod
     def kinds(self, rng: np.random.Generator) -> list[str]:
-        raise NotImplementedError
+        """The glyph kinds of one orbit (its content), drawn from ``rng``."""
 
     def label(self, kinds: list[str], pos: int) -> int:
         return pos
 
+    @abc.abstractmethod
     def place(self, kinds: list[str], pos: int, split: str, rng: np.random.Generator) -> list | None:
-        raise NotImplementedError
+        """Where the glyphs of orbit member ``pos`` go in ``split`` (None: no valid placement)."""
 
+    @abc.abstractmethod
     def label_of(self, kinds: list[str], cells: list[tuple[int, int]], canvas: int) -> int:
-        raise NotImplementedError
+        """The label of a placed scene, computed from its glyphs and cells alone."""
 
     def scene(self, seed: int, split: str, index: int) -> dict[str, Any]:
         base, pos = divmod(int(index), self.orbit)

@@ -314,3 +314,59 @@ def test_ctrl_c_stops_a_sweep_without_traceback(tmp_path: Path) -> None:
     assert p.returncode == 130, err[-2000:]
     assert "Traceback" not in err, err[-3000:]
     assert json.loads((run_dir / "results.json").read_text())["status"] == "interrupted"
+
+
+_SLEEPY = '''
+import os, time
+def sleepy_runner(spec):
+    open(os.path.join({piddir!r}, str(os.getpid())), "w").close()
+    time.sleep(120)
+    return 0
+'''
+_DRIVER = '''
+import sys
+sys.path.insert(0, {tmp!r})
+from sleepy import sleepy_runner
+from pebench.sweep import plan_sweep, run_sweep
+if __name__ == "__main__":
+    specs = plan_sweep(["d"], ["ape", "none"], [0], "m", {out!r}, [])
+    run_sweep(specs, sleepy_runner, workers=2, poll_interval=0.05)
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_sigkilled_sweep_takes_its_workers_with_it(tmp_path):
+    """Killing the ``bench sweep`` process itself (SIGKILL, no chance to clean up) must not leave its
+    worker processes running the rest of the grid as orphans."""
+    import signal
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    (tmp_path / "sleepy.py").write_text(_SLEEPY.format(piddir=str(piddir)))
+    driver = tmp_path / "driver.py"
+    driver.write_text(_DRIVER.format(tmp=str(tmp_path), out=str(tmp_path / "out")))
+    proc = subprocess.Popen([sys.executable, str(driver)], cwd=tmp_path)
+    try:
+        deadline = time.time() + 120
+        while len(list(piddir.iterdir())) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        workers = [int(p.name) for p in piddir.iterdir()]
+        assert len(workers) == 2, "the sweep did not start two workers"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.time() + 30
+        alive = set(workers)
+        while alive and time.time() < deadline:
+            for w in list(alive):
+                try:
+                    os.kill(w, 0)
+                    if Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":
+                        alive.discard(w)
+                except (ProcessLookupError, FileNotFoundError):
+                    alive.discard(w)
+            time.sleep(0.1)
+        for w in alive:
+            os.kill(w, signal.SIGKILL)
+        assert not alive, "sweep workers outlived their SIGKILLed sweep"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
