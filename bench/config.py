@@ -272,6 +272,10 @@ def resolve(cfg: RunConfig) -> RunConfig:
             raise ConfigError(f"{name} must be >= 1, got {getattr(cfg, name)}")
     if cfg.num_workers < 0:
         raise ConfigError(f"num_workers must be >= 0, got {cfg.num_workers}")
+    if cfg.deterministic and cfg.compile:
+        raise ConfigError("conflicting flags: --deterministic pins CPU kernels to a portable path and --compile "
+                          "generates host-specific ones (inductor's code under the AVX2 pin gave NaN losses on "
+                          "an AVX-512 host); run reproducible runs without --compile")
     _check_numbers(cfg)
     if not str(cfg.out).strip():
         raise ConfigError("out must name a directory, got an empty string (default: runs)")

@@ -24,7 +24,10 @@ A value the user set in the environment is kept for MKL/oneDNN but overridden fo
 ``results.json["numerics"]``. The price is speed: the AVX2 paths are slower than AVX-512 ones.
 GPUs are not covered (CUDA kernels differ per device model); other CPU architectures get no pins.
 When torch was imported before the pins could be set (pebench used as a library inside a
-process that already imported torch), the pins cannot apply and the record says so.
+process that already imported torch), the pins cannot apply, the environment is left as it was
+(the variables would otherwise leak into that process's later children and into torch.compile's
+code generation), and the record says so. DDP ranks started by Lightning re-run the command
+line, so each pins itself.
 """
 from __future__ import annotations
 
@@ -60,12 +63,12 @@ def pin_cpu_numerics() -> bool:
     if not _x86():
         _state.update(applied=False, reason=f"no CPU pins for {platform.machine()} (x86-64 only)")
         return False
+    if "torch" in sys.modules:  # too late for this process; leave the environment alone
+        _state.update(applied=False, reason="torch was imported before the pins could be set")
+        return False
     for key, value in PINNED_ENV.items():
         if key in _OVERRIDE or key not in os.environ:
             os.environ[key] = value
-    if "torch" in sys.modules:
-        _state.update(applied=False, reason="torch was imported before the pins were set")
-        return False
     _state.update(applied=True, reason=None)
     return True
 

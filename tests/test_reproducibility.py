@@ -61,10 +61,26 @@ def test_pins_do_not_apply_once_torch_is_imported(monkeypatch):
     from pebench import numerics
 
     monkeypatch.setattr(numerics, "_state", {"requested": False, "applied": False, "reason": None})
-    for key in numerics.PINNED_ENV:
-        monkeypatch.delenv(key, raising=False)
+    for key in numerics.PINNED_ENV:  # setenv first so that teardown restores the variable's absence
+        monkeypatch.setenv(key, "unset")
+        monkeypatch.delenv(key)
     applied = numerics.pin_cpu_numerics()
     rec = numerics.numerics_record()
     assert applied is False and rec["deterministic_pins"]["applied"] is False
     assert rec["deterministic_pins"]["reason"]
     assert rec["torch_cpu_capability"]  # what the process really runs is recorded either way
+    assert not any(k in os.environ for k in numerics.PINNED_ENV)  # nothing leaks to later children
+
+
+def test_pins_leave_no_trace_in_this_process():
+    """The test above must not leak the pins into later tests (torch.compile under an AVX2 pin on
+    an AVX-512 host produced NaN losses, which is why --deterministic --compile is refused)."""
+    from pebench import numerics
+
+    assert not any(k in os.environ and os.environ[k] == v for k, v in numerics.PINNED_ENV.items())
+
+
+def test_deterministic_and_compile_conflict():
+    from pebench.cli import main
+
+    assert main(["run", "--deterministic", "--compile", "--print-config"]) == 2
