@@ -2,40 +2,65 @@
 
     python benchmarks/findings.py --results results/embedded --dataset shapes --png docs/findings.png
 
-Prints one markdown table (mean ± std over seeds per PE variant: accuracy, per-layer SSDC_RPI,
-SSDC, EED%, FS under JPEG and blur) and writes a PNG of SSDC_RPI and EED% against depth.
+Prints markdown: one row per PE variant (mean over seeds with the 95 % bootstrap interval of the
+accuracy; per-layer SSDC, SSDC under RPI and its gain over the untrained twin with the twin's null
+band, EED% and the top-1 eigenvalue share; FS under JPEG and blur, "n/a" where a run reports FS
+as undefined), resolution extrapolation, and Welch's t-test between every pair of PEs for FS
+(the fragility-order claim). Writes a PNG of SSDC_RPI (with the null band) and EED% against depth.
+Layers are those the runs record (attn_in tap: 0 = LN(embedding + PE), …, L-1).
 """
 from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import os
 from collections import defaultdict
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from scipy import stats
 
 from pebench.io import atomic_write_bytes
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
+from pebench.leaderboard.stats import bootstrap_mean_ci
 
 
-def _fmt(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
-    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float) * scale
+def _finite(values) -> np.ndarray:
+    return np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+
+
+def _fmt(values, scale: float = 1.0, digits: int = 2) -> str:
+    v = _finite(values) * scale
     if v.size == 0:
-        return "—"
+        return "n/a"
     return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}" if v.size > 1 else f"{v.mean():.{digits}f}"
 
 
-def _mean_layers(rows: list[list[float | None]]) -> np.ndarray:
-    """Per-layer mean over seeds (None -> NaN, ignored)."""
-    arr = np.asarray([[np.nan if v is None else v for v in row] for row in rows], dtype=float)  # (seeds, L)
+def _mean_layers(rows) -> np.ndarray:
+    """Per-layer mean over seeds (None -> NaN, ignored); rows: (seeds, L)."""
+    arr = np.asarray([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
     return np.nanmean(arr, axis=0)
 
 
-def _layers(rows: list[list[float | None]]) -> str:
+def _layers(rows) -> str:
     return " / ".join(f"{m:.2f}" for m in _mean_layers(rows))
+
+
+def _geo(rs, key: str):
+    """Per-run layer lists of one geometry key, read from the raw results (the collector keeps
+    only the leaderboard's keys)."""
+    out = []
+    for r in rs:
+        g = r.raw.get("geometry") or r.geometry
+        out.append(g.get(key) or [None] * len(g["ssdc"]))
+    return out
+
+
+def _fs(rs, shift: str) -> list[float | None]:
+    return [(r.robustness or {}).get(shift, {}).get("fs") for r in rs]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,28 +76,60 @@ def main(argv: list[str] | None = None) -> int:
         if r.complete and r.dataset == args.dataset and r.geometry:
             by_label[r.label].append(r)
     labels = sorted(by_label, key=lambda lab: pe_sort_key(by_label[lab][0].pe, lab))
-    print("| PE | n | acc1 (%) | SSDC_RPI per layer | SSDC per layer | EED% per layer | FS jpeg | FS blur |")
-    print("|---|---:|---:|---|---|---|---:|---:|")
+    if not labels:
+        raise SystemExit(f"no complete {args.dataset} runs with geometry under {args.results}")
+    layers = (by_label[labels[0]][0].raw.get("geometry") or {}).get("layers")
+    print(f"Layers {layers}; per-layer values are means over seeds.\n")
+    print("| PE | n | acc1 % [95 % CI] | SSDC | SSDC_RPI (K perms) | RPI gain over init | init null sd "
+          "| EED% | EED top-1 share | FS jpeg | FS blur |")
+    print("|---|---:|---|---|---|---|---|---|---|---:|---:|")
     for lab in labels:
         rs = by_label[lab]
-        acc = [r.metrics.get("val/acc1") for r in rs]
-        fs = {k: [(r.robustness or {}).get(k, {}).get("fs") for r in rs] for k in ("jpeg", "blur")}
-        print(f"| {lab} | {len(rs)} | {_fmt(acc, 100, 1)} | {_layers([r.geometry['ssdc_rpi'] for r in rs])} | "
-              f"{_layers([r.geometry['ssdc'] for r in rs])} | {_layers([r.geometry['eed_percent'] for r in rs])} | "
-              f"{_fmt(fs['jpeg'], 1, 3)} | {_fmt(fs['blur'], 1, 3)} |")
+        acc = _finite([r.metrics.get("val/acc1") for r in rs]) * 100
+        lo, hi = bootstrap_mean_ci(acc.tolist()) if acc.size > 1 else (acc.mean(), acc.mean())
+        print(f"| {lab} | {len(rs)} | {acc.mean():.1f} [{lo:.1f}, {hi:.1f}] | {_layers(_geo(rs, 'ssdc'))} | "
+              f"{_layers(_geo(rs, 'ssdc_rpi'))} | {_layers(_geo(rs, 'ssdc_rpi_gain'))} | "
+              f"{_layers(_geo(rs, 'ssdc_rpi_init_sd'))} | {_layers(_geo(rs, 'eed_percent'))} | "
+              f"{_layers(_geo(rs, 'eed_top1_share'))} | {_fmt(_fs(rs, 'jpeg'), 1, 3)} | {_fmt(_fs(rs, 'blur'), 1, 3)} |")
+
+    sizes = sorted({k for lab in labels for r in by_label[lab] for k in (r.extrapolation or {})}, key=int)
+    if sizes:
+        print("\nResolution extrapolation, acc1 % (mean ± std over seeds):\n")
+        print("| PE | " + " | ".join(f"{s} px" for s in sizes) + " |")
+        print("|---|" + "---:|" * len(sizes))
+        for lab in labels:
+            cells = [_fmt([(r.extrapolation or {}).get(s) for r in by_label[lab]], 100, 1) for s in sizes]
+            print(f"| {lab} | " + " | ".join(cells) + " |")
+
+    print("\nFS, Welch's t-test between PEs (runs whose FS is undefined are left out):\n")
+    print("| shift | A | B | mean A | mean B | p |")
+    print("|---|---|---|---:|---:|---:|")
+    for shift in ("jpeg", "blur"):
+        for a, b in itertools.combinations(labels, 2):
+            fa, fb = _finite(_fs(by_label[a], shift)), _finite(_fs(by_label[b], shift))
+            if fa.size < 2 or fb.size < 2:
+                continue
+            p = stats.ttest_ind(fa, fb, equal_var=False).pvalue
+            print(f"| {shift} | {a} | {b} | {fa.mean():.3f} | {fb.mean():.3f} | {p:.3f} |")
+
     if args.png:
         fig = Figure(figsize=(10, 4))
         FigureCanvasAgg(fig)
         ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
         for lab in labels:
             rs = by_label[lab]
-            depth = np.arange(1, len(rs[0].geometry["ssdc_rpi"]) + 1)
-            ax1.plot(depth, _mean_layers([r.geometry["ssdc_rpi"] for r in rs]), marker="o", label=lab)
-            ax2.plot(depth, _mean_layers([r.geometry["eed_percent"] for r in rs]), marker="o", label=lab)
+            depth = np.asarray((rs[0].raw.get("geometry") or {}).get("layers") or range(len(rs[0].geometry["ssdc_rpi"])))
+            mean = _mean_layers(_geo(rs, "ssdc_rpi"))
+            (line,) = ax1.plot(depth, mean, marker="o", label=lab)
+            init, sd = _mean_layers(_geo(rs, "ssdc_rpi_init")), _mean_layers(_geo(rs, "ssdc_rpi_init_sd"))
+            if np.all(np.isfinite(init)) and np.all(np.isfinite(sd)):
+                ax1.fill_between(depth, init - 2 * sd, init + 2 * sd, color=line.get_color(), alpha=0.12)
+            ax2.plot(depth, _mean_layers(_geo(rs, "eed_percent")), marker="o", label=lab)
         for ax in (ax1, ax2):
             ax.set_xticks(depth)
         ax1.axhline(0, color="grey", lw=0.5)
-        ax1.set(xlabel="layer", ylabel="SSDC under RPI", title=f"{args.dataset}: SSDC_RPI (mean over seeds)")
+        ax1.set(xlabel="layer (attention input, 0 = LN(embedding + PE))", ylabel="SSDC under RPI (L1 grid distance)",
+                title=f"{args.dataset}: SSDC_RPI, mean over seeds;\nband: untrained twin ± 2 sd")
         ax2.set(xlabel="layer", ylabel="EED %", title="effective encoding dimension")
         ax1.legend(fontsize=8)
         buf = io.BytesIO()
