@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .base import BenchDataModule
+from .base import BenchDataModule, parse_resolution
 
 __all__ = ["SPLITS", "SyntheticDataset", "SyntheticSplitsDataModule", "pixel_centres", "shape_alpha", "SHAPE_KINDS",
            "random_colour"]
@@ -140,3 +140,23 @@ class SyntheticSplitsDataModule(BenchDataModule):
 
     def test_dataset(self, resolution: Any = None) -> Dataset:
         return self._dataset("test", self.val_size, resolution)
+
+
+class SquareImageSplitsDataModule(SyntheticSplitsDataModule):
+    """A synthetic image set rendered as square ``(3, S, S)`` images at any side ``S`` (training
+    side from ``resolution``; validation/test at any side, for extrapolation)."""
+
+    def _side(self, resolution: tuple[int, ...]) -> int:
+        if len(resolution) == 2 and resolution[0] != resolution[1]:
+            raise ValueError(f"{self.name} renders square images; got resolution {'x'.join(map(str, resolution))}")
+        check_size("image side", resolution)
+        return resolution[0]
+
+    def _res(self, resolution: Any) -> tuple[int, ...]:
+        res = self.resolution if resolution is None else (
+            resolution if isinstance(resolution, tuple) else parse_resolution(resolution))
+        return (self._side(res),)
+
+    def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
+        s = self._res(resolution)[0]
+        return (3, s, s)

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._image_common import IMAGENET_MEAN, IMAGENET_STD
-from ._render import SyntheticDataset, SyntheticSplitsDataModule, check_size, pixel_centres, random_colour, shape_alpha
-from .base import parse_resolution
+from ._render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour, shape_alpha
 from .registry import register_datamodule
 
 __all__ = ["ObjectsDataModule", "objects_scene", "render_objects", "OBJECT_KINDS", "NUM_OBJECT_CLASSES"]
@@ -85,7 +84,7 @@ def render_objects(scene: dict[str, Any], resolution: tuple[int, ...], rng: np.r
 
 
 @register_datamodule("objects")
-class ObjectsDataModule(SyntheticSplitsDataModule):
+class ObjectsDataModule(SquareImageSplitsDataModule):
     """One large object (10 classes: outline x fill) on clutter; see the module docstring."""
 
     modality = "image"
@@ -105,22 +104,6 @@ class ObjectsDataModule(SyntheticSplitsDataModule):
     @property
     def num_classes(self) -> int:
         return NUM_OBJECT_CLASSES
-
-    @staticmethod
-    def _side(resolution: tuple[int, ...]) -> int:
-        if len(resolution) == 2 and resolution[0] != resolution[1]:
-            raise ValueError(f"objects renders square images; got resolution {'x'.join(map(str, resolution))}")
-        check_size("image side", resolution)
-        return resolution[0]
-
-    def _res(self, resolution: Any) -> tuple[int, ...]:
-        res = self.resolution if resolution is None else (
-            resolution if isinstance(resolution, tuple) else parse_resolution(resolution))
-        return (self._side(res),)
-
-    def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
-        s = self._res(resolution)[0]
-        return (3, s, s)
 
     def _dataset(self, split: str, size: int, resolution: Any) -> SyntheticDataset:
         return SyntheticDataset(objects_scene, partial(render_objects, noise=self.noise), size, self.seed, split,

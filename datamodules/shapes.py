@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, random_colour, shape_alpha
-from .base import parse_resolution, float_option, int_option
+from ._render import SquareImageSplitsDataModule, SyntheticDataset, random_colour, shape_alpha
+from .base import float_option, int_option
 from .registry import register_datamodule
 
 __all__ = ["ShapesDataModule", "shapes_scene", "render_shapes"]
@@ -98,7 +98,7 @@ def render_shapes(scene: dict[str, Any], resolution: tuple[int, ...], rng: np.ra
 
 
 @register_datamodule("shapes")
-class ShapesDataModule(SyntheticSplitsDataModule):
+class ShapesDataModule(SquareImageSplitsDataModule):
     """Disc-vs-square relative direction (8 classes); see the module docstring."""
 
     modality = "image"
@@ -123,22 +123,6 @@ class ShapesDataModule(SyntheticSplitsDataModule):
     @property
     def num_classes(self) -> int:
         return NUM_CLASSES
-
-    @staticmethod
-    def _side(resolution: tuple[int, ...]) -> int:
-        if len(resolution) == 2 and resolution[0] != resolution[1]:
-            raise ValueError(f"shapes renders square images; got resolution {'x'.join(map(str, resolution))}")
-        check_size("image side", resolution)
-        return resolution[0]
-
-    def _res(self, resolution: Any) -> tuple[int, ...]:
-        res = self.resolution if resolution is None else (
-            resolution if isinstance(resolution, tuple) else parse_resolution(resolution))
-        return (self._side(res),)
-
-    def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
-        s = self._res(resolution)[0]
-        return (3, s, s)
 
     def _dataset(self, split: str, size: int, resolution: Any) -> SyntheticDataset:
         # partials of module-level functions (not lambdas) so datasets pickle into spawned workers

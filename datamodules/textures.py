@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 
 from ._image_common import IMAGENET_MEAN, IMAGENET_STD
-from ._render import SyntheticDataset, SyntheticSplitsDataModule, check_size, pixel_centres, random_colour
-from .base import parse_resolution
+from ._render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour
 from .registry import register_datamodule
 
 __all__ = ["TexturesDataModule", "textures_scene", "render_textures", "TEXTURE_CLASSES"]
@@ -114,7 +113,7 @@ def render_textures(scene: dict[str, Any], resolution: tuple[int, ...], rng: np.
 
 
 @register_datamodule("textures")
-class TexturesDataModule(SyntheticSplitsDataModule):
+class TexturesDataModule(SquareImageSplitsDataModule):
     """Procedural textures, 8 classes; see the module docstring."""
 
     modality = "image"
@@ -133,22 +132,6 @@ class TexturesDataModule(SyntheticSplitsDataModule):
     @property
     def num_classes(self) -> int:
         return len(TEXTURE_CLASSES)
-
-    @staticmethod
-    def _side(resolution: tuple[int, ...]) -> int:
-        if len(resolution) == 2 and resolution[0] != resolution[1]:
-            raise ValueError(f"textures renders square images; got resolution {'x'.join(map(str, resolution))}")
-        check_size("image side", resolution)
-        return resolution[0]
-
-    def _res(self, resolution: Any) -> tuple[int, ...]:
-        res = self.resolution if resolution is None else (
-            resolution if isinstance(resolution, tuple) else parse_resolution(resolution))
-        return (self._side(res),)
-
-    def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
-        s = self._res(resolution)[0]
-        return (3, s, s)
 
     def _dataset(self, split: str, size: int, resolution: Any) -> SyntheticDataset:
         return SyntheticDataset(textures_scene, partial(render_textures, noise=self.noise), size, self.seed, split,
