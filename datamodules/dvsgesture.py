@@ -218,13 +218,8 @@ class DVSGestureDataModule(BenchDataModule):
         return len(self.classes)
 
     def tokenizer_options(self) -> dict[str, Any]:
-        """What the model's tokenizer needs (``tokens=spiking``: the age-bucket count) and, as a
-        record in the task's hyper-parameters, the loader's other spiking settings (cap included)."""
-        if self.tokens != "spiking":
-            return {}
-        o = self.spiking
-        return {"buckets": o.buckets, "threshold": o.threshold, "refractory_ms": o.refractory_ms,
-                "time_scale_ms": o.time_scale_ms, "max_tokens": o.max_tokens}
+        """``tokens=spiking``: :meth:`SpikingOptions.record`; frames need nothing."""
+        return self.spiking.record() if self.tokens == "spiking" else {}
 
     def bins_and_size(self, resolution: tuple[int, ...] | None = None) -> tuple[int, int]:
         res = resolution or self.resolution

@@ -78,6 +78,12 @@ class SpikingOptions:
                 "buckets": self.buckets, "time_scale_us": self.time_scale_ms * 1000.0,
                 "max_tokens": self.max_tokens or None}
 
+    def record(self) -> dict[str, Any]:
+        """What the model's tokenizer needs (the age-bucket count) and, as a record in the task's
+        hyper-parameters, the loader's other spiking settings (cap included)."""
+        return {"buckets": self.buckets, "threshold": self.threshold, "refractory_ms": self.refractory_ms,
+                "time_scale_ms": self.time_scale_ms, "max_tokens": self.max_tokens}
+
     def tokenize(self, events: np.ndarray, sensor_hw: Sequence[int]):
         from pebench.models.spiking import spiking_patches
 
