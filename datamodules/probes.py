@@ -170,6 +170,18 @@ def _free(rng: np.random.Generator, cells: list[tuple[int, int]], taken: list[tu
     return cand[int(rng.integers(len(cand)))] if cand else None
 
 
+def _place_distractors(rng: np.random.Generator, region: list[tuple[int, int]], cells: list[tuple[int, int]],
+                       n: int) -> list[tuple[int, int]] | None:
+    """``cells`` plus ``n`` distractor cells drawn one by one from the free cells of ``region``
+    (None when the region runs out)."""
+    for _ in range(n):
+        c = _free(rng, region, cells)
+        if c is None:
+            return None
+        cells.append(c)
+    return cells
+
+
 class ProbeGenerator(abc.ABC):
     """Scene generator of one probe (plain object: pickles into data-loader workers).
 
@@ -275,12 +287,7 @@ class _DirectionProbe(ProbeGenerator):
             return None
         a = starts[int(rng.integers(len(starts)))]
         cells = [a, (a[0] + d[0], a[1] + d[1])]
-        for _ in kinds[2:]:
-            c = _free(rng, region, cells)
-            if c is None:
-                return None
-            cells.append(c)
-        return cells
+        return _place_distractors(rng, region, cells, len(kinds) - 2)
 
     def label_of(self, kinds, cells, canvas):
         return direction_label(cells[0], cells[1])
@@ -332,12 +339,7 @@ class RotationProbe(ProbeGenerator):
         starts = [c for c in region if 0 <= c[0] + dy < g and 0 <= c[1] + dx < g]
         a = starts[int(rng.integers(len(starts)))]
         cells = [a, (a[0] + dy, a[1] + dx)]
-        for _ in kinds[2:]:
-            c = _free(rng, region, cells)
-            if c is None:
-                return None
-            cells.append(c)
-        return cells
+        return _place_distractors(rng, region, cells, len(kinds) - 2)
 
     def label_of(self, kinds, cells, canvas):
         (ay, ax), (by, bx) = cells[0], cells[1]
