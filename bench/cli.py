@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from .config import (ANALYSES, ConfigError, check_resolution_syntax, config_to_yaml, load_preset, load_yaml_config,
+from .config import (ANALYSES, TASKS, ConfigError, check_resolution_syntax, config_to_yaml, load_preset, load_yaml_config,
                      merge, resolve)
 from .perf import PERF_COMMANDS
 
@@ -59,9 +59,11 @@ RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
     ("--label-smoothing", "label_smoothing", dict(type=float, metavar="X", help="cross-entropy label smoothing")),
     ("--layer-decay", "layer_decay", dict(type=float, metavar="X", help="layer-wise learning-rate decay factor")),
     ("--drop-path", "drop_path", dict(type=float, metavar="X", help="stochastic depth rate")),
-    ("--task", "task", dict(choices=["classification", "dino"],
-                            help="what to train: supervised classification or DINO self-supervised "
-                                 "(k-NN / linear probe on frozen features, EED per checkpoint)")),
+    ("--task", "task", dict(choices=list(TASKS),
+                            help="what to train (default: the dataset's own task, classification for most): "
+                                 "supervised classification, DINO self-supervised (k-NN / linear probe on "
+                                 "frozen features, EED per checkpoint), detection (COCO-style boxes) or "
+                                 "segmentation (per-point labels)")),
     ("--task-option", "task_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
                                            help="task setting, e.g. n_local=6 or out_dim=4096 for --task dino "
                                                 "(repeatable; keys: the README's DINO section)")),

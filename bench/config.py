@@ -30,7 +30,7 @@ ANALYSIS_OPTIONS = ("probe_size", "ssdc_tap", "eed_tap", "ssdc_distance", "rpi_p
                     "robustness_samples", "alpha_samples", "alpha_probe_size", "extrapolation_samples")
 
 #: ``--task`` values (one LightningModule each in pebench.models.tasks)
-TASKS = ("classification", "dino")
+TASKS = ("classification", "dino", "detection", "segmentation")
 
 #: ``--logger`` values (the CSV logger's metrics.csv is written in every case)
 LOGGERS = ("csv", "tensorboard", "wandb")
@@ -57,7 +57,7 @@ class RunConfig:
     pool: str = "mean"
     rpt: bool = False
     drop_path: float = 0.0
-    task: str = "classification"          # classification | dino (TASKS)
+    task: str | None = None               # None: the dataset's default_task (TASKS; pebench.tasks)
     task_options: dict = field(default_factory=dict)  # e.g. n_local, out_dim for --task dino
     # data
     resolution: int | str | None = None       # None: the dataset's default
@@ -261,10 +261,8 @@ def resolve(cfg: RunConfig) -> RunConfig:
                           "(got --pe none)")
     if cfg.pool == "cls" and not cfg.class_token:
         raise ConfigError("conflicting flags: --pool cls needs --class-token")
-    if cfg.task not in TASKS:
+    if cfg.task is not None and cfg.task not in TASKS:
         raise ConfigError(f"unknown task {cfg.task!r}; available: {', '.join(TASKS)}")
-    if cfg.task_options and cfg.task == "classification":
-        raise ConfigError("task_options apply to --task dino; the classification task has none")
     if cfg.pool not in ("mean", "cls"):
         raise ConfigError(f"unknown pool {cfg.pool!r}; available: mean, cls")
     for name in ("epochs", "batch_size", "num_nodes"):

@@ -91,3 +91,19 @@ def dino_analyses(analyses: list[str], explicit: bool) -> list[str]:
         raise ConfigError(f"analysis {other[0]!r} does not apply to --task dino (it reads class logits); "
                           f"use --analyses geometry or none")
     return [a for a in analyses if a == "geometry"]
+
+
+def _dino_extra_results(task: Any) -> dict[str, Any]:
+    """EED% / SSDC per layer at each checkpoint (models/tasks/dino.py)."""
+    return {"eed_checkpoints": task.eed_history}
+
+
+def _register() -> None:
+    from .tasks import TaskSetup, register_task_setup
+
+    register_task_setup(TaskSetup("dino", build=build_dino_task, primary_metric=lambda dm: "test/knn_top1",
+                                  prepare_data=prepare_dino_data, analyses=dino_analyses,
+                                  extra_results=_dino_extra_results, options=tuple(DINO_OPTIONS)))
+
+
+_register()

@@ -477,7 +477,9 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
     """
     from pebench.datamodules import get_datamodule_class
     from pebench.encodings import PEConfigError, get_pe_class
-    from pebench.models import ClassificationTask, list_models
+    from pebench.models import list_models
+
+    from .tasks import get_task_setup, resolve_task
 
     load_registries()
     cfg = resolve(cfg)
@@ -495,18 +497,15 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
     if "alpha" in analyses and not getattr(pe_cls, "additive", False):  # only an explicit --analyses alpha
         raise PEConfigError(f"analysis 'alpha' does not apply to PE {cfg.pe!r}: it scales an additive PE "
                             f"(see `bench list pes`); drop it from --analyses or use --analyses all")
-    if cfg.task == "dino":
-        from .dino_setup import dino_analyses
-        analyses = dino_analyses(analyses, explicit)
+    setup = get_task_setup(resolve_task(cfg).task)
+    analyses = setup.analyses(analyses, explicit)
     _check_logger_installed(cfg.logger)
     try:
         dm = dm_cls(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
                     resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
     except TypeError as e:
         raise ConfigError(f"invalid data options for dataset {cfg.dataset!r}: {e}") from None
-    if cfg.task == "dino":  # multi-crop views + k-NN loaders around the dataset's datamodule
-        from .dino_setup import prepare_dino_data
-        dm = prepare_dino_data(cfg, dm)
+    dm = setup.prepare_data(cfg, dm)  # e.g. DINO's multi-crop views + k-NN loaders around the dataset's
     if getattr(dm, "tokens", "frames") == "spiking":
         from pebench.datamodules.event_transforms import spiking_analyses
         analyses = spiking_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]))
@@ -514,14 +513,7 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
     _check_data_root(dm, cfg.max_skipped_fraction)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     try:
-        from .dino_setup import build_dino_task
-        task = build_dino_task(cfg, dm, grid) if cfg.task == "dino" else ClassificationTask(
-            modality=dm.modality, num_classes=dm.num_classes, in_chans=dm.in_chans, model=cfg.model, pe=cfg.pe,
-            pe_options=cfg.pe_options, patch_size=dm.patch_size, tubelet=dm.tubelet, num_groups=dm.num_groups,
-            train_grid=grid, class_token=cfg.class_token, pool=cfg.pool, lr=cfg.lr, weight_decay=cfg.weight_decay,
-            warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs, label_smoothing=cfg.label_smoothing, rpt=cfg.rpt,
-            layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, tokens=getattr(dm, "tokens", "frames"),
-            tokenizer_options=dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else None)
+        task = setup.build(cfg, dm, grid)
     except TypeError as e:
         if "keyword argument" in str(e):
             raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None
@@ -557,7 +549,7 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
     if cfg.batch_size % world:
         _indivisible(cfg.batch_size, world)
     dm.batch_size = cfg.batch_size // world  # per-rank batch; the global batch stays cfg.batch_size
-    return {"cfg": cfg, "dm": dm, "task": task, "trainer": trainer, "run_dir": run_dir, "analyses": analyses,
+    return {"cfg": cfg, "dm": dm, "task": task, "setup": setup, "trainer": trainer, "run_dir": run_dir, "analyses": analyses,
             "explicit_analyses": explicit, "counter": counter}
 
 
@@ -615,8 +607,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     results: dict[str, Any] = {
         "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "model": cfg.model, "seed": cfg.seed,
         "task": cfg.task, "status": "running", "metrics": {},
-        "primary_metric": "test/knn_top1" if cfg.task == "dino" else
-        "test/acc1" if getattr(dm, "has_test_split", False) else "val/acc1",
+        "primary_metric": parts["setup"].primary_metric(dm),
         "skipped_samples": {}, "analyses": parts["analyses"], "config": config, "versions": _versions(),
         "numerics": numerics_record(),
         "git_sha": _git_sha(), "wall_time_s": None, "n_params": sum(p.numel() for p in task.parameters()),
@@ -669,8 +660,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             test = trainer.test(task, datamodule=dm, verbose=False)
             metrics.update(test[0] if test else {})
         results["metrics"] = {k: float(v) for k, v in sorted(metrics.items())}
-        if cfg.task == "dino":  # EED% / SSDC per layer at each checkpoint (models/tasks/dino.py)
-            results["eed_checkpoints"] = task.eed_history
+        results.update(parts["setup"].extra_results(task))
         results["val_samples"] = parts["counter"].total
         results["skipped_samples"], data_problem = _skip_report(task, dm, parts["counter"], cfg.max_skipped_fraction)
         if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():

@@ -108,6 +108,10 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
     tubelet: ClassVar[int] = 2
     #: points: number of groups (tokens) at the default resolution
     num_groups: ClassVar[int] = 64
+    #: the task ``bench run`` trains when ``--task`` is not given, and the tasks this dataset supports
+    #: (pebench.tasks)
+    default_task: ClassVar[str] = "classification"
+    tasks: ClassVar[tuple[str, ...]] = ("classification", "dino")
 
     def __init__(self, batch_size: int = 64, num_workers: int = 0, seed: int = 0,
                  resolution: int | str | None = None, data_root: str | None = None, **kwargs: Any) -> None:

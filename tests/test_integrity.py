@@ -144,8 +144,11 @@ def test_sweep_computes_fingerprints_and_threads(tmp_path, monkeypatch):
     assert main(["sweep", "--pes", "ape", "--seeds", "0,1", "--workers", "2", "--epochs", "2",
                  "--out", str(tmp_path / "s")]) == 0
     assert len(seen) == 2 and len({s.fingerprint for s in seen}) == 1  # two seeds of one configuration
-    assert seen[0].fingerprint == fingerprint(config_to_dict(resolve(RunConfig(
-        dataset="shapes", pe="ape", epochs=2, out=str(tmp_path / "s")))))
+    from pebench.tasks import resolve_task
+
+    expected = resolve_task(resolve(RunConfig(dataset="shapes", pe="ape", epochs=2, out=str(tmp_path / "s"))))
+    assert expected.task == "classification"  # the dataset's default task, as the run records it
+    assert seen[0].fingerprint == fingerprint(config_to_dict(expected))
     assert all(s.threads == sweep_threads(2) for s in seen)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert sweep_threads(2) == max(1, cores // 2) and sweep_threads(10 ** 6) == 1
