@@ -116,7 +116,7 @@ def train_grid_for(dm: Any) -> tuple[int, ...] | None:
 def _kept_skipped(batch: Any) -> tuple[int, int]:
     """-> (samples in the batch, corrupt samples the collate function dropped from it)."""
     info = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 and isinstance(batch[2], dict) else {}
-    return int(batch[1].shape[0]), int(info.get("skipped", 0))
+    return len(batch[1]), int(info.get("skipped", 0))  # labels (B,) or a list of B target dicts (detection)
 
 
 class _ValSampleCounter(Callback):

@@ -1,0 +1,99 @@
+"""``bench run --task detection``: the detection task (``models/tasks/detection.py``) from a RunConfig.
+
+Run options keep their meaning (``lr`` the AdamW peak learning rate, ``weight_decay``,
+``warmup_epochs``, ``layer_decay``, ``drop_path``, ``resolution`` the padded square input side).
+Detector settings are ``--task-option KEY=VALUE`` (:data:`DETECTION_OPTIONS`): ``fpn_dim`` (pyramid
+channels; default the backbone width), ``pyramid_levels`` (3: strides p/2, p, 2p; 4 adds 4p),
+``head_convs`` (convolutions per FCOS tower; 4 in FCOS), ``score_thresh`` / ``nms_thresh`` /
+``detections_per_img`` / ``topk_candidates`` (post-processing; COCO-style 0.05 / 0.6 / 100 / 1000),
+``center_sampling_radius`` (FCOS, 1.5).
+
+Primary metric ``val/map`` (COCO mAP@[.5:.95] in the original frame); datasets with a held-out test
+split also report ``test/map``. Analyses: ``geometry`` (SSDC / EED on the backbone tokens) applies;
+``robustness``, ``alpha`` and ``extrapolation`` are written for class logits and are not run for
+detection (asking for one explicitly is a one-line error).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .config import ConfigError
+
+__all__ = ["DETECTION_OPTIONS", "build_detection_task", "detection_analyses"]
+
+#: task option -> default (None: derived, see the module docstring)
+DETECTION_OPTIONS: dict[str, Any] = {
+    "fpn_dim": None, "pyramid_levels": 3, "head_convs": 4, "score_thresh": 0.05, "nms_thresh": 0.6,
+    "detections_per_img": 100, "topk_candidates": 1000, "center_sampling_radius": 1.5,
+}
+_INT = ("fpn_dim", "pyramid_levels", "head_convs", "detections_per_img", "topk_candidates")
+
+
+def _options(cfg: Any) -> dict[str, Any]:
+    unknown = sorted(set(cfg.task_options) - set(DETECTION_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown task option {unknown[0]!r} for --task detection; available: "
+                          f"{', '.join(DETECTION_OPTIONS)}")
+    opts = {**DETECTION_OPTIONS, **cfg.task_options}
+    for k, v in opts.items():
+        if v is None:
+            continue
+        try:
+            opts[k] = int(v) if k in _INT else float(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"--task-option {k} must be a number, got {v!r}") from None
+        if k in _INT and (isinstance(v, float) and not float(v).is_integer()):
+            raise ConfigError(f"--task-option {k} must be an integer, got {v!r}")
+    if opts["fpn_dim"] is not None and (opts["fpn_dim"] < 32 or opts["fpn_dim"] % 32):
+        raise ConfigError(f"--task-option fpn_dim must be a positive multiple of 32 (FCOS's GroupNorm(32)), "
+                          f"got {opts['fpn_dim']}")
+    if opts["pyramid_levels"] not in (3, 4):
+        raise ConfigError(f"--task-option pyramid_levels must be 3 or 4, got {opts['pyramid_levels']}")
+    for k in ("head_convs", "detections_per_img", "topk_candidates"):
+        if opts[k] < (0 if k == "head_convs" else 1):
+            raise ConfigError(f"--task-option {k} must be >= {0 if k == 'head_convs' else 1}, got {opts[k]}")
+    for k in ("score_thresh", "nms_thresh"):
+        if not 0.0 <= opts[k] <= 1.0:
+            raise ConfigError(f"--task-option {k} must be in [0, 1], got {opts[k]}")
+    if opts["center_sampling_radius"] <= 0:
+        raise ConfigError(f"--task-option center_sampling_radius must be > 0, got {opts['center_sampling_radius']}")
+    return opts
+
+
+def build_detection_task(cfg: Any, dm: Any, grid: Any) -> Any:
+    from pebench.models.tasks.detection import DetectionTask
+
+    if getattr(dm, "tokens", "frames") != "frames":
+        raise ConfigError("--task detection needs tokens on a grid (tokens=frames)")
+    if cfg.pool != "mean":
+        raise ConfigError("--pool does not apply to --task detection (it reads the token map, not a pooled token)")
+    if cfg.rpt:
+        raise ConfigError("--rpt is not implemented for --task detection")
+    return DetectionTask(modality=dm.modality, num_classes=dm.num_classes, in_chans=dm.in_chans, model=cfg.model,
+                         pe=cfg.pe, pe_options=cfg.pe_options, patch_size=dm.patch_size,
+                         tubelet=getattr(dm, "tubelet", 2), train_grid=grid, class_token=cfg.class_token,
+                         lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_epochs=cfg.warmup_epochs,
+                         epochs=cfg.epochs, layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, **_options(cfg))
+
+
+def detection_analyses(analyses: list[str], explicit: bool) -> list[str]:
+    """Only ``geometry`` applies (robustness, alpha and extrapolation read class logits)."""
+    other = [a for a in analyses if a != "geometry"]
+    if explicit and other:
+        raise ConfigError(f"analysis {other[0]!r} does not apply to --task detection (it reads class logits); "
+                          f"use --analyses geometry or none")
+    return [a for a in analyses if a == "geometry"]
+
+
+def _primary(dm: Any) -> str:
+    return "val/map"
+
+
+def _register() -> None:
+    from .tasks import TaskSetup, register_task_setup
+
+    register_task_setup(TaskSetup("detection", build=build_detection_task, primary_metric=_primary,
+                                  analyses=detection_analyses, options=tuple(DETECTION_OPTIONS)))
+
+
+_register()

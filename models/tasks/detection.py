@@ -1,0 +1,223 @@
+"""``detection``: 2-D object detection on the PE-pluggable ViT (docs/ARCHITECTURE.md §8).
+
+tokenizer (:func:`~.classification.build_tokenizer`: patches for images, tubelets for binned events)
+-> backbone (any ``--pe``; coords in patch units as everywhere) -> the last block's tokens as a
+``(B, D, H/p, W/p)`` map (event tubelets ``(T', H', W')`` are averaged over ``T'``) -> ViTDet's
+simple feature pyramid -> torchvision's FCOS head, losses and post-processing
+(:mod:`pebench.models.detection_pyramid`).
+
+Batches follow ``datamodules/detection_common.py``: ``(inputs, targets[, info])`` with xyxy boxes
+in the input frame. Training logs ``train/loss`` (sum of FCOS's focal classification, GIoU
+regression and centre-ness losses; each also logged). Validation / test log the same losses
+(``val/loss``) and COCO mAP from :class:`~pebench.analysis.coco_eval.CocoEvaluator` against the
+datamodule's ``coco_gt(split)`` in the original frame: ``val/map`` (primary), ``val/map_50``,
+``val/map_75``, ``val/map_small``, ``val/map_medium``, ``val/map_large`` (``test/*`` likewise) and
+``val/map_images`` (distinct images evaluated).
+
+Optimisation as the classification task: AdamW (no decay on norms, biases, PE tables), linear
+warm-up then cosine decay per step, optional layer-wise lr decay (the pyramid and head count as
+the top layer). The analysis interface (``tokenizer``, ``backbone``, ``tokenize``,
+``permute_content``, ``features``, ``tokenize_count``, ``modality``) is the classification task's,
+so geometry (SSDC / EED on the backbone tokens) applies unchanged.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import lightning as L
+import torch
+from torch import Tensor
+from torchmetrics.aggregation import MeanMetric, SumMetric
+
+from ..detection_pyramid import Detector
+from ..vit import VIT_PRESETS, build_backbone
+from .classification import ClassificationTask, NonFiniteLossError, build_tokenizer
+
+__all__ = ["DetectionTask"]
+
+
+def _split(batch: Sequence[Any]) -> tuple[Tensor, list[dict], int]:
+    inputs, targets = batch[0], batch[1]
+    info = batch[2] if len(batch) > 2 else {}
+    return inputs, list(targets), int(info.get("skipped", 0)) if isinstance(info, dict) else 0
+
+
+class DetectionTask(L.LightningModule):
+    task_name = "detection"
+
+    def __init__(self, modality: str = "image", num_classes: int = 80, in_chans: int = 3, model: str = "vit-nano",
+                 pe: str = "none", pe_options: dict | None = None, patch_size: int = 16, tubelet: int = 2,
+                 train_grid: Sequence[int] | None = None, class_token: bool = False, lr: float = 1e-3,
+                 weight_decay: float = 0.05, warmup_epochs: float = 1.0, epochs: int = 10,
+                 layer_decay: float | None = None, drop_path: float = 0.0, fpn_dim: int | None = None,
+                 pyramid_levels: int = 3, head_convs: int = 4, score_thresh: float = 0.05, nms_thresh: float = 0.6,
+                 detections_per_img: int = 100, topk_candidates: int = 1000,
+                 center_sampling_radius: float = 1.5) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if model not in VIT_PRESETS:
+            raise ValueError(f"unknown model {model!r}; available: {', '.join(VIT_PRESETS)}")
+        if modality not in ("image", "events"):
+            raise ValueError(f"the detection task takes images or binned events, not {modality}")
+        dim = VIT_PRESETS[model].embed_dim
+        self.modality = modality
+        self.tokens = "frames"
+        self.tokenizer = build_tokenizer(modality, dim, in_chans, patch_size, tubelet, 64)
+        self.backbone = build_backbone(model, pe=pe, spatial_dims=2 if modality == "image" else 3,
+                                       grid=tuple(train_grid) if train_grid else None, class_token=class_token,
+                                       drop_path_rate=drop_path, **(pe_options or {}))
+        self.detector = Detector(dim, num_classes, patch_size, out_channels=int(fpn_dim or dim),
+                                 levels=pyramid_levels, head_convs=head_convs, score_thresh=score_thresh,
+                                 nms_thresh=nms_thresh, detections_per_img=detections_per_img,
+                                 topk_candidates=topk_candidates, center_sampling_radius=center_sampling_radius)
+        self.rpt = False
+        self.skipped = SumMetric()
+        self._skipped_restored = 0.0
+        self.val_loss = MeanMetric()
+        self.test_loss = MeanMetric()
+        from pebench.analysis.coco_eval import CocoEvaluator
+        self.evaluators = {"val": CocoEvaluator(), "test": CocoEvaluator()}
+
+    # ------------------------------------------------------------------ analysis interface (shared)
+    tokenize = ClassificationTask.tokenize
+    permute_content = staticmethod(ClassificationTask.permute_content)
+    features = ClassificationTask.features
+    tokenize_count = ClassificationTask.tokenize_count
+    _layer_id = ClassificationTask._layer_id
+    param_groups = ClassificationTask.param_groups
+    configure_optimizers = ClassificationTask.configure_optimizers
+    skipped_total = ClassificationTask.skipped_total
+    on_save_checkpoint = ClassificationTask.on_save_checkpoint
+    on_load_checkpoint = ClassificationTask.on_load_checkpoint
+
+    # ------------------------------------------------------------------ model
+    def token_map(self, inputs: Tensor, content_perm: Tensor | None = None) -> Tensor:
+        """Inputs -> the last block's patch tokens as a map ``(B, D, H', W')`` (tubelets: mean over T')."""
+        tb = self.permute_content(self.tokenize(inputs), content_perm)
+        if tb.grid is None:
+            raise ValueError("the detection task needs tokens on a grid (tokens=frames)")
+        tokens = self.backbone(tb.x, tb.coords, tb.grid, tb.mask)[:, self.backbone.num_prefix_tokens:]  # (B, N, D)
+        B, N, D = tokens.shape
+        fmap = tokens.transpose(1, 2).reshape(B, D, *tb.grid)  # row-major grid order
+        if fmap.dim() == 5:  # (B, D, T', H', W') -> (B, D, H', W')
+            fmap = fmap.mean(dim=2)
+        return fmap
+
+    def _sizes(self, inputs: Tensor, targets: list[dict] | None) -> tuple[tuple[int, int], list[tuple[int, int]]]:
+        from pebench.datamodules.detection_common import content_size
+
+        hw = (int(inputs.shape[-2]), int(inputs.shape[-1]))
+        if targets is None:
+            return hw, [hw] * inputs.shape[0]
+        return hw, [content_size(t, hw) for t in targets]
+
+    @staticmethod
+    def _to_device(targets: list[dict], device: torch.device) -> list[dict]:
+        return [{**t, "boxes": t["boxes"].to(device).float(), "labels": t["labels"].to(device).long()}
+                for t in targets]
+
+    def forward(self, inputs: Tensor, targets: list[dict] | None = None,
+                content_perm: Tensor | None = None) -> list[dict[str, Tensor]]:
+        """Detections ``[{"boxes" (n, 4) xyxy input px, "scores" (n,), "labels" (n,)}] * B`` (boxes
+        clipped to each image's un-padded content when ``targets`` give its size)."""
+        hw, sizes = self._sizes(inputs, targets)
+        return self.detector(self.token_map(inputs, content_perm), hw, sizes)[1]
+
+    def losses(self, inputs: Tensor, targets: list[dict], detect: bool = False
+               ) -> tuple[dict[str, Tensor], list[dict] | None]:
+        hw, sizes = self._sizes(inputs, targets)
+        losses, dets = self.detector(self.token_map(inputs), hw, sizes, self._to_device(targets, inputs.device),
+                                     detect=detect)
+        return losses, dets
+
+    # ------------------------------------------------------------------ steps
+    def training_step(self, batch: Sequence[Any], batch_idx: int) -> Tensor | None:
+        inputs, targets, skipped = _split(batch)
+        self.skipped.update(torch.tensor(float(skipped), device=self.device))
+        if not targets:
+            return None  # a batch of only corrupt samples
+        losses, _ = self.losses(inputs, targets)
+        loss = sum(losses.values())
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"non-finite training loss {loss.item()} at global step {self.global_step}, "
+                                     f"epoch {self.current_epoch}, batch {batch_idx}")
+        n = len(targets)
+        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
+        for k, v in losses.items():
+            self.log(f"train/loss_{k}", v.detach(), on_step=False, on_epoch=True, batch_size=n)
+        return loss
+
+    def _eval_step(self, batch: Sequence[Any], split: str) -> None:
+        inputs, targets, skipped = _split(batch)
+        self.skipped.update(torch.tensor(float(skipped), device=self.device))
+        if not targets:
+            return
+        dm = self._datamodule()
+        losses, dets = self.losses(inputs, targets, detect=True)
+        metric = self.val_loss if split == "val" else self.test_loss
+        metric.update(sum(losses.values()).detach(), weight=len(targets))
+        self.log(f"{split}/loss", metric, on_step=False, on_epoch=True)
+        self.evaluators[split].update(dets, targets, dm.label_to_category_id, getattr(dm, "filter_predictions", None))
+
+    def _datamodule(self) -> Any:
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if dm is None or not hasattr(dm, "coco_gt"):
+            raise ValueError("the detection task evaluates against datamodule.coco_gt(split); "
+                             "run it with a detection datamodule (trainer.fit/validate(..., datamodule=dm))")
+        return dm
+
+    def _eval_epoch_end(self, split: str) -> None:
+        ev = self.evaluators[split]
+        metrics, n = ev.compute(self._datamodule().coco_gt(split))
+        ev.reset()
+        for k, v in metrics.items():
+            self.log(f"{split}/{k}", float(v), prog_bar=k == "map", on_epoch=True, sync_dist=False)
+        self.log(f"{split}/map_images", float(n), on_epoch=True, sync_dist=False)
+
+    def on_validation_epoch_start(self) -> None:
+        self.evaluators["val"].reset()
+
+    def on_test_epoch_start(self) -> None:
+        self.evaluators["test"].reset()
+
+    def validation_step(self, batch: Sequence[Any], batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch: Sequence[Any], batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_epoch_end("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_epoch_end("test")
+
+    # ------------------------------------------------------------------ evaluation outside Lightning
+    @torch.no_grad()
+    def evaluate_map(self, loader: Any, coco_gt: Any, label_to_category_id: Sequence[int],
+                     filter_predictions: Any = None, max_samples: int | None = None) -> tuple[dict[str, float], int]:
+        """COCO mAP of this model over ``loader`` (single process; analyses) -> (metrics, images)."""
+        from pebench.analysis.coco_eval import CocoEvaluator
+
+        ev = CocoEvaluator()
+        was = self.training
+        self.eval()
+        seen = 0
+        try:
+            for batch in loader:
+                inputs, targets, _ = _split(batch)
+                if not targets:
+                    continue
+                if max_samples is not None and seen >= max_samples:
+                    break
+                if max_samples is not None and seen + len(targets) > max_samples:
+                    inputs, targets = inputs[: max_samples - seen], targets[: max_samples - seen]
+                dets = self(inputs.to(self.device), targets)
+                ev.update(dets, targets, label_to_category_id, filter_predictions)
+                seen += len(targets)
+        finally:
+            self.train(was)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ev.compute(coco_gt)
