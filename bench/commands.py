@@ -171,7 +171,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     from pebench.encodings import get_pe_class, list_pes
 
     from .cli import build_parser, run_config_from_args
-    from .config import config_to_dict
+    from .config import config_to_dict, variant_name
     from .integrity import fingerprint
     from .tasks import resolve_task
     from .run import check_writable, load_registries
@@ -218,8 +218,10 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     # sweep with one line before anything is created, and each run gets its fingerprint (a complete
     # run is skipped only when it was made with this configuration) and its share of the cores.
     threads = sweep_threads(args.workers)
-    specs = [dataclasses.replace(s, fingerprint=fingerprint(config_to_dict(resolve_task(
-        run_config_from_args(build_parser().parse_args(s.command()[3:]))))), threads=threads) for s in specs]
+    cfgs = [resolve_task(run_config_from_args(build_parser().parse_args(s.command()[3:]))) for s in specs]
+    # the run directory bench run will write (e.g. <pe>+spiking with --data-option tokens=spiking)
+    specs = [dataclasses.replace(s, fingerprint=fingerprint(config_to_dict(c)), threads=threads,
+                                 variant=variant_name(c)) for s, c in zip(specs, cfgs)]
     check_writable(args.out)
     outcomes = sweep.run_sweep(specs, retries=args.retries, workers=args.workers)
     rows = [[o.get("key"), o.get("status"), o.get("attempts")] for o in outcomes]

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import yaml
 
 __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_presets", "merge",
-           "resolve", "config_to_dict", "run_dir_for", "variant_name", "parse_analyses", "ANALYSES",
+           "resolve", "config_to_dict", "run_dir_for", "variant_name", "tokens_suffix", "parse_analyses", "ANALYSES",
            "check_resolution_syntax",
            "DEFAULT_PE_PREFERENCE"]
 
@@ -352,9 +352,35 @@ def config_to_yaml(cfg: RunConfig) -> str:
     return yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
 
 
+def dataset_default_tokens(dataset: str) -> str | None:
+    """The default of dataset ``dataset``'s ``tokens`` data option (``frames`` for dvsgesture and
+    synthetic-events), or None when it has no such option or is not registered."""
+    import inspect
+
+    try:
+        from pebench.datamodules import get_datamodule_class
+
+        param = inspect.signature(get_datamodule_class(dataset).__init__).parameters.get("tokens")
+    except (ImportError, KeyError, ValueError):
+        return None
+    return None if param is None or param.default is inspect.Parameter.empty else str(param.default).lower()
+
+
+def tokens_suffix(cfg: RunConfig) -> str:
+    """``+<tokens>`` (e.g. ``+spiking``) when the ``tokens`` data option picks a token kind other
+    than the dataset's default, else ``""``: spiking and frames runs of one dataset, PE and seed
+    get different run directories and variant labels."""
+    tokens = cfg.data.get("tokens")
+    if tokens is None:
+        return ""
+    tokens = str(tokens).strip().lower()
+    return "" if tokens == dataset_default_tokens(cfg.dataset) else f"+{tokens}"
+
+
 def variant_name(cfg: RunConfig) -> str:
-    """The PE variant: the PE name, ``+rpt`` when trained with random permutations."""
-    return f"{cfg.pe}+rpt" if cfg.rpt else str(cfg.pe)
+    """The PE variant: the PE name, ``+rpt`` when trained with random permutations, then
+    :func:`tokens_suffix` (``pape+spiking``, ``ape+rpt+spiking``)."""
+    return (f"{cfg.pe}+rpt" if cfg.rpt else str(cfg.pe)) + tokens_suffix(cfg)
 
 
 def run_dir_for(cfg: RunConfig) -> Path:

@@ -108,6 +108,9 @@ class RunSpec:
     fingerprint: str | None = None
     #: torch threads of the ``bench run`` subprocess (OMP_NUM_THREADS); None: inherit
     threads: int | None = None
+    #: the run directory's variant name when it is not ``pe`` (``pebench.config.variant_name``:
+    #: ``pape+spiking`` when ``extra_args`` hold ``--data-option tokens=spiking``); None: ``pe``
+    variant: str | None = None
 
     @property
     def rpt(self) -> bool:
@@ -121,12 +124,12 @@ class RunSpec:
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.out) / self.dataset / self.pe / self.model / f"seed{self.seed}"
+        return Path(self.out) / self.dataset / (self.variant or self.pe) / self.model / f"seed{self.seed}"
 
     @property
     def key(self) -> str:
         """Stable identifier, also the key in ``sweep_summary.json``."""
-        return f"{self.dataset}/{self.pe}/{self.model}/seed{self.seed}"
+        return f"{self.dataset}/{self.variant or self.pe}/{self.model}/seed{self.seed}"
 
     def command(self) -> list[str]:
         """The ``bench run`` command line the default runner executes."""

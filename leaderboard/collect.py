@@ -18,7 +18,8 @@ Rules
   (``NaN`` as written by ``json.dumps(allow_nan=True)``) are kept; the renderer prints them.
 * The row label names the PE variant: ``pebench.encodings.variant_label(pe, config.pe_options)``
   (the PE, plus its non-default options), then ``+rpt`` when trained with random permutations
-  (``rpt`` true, in ``config`` or at top level, or a ``variant`` ending in ``+rpt``).
+  (``rpt`` true, in ``config`` or at top level, or ``+rpt`` in the ``variant``), then the token
+  kind when it is not the dataset's default (``+spiking``: the ``variant``'s other suffixes).
 * Each record carries its configuration ``fingerprint`` (``pebench.integrity.grouping_fingerprint``:
   the recorded one, or for older files that of their ``config``) and ``git_sha``; the renderer
   never averages records whose fingerprints or code versions differ.
@@ -218,10 +219,12 @@ def _label(data: dict[str, Any]) -> str:
     pe = data["pe"]
     cfg = data.get("config") if isinstance(data.get("config"), dict) else {}
     variant = data.get("variant")
-    rpt = data.get("rpt") is True or cfg.get("rpt") is True or (isinstance(variant, str) and variant.endswith("+rpt"))
+    # variant = <pe>[+rpt][+<tokens>] (pebench.config.variant_name); older files: <pe>[+rpt]
+    parts = variant[len(pe):].split("+")[1:] if isinstance(variant, str) and variant.startswith(pe) else []
+    rpt = data.get("rpt") is True or cfg.get("rpt") is True or "rpt" in parts
     opts = cfg.get("pe_options") if isinstance(cfg.get("pe_options"), dict) else {}
     base = _variant_label(pe, opts)
-    return f"{base}+rpt" if rpt else base
+    return (f"{base}+rpt" if rpt else base) + "".join(f"+{p}" for p in parts if p != "rpt")
 
 
 def _provenance(data: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -259,7 +259,7 @@ def test_fast_dev_run_synthetic_events_spiking(pe, tmp_path):
     rc = main(["run", "--dataset", "synthetic-events", "--pe", pe, "--fast-dev-run", "--batch-size", "4",
                "--data-option", "tokens=spiking", "--no-progress-bar", "--out", str(out)])
     assert rc == 0
-    res = json.loads((out / "synthetic-events" / pe / "vit-nano" / "seed0" / "results.json").read_text())
+    res = json.loads((out / "synthetic-events" / f"{pe}+spiking" / "vit-nano" / "seed0" / "results.json").read_text())
     assert res["status"] == "complete" and 0.0 <= res["metrics"]["val/acc1"] <= 1.0
 
 
@@ -273,8 +273,8 @@ def test_fast_dev_run_dvsgesture_fixture_spiking(pe, tmp_path):
                "--data-option", "spike_threshold=3", "--data-option", "augment=true", "--no-progress-bar",
                "--out", str(out)])
     assert rc == 0
-    res = json.loads((out / "dvsgesture" / pe / "vit-nano" / "seed0" / "results.json").read_text())
-    assert res["status"] == "complete"
+    res = json.loads((out / "dvsgesture" / f"{pe}+spiking" / "vit-nano" / "seed0" / "results.json").read_text())
+    assert res["status"] == "complete" and res["variant"] == f"{pe}+spiking"
 
 
 def test_robustness_perturbs_streams_before_tokenization():
@@ -309,3 +309,32 @@ def test_dvsgesture_flip_remap_swaps_left_and_right():
     for scene in ("jumps", "gestures"):
         flip = FLIP_LABEL[scene]
         assert all(flip[flip[i]] == i for i in range(8))
+
+
+# ------------------------------------------------------------------------------- run directories
+def test_spiking_and_frames_runs_get_their_own_run_dirs_and_rows(tmp_path, monkeypatch):
+    from pebench import sweep
+    from pebench.config import RunConfig, run_dir_for, variant_name
+    from pebench.integrity import fingerprint
+    from pebench.leaderboard.collect import _label
+
+    def cfg(**data):
+        return RunConfig(dataset="synthetic-events", pe="pape", out=str(tmp_path), data=data)
+    names = [variant_name(cfg()), variant_name(cfg(tokens="frames")), variant_name(cfg(tokens="Spiking")),
+             variant_name(RunConfig(dataset="dvsgesture", pe="ape", rpt=True, data={"tokens": "spiking"}))]
+    assert names == ["pape", "pape", "pape+spiking", "ape+rpt+spiking"]  # frames is both datasets' default
+    assert run_dir_for(cfg(tokens="spiking")) == tmp_path / "synthetic-events" / "pape+spiking" / "vit-nano" / "seed0"
+    from pebench.config import config_to_dict
+    assert fingerprint(config_to_dict(cfg(tokens="spiking"))) != fingerprint(config_to_dict(cfg()))
+    # leaderboard rows: the token kind is part of the label, next to +rpt
+    assert _label({"pe": "pape", "variant": "pape+spiking", "config": {}}) == "pape+spiking"
+    assert _label({"pe": "ape", "variant": "ape+rpt+spiking", "config": {}}) == "ape+rpt+spiking"
+    assert _label({"pe": "ape", "variant": "ape+rpt", "config": {}}) == "ape+rpt"
+    # bench sweep watches the directory bench run writes
+    seen = []
+    monkeypatch.setattr(sweep, "run_sweep", lambda specs, **kw: seen.extend(specs) or [])
+    assert main(["sweep", "--datasets", "synthetic-events", "--pes", "pape,ape+rpt", "--seeds", "0",
+                 "--data-option", "tokens=spiking", "--out", str(tmp_path)]) == 0
+    assert [s.key for s in seen] == ["synthetic-events/pape+spiking/vit-nano/seed0",
+                                     "synthetic-events/ape+rpt+spiking/vit-nano/seed0"]
+    assert seen[1].run_dir == tmp_path / "synthetic-events" / "ape+rpt+spiking" / "vit-nano" / "seed0"
