@@ -55,7 +55,8 @@ from .event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_token
 from .registry import register_datamodule
 
 __all__ = ["SyntheticEventsDataModule", "EventDataset", "SpikingEventDataset", "EVENT_DTYPE", "GESTURES",
-           "events_scene", "jumps_scene", "render_events", "events_to_voxels", "SCENES", "QUADRANT_ORIGINS"]
+           "events_scene", "jumps_scene", "render_events", "contrast_events", "events_to_voxels", "SCENES",
+           "QUADRANT_ORIGINS"]
 
 #: == ``tonic.datasets.DVSGesture.dtype`` (spelled out: importing tonic costs ~3 s; a test checks it)
 EVENT_DTYPE = np.dtype([("x", "<i2"), ("y", "<i2"), ("p", "?"), ("t", "<i8")])
@@ -137,6 +138,29 @@ def trajectory(scene: dict[str, Any], t: np.ndarray) -> tuple[np.ndarray, np.nda
     return np.full_like(s, scene["centre"][0]), np.full_like(s, scene["centre"][1]), r0 + s * (r1 - r0)
 
 
+def contrast_events(logi: np.ndarray, thr: np.ndarray, step_us: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Idealised DVS pixels (ESIM): log intensities ``logi`` ``(K + 1, P)`` of ``P`` pixels at ``K + 1``
+    instants ``step_us`` apart and per-pixel contrast thresholds ``thr`` ``(P,)`` -> the events
+    ``(pixel index, t in µs (float), polarity ON)``, three ``(n,)`` arrays ordered by step, not by time.
+
+    Each pixel's reference level is ``L0 + m * thr`` (``m`` integer); a step moving ``L`` to ``u``
+    thresholds above ``L0`` fires until the reference is within one threshold,
+    ``m_k = clip(m_{k-1}, floor u, ceil u)``; a step's events are spread evenly inside it."""
+    steps = logi.shape[0] - 1
+    act = np.flatnonzero(np.ptp(logi, axis=0) >= thr.min())  # pixels that can fire at all
+    u = (logi[:, act] - logi[0, act]) / thr[act]  # (K + 1, P')
+    lo, hi = np.floor(u), np.ceil(u)
+    m = np.zeros((steps + 1, len(act)))
+    for k in range(1, steps + 1):
+        m[k] = np.clip(m[k - 1], lo[k], hi[k])
+    dm = np.diff(m, axis=0).astype(np.int64)  # (K, P') signed event counts per step
+    kk, pp = np.nonzero(dm)
+    cnt = np.abs(dm[kk, pp])
+    rep = np.repeat(np.arange(len(kk)), cnt)
+    j = np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt)  # 0..cnt-1 within a pixel-step
+    return act[pp[rep]], (kk[rep] + (j + 1) / (cnt[rep] + 1)) * step_us, dm[kk, pp][rep] > 0
+
+
 def render_events(scene: dict[str, Any], side: int, rng: np.random.Generator, fine_steps: int = 48,
                   threshold: float = 0.25, noise_rate: float = 0.02, duration_us: int = 1_000_000) -> np.ndarray:
     """Scene -> event stream (structured array, ``EVENT_DTYPE``, sorted by ``t``) on an ``S x S`` sensor."""
@@ -144,23 +168,9 @@ def render_events(scene: dict[str, Any], side: int, rng: np.random.Generator, fi
     alpha = scene_alpha(scene, t, side)  # (K + 1, S, S)
     logi = np.log(scene["bg"] + (scene["fg"] - scene["bg"]) * alpha.reshape(len(t), -1) + 1e-3)  # (K + 1, S*S)
     thr = np.maximum(threshold * (1 + 0.1 * rng.standard_normal((side, side))), 0.05 * threshold)
-    # ESIM: each pixel's reference level is L0 + m * thr (m integer); a step moving L to u thresholds
-    # above L0 fires until the reference is within one threshold: m_k = clip(m_{k-1}, floor u, ceil u).
-    act = np.flatnonzero(np.ptp(logi, axis=0) >= thr.min())  # pixels that can fire at all
-    u = (logi[:, act] - logi[0, act]) / thr.reshape(-1)[act]  # (K + 1, P)
-    lo, hi = np.floor(u), np.ceil(u)
-    m = np.zeros((fine_steps + 1, len(act)))
-    for k in range(1, fine_steps + 1):
-        m[k] = np.clip(m[k - 1], lo[k], hi[k])
-    dm = np.diff(m, axis=0).astype(np.int64)  # (K, P) signed event counts per step
-    kk, pp = np.nonzero(dm)
-    cnt = np.abs(dm[kk, pp])
-    rep = np.repeat(np.arange(len(kk)), cnt)
-    j = np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt)  # 0..cnt-1 within a pixel-step
-    step_us = duration_us / fine_steps
-    pix = act[pp[rep]]
-    ts = [(kk[rep] + (j + 1) / (cnt[rep] + 1)) * step_us]
-    xs, ys, ps = [pix % side], [pix // side], [dm[kk, pp][rep] > 0]
+    pix, t_us, pol = contrast_events(logi, thr.reshape(-1), duration_us / fine_steps)
+    ts = [t_us]
+    xs, ys, ps = [pix % side], [pix // side], [pol]
     n_noise = rng.poisson(noise_rate * side * side)
     xs.append(rng.integers(0, side, n_noise)), ys.append(rng.integers(0, side, n_noise))
     ts.append(rng.uniform(0, duration_us, n_noise)), ps.append(rng.random(n_noise) < 0.5)
