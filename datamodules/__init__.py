@@ -11,3 +11,4 @@ __all__ = ["BenchDataModule", "DataRootError", "MODALITIES", "parse_resolution",
            "get_datamodule_class", "list_datamodules", "register_datamodule"]
 from . import imagenet, cifar, tiny_imagenet, ucmerced, ucf101, dvsgesture, modelnet, nuscenes  # noqa: F401
 from . import coco, shapes_det  # noqa: F401  (2-D detection)
+from . import scannet, primitives_scene  # noqa: F401  (3-D scene segmentation)

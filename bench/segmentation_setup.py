@@ -1,0 +1,112 @@
+"""``bench run --task segmentation``: build :class:`~pebench.models.tasks.segmentation.SegmentationTask`
+from a RunConfig and a scene datamodule (``scannet``, ``primitives-scene``, ``nuscenes``).
+
+Run options map as for classification (``lr``, ``weight_decay``, ``warmup_epochs``, ``drop_path``,
+``rpt``); ``--class-token`` does not apply (per-point predictions come from the patch tokens).
+``--task-option KEY=VALUE`` (:data:`~pebench.models.tasks.segmentation.SEGMENTATION_DEFAULTS`):
+
+* ``patching``: ``serialize`` (z-order serialization, default) or ``fps`` (FPS + kNN);
+* ``patch_size``: points per patch ``K`` (32);
+* ``coord_scale``: factor on the token centres (metres) the PE sees (1.0: metres);
+* ``interp_k``: token centres interpolated per point (3).
+
+Analyses: ``geometry`` (SSDC with the Euclidean distance between token centres in metres x
+``coord_scale``, per scene; EED). ``robustness``, ``alpha`` and ``extrapolation`` read class
+accuracies of whole samples and are not defined for per-point segmentation yet: they are dropped
+from the default set and an explicit request is a :class:`ConfigError`.
+
+``results.json`` gains ``segmentation``: class names, per-class IoU and support of the final
+validation (and test) pass, the ignore index, the coordinate unit and the tokenizer settings.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .config import ConfigError
+
+__all__ = ["build_segmentation_task", "segmentation_analyses", "segmentation_options"]
+
+APPLICABLE_ANALYSES = ("geometry",)
+
+
+def _defaults() -> dict[str, Any]:
+    from pebench.models.tasks.segmentation import SEGMENTATION_DEFAULTS
+
+    return SEGMENTATION_DEFAULTS
+
+
+def segmentation_options(cfg: Any) -> dict[str, Any]:
+    """``cfg.task_options`` over the defaults, validated (one-line :class:`ConfigError`)."""
+    from pebench.models.scene_tokenizer import PATCHINGS
+
+    opts = {**_defaults(), **dict(cfg.task_options)}
+    if opts["patching"] not in PATCHINGS:
+        raise ConfigError(f"--task segmentation: unknown patching {opts['patching']!r}; available: {', '.join(PATCHINGS)}")
+    for key in ("patch_size", "interp_k"):
+        try:
+            opts[key] = int(opts[key])
+        except (TypeError, ValueError):
+            opts[key] = 0
+        if opts[key] < 1:
+            raise ConfigError(f"--task segmentation: {key} must be an integer >= 1, got {cfg.task_options.get(key)!r}")
+    try:
+        opts["coord_scale"] = float(opts["coord_scale"])
+    except (TypeError, ValueError):
+        opts["coord_scale"] = 0.0
+    if not opts["coord_scale"] > 0:
+        raise ConfigError(f"--task segmentation: coord_scale must be a number > 0, got {cfg.task_options.get('coord_scale')!r}")
+    return opts
+
+
+def build_segmentation_task(cfg: Any, dm: Any, grid: Any) -> Any:
+    from pebench.models.tasks.segmentation import SegmentationTask
+
+    if getattr(dm, "default_task", None) != "segmentation" or not hasattr(dm, "feat_dim"):
+        raise ConfigError(f"--task segmentation needs a scene dataset (scannet, primitives-scene, nuscenes), "
+                          f"got {cfg.dataset!r}")
+    if cfg.class_token:
+        raise ConfigError("--class-token does not apply to --task segmentation (per-point predictions use the patch tokens)")
+    opts = segmentation_options(cfg)
+    tok = dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else {}
+    return SegmentationTask(num_classes=dm.num_classes, feat_dim=int(dm.feat_dim),
+                            class_names=list(getattr(dm, "class_names", [])) or None,
+                            ignore_index=int(getattr(dm, "ignore_index", -1)), model=cfg.model, pe=cfg.pe,
+                            pe_options=cfg.pe_options, patching=opts["patching"], patch_size=opts["patch_size"],
+                            grid_size=float(tok.get("grid_size", 0.05)), coord_scale=opts["coord_scale"],
+                            interp_k=opts["interp_k"], lr=cfg.lr, weight_decay=cfg.weight_decay,
+                            warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs, drop_path=cfg.drop_path,
+                            rpt=cfg.rpt, coord_unit=str(getattr(dm, "coord_unit", "m")))
+
+
+def segmentation_analyses(analyses: list[str], explicit: bool) -> list[str]:
+    other = [a for a in analyses if a not in APPLICABLE_ANALYSES]
+    if explicit and other:
+        raise ConfigError(f"analysis {other[0]!r} does not apply to --task segmentation yet (it reads whole-sample "
+                          f"class accuracy); use --analyses geometry or none")
+    return [a for a in analyses if a in APPLICABLE_ANALYSES]
+
+
+def _primary_metric(dm: Any) -> str:
+    return "test/miou" if getattr(dm, "has_test_split", False) else "val/miou"
+
+
+def _extra_results(task: Any) -> dict[str, Any]:
+    hp = task.hparams
+    out: dict[str, Any] = {"class_names": list(task.val_metrics.class_names), "ignore_index": int(hp.ignore_index),
+                           "coord_unit": hp.coord_unit, "tokenizer": task.tokenizer.describe(),
+                           "interp_k": int(hp.interp_k), "attention": "full (all tokens of a scene, key-masked)"}
+    for split, s in task.last_summary.items():
+        out[f"{split}_iou_per_class"] = s["iou_per_class"]
+        out[f"{split}_support_per_class"] = s["support_per_class"]
+    return {"segmentation": out}
+
+
+def _register() -> None:
+    from .tasks import TaskSetup, register_task_setup
+
+    register_task_setup(TaskSetup("segmentation", build=build_segmentation_task, primary_metric=_primary_metric,
+                                  analyses=segmentation_analyses, extra_results=_extra_results,
+                                  options=tuple(_defaults())))
+
+
+_register()
