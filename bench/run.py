@@ -119,45 +119,59 @@ def _kept_skipped(batch: Any) -> tuple[int, int]:
     return len(batch[1]), int(info.get("skipped", 0))  # labels (B,) or a list of B target dicts (detection)
 
 
+#: token-cap counts a spiking-token batch's info carries (pebench.models.spiking.CAP_COUNTS)
+_CAP_COUNTS = ("capped", "tokens_fired", "tokens_kept")
+
+
+def _cap_counts(batch: Any) -> list[int]:
+    """-> the batch's :data:`_CAP_COUNTS` (0 where the collate function gives none)."""
+    info = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 and isinstance(batch[2], dict) else {}
+    return [int(info.get(k, 0)) for k in _CAP_COUNTS]
+
+
 class _ValSampleCounter(Callback):
     """Counts samples over all ranks: ``total`` / ``val_skipped`` of the last validation pass (checks
     that DDP counts every sample once) and ``train_kept`` / ``train_skipped`` over this attempt's
-    training epochs (corrupt samples dropped by the loader; see ``datamodules/corrupt.py``)."""
+    training epochs (corrupt samples dropped by the loader; see ``datamodules/corrupt.py``); and,
+    for spiking tokens, ``cap[split]`` = (samples, capped, tokens fired, tokens kept) on the same
+    footing (results.json ``token_cap``)."""
 
     def __init__(self) -> None:
-        self.local = {"train": [0, 0], "val": [0, 0]}  # this rank's (kept, skipped) in the current epoch
+        # this rank's (kept, skipped, capped, tokens fired, tokens kept) in the current epoch
+        self.local = {"train": [0] * 5, "val": [0] * 5}
         self.total = self.val_skipped = self.train_kept = self.train_skipped = 0
+        self.cap = {"train": [0, 0, 0, 0], "val": [0, 0, 0, 0]}
 
-    def _reduce(self, split: str, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[int, int]:
+    def _reduce(self, split: str, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[int, int, list[int]]:
         t = torch.tensor([float(v) for v in self.local[split]], device=pl_module.device)
-        kept, skipped = (int(v) for v in trainer.strategy.reduce(t, reduce_op="sum").tolist())
-        self.local[split] = [0, 0]
-        return kept, skipped
+        kept, skipped, *cap = (int(v) for v in trainer.strategy.reduce(t, reduce_op="sum").tolist())
+        self.local[split] = [0] * 5
+        return kept, skipped, [kept, *cap]
 
     def _add(self, split: str, batch: Any) -> None:
-        kept, skipped = _kept_skipped(batch)
-        self.local[split][0] += kept
-        self.local[split][1] += skipped
+        for i, v in enumerate((*_kept_skipped(batch), *_cap_counts(batch))):
+            self.local[split][i] += v
 
     def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.local["val"] = [0, 0]
+        self.local["val"] = [0] * 5
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         self._add("val", batch)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.total, self.val_skipped = self._reduce("val", trainer, pl_module)
+        self.total, self.val_skipped, self.cap["val"] = self._reduce("val", trainer, pl_module)
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.local["train"] = [0, 0]
+        self.local["train"] = [0] * 5
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self._add("train", batch)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        kept, skipped = self._reduce("train", trainer, pl_module)
+        kept, skipped, cap = self._reduce("train", trainer, pl_module)
         self.train_kept += kept
         self.train_skipped += skipped
+        self.cap["train"] = [a + b for a, b in zip(self.cap["train"], cap)]
 
 
 def _skip_report(task: Any, dm: Any, counter: _ValSampleCounter, max_fraction: float) -> tuple[dict, str | None]:
@@ -663,6 +677,9 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         results.update(parts["setup"].extra_results(task))
         results["val_samples"] = parts["counter"].total
         results["skipped_samples"], data_problem = _skip_report(task, dm, parts["counter"], cfg.max_skipped_fraction)
+        if getattr(dm, "tokens", "frames") == "spiking":  # how often the per-sample token cap was hit
+            from pebench.models.spiking import cap_report
+            results["token_cap"] = cap_report(dm.spiking.max_tokens, parts["counter"].cap)
         if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()  # analyses run on rank 0 alone

@@ -103,6 +103,16 @@ def _skip_rows(skipped: Any) -> list[tuple[str, Any]]:
     return rows
 
 
+def _cap_rows(cap: Any) -> list[tuple[str, Any]]:
+    """``token_cap`` (spiking tokens) -> one row per split: samples whose tokens were capped."""
+    if not isinstance(cap, dict):
+        return []
+    limit = cap.get("max_tokens") or "none"
+    return [(f"token cap {limit} hit ({k})", f"{v.get('capped')} of {v.get('samples')} samples, "
+             f"{v.get('tokens_per_sample')} tokens/sample kept of {v.get('fired_per_sample')} fired")
+            for k, v in cap.items() if isinstance(v, dict)]
+
+
 def format_summary(results: dict[str, Any]) -> str:
     """The end-of-run summary: run, status, metrics, then analyses that produced tables."""
     rows: list[tuple[str, Any]] = [
@@ -115,6 +125,7 @@ def format_summary(results: dict[str, Any]) -> str:
         rows.append(("incomplete because", results["incomplete_reason"]))
     rows += [("val samples", results.get("val_samples"))]
     rows += _skip_rows(results.get("skipped_samples"))
+    rows += _cap_rows(results.get("token_cap"))
     rows += [("parameters", results.get("n_params")),
              ("wall time (s)", f"{results.get('wall_time_s') or 0:.1f}"), ("run dir", results.get("run_dir"))]
     if isinstance(results.get("analyses"), str):

@@ -46,7 +46,7 @@ from torch import Tensor, nn
 from .tokenizers import TokenBatch
 
 __all__ = ["spiking_patches", "age_bucket", "SpikeTokens", "EventTokens", "pad_collate", "SpikingPatchTokenizer",
-           "SPIKING_DEFAULTS"]
+           "SPIKING_DEFAULTS", "CAP_COUNTS", "cap_report"]
 
 #: defaults of the tokenizer (``threshold`` events, ``refractory_us`` and ``time_scale_us`` in µs)
 SPIKING_DEFAULTS = {"threshold": 256, "refractory_us": 100_000, "buckets": 8, "time_scale_us": 50_000}
@@ -175,8 +175,15 @@ class EventTokens:
         return self.coords.is_cuda
 
 
+#: per-batch counts ``pad_collate`` adds to the batch's info dict (summed over a split by ``bench run``,
+#: results.json ``token_cap``): samples that fired more tokens than the cap, tokens fired, tokens kept
+CAP_COUNTS = ("capped", "tokens_fired", "tokens_kept")
+
+
 def pad_collate(batch: Sequence[Any]) -> tuple[EventTokens, Tensor, dict[str, int]]:
-    """``[(SpikeTokens, label) | None]`` -> ``(EventTokens, labels (B,), {"skipped": n})``.
+    """``[(SpikeTokens, label) | None]`` -> ``(EventTokens, labels (B,), info)``, ``info`` =
+    ``{"skipped": n, "capped": samples whose stream fired more than the cap, "tokens_fired": sum,
+    "tokens_kept": sum}`` (:data:`CAP_COUNTS`).
 
     Pads to the longest sample; a sample without tokens gets one empty real token (docstring)."""
     kept = [b for b in batch if b is not None]
@@ -184,7 +191,7 @@ def pad_collate(batch: Sequence[Any]) -> tuple[EventTokens, Tensor, dict[str, in
     if not kept:
         z = torch.zeros(0, 1, 2, 1, 1, 1, dtype=torch.float16)
         return EventTokens(z, torch.zeros(0, 1, 3), torch.zeros(0, 1, dtype=torch.bool)), \
-            torch.empty(0, dtype=torch.long), {"skipped": skipped}
+            torch.empty(0, dtype=torch.long), {"skipped": skipped, **dict.fromkeys(CAP_COUNTS, 0)}
     vol_shape = kept[0][0].volumes.shape[1:]
     n = max(1, max(len(s.coords) for s, _ in kept))
     B = len(kept)
@@ -197,7 +204,26 @@ def pad_collate(batch: Sequence[Any]) -> tuple[EventTokens, Tensor, dict[str, in
         coords[b, :k] = torch.from_numpy(s.coords)
         mask[b, :max(k, 1)] = True
     labels = torch.tensor([int(lbl) for _, lbl in kept], dtype=torch.long)
-    return EventTokens(volumes, coords, mask), labels, {"skipped": skipped}
+    info = {"skipped": skipped, "capped": sum(int(s.fired > len(s.coords)) for s, _ in kept),
+            "tokens_fired": sum(int(s.fired) for s, _ in kept), "tokens_kept": sum(len(s.coords) for s, _ in kept)}
+    return EventTokens(volumes, coords, mask), labels, info
+
+
+def cap_report(max_tokens: int, counts: dict[str, Sequence[int]]) -> dict[str, Any]:
+    """results.json ``token_cap``: how often the per-sample cap was hit.
+
+    ``counts``: split -> ``(samples, capped, tokens_fired, tokens_kept)`` summed over the split's
+    batches (training: every epoch of this attempt; validation: the last pass). Per split:
+    ``samples``, ``capped`` (samples that fired more tokens than ``max_tokens``; their oldest
+    tokens were dropped), ``capped_fraction``, ``tokens_per_sample`` (mean kept) and
+    ``fired_per_sample`` (mean fired, before the cap). ``max_tokens`` 0 = no cap."""
+    out: dict[str, Any] = {"max_tokens": int(max_tokens) or None}
+    for split, (n, capped, fired, kept) in counts.items():
+        out[split] = {"samples": int(n), "capped": int(capped),
+                      "capped_fraction": round(capped / n, 6) if n else None,
+                      "tokens_per_sample": round(kept / n, 3) if n else None,
+                      "fired_per_sample": round(fired / n, 3) if n else None}
+    return out
 
 
 class SpikingPatchTokenizer(nn.Module):

@@ -134,7 +134,8 @@ def test_pad_collate_and_tokenizer():
     b = spiking_patches(stream([]), (8, 8), 4, threshold=1, buckets=2)
     assert len(a.coords) == 5 and len(b.coords) == 0
     tokens, labels, info = pad_collate([(a, 3), None, (b, 1)])
-    assert tokens.volumes.shape == (2, 5, 2, 2, 4, 4) and info == {"skipped": 1} and labels.tolist() == [3, 1]
+    assert tokens.volumes.shape == (2, 5, 2, 2, 4, 4) and labels.tolist() == [3, 1]
+    assert info == {"skipped": 1, "capped": 0, "tokens_fired": 5, "tokens_kept": 5}
     assert tokens.mask.tolist() == [[True] * 5, [True] + [False] * 4]  # an empty stream: one empty token
     assert torch.all(tokens.volumes[1] == 0) and torch.all(tokens.coords[1] == 0)
     tok = SpikingPatchTokenizer(16, 4, buckets=2)
@@ -142,6 +143,22 @@ def test_pad_collate_and_tokenizer():
     assert tb.x.shape == (2, 5, 16) and tb.grid is None and tb.mask is tokens.mask
     assert torch.allclose(tb.x[0], tok.proj(tokens.volumes[0].flatten(1).float()))
     assert len(tokens[1:]) == 1 and tokens.to("cpu").shape == (2, 5)
+
+
+def test_cap_hits_counted():
+    ev = stream([(0, 0, 1, t) for t in range(0, 500, 100)])
+    capped = spiking_patches(ev, (8, 8), 4, threshold=1, refractory_us=0, buckets=2, max_tokens=3)
+    assert capped.fired == 5 and np.allclose(capped.coords[:, 0] * 50_000, [200, 300, 400])  # the 3 most recent
+    full = spiking_patches(ev, (8, 8), 4, threshold=1, refractory_us=0, buckets=2, max_tokens=5)
+    _, _, info = pad_collate([(capped, 0), (full, 1), (capped, 2)])
+    assert info == {"skipped": 0, "capped": 2, "tokens_fired": 15, "tokens_kept": 11}
+    from pebench.models.spiking import cap_report
+    rep = cap_report(3, {"train": (4, 1, 20, 10), "val": (0, 0, 0, 0)})
+    assert rep == {"max_tokens": 3, "train": {"samples": 4, "capped": 1, "capped_fraction": 0.25,
+                                              "tokens_per_sample": 2.5, "fired_per_sample": 5.0},
+                   "val": {"samples": 0, "capped": 0, "capped_fraction": None, "tokens_per_sample": None,
+                           "fired_per_sample": None}}
+    assert cap_report(0, {})["max_tokens"] is None  # 0 = no cap
 
 
 # ------------------------------------------------------------------------------- PEs and masks
@@ -270,11 +287,16 @@ def test_fast_dev_run_dvsgesture_fixture_spiking(pe, tmp_path):
     out = tmp_path / "runs"
     rc = main(["run", "--dataset", "dvsgesture", "--data-root", str(root), "--pe", pe, "--fast-dev-run",
                "--batch-size", "4", "--resolution", "4x32", "--data-option", "tokens=spiking",
-               "--data-option", "spike_threshold=3", "--data-option", "augment=true", "--no-progress-bar",
+               "--data-option", "spike_threshold=3", "--data-option", "augment=true", "--data-option", "max_tokens=2",
+               "--no-progress-bar",
                "--out", str(out)])
     assert rc == 0
     res = json.loads((out / "dvsgesture" / f"{pe}+spiking" / "vit-nano" / "seed0" / "results.json").read_text())
     assert res["status"] == "complete" and res["variant"] == f"{pe}+spiking"
+    cap = res["token_cap"]  # 400 events on 2 x 2 cells fire dozens of tokens: every recording is capped
+    assert cap["max_tokens"] == 2 and cap["val"]["samples"] == res["val_samples"] == 3
+    assert cap["val"]["capped"] == 3 and cap["val"]["tokens_per_sample"] == 2.0 < cap["val"]["fired_per_sample"]
+    assert cap["train"]["capped"] == cap["train"]["samples"] == 3  # fast-dev-run: one epoch
 
 
 def test_robustness_perturbs_streams_before_tokenization():
