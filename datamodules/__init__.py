@@ -10,5 +10,5 @@ from . import shapes, moving_shapes, synthetic_events, primitives, probes, objec
 __all__ = ["BenchDataModule", "DataRootError", "MODALITIES", "parse_resolution", "build_datamodule",
            "get_datamodule_class", "list_datamodules", "register_datamodule"]
 from . import imagenet, cifar, tiny_imagenet, ucmerced, ucf101, dvsgesture, modelnet, nuscenes  # noqa: F401
-from . import coco, shapes_det  # noqa: F401  (2-D detection)
+from . import coco, shapes_det, gen1, events_det  # noqa: F401  (2-D detection)
 from . import scannet, primitives_scene  # noqa: F401  (3-D scene segmentation)

@@ -1,0 +1,570 @@
+"""Prophesee GEN1 Automotive Detection (de Tournemire et al. 2020, arXiv:2001.08499): 2-D detection
+of cars and pedestrians from an ATIS event camera (304 x 240 pixels), read from the released files.
+
+Layout (the release after extraction; ``<root>`` holds the three split folders)::
+
+    <root>/{train,val,test}/<rec>_td.dat     events (Prophesee DAT, "Event2D" records)
+    <root>/{train,val,test}/<rec>_bbox.npy   boxes (numpy structured array)
+
+**Events** (``.dat``, Prophesee's DAT format as written by its StreamLogger and read by the
+dataset's toolbox, ``src/io/dat_events_tools.py``): text header lines that start with ``"% "``
+(e.g. ``% Data file containing Event2D events.``, ``% Version 2``, ``% Date ...``,
+``% Height 240``, ``% Width 304``), then one byte event type (0 = Event2D) and one byte event
+size (8), then 8-byte little-endian records: ``uint32`` timestamp in microseconds, ``uint32``
+with ``x`` in bits 0-13, ``y`` in bits 14-27 and the polarity in bits 28-31 (0 = OFF, 1 = ON). A
+file without ``%`` lines has no type/size bytes (the toolbox's rule for old files).
+
+Why a reader here and not a package: ``expelliarmus`` (PyPI) decodes DAT files, but only whole
+files or sequential chunks from the start, and it reads every backwards timestamp step as a
+32-bit wrap (adding 2^32 µs). One GEN1 sample needs the 50 ms before one label inside a 60 s
+recording, so :class:`DatRecording` memory-maps the records (numpy structured dtype) and finds
+the window by binary search on the timestamp column: a sample costs the events it uses. The
+tests check this reader and :func:`write_dat` against expelliarmus on the same files.
+
+**Boxes** (``_bbox.npy``): fields ``x, y, w, h`` (top-left corner and size, pixels of the sensor
+frame), ``class_id`` (0 = car, 1 = pedestrian), ``track_id`` and a time stamp in µs. Both
+dtypes in circulation are read: the original ``ts`` / ``confidence`` one and the toolbox's
+``t`` / ``class_confidence`` one (:data:`BBOX_DTYPE`; :func:`load_boxes` maps the first to it).
+
+**Protocol** (Prophesee's evaluation, ``src/io/box_filtering.py`` and ``psee_evaluator.py``;
+RVT, Gehrig & Scaramuzza 2023, ``scripts/genx/preprocess_dataset.py``), applied in this order:
+
+1. boxes are clipped to the sensor frame and those left with no area dropped (RVT's
+   ``crop_to_fov_filter``; RVT clips the right/bottom edge to ``W - 1`` / ``H - 1``, here to
+   ``W`` / ``H``, the frame in continuous pixel coordinates);
+2. labels at ``t <= 0.5 s`` are skipped (too little event history before them);
+3. boxes with a diagonal below 30 px or a side below 10 px are dropped -- ground truth here, and
+   the model's predictions through :meth:`Gen1DataModule.filter_predictions`;
+4. training split only: boxes wider than ``(9 * W) // 10`` px (273 on GEN1) are dropped (RVT's
+   ``remove_faulty_huge_bbox_filter``: labels that span the frame without covering an object).
+
+Every distinct label time left with at least one box is one **sample**: the events with
+``t_label - window <= t < t_label`` (strictly before the label; ``window_ms``, 50 by default)
+binned into ``time_bins`` equal bins (10: 5 ms each) by ``tonic.transforms.ToFrame`` -> per-bin,
+per-polarity counts ``(2, T, H, W)`` (polarity first), ``log1p``-compressed with ``log_counts``
+(default). ``resolution`` is ``S`` (input height) or ``"TxS"`` (time bins x height): the frame is
+scaled by ``S / 240`` with its aspect kept (an event at pixel ``(x, y)`` lands in the pixel that
+holds its centre, ``floor((x + 0.5) * s)``), then padded at the bottom / right to a multiple of
+the patch size (16: 240 x 304 needs none). Batches follow ``detection_common.py``: boxes xyxy in
+the input frame, ``orig_size = (240, 304)``, ``scale`` / ``scale_xy``. Evaluation is COCO mAP in
+the sensor frame against :meth:`Gen1DataModule.coco_gt` (category ids 1 = car, 2 = pedestrian,
+one COCO image per sample, id = the sample's index in its split).
+
+Token coordinates (``TubeletTokenizer``): ``(t, y, x)`` in tubelet units, so one unit of ``t`` is
+``tubelet * window_ms / time_bins`` milliseconds (2 x 5 = 10 ms by default) and one unit of
+``y``/``x`` is one patch (16 input pixels).
+
+Damaged files: a ``.dat`` whose header cannot be parsed, or that is not an Event2D file, makes
+each of its samples corrupt (skipped and counted when read, ``corrupt.py``). A ``.dat`` cut off
+inside its records (size after the header not a multiple of 8) keeps its readable part: samples
+whose label time lies after its last complete event are corrupt, the others load normally. A
+recording without its ``_bbox.npy`` is counted as ``missing``; an unreadable ``_bbox.npy`` is
+counted as ``corrupt`` (one per recording, when the sample list is built). Timestamps are assumed
+non-decreasing (the window is found by binary search, then cut exactly).
+"""
+from __future__ import annotations
+
+import glob
+import logging
+import math
+import os
+from functools import partial
+from typing import Any, ClassVar, NamedTuple, Sequence
+
+import numpy as np
+import torch
+
+from ._image_common import require_dir
+from .base import BenchDataModule, DataRootError, float_option, int_option, parse_resolution
+from .corrupt import SkippingDataset
+from .registry import register_datamodule
+
+__all__ = ["Gen1DataModule", "Gen1Dataset", "DatHeader", "DatRecording", "read_dat_header", "read_dat", "write_dat",
+           "load_boxes", "BBOX_DTYPE", "BBOX_DTYPE_TS", "RAW_DTYPE", "EVENT_DTYPE", "crop_to_frame",
+           "prophesee_filter", "rvt_train_filter", "GEN1_CLASSES", "LAYOUT"]
+
+log = logging.getLogger(__name__)
+
+LAYOUT = "<root>/{train,val,test}/<rec>_td.dat (Prophesee DAT events) + <root>/{train,val,test}/<rec>_bbox.npy"
+GEN1_CLASSES = ("car", "pedestrian")
+#: Event2D: type id and record size in bytes, as in the header's two binary bytes
+EV_TYPE_2D, EV_SIZE_2D = 0, 8
+#: one DAT record: timestamp (µs) and the packed x | y << 14 | p << 28 word
+RAW_DTYPE = np.dtype([("t", "<u4"), ("xyp", "<u4")])
+#: decoded events: tonic's DVS dtype (``x, y`` int16, ``p`` bool, ``t`` int64 µs)
+EVENT_DTYPE = np.dtype([("x", "<i2"), ("y", "<i2"), ("p", "?"), ("t", "<i8")])
+_XY_MAX = (1 << 14) - 1
+#: the toolbox's box dtype (``t`` / ``class_confidence``)
+BBOX_DTYPE = np.dtype({"names": ["t", "x", "y", "w", "h", "class_id", "track_id", "class_confidence"],
+                       "formats": ["<i8", "<f4", "<f4", "<f4", "<f4", "<u4", "<u4", "<f4"],
+                       "offsets": [0, 8, 12, 16, 20, 24, 28, 32], "itemsize": 40})
+#: the original release's box dtype (``ts`` / ``confidence``)
+BBOX_DTYPE_TS = np.dtype([("ts", "<u8"), ("x", "<f4"), ("y", "<f4"), ("w", "<f4"), ("h", "<f4"), ("class_id", "u1"),
+                          ("confidence", "<f4"), ("track_id", "<u4")])
+
+
+# ------------------------------------------------------------------------------------ DAT files
+class DatHeader(NamedTuple):
+    data_start: int            # byte offset of the first record
+    ev_type: int
+    ev_size: int
+    height: int | None         # from "% Height" / "% Width" when present
+    width: int | None
+    lines: tuple[str, ...]     # the header lines without "% "
+
+
+def read_dat_header(f: Any) -> DatHeader:
+    """Parse the header of an open binary DAT file (toolbox rule: lines starting with ``"% "``,
+    then the type and size bytes when there was at least one such line). Raises ``ValueError``
+    when the header is cut off."""
+    f.seek(0)
+    lines: list[str] = []
+    hw: dict[str, int] = {}
+    while True:
+        pos = f.tell()
+        line = f.readline()
+        if not line.startswith(b"% "):
+            break
+        if not line.endswith(b"\n"):
+            raise ValueError("DAT header ends inside a header line")
+        text = line[2:].decode("latin-1").rstrip("\r\n")
+        words = text.split()
+        if len(words) >= 2 and words[0] in ("Height", "Width") and words[1].isdigit():
+            hw[words[0]] = int(words[1])
+        lines.append(text)
+    f.seek(pos)
+    if lines:
+        tb = f.read(2)
+        if len(tb) < 2:
+            raise ValueError("DAT file ends before its event type and size bytes")
+        ev_type, ev_size = tb[0], tb[1]
+    else:
+        ev_type, ev_size = EV_TYPE_2D, EV_SIZE_2D
+    return DatHeader(f.tell(), int(ev_type), int(ev_size), hw.get("Height"), hw.get("Width"), tuple(lines))
+
+
+def write_dat(path: str, events: np.ndarray, height: int, width: int, date: str = "1970-01-01 00:00:00") -> None:
+    """Write ``events`` (structured, fields ``x, y, p, t``; ``t`` in µs, sorted) as an Event2D DAT file
+    with the StreamLogger's header. Raises ``ValueError`` for coordinates beyond 14 bits, a
+    timestamp outside ``uint32`` or events outside ``height x width``."""
+    if max(height, width) > _XY_MAX + 1:
+        raise ValueError(f"DAT coordinates have 14 bits: sensor {width}x{height} is too large")
+    x, y = np.asarray(events["x"], np.int64), np.asarray(events["y"], np.int64)
+    t, p = np.asarray(events["t"], np.int64), np.asarray(events["p"]).astype(np.int64)
+    if len(t) and (x.min() < 0 or y.min() < 0 or x.max() >= width or y.max() >= height):
+        raise ValueError(f"events outside the {width}x{height} sensor")
+    if len(t) and (t.min() < 0 or t.max() > np.iinfo(np.uint32).max):
+        raise ValueError("DAT timestamps are uint32 microseconds")
+    if len(t) and (p.min() < 0 or p.max() > 1):
+        raise ValueError("polarity must be 0 or 1")
+    rec = np.empty(len(t), dtype=RAW_DTYPE)
+    rec["t"] = t
+    rec["xyp"] = (x | (y << 14) | (p << 28)).astype(np.uint32)
+    head = (f"% Data file containing Event2D events.\n% Version 2\n% Date {date}\n"
+            f"% Height {int(height)}\n% Width {int(width)}\n").encode("latin-1")
+    with open(path, "wb") as f:
+        f.write(head)
+        f.write(bytes([EV_TYPE_2D, EV_SIZE_2D]))
+        f.write(rec.tobytes())
+
+
+def _decode(rec: np.ndarray) -> np.ndarray:
+    """Raw records -> :data:`EVENT_DTYPE` (polarity = bit 28, as the toolbox reads it)."""
+    w = np.asarray(rec["xyp"], dtype=np.uint32)
+    out = np.empty(len(rec), dtype=EVENT_DTYPE)
+    out["t"] = rec["t"]
+    out["x"] = w & _XY_MAX
+    out["y"] = (w >> 14) & _XY_MAX
+    out["p"] = (w >> 28) & 1
+    return out
+
+
+class DatRecording:
+    """One DAT file, memory-mapped on first use: ``window(t0, t1)`` -> the events with
+    ``t0 <= t < t1``. ``truncated``: the file ends inside a record (its whole records are read);
+    ``last_t``: the last readable timestamp (None without events). Picklable (the map is reopened
+    in each process)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        with open(path, "rb") as f:
+            self.header = read_dat_header(f)
+            size = f.seek(0, os.SEEK_END)
+        if self.header.ev_type != EV_TYPE_2D or self.header.ev_size != EV_SIZE_2D:
+            raise ValueError(f"not an Event2D DAT file (event type {self.header.ev_type}, "
+                             f"size {self.header.ev_size}; expected {EV_TYPE_2D}, {EV_SIZE_2D})")
+        body = size - self.header.data_start
+        self.num_events, rest = divmod(body, EV_SIZE_2D)
+        self.truncated = rest != 0
+        self._map: np.ndarray | None = None
+        self.last_t = int(self.records()["t"][-1]) if self.num_events else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_map": None}
+
+    def records(self) -> np.ndarray:
+        """The whole records, memory-mapped ``(num_events,)`` :data:`RAW_DTYPE`."""
+        if self._map is None:
+            self._map = (np.memmap(self.path, dtype=RAW_DTYPE, mode="r", offset=self.header.data_start,
+                                   shape=(self.num_events,)) if self.num_events else np.empty(0, RAW_DTYPE))
+        return self._map
+
+    def window(self, t0: int, t1: int) -> np.ndarray:
+        """Events with ``t0 <= t < t1`` (µs) as :data:`EVENT_DTYPE`, in file order."""
+        rec = self.records()
+        ts = rec["t"]
+        a, b = np.searchsorted(ts, [max(t0, 0), max(t1, 0)], side="left")
+        ev = _decode(np.asarray(rec[a:b]))
+        return ev[(ev["t"] >= t0) & (ev["t"] < t1)]
+
+    def read(self) -> np.ndarray:
+        """Every readable event (:data:`EVENT_DTYPE`)."""
+        return _decode(np.asarray(self.records()))
+
+
+def read_dat(path: str) -> np.ndarray:
+    """All events of a DAT file (:data:`EVENT_DTYPE`; the whole records of a truncated file)."""
+    return DatRecording(path).read()
+
+
+# ------------------------------------------------------------------------------------- boxes
+def load_boxes(path: str) -> np.ndarray:
+    """A ``_bbox.npy`` in either dtype -> :data:`BBOX_DTYPE` (``ts`` -> ``t``, ``confidence`` ->
+    ``class_confidence``); ``ValueError`` when it is not a box array."""
+    arr = np.load(path, allow_pickle=False)
+    names = arr.dtype.names or ()
+    tname = "t" if "t" in names else "ts" if "ts" in names else None
+    need = {"x", "y", "w", "h", "class_id"}
+    if arr.ndim != 1 or tname is None or not need <= set(names):
+        raise ValueError(f"not a GEN1 box array (fields {', '.join(names) or 'none'}; need t or ts, x, y, w, h, "
+                         f"class_id)")
+    out = np.zeros(len(arr), dtype=BBOX_DTYPE)
+    out["t"] = arr[tname]
+    for k in ("x", "y", "w", "h", "class_id"):
+        out[k] = arr[k]
+    if "track_id" in names:
+        out["track_id"] = arr["track_id"]
+    conf = "class_confidence" if "class_confidence" in names else "confidence" if "confidence" in names else None
+    out["class_confidence"] = arr[conf] if conf else 1.0
+    return out
+
+
+def crop_to_frame(boxes: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Clip ``x, y, w, h`` boxes to ``[0, width] x [0, height]``; drop those left without area."""
+    x0, y0 = np.clip(boxes["x"], 0, width), np.clip(boxes["y"], 0, height)
+    x1, y1 = np.clip(boxes["x"] + boxes["w"], 0, width), np.clip(boxes["y"] + boxes["h"], 0, height)
+    out = boxes.copy()
+    out["x"], out["y"], out["w"], out["h"] = x0, y0, x1 - x0, y1 - y0
+    return out[(out["w"] > 0) & (out["h"] > 0)]
+
+
+def prophesee_filter(boxes: np.ndarray, skip_us: int = 500_000, min_box_diag: float = 30.0,
+                     min_box_side: float = 10.0) -> np.ndarray:
+    """Prophesee's evaluation filter: keep boxes with ``t > skip_us``, ``w² + h² >= diag²`` and both
+    sides ``>= min_box_side`` (boxes with a ``t`` field; see the module docstring)."""
+    w, h = boxes["w"].astype(np.float64), boxes["h"].astype(np.float64)
+    keep = (boxes["t"] > skip_us) & (w ** 2 + h ** 2 >= min_box_diag ** 2) & (w >= min_box_side) & (h >= min_box_side)
+    return boxes[keep]
+
+
+def rvt_train_filter(boxes: np.ndarray, width: int) -> np.ndarray:
+    """RVT's training-split filter: drop boxes wider than ``(9 * width) // 10`` px."""
+    return boxes[boxes["w"] <= (9 * width) // 10]
+
+
+# ------------------------------------------------------------------------------------ dataset
+class Sample(NamedTuple):
+    rec: int                   # index into the split's recordings
+    t: int                     # label time (µs)
+    boxes: np.ndarray          # (n, 4) float32 xyxy, sensor frame
+    labels: np.ndarray         # (n,) int64
+
+
+def _bin_events(ev: np.ndarray, t0: int, t1: int, bins: int, hw_in: tuple[int, int]) -> np.ndarray:
+    """Events already in input pixels -> ``(T, 2, h, w)`` counts over ``[t0, t1)`` in ``T`` equal bins
+    (``tonic.transforms.ToFrame`` with a fixed start / end; an empty window is all zeros)."""
+    h, w = hw_in
+    if len(ev) == 0:
+        return np.zeros((bins, 2, h, w), dtype=np.float32)
+    from tonic.transforms import ToFrame  # lazy: importing tonic takes seconds
+
+    frames = ToFrame(sensor_size=(w, h, 2), time_window=(t1 - t0) // bins, start_time=t0, end_time=t1)(ev)
+    if frames.shape[0] != bins:  # guarded by the window / bins divisibility check
+        raise AssertionError(f"ToFrame gave {frames.shape[0]} bins, expected {bins}")
+    return frames.astype(np.float32)
+
+
+class Gen1Dataset(SkippingDataset):
+    """Samples of one split -> ``(float (2, T, Hp, Wp), target)``; see the module docstring."""
+
+    def __init__(self, recordings: Sequence[DatRecording | str], samples: Sequence[Sample], sensor_hw: tuple[int, int],
+                 time_bins: int, window_us: int, scale: float, padded_hw: tuple[int, int], log_counts: bool) -> None:
+        from .detection_common import detection_collate
+
+        super().__init__((2, time_bins, *padded_hw))
+        self.collate_fn = partial(detection_collate, sample_shape=self.sample_shape)
+        self.recordings, self.samples = list(recordings), list(samples)
+        self.sensor_hw, self.time_bins, self.window_us = tuple(sensor_hw), int(time_bins), int(window_us)
+        self.scale, self.padded_hw, self.log_counts = float(scale), tuple(padded_hw), bool(log_counts)
+        H, W = self.sensor_hw
+        self.content_hw = (max(1, int(round(H * self.scale))), max(1, int(round(W * self.scale))))
+        self.scale_xy = (self.content_hw[1] / W, self.content_hw[0] / H)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def describe(self, index: int) -> str:
+        s = self.samples[index]
+        rec = self.recordings[s.rec]
+        return f"{rec if isinstance(rec, str) else rec.path} @ t={s.t} us"
+
+    def events(self, index: int) -> np.ndarray:
+        """Raw events of sample ``index`` (sensor frame, the window before its label)."""
+        s = self.samples[index]
+        rec = self.recordings[s.rec]
+        if isinstance(rec, str):  # its header could not be read when the list was built
+            DatRecording(rec)  # raises the decode error again
+            raise ValueError(f"unreadable DAT file {rec}")
+        if rec.truncated and (rec.last_t is None or s.t > rec.last_t):
+            raise EOFError(f"{rec.path} is truncated before t={s.t} us (last readable event at {rec.last_t} us)")
+        return rec.window(s.t - self.window_us, s.t)
+
+    def to_input(self, ev: np.ndarray, t_label: int) -> torch.Tensor:
+        """Window events (sensor frame) -> ``(2, T, Hp, Wp)`` float input."""
+        H, W = self.sensor_hw
+        ok = (ev["x"] >= 0) & (ev["x"] < W) & (ev["y"] >= 0) & (ev["y"] < H)
+        ev = ev[ok]
+        if self.scale != 1.0:
+            ev = ev.copy()
+            sx, sy = self.scale_xy
+            # pixel-centre rule (tonic's Downsample floors x * s, which shifts by half a pixel)
+            ev["x"] = np.minimum(np.floor((ev["x"] + 0.5) * sx), self.content_hw[1] - 1)
+            ev["y"] = np.minimum(np.floor((ev["y"] + 0.5) * sy), self.content_hw[0] - 1)
+        frames = _bin_events(ev, t_label - self.window_us, t_label, self.time_bins, self.content_hw)  # (T, 2, h, w)
+        x = torch.zeros(2, self.time_bins, *self.padded_hw)
+        f = torch.from_numpy(frames).permute(1, 0, 2, 3)  # (2, T, h, w)
+        x[:, :, : f.shape[-2], : f.shape[-1]] = torch.log1p(f) if self.log_counts else f
+        return x
+
+    def target(self, index: int) -> dict[str, Any]:
+        s = self.samples[index]
+        sx, sy = self.scale_xy
+        boxes = torch.from_numpy(s.boxes.astype(np.float32)) * torch.tensor([sx, sy, sx, sy])
+        return {"boxes": boxes, "labels": torch.from_numpy(s.labels.astype(np.int64)), "image_id": int(index),
+                "orig_size": self.sensor_hw, "scale": self.scale, "scale_xy": self.scale_xy}
+
+    def load(self, index: int) -> tuple[torch.Tensor, dict[str, Any]]:
+        s = self.samples[index]
+        return self.to_input(self.events(index), s.t), self.target(index)
+
+
+# --------------------------------------------------------------------------------- datamodule
+@register_datamodule("gen1")
+class Gen1DataModule(BenchDataModule):
+    """GEN1 automotive detection from the released ``.dat`` / ``_bbox.npy`` files (module docstring)."""
+
+    name: ClassVar[str] = "gen1"
+    modality: ClassVar[str] = "events"
+    needs_data_root: ClassVar[bool] = True
+    expected_layout: ClassVar[str] = LAYOUT
+    default_task: ClassVar[str] = "detection"
+    tasks: ClassVar[tuple[str, ...]] = ("detection",)
+    default_resolution: ClassVar[int | str] = "10x240"
+    #: input height when ``--resolution`` is not given (scale = height / sensor height)
+    default_height: ClassVar[int] = 240
+    patch_size: ClassVar[int] = 16
+    tubelet: ClassVar[int] = 2
+    has_test_split: ClassVar[bool] = True
+    #: (height, width) of the sensor
+    sensor_hw: ClassVar[tuple[int, int]] = (240, 304)
+    classes: ClassVar[tuple[str, ...]] = GEN1_CLASSES
+    splits: ClassVar[tuple[str, ...]] = ("train", "val", "test")
+    #: Prophesee protocol constants (module docstring)
+    skip_us: ClassVar[int] = 500_000
+    min_box_diag: ClassVar[float] = 30.0
+    min_box_side: ClassVar[float] = 10.0
+    option_help: ClassVar[dict[str, str]] = {
+        "window_ms": "events of this many ms before each label time form its sample",
+        "time_bins": "equal time bins of the window (the voxel grid's T; must divide the window in µs)",
+        "log_counts": "log1p-compress the per-bin event counts",
+    }
+
+    def __init__(self, window_ms: float = 50.0, time_bins: int = 10, log_counts: bool = True, **kwargs: Any) -> None:
+        if kwargs.get("resolution") is None:
+            kwargs["resolution"] = f"{int_option(self.name, 'time_bins', time_bins)}x{self.default_height}"
+        super().__init__(**kwargs)
+        self.time_bins = int_option(self.name, "time_bins", time_bins)
+        window = float_option(self.name, "window_ms", window_ms)
+        self.window_us = int(round(window * 1000))
+        if self.window_us <= 0 or abs(window * 1000 - self.window_us) > 1e-6:
+            raise ValueError(f"{self.name}: data option window_ms must be a positive whole number of µs, "
+                             f"got {window_ms!r}")
+        self.log_counts = (log_counts if isinstance(log_counts, bool)
+                           else str(log_counts).strip().lower() in ("1", "true", "yes"))
+        self._check_resolution(self.resolution)
+        self._recordings: dict[str, list[DatRecording | str]] = {}
+        self._samples: dict[str, list[Sample]] = {}
+        self._coco: dict[str, Any] = {}
+        if self.needs_data_root:
+            self.data_root = os.path.expanduser(str(self.data_root))
+            self.validate()
+
+    # ---- layout -----------------------------------------------------------------------------
+    def validate(self) -> None:
+        require_dir(self.data_root, self.name, self.expected_layout)
+        for split in self.splits:
+            folder = require_dir(os.path.join(self.data_root, split), self.name, self.expected_layout)
+            if not glob.glob(os.path.join(glob.escape(folder), "*_td.dat")):
+                raise DataRootError(f"{self.name}: no *_td.dat recordings in {folder!r}; "
+                                    f"expected layout: {self.expected_layout}")
+
+    # ---- geometry ---------------------------------------------------------------------------
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def label_to_category_id(self) -> list[int]:
+        """Contiguous label -> COCO category id of :meth:`coco_gt` (1 = car, 2 = pedestrian)."""
+        return list(range(1, len(self.classes) + 1))
+
+    def bins_and_height(self, resolution: tuple[int, ...] | None = None) -> tuple[int, int]:
+        res = resolution or self.resolution
+        return (self.time_bins, int(res[0])) if len(res) == 1 else (int(res[0]), int(res[1]))
+
+    def _check_resolution(self, res: tuple[int, ...]) -> tuple[int, int]:
+        t, h = self.bins_and_height(res)
+        if t % self.tubelet:
+            raise ValueError(f"{self.name}: {t} time bins are not a multiple of the tubelet ({self.tubelet})")
+        if self.window_us % t:
+            raise ValueError(f"{self.name}: {t} time bins do not divide the {self.window_us} µs window")
+        if h <= 0:
+            raise ValueError(f"{self.name}: input height must be positive, got {h}")
+        return t, h
+
+    def geometry(self, resolution: tuple[int, ...] | None = None) -> tuple[int, float, tuple[int, int]]:
+        """-> (time bins, scale, padded (H, W)) at ``resolution``."""
+        t, h = self._check_resolution(resolution or self.resolution)
+        H, W = self.sensor_hw
+        scale = h / H
+        p = self.patch_size
+        ch, cw = max(1, int(round(H * scale))), max(1, int(round(W * scale)))
+        return t, scale, (math.ceil(ch / p) * p, math.ceil(cw / p) * p)
+
+    def input_shape(self, resolution: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        t, _, (hp, wp) = self.geometry(resolution)
+        return (2, t, hp, wp)
+
+    # ---- samples ----------------------------------------------------------------------------
+    def split_dir(self, split: str) -> str:
+        return os.path.join(self.data_root, split)
+
+    def _build(self, split: str) -> None:
+        if split not in self.splits:
+            raise ValueError(f"{self.name}: no split {split!r}; available: {', '.join(self.splits)}")
+        folder = self.split_dir(split)
+        dats = sorted(glob.glob(os.path.join(glob.escape(folder), "*_td.dat")))
+        pairs = [(d[: -len("_td.dat")] + "_bbox.npy", d) for d in dats]
+        pairs = self.drop_missing(pairs, split, os.path.join(folder, "*_td.dat"),
+                                  hint="each <rec>_td.dat needs its <rec>_bbox.npy; ")
+        H, W = self.sensor_hw
+        recordings: list[DatRecording | str] = []
+        samples: list[Sample] = []
+        for bbox_path, dat_path in pairs:
+            try:
+                boxes = load_boxes(bbox_path)
+            except (OSError, ValueError, EOFError) as e:
+                self.count_skipped("corrupt")
+                log.warning("%s: skipping recording with unreadable boxes %s: %s", self.name, bbox_path, e)
+                continue
+            try:
+                rec: DatRecording | str = DatRecording(dat_path)
+            except (OSError, ValueError) as e:  # each of its samples is skipped and counted when read
+                log.warning("%s: unreadable DAT file %s: %s", self.name, dat_path, e)
+                rec = dat_path
+            boxes = crop_to_frame(boxes, H, W)
+            boxes = prophesee_filter(boxes, self.skip_us, self.min_box_diag, self.min_box_side)
+            if split == "train":
+                boxes = rvt_train_filter(boxes, W)
+            boxes = boxes[boxes["class_id"] < len(self.classes)]
+            if not len(boxes):
+                continue
+            boxes = boxes[np.argsort(boxes["t"], kind="stable")]
+            ri = len(recordings)
+            recordings.append(rec)
+            times, starts = np.unique(boxes["t"], return_index=True)
+            ends = np.append(starts[1:], len(boxes))
+            for t, a, b in zip(times, starts, ends):
+                bx = boxes[a:b]
+                xyxy = np.stack([bx["x"], bx["y"], bx["x"] + bx["w"], bx["y"] + bx["h"]], axis=1).astype(np.float32)
+                samples.append(Sample(ri, int(t), xyxy, bx["class_id"].astype(np.int64)))
+        self._recordings[split], self._samples[split] = recordings, samples
+
+    def samples(self, split: str) -> list[Sample]:
+        if split not in self._samples:
+            self._build(split)
+        return self._samples[split]
+
+    def coco_gt(self, split: str) -> Any:
+        """Filtered ground truth of ``split`` as a pycocotools ``COCO`` in the sensor frame (``[x, y,
+        w, h]``, category ids :attr:`label_to_category_id`, one image per sample, id = its index)."""
+        if split not in self._coco:
+            import contextlib
+            import io
+
+            from pycocotools.coco import COCO
+
+            H, W = self.sensor_hw
+            images, anns = [], []
+            for i, s in enumerate(self.samples(split)):
+                images.append({"id": i, "width": W, "height": H, "file_name": f"t{s.t}", "rec": s.rec})
+                for b, lab in zip(s.boxes.tolist(), s.labels.tolist()):
+                    w, h = b[2] - b[0], b[3] - b[1]
+                    anns.append({"id": len(anns) + 1, "image_id": i, "category_id": self.label_to_category_id[lab],
+                                 "bbox": [b[0], b[1], w, h], "area": w * h, "iscrowd": 0})
+            coco = COCO()
+            coco.dataset = {"images": images, "annotations": anns,
+                            "categories": [{"id": c, "name": n} for c, n in zip(self.label_to_category_id,
+                                                                                self.classes)]}
+            with contextlib.redirect_stdout(io.StringIO()):
+                coco.createIndex()
+            self._coco[split] = coco
+        return self._coco[split]
+
+    def filter_predictions(self, boxes: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Prophesee's size filter on predictions: xyxy ``(n, 4)`` in the sensor frame -> those with a
+        diagonal >= 30 px and both sides >= 10 px (with their scores and labels)."""
+        w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+        keep = (w * w + h * h >= self.min_box_diag ** 2) & (w >= self.min_box_side) & (h >= self.min_box_side)
+        return boxes[keep], scores[keep], labels[keep]
+
+    # ---- datasets ---------------------------------------------------------------------------
+    def make_dataset(self, split: str, resolution: Any = None) -> Gen1Dataset:
+        res = self.resolution if resolution is None else (
+            resolution if isinstance(resolution, tuple) else parse_resolution(resolution))
+        t, scale, padded = self.geometry(res)
+        samples = self.samples(split)
+        return Gen1Dataset(self._recordings[split], samples, self.sensor_hw, t, self.window_us, scale, padded,
+                           self.log_counts)
+
+    def train_dataset(self) -> Gen1Dataset:
+        return self.make_dataset("train")
+
+    def val_dataset(self, resolution: Any = None) -> Gen1Dataset:
+        return self.make_dataset("val", resolution)
+
+    def test_dataset(self, resolution: Any = None) -> Gen1Dataset:
+        return self.make_dataset("test", resolution)
+
+    def eval_split_dataloader(self, split: str, resolution: Any = None):
+        """Loader of ``split`` (``val`` / ``test``) at ``resolution``, in a fixed order."""
+        return self._loader(self.make_dataset(split, resolution), shuffle=False)
+
+    def preflight(self) -> dict[str, int]:
+        sizes = {s: len(self.samples(s)) for s in self.splits}
+        for split in ("train", "val"):
+            if sizes[split] == 0:
+                raise DataRootError(f"{self.name}: no {split} samples under {self.split_dir(split)!r} after the "
+                                    f"Prophesee filters; expected layout: {self.expected_layout}")
+        return sizes
