@@ -8,10 +8,13 @@ and stream perturbations, all on raw structured streams (``x, y, p, t``; ``t`` i
   ``age_buckets`` (K), ``max_tokens`` (cap per sample, most recent kept; 0 = no cap).
 * Training augmentations (``augment=true``), as in the PaPE harness's event pipeline, through
   tonic's transforms: horizontal flip (tonic ``RandomFlipLR`` with ``p=1`` applied on a coin
-  drawn here, so the label can be remapped: left/right gestures swap), drop-by-time
-  (``DropEventByTime``, 10-20 % of the duration), drop-by-area (``DropEventByArea``, 10-20 % of
-  the sensor side), drop-event (``DropEvent``, p in [0, 0.1]). tonic draws from numpy's global
-  generator, which Lightning seeds per worker.
+  drawn here, so the label can be remapped: left/right gestures swap), a small rotation
+  (:func:`random_rotate`, uniform in ``±ROTATE_DEGREES`` = 15° about the sensor centre; tonic 1.7
+  has no rotation transform, so it is written here), drop-by-time
+  (``DropEventByTime``, 10-20 % of the duration), drop-by-area (``DropEventByArea``, a box of 10-20 % of
+  the sensor side; the ratio is drawn here because tonic 1.7 draws a ``(lo, hi)`` tuple from
+  ``[hi, 1)``), drop-event (``DropEvent``, p in [0, 0.1]). tonic draws from numpy's global
+  generator, which Lightning seeds per worker; so does the rotation.
 * Stream perturbations for robustness (:data:`STREAM_SHIFTS`), applied before tokenization with
   an explicit ``numpy.random.Generator`` so they are reproducible: ``dropout`` (each event dropped
   with probability ``p``), ``noise`` (``rate ×`` the stream's event count of uniform events over
@@ -27,7 +30,7 @@ import numpy as np
 
 from .base import float_option, int_option
 
-__all__ = ["SpikingOptions", "parse_tokens", "Augment", "STREAM_SHIFTS", "STREAM_SHIFT_PARAMS", "stream_dropout",
+__all__ = ["SpikingOptions", "parse_tokens", "Augment", "rotate_events", "random_rotate", "ROTATE_DEGREES", "STREAM_SHIFTS", "STREAM_SHIFT_PARAMS", "stream_dropout",
            "StreamShift", "stream_shift_loaders", "spiking_analyses", "SPIKING_ANALYSES",
            "stream_noise", "stream_time_jitter", "TOKENS", "SPIKING_HELP"]
 
@@ -41,7 +44,7 @@ SPIKING_HELP = {
     "time_scale_ms": "tokens=spiking: unit of the token time coordinate t",
     "age_buckets": "tokens=spiking: K log-spaced event-age buckets (1 ms * 2^k) of a token's count volume",
     "max_tokens": "tokens=spiking: cap on tokens per sample, the most recent kept (0 = no cap)",
-    "augment": "training augmentation: flip (labels remapped), drop by time / area, drop events",
+    "augment": "training augmentation: flip (labels remapped), rotation (±15°), drop by time / area, drop events",
 }
 
 
@@ -90,11 +93,39 @@ class SpikingOptions:
         return spiking_patches(events, sensor_hw, **self.kwargs())
 
 
+#: largest angle (degrees) of the training rotation
+ROTATE_DEGREES = 15.0
+
+
+def rotate_events(events: np.ndarray, sensor_size: Sequence[int], degrees: float) -> np.ndarray:
+    """Rotate every event's pixel by ``degrees`` (counter-clockwise on screen, y down) about the
+    sensor centre ``((W-1)/2, (H-1)/2)`` (``sensor_size = (W, H, P)``, tonic's order), round to the
+    nearest pixel and drop the events that leave the sensor. Polarity and time are kept."""
+    W, H = int(sensor_size[0]), int(sensor_size[1])
+    th = np.deg2rad(degrees)
+    cx, cy = (W - 1) / 2.0, (H - 1) / 2.0
+    dx, dy = events["x"].astype(np.float64) - cx, events["y"].astype(np.float64) - cy
+    x = np.rint(cx + np.cos(th) * dx + np.sin(th) * dy)  # y down: screen-ccw is (dx, dy) -> (c dx + s dy, -s dx + c dy)
+    y = np.rint(cy - np.sin(th) * dx + np.cos(th) * dy)
+    keep = (x >= 0) & (x < W) & (y >= 0) & (y < H)
+    out = events[keep].copy()
+    out["x"], out["y"] = x[keep].astype(out["x"].dtype), y[keep].astype(out["y"].dtype)
+    return out
+
+
+def random_rotate(events: np.ndarray, sensor_size: Sequence[int], max_degrees: float = ROTATE_DEGREES) -> np.ndarray:
+    """:func:`rotate_events` by an angle uniform in ``[-max_degrees, max_degrees]`` (numpy's global
+    generator, like tonic's random transforms)."""
+    return rotate_events(events, sensor_size, np.random.uniform(-max_degrees, max_degrees))
+
+
 class Augment:
     """Training augmentation of a stream and its label (module docstring); picklable."""
 
-    def __init__(self, sensor_size: tuple[int, int, int], flip_label: Sequence[int] | None) -> None:
+    def __init__(self, sensor_size: tuple[int, int, int], flip_label: Sequence[int] | None,
+                 rotate_degrees: float = ROTATE_DEGREES) -> None:
         self.sensor_size, self.flip_label = tuple(sensor_size), None if flip_label is None else list(flip_label)
+        self.rotate_degrees = float(rotate_degrees)
 
     def __call__(self, events: np.ndarray, label: int) -> tuple[np.ndarray, int]:
         import tonic.transforms as T
@@ -102,12 +133,17 @@ class Augment:
         if self.flip_label is not None and np.random.rand() < 0.5:
             events = T.RandomFlipLR(sensor_size=self.sensor_size, p=1.0)(events)
             label = self.flip_label[label]
+        if self.rotate_degrees > 0 and len(events):
+            events = random_rotate(events, self.sensor_size, self.rotate_degrees)
         side = self.sensor_size[0]
         if len(events) > 1 and events["t"][-1] > events["t"][0]:
             events = T.DropEventByTime(duration_ratio=(0.1, 0.2))(events)
         if len(events):
-            # tonic's drop_by_area takes ratio * sensor side as the box side; keep the box >= 1 pixel
-            events = T.DropEventByArea(sensor_size=self.sensor_size, area_ratio=(max(0.1, 1.0 / side), 0.2))(events)
+            # tonic's drop_by_area takes ratio * sensor side as the box side; keep the box >= 1 pixel.
+            # The ratio is drawn here: tonic 1.7 draws a (lo, hi) tuple as uniform(hi), i.e. in [hi, 1),
+            # which dropped boxes of up to the whole sensor
+            ratio = float(np.random.uniform(max(0.1, 1.0 / side), 0.2))
+            events = T.DropEventByArea(sensor_size=self.sensor_size, area_ratio=ratio)(events)
             events = T.DropEvent(p=(0.0, 0.1))(events)
         return events, label
 

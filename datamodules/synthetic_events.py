@@ -17,7 +17,24 @@ Scenes (data option ``scene``):
   or spiking patch) to a token with the same content at another cell. A model without a PE and
   with mean pooling is a function of the multiset of token contents, so its output distribution
   is the same for every class. A PE that sees only the spatial axes (``lookhere`` on events) can
-  tell which two quadrants are involved but needs the time coordinate for their order.
+  tell which two quadrants are involved but needs the time coordinate for their order. A
+  *relative* PE (its attention logits depend on coordinate differences only: ``pape``,
+  ``rope-*``, ``alibi``) cannot tell which quadrants: two classes with the same jump vector
+  (top-left -> top-right and bottom-left -> bottom-right) look alike to it, so its ceiling is
+  4/8 (jump vector and order) and 2/8 without the order; use ``hops`` for relative PEs.
+* ``hops``: the same appear / jump / stay timing, but the label is the **jump direction** among
+  8 compass directions (0 = east, then clockwise on screen: south-east, south, ..., north-east).
+  The sensor is cut into ``8 x 8`` blocks (one block = one ``patch x patch`` cell at the default
+  32 x 32 with patch 4); the object's centre sits at block ``b + u`` (``b`` in 1..6 per axis, ``u``
+  uniform in ``[0, 1)^2``) and jumps by exactly 3 blocks per axis (diagonals: 3 blocks on each
+  axis), so both positions keep the object inside the sensor. Opposite directions visit the same
+  pair of places and differ **only in time order**; neighbouring directions differ in relative
+  place. **No-PE ceiling = chance (1/8), exactly**: the jump is a whole number of blocks, hence of
+  patches, so the object's tokens at its second place are distributed like those at its first
+  (same sub-patch offset, i.i.d. per-pixel thresholds, uniform noise) whatever the direction;
+  a model without PE sees the same distribution of token-content multisets for every class.
+  Unlike ``jumps`` it needs no absolute position: a *relative* PE (``pape``, ``rope-*``,
+  ``alibi``) can reach 100 % from the displacement and the order in time.
 * ``gestures``: the earlier 8 DVS-Gesture-like motions (swipe right, left, down, up, circle
   cw / ccw, zoom in / out); local motion alone separates swipes, polarity separates zooms.
 
@@ -61,13 +78,18 @@ __all__ = ["SyntheticEventsDataModule", "EventDataset", "SpikingEventDataset", "
 #: == ``tonic.datasets.DVSGesture.dtype`` (spelled out: importing tonic costs ~3 s; a test checks it)
 EVENT_DTYPE = np.dtype([("x", "<i2"), ("y", "<i2"), ("p", "?"), ("t", "<i8")])
 GESTURES = ("swipe-right", "swipe-left", "swipe-down", "swipe-up", "circle-cw", "circle-ccw", "zoom-in", "zoom-out")
-SCENES = ("jumps", "gestures")
+SCENES = ("jumps", "hops", "gestures")
+#: ``hops`` directions ``(dy, dx)``: 0 = east, then clockwise on screen (y down)
+HOP_DIRECTIONS = np.array([[0, 1], [1, 1], [1, 0], [1, -1], [0, -1], [-1, -1], [-1, 0], [-1, 1]])
+#: ``hops``: blocks per sensor side, jump length in blocks (per axis)
+HOP_BLOCKS, HOP_LENGTH = 8, 3
 #: normalised (y, x) origin of quadrants 0..3 (clockwise from top-left)
 QUADRANT_ORIGINS = np.array([[0.0, 0.0], [0.0, 0.5], [0.5, 0.5], [0.5, 0.0]])
 #: label after a left-right flip: gestures swap right/left swipes and cw/ccw circles; jumps mirror
 #: the quadrants (0 <-> 1, 2 <-> 3), which swaps clockwise and counter-clockwise
 FLIP_LABEL = {"gestures": [1, 0, 2, 3, 5, 4, 6, 7],
-              "jumps": [2 * [1, 0, 3, 2][q] + (1 - d) for q in range(4) for d in range(2)]}
+              "jumps": [2 * [1, 0, 3, 2][q] + (1 - d) for q in range(4) for d in range(2)],
+              "hops": [4, 3, 2, 1, 0, 7, 6, 5]}  # (dy, dx) -> (dy, -dx)
 
 
 def jumps_scene(rng: np.random.Generator) -> dict[str, Any]:
@@ -89,9 +111,35 @@ def jumps_scene(rng: np.random.Generator) -> dict[str, Any]:
             "fg": float(hi if bright else low), "bg": float(low if bright else hi)}
 
 
+def hops_scene(rng: np.random.Generator) -> dict[str, Any]:
+    """An object appears at block ``b + u``, then jumps by ``HOP_LENGTH`` blocks in direction
+    ``label`` (:data:`HOP_DIRECTIONS`); timing, contrast and shape as :func:`jumps_scene` (module
+    docstring)."""
+    label = int(rng.integers(8))
+    d = HOP_DIRECTIONS[label]  # (2,) dy, dx
+    hi_b = HOP_BLOCKS - 2  # blocks 1 .. 6 keep an object of half-size <= 1 block inside the sensor
+    start = np.array([rng.integers(1, hi_b + 1) if k == 0 else
+                      rng.integers(1, hi_b - HOP_LENGTH + 1) if k > 0 else
+                      rng.integers(1 + HOP_LENGTH, hi_b + 1) for k in d])  # (2,) block of the first place
+    u = rng.uniform(0.0, 1.0, 2)  # sub-block offset, shared by both places
+    centres = np.stack([start + u, start + HOP_LENGTH * d + u]) / HOP_BLOCKS  # (2, 2) normalised
+    t1 = rng.uniform(0.03, 0.12)
+    t2 = t1 + rng.uniform(0.3, 0.4)
+    t3 = t2 + rng.uniform(0.3, 0.4)
+    hi, low = rng.uniform(0.6, 1.0), rng.uniform(0.08, 0.2)
+    bright = bool(rng.random() < 0.5)
+    return {"label": label, "scene": "hops", "kind": str(rng.choice(["disc", "square"])),
+            "r": float(rng.uniform(0.07, 0.1)), "centres": centres, "times": np.array([t1, t2, t3]),
+            "fg": float(hi if bright else low), "bg": float(low if bright else hi)}
+
+
+#: scene name -> scene generator
+SCENE_FNS = {"jumps": jumps_scene, "hops": hops_scene}
+
+
 def scene_alpha(scene: dict[str, Any], t: np.ndarray, side: int) -> np.ndarray:
     """Object coverage ``(len(t), S, S)`` in ``[0, 1]`` at normalised times ``t``."""
-    if scene.get("scene") == "jumps":
+    if scene.get("scene") in ("jumps", "hops"):
         t1, t2, t3 = scene["times"]
         out = np.zeros((len(t), side, side), dtype=np.float32)
         for (cy, cx), (a, b) in zip(scene["centres"], ((t1, t2), (t2, t3))):
@@ -255,7 +303,9 @@ class SyntheticEventsDataModule(SyntheticSplitsDataModule):
     tubelet = 2
     num_groups = 64
     option_help = {**SPIKING_HELP, "scene": "jumps = object jumps between neighbouring quadrants (label = where "
-                   "and in which order; no-PE ceiling 1/8); gestures = DVS-Gesture-like motions"}
+                   "and in which order; no-PE ceiling 1/8, relative PEs 4/8); hops = object jumps 3 blocks in "
+                   "one of 8 directions (label = direction: relative place and order; no-PE ceiling 1/8); "
+                   "gestures = DVS-Gesture-like motions"}
 
     def __init__(self, train_size: int = 4096, val_size: int = 512, time_bins: int = 8, fine_steps: int = 48,
                  threshold: float = 0.25, noise_rate: float = 0.02, scene: str = "jumps", tokens: str = "frames",
@@ -300,7 +350,7 @@ class SyntheticEventsDataModule(SyntheticSplitsDataModule):
         return (2, t, s, s)
 
     def _dataset(self, split: str, size: int, resolution: Any) -> EventDataset:
-        scene_fn = jumps_scene if self.scene == "jumps" else events_scene
+        scene_fn = SCENE_FNS.get(self.scene, events_scene)
         args = (scene_fn, partial(_render_voxels, **self.event_kw), size, self.seed, split, self._res(resolution))
         if self.tokens == "spiking":
             side = self._res(resolution)[1]

@@ -241,6 +241,63 @@ def test_jumps_scene_labels_and_flip_remap():
     assert sorted(FLIP_LABEL["jumps"]) == list(range(8))
 
 
+def test_hops_scene_jumps_whole_patches_in_its_direction():
+    from pebench.datamodules.synthetic_events import HOP_DIRECTIONS, hops_scene, scene_alpha
+
+    rng = np.random.default_rng(0)
+    side, patch = 32, 4  # 8 blocks = 8 patches
+    labels = []
+    for _ in range(40):
+        sc = hops_scene(rng)
+        labels.append(sc["label"])
+        a, b = sc["centres"] * 8  # in blocks
+        assert np.allclose(b - a, 3 * HOP_DIRECTIONS[sc["label"]]) and np.all((a >= 1) & (a < 7) & (b >= 1) & (b < 7))
+        t1, t2, t3 = sc["times"]
+        first, second = scene_alpha(sc, np.array([(t1 + t2) / 2, (t2 + t3) / 2]), side)
+        shift = (3 * patch * HOP_DIRECTIONS[sc["label"]]).tolist()
+        # the second place is the first moved by whole patches: same coverage pixel for pixel
+        assert np.allclose(np.roll(first, shift, axis=(0, 1)), second, atol=1e-5)
+        assert first[0].max() == first[-1].max() == first[:, 0].max() == first[:, -1].max() == 0  # inside
+        # a left-right flip mirrors dx: the remapped label is the mirrored direction
+        dy, dx = HOP_DIRECTIONS[sc["label"]]
+        assert HOP_DIRECTIONS[FLIP_LABEL["hops"][sc["label"]]].tolist() == [dy, -dx]
+    assert set(labels) == set(range(8))
+
+
+def test_rotation_augmentation():
+    from pebench.datamodules.event_transforms import Augment, rotate_events
+
+    ev = stream([(31, 15, 1, 10), (16, 0, 0, 20), (0, 0, 1, 30)])
+    r = rotate_events(ev, (32, 32, 2), 90.0)  # counter-clockwise on screen (y down)
+    assert r[["x", "y"]].tolist() == [(15, 0), (0, 15), (0, 31)] and r["t"].tolist() == [10, 20, 30]
+    assert r["p"].tolist() == [True, False, True]
+    assert np.array_equal(rotate_events(ev, (32, 32, 2), 0.0), ev)
+    assert len(rotate_events(ev, (32, 32, 2), 45.0)) == 2  # the corner pixel leaves the sensor
+    from pebench.datamodules.event_transforms import random_rotate
+
+    np.random.seed(0)
+    angle = np.random.uniform(-15, 15)
+    np.random.seed(0)
+    assert np.array_equal(random_rotate(ev, (32, 32, 2)), rotate_events(ev, (32, 32, 2), angle))
+    rng = np.random.default_rng(1)
+    big = stream([(x, y, 1, t) for t, (x, y) in enumerate(rng.integers(8, 24, (200, 2)))])
+    events = {(int(a), int(b), int(t)) for a, b, t in big[["x", "y", "t"]].tolist()}
+    for deg, moved in ((0.0, False), (15.0, True)):  # Augment rotates (no flip here: label kept)
+        np.random.seed(4)  # first draw: an angle of 14.0° (of ±15°)
+        out, lbl = Augment((32, 32, 2), None, rotate_degrees=deg)(big, 3)
+        kept = {(int(a), int(b), int(t)) for a, b, t in out[["x", "y", "t"]].tolist()}
+        assert lbl == 3 and len(out) and np.all(np.diff(out["t"]) >= 0) and (not kept <= events) == moved
+    # drop-by-time <= 20 %, drop-by-area a box of <= 20 % of the side (4 % of the area), drop-event
+    # <= 10 %: never most of a uniform stream (tonic 1.7 drew the area ratio of a tuple from [hi, 1))
+    xy = rng.integers(0, 32, (2000, 2))
+    uniform = stream([(x, y, 1, 500 * t) for t, (x, y) in enumerate(xy)])
+    kept = []
+    for seed in range(40):
+        np.random.seed(seed)
+        kept.append(len(Augment((32, 32, 2), None, rotate_degrees=0)(uniform, 0)[0]) / len(uniform))
+    assert min(kept) > 0.65, min(kept)
+
+
 def test_stream_perturbations():
     rng = np.random.default_rng(0)
     ev = np.zeros(1000, EVENT_DTYPE)
