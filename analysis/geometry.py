@@ -51,7 +51,8 @@ Point clouds (departure from the batch-averaged definition, documented): point t
 grid and their coords (FPS centres) differ from cloud to cloud, so a similarity matrix averaged
 over clouds would compare unrelated token pairs. For ``modality == "points"`` SSDC (and SSDC_RPI)
 is computed **per cloud** against that cloud's own centres with the Euclidean distance and then
-averaged over the probe set (NaN clouds skipped); EED% is unchanged.
+averaged over the probe set (NaN clouds skipped); EED% is unchanged. Variable-length scenes
+(segmentation: a token mask, padding last) use each scene's real tokens only, for SSDC and EED.
 """
 from __future__ import annotations
 
@@ -178,18 +179,31 @@ def probe_loader(datamodule: Any, probe_size: int | None, batch_size: int | None
 
 def _inputs(task: Any, batch: Any, device: torch.device) -> Tensor:
     x = batch[0] if isinstance(batch, (list, tuple)) else batch
+    if isinstance(x, dict):  # scene batches {"coord", "feat", "mask"} (segmentation)
+        return {k: v.to(device) for k, v in x.items()}
     x = x.to(device)
     if getattr(task, "modality", None) == "video" and x.dim() == 6:  # (B, K clips, C, T, H, W) -> clips as samples
         x = x.flatten(0, 1)
     return x
 
 
-def _point_features(task: Any, x: Tensor, perm: Tensor | None, tap: str) -> tuple[list[Tensor], Tensor]:
-    """Like ``task.features`` but keeps the per-cloud coords ``(B, N, p)`` (points only)."""
+def _num_samples(x: Any) -> int:
+    return int(x["mask"].shape[0]) if isinstance(x, dict) else int(x.shape[0])
+
+
+def _point_features(task: Any, x: Tensor, perm: Tensor | None, tap: str
+                    ) -> tuple[list[Tensor], Tensor, Tensor | None]:
+    """Like ``task.features`` but keeps the per-cloud coords ``(B, N, p)`` and the token mask
+    ``(B, N)`` (``None``: all tokens real) (points only)."""
     tb = task.permute_content(task.tokenize(x), perm)
     feats = task.backbone.forward_intermediates(tb.x, tb.coords, tb.grid, tb.mask, tap=tap)
-    coords = tb.coords if tb.coords.dim() == 3 else tb.coords.expand(x.shape[0], -1, -1)
-    return feats, coords
+    coords = tb.coords if tb.coords.dim() == 3 else tb.coords.expand(_num_samples(x), -1, -1)
+    return feats, coords, tb.mask
+
+
+def _real(t: Tensor, mask: Tensor | None) -> Tensor:
+    """Tokens ``(B, N, D)`` -> the real ones ``(M, D)`` (padding of variable-length scenes dropped)."""
+    return t if mask is None else t[mask]
 
 
 class _PerCloudSSDC:
@@ -200,10 +214,11 @@ class _PerCloudSSDC:
         self.count = [0] * num_layers
         self.distance = distance
 
-    def update(self, feats: list[Tensor], coords: Tensor) -> None:
+    def update(self, feats: list[Tensor], coords: Tensor, mask: Tensor | None = None) -> None:
         for l, t in enumerate(feats):
             for b in range(t.shape[0]):
-                v = ssdc_fn(t[b:b + 1], coords[b], self.distance)
+                m = mask[b] if mask is not None else slice(None)  # a scene's real tokens only
+                v = ssdc_fn(t[b:b + 1, m], coords[b, m], self.distance)
                 if math.isfinite(v):
                     self.sum[l] += v
                     self.count[l] += 1
@@ -233,11 +248,12 @@ def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str,
             perm = perm.to(device) if perm is not None else None
             if eed:
                 eed_m = [EEDMetric(dim).to(device) for _ in range(depth)]
+        mask = None
         if points:
-            feats, coords = _point_features(task, x, perm, tap)
+            feats, coords, mask = _point_features(task, x, perm, tap)
             if first:
                 ssdc_m = _PerCloudSSDC(depth, distance)
-            ssdc_m.update(feats, coords)
+            ssdc_m.update(feats, coords, mask)
         else:
             feats, coords = task.features(x, content_perm=perm, tap=tap)
             if first:
@@ -246,9 +262,9 @@ def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str,
                 m.update(t)
         if eed_m is not None:
             for e, t in zip(eed_m, feats):
-                e.update(t)
+                e.update(_real(t, mask))
         first = False
-        n += x.shape[0]
+        n += _num_samples(x)
     if n == 0:
         raise ValueError("geometry: the probe set is empty (no validation samples)")
     vals = ssdc_m.compute() if points else [float(m.compute()) for m in ssdc_m]
@@ -265,9 +281,9 @@ def _eed_pass(task: Any, loader: Any, tap: str) -> tuple[list[float], list[float
     eed_m = [EEDMetric(dim).to(device) for _ in range(depth)]
     for batch in loader:
         x = _inputs(task, batch, device)
-        feats = _point_features(task, x, None, tap)[0] if points else task.features(x, tap=tap)[0]
+        feats, _, mask = _point_features(task, x, None, tap) if points else (task.features(x, tap=tap)[0], None, None)
         for e, t in zip(eed_m, feats):
-            e.update(t)
+            e.update(_real(t, mask))
     return [float(e.compute()) for e in eed_m], [float(e.compute_top1_share()) for e in eed_m]
 
 
@@ -330,5 +346,5 @@ def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_
         out["ssdc_rpi_gain"] = [None if a is None or b is None else a - b
                                 for a, b in zip(out["ssdc_rpi"], out["ssdc_rpi_init"])]
     if out["probe_size"] is None:
-        out["probe_size"] = sum(int(x.shape[0]) for x in loader)
+        out["probe_size"] = sum(_num_samples(x) for x in loader)
     return out
