@@ -6,7 +6,8 @@ Run options map as for classification (``lr``, ``weight_decay``, ``warmup_epochs
 ``--task-option KEY=VALUE`` (:data:`~pebench.models.tasks.segmentation.SEGMENTATION_DEFAULTS`):
 
 * ``patching``: ``serialize`` (z-order serialization, default) or ``fps`` (FPS + kNN);
-* ``patch_size``: points per patch ``K`` (32);
+* ``patch_size``: points per patch ``K`` (default: the dataset's, ``tokenizer_options()["patch_size"]``:
+  scannet 64, primitives-scene 16; else 32);
 * ``coord_scale``: factor on the token centres (metres) the PE sees (1.0: metres);
 * ``interp_k``: token centres interpolated per point (3).
 
@@ -35,11 +36,14 @@ def _defaults() -> dict[str, Any]:
     return SEGMENTATION_DEFAULTS
 
 
-def segmentation_options(cfg: Any) -> dict[str, Any]:
+def segmentation_options(cfg: Any, dm: Any = None) -> dict[str, Any]:
     """``cfg.task_options`` over the defaults, validated (one-line :class:`ConfigError`)."""
     from pebench.models.scene_tokenizer import PATCHINGS
 
     opts = {**_defaults(), **dict(cfg.task_options)}
+    if opts["patch_size"] is None:
+        tok = dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else {}
+        opts["patch_size"] = tok.get("patch_size", 32)
     if opts["patching"] not in PATCHINGS:
         raise ConfigError(f"--task segmentation: unknown patching {opts['patching']!r}; available: {', '.join(PATCHINGS)}")
     for key in ("patch_size", "interp_k"):
@@ -66,7 +70,7 @@ def build_segmentation_task(cfg: Any, dm: Any, grid: Any) -> Any:
                           f"got {cfg.dataset!r}")
     if cfg.class_token:
         raise ConfigError("--class-token does not apply to --task segmentation (per-point predictions use the patch tokens)")
-    opts = segmentation_options(cfg)
+    opts = segmentation_options(cfg, dm)
     tok = dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else {}
     return SegmentationTask(num_classes=dm.num_classes, feat_dim=int(dm.feat_dim),
                             class_names=list(getattr(dm, "class_names", [])) or None,

@@ -50,7 +50,7 @@ def _rect(rng: np.random.Generator, origin: np.ndarray, u: np.ndarray, v: np.nda
     return origin + st[:, :1] * u + st[:, 1:] * v
 
 
-def make_room(rng: np.random.Generator, density: float = 150.0) -> dict[str, np.ndarray]:
+def make_room(rng: np.random.Generator, density: float = 60.0) -> dict[str, np.ndarray]:
     """One synthetic room -> ``coord (N, 3)`` float32 m, ``color (N, 3)`` uint8, ``normal (N, 3)``,
     ``segment20 (N,)`` int16 (indices into :data:`PRIMITIVE_SCENE_CLASSES`)."""
     L = rng.uniform(2.5, 4.0, 2)
@@ -174,9 +174,10 @@ class PrimitivesSceneDataModule(ScanNetDataModule):
     expected_layout: ClassVar[str] = "embedded (written under $PEBENCH_CACHE or ~/.cache/pebench)"
     default_resolution: ClassVar[int | str] = 4096
     default_grid_size: ClassVar[float] = 0.1
+    default_patch_size: ClassVar[int] = 16
     class_names: tuple[str, ...] = PRIMITIVE_SCENE_CLASSES
 
-    def __init__(self, train_size: int = 1024, val_size: int = 128, gen_seed: int = 0, density: float = 150.0,
+    def __init__(self, train_size: int = 512, val_size: int = 64, gen_seed: int = 0, density: float = 60.0,
                  normals: bool = False, **kwargs: Any) -> None:
         kwargs.pop("data_root", None)
         super().__init__(normals=normals, **kwargs)

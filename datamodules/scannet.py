@@ -155,8 +155,7 @@ class SceneFolderDataset(SkippingDataset):
             rng = np.random.default_rng(int(torch.randint(0, 2 ** 62, ()).item()))
         if self.augment is not None:
             coord, normal = self.augment(coord, normal, rng)
-        gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62))) if rng is not None else None
-        keep = grid_sample(torch.from_numpy(coord), self.grid_size, train=self.train, generator=gen).numpy()
+        keep = grid_sample(coord, self.grid_size, train=self.train, rng=rng)
         keep = keep[crop_points(coord[keep], self.max_points, rng)]
         feat = [s["color"][keep].astype(np.float32) / 255.0]
         if self.normals:
@@ -183,6 +182,8 @@ class ScanNetDataModule(BenchDataModule):
     #: default voxel side of grid sampling, metres
     default_grid_size: ClassVar[float] = 0.02
     has_test_split: ClassVar[bool] = False
+    #: points per patch token unless --task-option patch_size says otherwise (~1.5k tokens for 10^5 points)
+    default_patch_size: ClassVar[int] = 64
 
     def __init__(self, grid_size: float | None = None, normals: bool = True, augment: bool = True,
                  train_size: int | None = None, val_size: int | None = None, **kwargs: Any) -> None:
@@ -267,8 +268,9 @@ class ScanNetDataModule(BenchDataModule):
         return self._dataset("val", resolution)
 
     def tokenizer_options(self) -> dict[str, Any]:
-        """What the scene tokenizer needs from the data (voxel side for serialization)."""
-        return {"grid_size": self.grid_size}
+        """What the scene tokenizer needs from the data: voxel side (m) for serialization, default
+        points per patch."""
+        return {"grid_size": self.grid_size, "patch_size": self.default_patch_size}
 
 
 def _flag(dataset: str, key: str, value: Any) -> bool:

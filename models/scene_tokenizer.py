@@ -20,9 +20,11 @@ A scene of ``10^4 .. 10^5`` points is turned into a variable number of tokens pe
    Measured on one 10^5-point scene (``bench perf``-style, CPU, 2 cores; see the README's
    "3-D scene segmentation" section): serialization is orders of magnitude faster, so it is the
    default; FPS + kNN is kept as an option (its patches are rounder, it costs more).
-3. a **mini-PointNet** per patch (shared MLP on ``[offset to the patch centre, point features]``,
-   masked max-pool, second MLP, masked max-pool; as :class:`~pebench.models.PointTokenizer`)
-   -> one ``D``-dim token per patch.
+3. a **mini-PointNet** per patch: a shared per-point MLP on ``[offset to the patch centre (dm),
+   point features]`` (``3 + F -> 32 -> 64``), masked max-pool, then a per-token MLP
+   (``64 -> 128 -> D``) -> one ``D``-dim token per patch. Lighter than
+   :class:`~pebench.models.PointTokenizer`'s two per-point stages: scenes have ~10^5 points per batch
+   on CPU, and the per-point layers dominate a step.
 
 Token coords are the patch centres (mean of the patch's points) **in metres** in the dataset's
 frame (the scene frame for ScanNet, the ego frame for nuScenes), multiplied by ``coord_scale``
@@ -34,13 +36,15 @@ nearest token centres; PointNet++ feature propagation, Qi et al. 2017) -- torch-
 ``knn_interpolate`` when its ``knn`` backend (``torch-cluster`` / ``pyg-lib``) is installed, else
 a dense, chunked torch implementation of the same formula (no wheels of either for the torch
 build pebench pins). Likewise FPS and kNN are written in torch for that reason, and voxel
-sampling uses ``torch.unique`` instead of ``torch_geometric.nn.voxel_grid`` (which needs them too).
+sampling is NumPy (``np.unique`` over voxel keys, per scene in the data loader) instead of
+torch-geometric's ``voxel_grid`` / ``GridSampling`` (which need them too).
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -54,21 +58,20 @@ PATCHINGS = ("serialize", "fps")
 OFFSET_SCALE = 10.0
 
 
-def grid_sample(coord: Tensor, grid_size: float, train: bool = False,
-                generator: torch.Generator | None = None) -> Tensor:
-    """Indices (sorted, long) of one point per occupied voxel of side ``grid_size`` of ``coord (M, 3)``:
-    a uniformly random one when ``train``, else the first in order (deterministic)."""
-    if grid_size <= 0:
-        return torch.arange(coord.shape[0], device=coord.device)
-    vox = torch.floor((coord - coord.min(0).values) / grid_size).long()  # (M, 3)
-    dims = vox.max(0).values + 1
+def grid_sample(coord: np.ndarray, grid_size: float, train: bool = False,
+                rng: np.random.Generator | None = None) -> np.ndarray:
+    """Indices (sorted, int64) of one point per occupied voxel of side ``grid_size`` of ``coord (M, 3)``:
+    a uniformly random one when ``train`` (drawn from ``rng``), else the first in order
+    (deterministic). NumPy: it runs per scene in the data loader, like Pointcept's ``GridSample``."""
+    coord = np.asarray(coord)
+    if grid_size <= 0 or len(coord) == 0:
+        return np.arange(len(coord))
+    vox = np.floor((coord - coord.min(0)) / grid_size).astype(np.int64)  # (M, 3)
+    dims = vox.max(0) + 1
     key = (vox[:, 0] * dims[1] + vox[:, 1]) * dims[2] + vox[:, 2]  # (M,) voxel id
-    order = (torch.randperm(key.shape[0], generator=generator, device=coord.device) if train
-             else torch.arange(key.shape[0], device=coord.device))
-    _, inv = torch.unique(key[order], return_inverse=True)
-    first = torch.full((int(inv.max()) + 1,), key.shape[0], dtype=torch.long, device=coord.device)
-    first.scatter_reduce_(0, inv, torch.arange(key.shape[0], device=coord.device), reduce="amin")
-    return order[first].sort().values
+    order = (rng or np.random.default_rng()).permutation(len(key)) if train else np.arange(len(key))
+    _, first = np.unique(key[order], return_index=True)  # first occurrence per voxel in ``order``
+    return np.sort(order[first])
 
 
 def _spread_bits(x: Tensor) -> Tensor:
@@ -232,8 +235,8 @@ class SceneTokenizer(nn.Module):
         self.coord_scale = float(coord_scale)
         self.feat_dim = int(feat_dim)
         self.spatial_dims = 3
-        self.first = nn.Sequential(nn.Linear(3 + feat_dim, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 128))
-        self.second = nn.Sequential(nn.Linear(256, 256), nn.LayerNorm(256), nn.GELU(), nn.Linear(256, embed_dim))
+        self.point = nn.Sequential(nn.Linear(3 + feat_dim, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 64))
+        self.token = nn.Sequential(nn.LayerNorm(64), nn.Linear(64, 128), nn.GELU(), nn.Linear(128, embed_dim))
 
     def patches(self, coord: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """-> point indices ``(B, T, K)``, point-in-patch mask ``(B, T, K)``, token mask ``(B, T)``."""
@@ -252,9 +255,8 @@ class SceneTokenizer(nn.Module):
         centres = (pts * w).sum(2) / w.sum(2).clamp_min(1.0)  # (B, T, 3) metres; padding tokens at 0
         rel = (pts - centres.unsqueeze(2)) * OFFSET_SCALE  # (B, T, K, 3)
         f = torch.cat([rel, _gather(feat, idx)], -1) if self.feat_dim else rel  # (B, T, K, 3 + F)
-        f = self.first(f)  # (B, T, K, 128)
-        g = _masked_max(f, pmask, 2).unsqueeze(2).expand_as(f)  # (B, T, K, 128)
-        f = _masked_max(self.second(torch.cat([f, g], -1)), pmask, 2)  # (B, T, D)
+        f = _masked_max(self.point(f), pmask, 2)  # (B, T, 64)
+        f = self.token(f)  # (B, T, D)
         return TokenBatch(f, centres * self.coord_scale, None, tmask), centres
 
     def describe(self) -> dict[str, Any]:

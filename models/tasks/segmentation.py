@@ -14,7 +14,8 @@ propagation):
    scenes are tokenized so that full attention fits, ~1.5k tokens for a 10^5-point ScanNet scene at
    K = 64).
 3. per point: the final tokens interpolated to the point from the ``k = 3`` nearest token centres
-   (inverse squared distance, :func:`~pebench.models.scene_tokenizer.knn_interpolate`), concatenated
+   (inverse squared distance, :func:`~pebench.models.scene_tokenizer.knn_interpolate`; tokens first
+   projected to 64 channels), concatenated
    with a small MLP of the point's own features (colour [, normal] / intensity) and its offset to the
    nearest token centre (never its absolute position: position reaches the model only through the
    PE), then an MLP to class logits.
@@ -50,8 +51,9 @@ from .classification import NonFiniteLossError, split_batch
 
 __all__ = ["SegmentationTask", "SEGMENTATION_DEFAULTS"]
 
-#: task options (``--task-option KEY=VALUE``) and their defaults
-SEGMENTATION_DEFAULTS: dict[str, Any] = {"patching": "serialize", "patch_size": 32, "coord_scale": 1.0,
+#: task options (``--task-option KEY=VALUE``) and their defaults (``patch_size`` None: the datamodule's
+#: ``tokenizer_options()["patch_size"]``, else 32)
+SEGMENTATION_DEFAULTS: dict[str, Any] = {"patching": "serialize", "patch_size": None, "coord_scale": 1.0,
                                          "interp_k": 3}
 
 
@@ -76,9 +78,11 @@ class SegmentationTask(L.LightningModule):
         self.tokenizer = SceneTokenizer(dim, feat_dim, int(patch_size), patching, grid_size, coord_scale)
         self.backbone = build_backbone(model, pe=pe, spatial_dims=3, grid=None, class_token=False,
                                        drop_path_rate=drop_path, **(pe_options or {}))
-        self.point_mlp = nn.Sequential(nn.Linear(feat_dim + 3, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 64))
-        self.head = nn.Sequential(nn.LayerNorm(dim + 64), nn.Linear(dim + 64, dim), nn.GELU(),
-                                  nn.Linear(dim, num_classes))
+        # per-point layers are narrow (they run on every point of every scene): tokens are projected to
+        # 64 channels before interpolation, the point's own features to 32
+        self.token_proj = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 64))
+        self.point_mlp = nn.Sequential(nn.Linear(feat_dim + 3, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 32))
+        self.head = nn.Sequential(nn.LayerNorm(96), nn.Linear(96, 64), nn.GELU(), nn.Linear(64, num_classes))
         self.ignore_index = int(ignore_index)
         self.rpt = rpt
         names = list(class_names) if class_names is not None else None
@@ -128,11 +132,11 @@ class SegmentationTask(L.LightningModule):
         tb = self.permute_content(tb, content_perm)
         tokens = self.backbone(tb.x, tb.coords, None, tb.mask)  # (B, T, D)
         k = int(self.hparams.interp_k)
-        up = knn_interpolate(tokens, centres, tb.mask, coord, mask, k=k)  # (B, M, D)
+        up = knn_interpolate(self.token_proj(tokens), centres, tb.mask, coord, mask, k=k)  # (B, M, 64)
         with torch.no_grad():
             _, nearest = _knn(coord, centres, tb.mask, 1)  # (B, M, 1)
         near = torch.gather(centres, 1, nearest.expand(-1, -1, 3))  # (B, M, 3)
-        own = self.point_mlp(torch.cat([feat, (coord - near) * 10.0], -1))  # (B, M, 64); offset in dm
+        own = self.point_mlp(torch.cat([feat, (coord - near) * 10.0], -1))  # (B, M, 32); offset in dm
         return self.head(torch.cat([up, own], -1))  # (B, M, C)
 
     def features(self, inputs: dict[str, Tensor], content_perm: Tensor | None = None,
