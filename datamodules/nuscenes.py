@@ -23,8 +23,13 @@ classes (its coarse indices 1..16, 0 = ``ignore``); pebench shifts them to conti
 here its mapping is turned once into a 256-entry lookup table and applied by indexing, with the
 same result (a test checks the two agree).
 
-Sample: the keyframe's points in the LIDAR_TOP sensor frame, metres (``coord_unit = "m"``; the
-ego-vehicle frame differs from it by the fixed calibrated_sensor transform):
+Per scan (the shared scene pipeline of :mod:`.scene_common`, Pointcept's nuScenes settings):
+optional crop to ``max_range`` metres (horizontal distance to the sensor), training augmentation
+(``SceneAugment`` about the sensor: rotation about z, small tilts, scaling, flips, jitter), grid
+sampling (``grid_size`` = 0.05 m voxels; a random point per voxel in training, the first one in
+evaluation), then at most ``M`` points (the resolution; ``crop_points``). The sample, in the
+LIDAR_TOP sensor frame in metres (``coord_unit = "m"``; the ego-vehicle frame differs from it by
+the fixed calibrated_sensor transform):
 
 * ``coord`` ``(M, 3)`` float32 ``x, y, z``;
 * ``feat`` ``(M, F)`` float32: intensity / 255 (``F = 1``); with ``sweeps = S > 1`` a second
@@ -39,12 +44,13 @@ car). The keyframe itself is read again unfiltered and its points come first, in
 so its labels stay aligned; the earlier sweeps' points follow with target -1 (no labels exist
 for them), so they are input context and never scored.
 
-Evaluation: the task's mIoU counts the keyframe points it is given. With the defaults
-(``max_points = 0``, ``max_range = 0``) that is every keyframe point of the validation split, so
-the number is the devkit's ``LidarSegEval`` mIoU on the same predictions
-(:func:`write_lidarseg_predictions` writes them in the challenge format; a test checks the two
-agree). ``max_range`` (crop to a horizontal radius, metres) and ``max_points`` (a random subset
-for training, a fixed subset per scan for evaluation) trade that exactness for speed.
+Evaluation: the task's mIoU counts the keyframe points it is given. By default those are the
+grid-sampled points (Pointcept's validation protocol; its test-time voting over all points is not
+done). With ``grid_size = 0``, ``max_range = 0`` and a resolution above the scan size (a keyframe
+has at most 34,720 points) it is every keyframe point of the validation split, in file order, so
+the number is the devkit's official ``LidarSegEval`` mIoU on the same predictions
+(:func:`write_lidarseg_predictions` writes them in the challenge format, and
+:func:`devkit_lidarseg_eval` runs the devkit's evaluator; a test checks the two agree).
 
 Corrupt scans (a truncated ``.pcd.bin``, a label file whose length does not match the points, an
 unknown fine label) are skipped and counted (``corrupt.py``); point files the tables name but
@@ -63,6 +69,8 @@ import torch
 from .base import BenchDataModule, DataRootError, float_option, int_option
 from .corrupt import SkippingDataset
 from .registry import register_datamodule
+from .scannet import _flag  # the true/false data-option parser the scene datamodules share
+from .scene_common import IGNORE_INDEX, SceneAugment, crop_points, scene_collate
 
 __all__ = ["NuScenesDataModule", "NuScenesLidarSeg", "CLASS_NAMES", "SPLITS", "open_nuscenes", "label_lut",
            "split_sample_tokens", "write_lidarseg_predictions", "devkit_lidarseg_eval"]
@@ -180,20 +188,22 @@ class Scan:
 
 
 class NuScenesLidarSeg(SkippingDataset):
-    """Keyframe scans -> ``(coord (M, 3), feat (M, F), target (M,))`` or ``None`` when corrupt.
+    """Keyframe scans -> ``(coord (M, 3), feat (M, F), target (M,))`` float32 / float32 / int64 arrays,
+    or ``None`` when corrupt (``scene_collate`` pads the batch and counts them).
 
     ``nusc`` (the devkit database) is needed only for ``sweeps > 1``; worker processes share it
     through ``fork``.
     """
 
-    def __init__(self, scans: list[Scan], lut: np.ndarray, train: bool, seed: int, sweeps: int = 1,
-                 max_points: int = 0, max_range: float = 0.0, nusc: Any = None, augment: Any = None) -> None:
+    def __init__(self, scans: list[Scan], lut: np.ndarray, train: bool, sweeps: int = 1, grid_size: float = 0.05,
+                 max_points: int = 0, max_range: float = 0.0, augment: bool = False, nusc: Any = None) -> None:
         super().__init__(None)
-        self.collate_fn = _pad_collate  # TEMP until scene_common lands
-        self.scans, self.lut, self.train, self.seed = scans, lut, train, seed
-        self.sweeps, self.max_points, self.max_range = sweeps, max_points, max_range
+        self.collate_fn = scene_collate
+        self.scans, self.lut, self.train = scans, lut, train
+        self.sweeps, self.grid_size, self.max_points, self.max_range = sweeps, grid_size, max_points, max_range
+        # rotation and scaling about the sensor (the lidar frame's origin), not the scan's bounding box
+        self.augment = SceneAugment("origin") if (augment and train) else None
         self.nusc = nusc if sweeps > 1 else None
-        self.augment = augment
 
     def __len__(self) -> int:
         return len(self.scans)
@@ -202,8 +212,8 @@ class NuScenesLidarSeg(SkippingDataset):
         return self.scans[index].points
 
     def read(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Scan ``index`` with no sampling or augmentation -> ``points (4, M)`` float32 (x, y, z,
-        intensity), ``time_lag (M,)`` float32 seconds, ``target (M,)`` int64 (keyframe points first)."""
+        """Scan ``index``, no cropping, sampling or augmentation -> ``points (4, M)`` float32 (x, y, z,
+        intensity), ``time_lag (M,)`` float32 seconds, ``target (M,)`` int64; keyframe points first."""
         from nuscenes.utils.data_classes import LidarPointCloud
         from nuscenes.utils.data_io import load_bin_file
 
@@ -230,38 +240,29 @@ class NuScenesLidarSeg(SkippingDataset):
             k = near.nbr_points()
             points = np.concatenate([key.points, swept.points[:, k:]], axis=1)               # (4, M)
             lag = np.concatenate([lag, times[0, k:].astype(np.float32)])                     # (M,)
-            target = np.concatenate([target, np.full(points.shape[1] - n, -1, dtype=np.int64)])
+            target = np.concatenate([target, np.full(points.shape[1] - n, IGNORE_INDEX, dtype=np.int64)])
+        if not np.isfinite(points).all():
+            raise ValueError(f"{scan.points}: non-finite point values")
         return points.astype(np.float32), lag, target
 
-    def load(self, index: int):
+    def load(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        from pebench.models.scene_tokenizer import grid_sample
+
         points, lag, target = self.read(index)
-        keep = np.ones(points.shape[1], dtype=bool)
         if self.max_range > 0:
-            keep &= np.hypot(points[0], points[1]) <= self.max_range
-        idx = np.flatnonzero(keep)
-        if self.max_points and len(idx) > self.max_points:
-            # training: a fresh subset each epoch; evaluation: a fixed subset per scan (seeded by index)
-            rng = np.random.default_rng(None if self.train else self.seed * 1_000_003 + index)
-            idx = np.sort(rng.choice(idx, self.max_points, replace=False))
-        coord = torch.from_numpy(np.ascontiguousarray(points[:3, idx].T))                     # (M, 3) metres
-        feats = [points[3, idx] / 255.0] + ([lag[idx]] if self.sweeps > 1 else [])
-        feat = torch.from_numpy(np.stack(feats, axis=1).astype(np.float32))                  # (M, F)
-        tgt = torch.from_numpy(target[idx])                                                  # (M,)
+            inside = np.flatnonzero(np.hypot(points[0], points[1]) <= self.max_range)
+            points, lag, target = points[:, inside], lag[inside], target[inside]
+        coord = np.ascontiguousarray(points[:3].T)                                          # (M, 3) metres
+        rng = None
+        if self.train:  # drawn from torch's global RNG, which bench run seeds (as in scannet)
+            rng = np.random.default_rng(int(torch.randint(0, 2 ** 62, ()).item()))
         if self.augment is not None:
-            coord = self.augment(coord)
-        return coord, feat, tgt
-
-
-def _pad_collate(batch):  # TEMP: replaced by scene_common.scene_collate
-    kept = [b for b in batch if b is not None]
-    m = max([len(b[0]) for b in kept], default=0)
-    B = len(kept)
-    f = kept[0][1].shape[1] if kept else 1
-    coord = torch.zeros(B, m, 3); feat = torch.zeros(B, m, f); mask = torch.zeros(B, m, dtype=torch.bool)
-    tgt = torch.full((B, m), -1, dtype=torch.long)
-    for i, (c, ft, t) in enumerate(kept):
-        coord[i, :len(c)] = c; feat[i, :len(c)] = ft; mask[i, :len(c)] = True; tgt[i, :len(c)] = t
-    return {"coord": coord, "feat": feat, "mask": mask}, tgt, {"skipped": len(batch) - B}
+            coord, _ = self.augment(coord, None, rng)
+        # evaluation keeps the first point of each voxel: keyframe points come first, so labelled ones win
+        keep = grid_sample(coord, self.grid_size, train=self.train, rng=rng)
+        keep = keep[crop_points(coord[keep], self.max_points, rng)]
+        feat = [points[3, keep] / 255.0] + ([lag[keep]] if self.sweeps > 1 else [])
+        return coord[keep], np.stack(feat, axis=1).astype(np.float32), target[keep]   # (M, 3), (M, F), (M,)
 
 
 def write_lidarseg_predictions(predictions: dict[str, np.ndarray], results_folder: str, eval_set: str) -> str:
@@ -289,11 +290,12 @@ def devkit_lidarseg_eval(nusc: Any, results_folder: str, eval_set: str) -> dict[
 
 @register_datamodule("nuscenes")
 class NuScenesDataModule(BenchDataModule):
-    """nuScenes-lidarseg, 16 classes, devkit splits; see the module docstring for the sample format.
+    """nuScenes-lidarseg, 16 classes, the devkit's splits (see the module docstring).
 
     Options (``--data-option``): ``version`` (``auto``, ``v1.0-mini``, ``v1.0-trainval``), ``sweeps``
-    (keyframe + S - 1 earlier sweeps, 1 = keyframe only), ``max_points`` (cap per scan, 0 = all),
-    ``max_range`` (horizontal crop radius in metres, 0 = none).
+    (the keyframe and ``sweeps - 1`` earlier sweeps; 1 = keyframe only), ``grid_size`` (voxel side of
+    grid sampling, metres; 0 = every point), ``max_range`` (horizontal crop radius, metres; 0 = none),
+    ``augment``. The resolution is the most points per scan after grid sampling.
     """
 
     modality: ClassVar[str] = "points"
@@ -301,18 +303,37 @@ class NuScenesDataModule(BenchDataModule):
     expected_layout: ClassVar[str] = LAYOUT
     default_task: ClassVar[str] = "segmentation"
     tasks: ClassVar[tuple[str, ...]] = ("segmentation",)
+    #: resolution = at most this many points per scan after grid sampling (as scannet; a keyframe has
+    #: at most 34,720 points, so the cap binds only with several sweeps)
+    default_resolution: ClassVar[int | str] = 102400
     coord_unit: ClassVar[str] = "m"
-    ignore_index: ClassVar[int] = -1
+    ignore_index: ClassVar[int] = IGNORE_INDEX
     class_names: ClassVar[tuple[str, ...]] = CLASS_NAMES
+    #: default voxel side of grid sampling, metres (Pointcept's nuScenes semantic-segmentation configs)
+    default_grid_size: ClassVar[float] = 0.05
     has_test_split: ClassVar[bool] = False
+    #: points per patch unless --task-option patch_size says otherwise: ~1.1k tokens for a full
+    #: 34,720-point keyframe (scannet's 64 would leave ~540 patches a few metres wide at range)
+    default_patch_size: ClassVar[int] = 32
+    option_help: ClassVar[dict[str, str]] = {
+        "version": "table folder: v1.0-mini or v1.0-trainval (auto: trainval when present, else mini)",
+        "sweeps": "keyframe + sweeps-1 earlier 20 Hz sweeps (unlabelled context; adds a time-lag feature)",
+        "grid_size": "voxel side of grid sampling in metres (default 0.05; 0 = every point)",
+        "max_range": "keep points within this horizontal distance of the sensor, metres (0 = all)",
+        "augment": "Pointcept's geometric augmentation of training scans, about the sensor",
+    }
 
-    def __init__(self, version: str = "auto", sweeps: int = 1, max_points: int = 0, max_range: float = 0.0,
-                 **kwargs: Any) -> None:
+    def __init__(self, version: str = "auto", sweeps: int = 1, grid_size: float | None = None,
+                 max_range: float = 0.0, augment: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.data_root = os.path.expanduser(str(self.data_root))
         self.sweeps = int_option(self.name, "sweeps", sweeps, minimum=1)
-        self.max_points = int_option(self.name, "max_points", max_points, minimum=0)
+        self.grid_size = float_option(self.name, "grid_size",
+                                      self.default_grid_size if grid_size is None else grid_size)
         self.max_range = float_option(self.name, "max_range", max_range)
+        self.augment = _flag(self.name, "augment", augment)
+        if len(self.resolution) != 1:
+            raise ValueError(f"{self.name}: resolution is one number (points per scan), got {self.resolution}")
         if not os.path.isdir(self.data_root):
             raise DataRootError(f"nuscenes: data root {self.data_root!r} not found; expected layout: {LAYOUT}")
         self.version = _resolve_version(self.data_root, str(version))
@@ -326,39 +347,55 @@ class NuScenesDataModule(BenchDataModule):
 
     @property
     def feat_dim(self) -> int:
-        """Per-point input features: intensity, plus the time lag with ``sweeps > 1``."""
+        """Per-point input features besides xyz: intensity, plus the time lag with ``sweeps > 1``."""
         return 1 if self.sweeps == 1 else 2
 
+    @property
+    def in_chans(self) -> int:
+        return self.feat_dim
+
     def input_shape(self, resolution: tuple[int, ...] | None = None) -> tuple[int, ...]:
-        return (self.max_points or -1, 3)
+        return ((resolution or self.resolution)[0], 3)
+
+    def tokenizer_options(self) -> dict[str, Any]:
+        """What the scene tokenizer needs from the data: voxel side (m) for serialization, default
+        points per patch."""
+        return {"grid_size": self.grid_size, "patch_size": self.default_patch_size}
 
     def scans(self, split: str) -> list[Scan]:
-        """The labelled keyframes of devkit split ``split`` whose point file exists."""
+        """The labelled keyframes of the devkit split ``split`` whose point file exists."""
         if split not in self._scans:
             tokens, absent = split_sample_tokens(self.nusc, split)
-            if absent and tokens:
-                log.info("nuscenes: %d of the %s split's scenes are not in %s (first: %s)", len(absent), split,
-                         self.version, absent[0])
             if not tokens:
                 raise DataRootError(f"nuscenes: none of the {len(absent)} scenes of the devkit split {split!r} is "
                                     f"in {os.path.join(self.data_root, self.version)!r}; expected layout: {LAYOUT}")
+            if absent:
+                log.info("nuscenes: %d of the %s split's scenes are not in %s (first: %s)", len(absent), split,
+                         self.version, absent[0])
             items = []
             for token in tokens:
-                sd_token = self.nusc.get("sample", token)["data"][LIDAR]
-                labels = os.path.join(self.data_root, self.nusc.get("lidarseg", sd_token)["filename"])
+                try:  # every keyframe of the release has a LIDAR_TOP scan and a lidarseg record (same token)
+                    sd_token = self.nusc.get("sample", token)["data"][LIDAR]
+                    labels = os.path.join(self.data_root, self.nusc.get("lidarseg", sd_token)["filename"])
+                except KeyError:
+                    raise DataRootError(f"nuscenes: keyframe sample {token} has no {LIDAR} scan with a lidarseg.json "
+                                        f"record in {os.path.join(self.data_root, self.version)!r}; expected layout: "
+                                        f"{LAYOUT}") from None
                 scan = Scan(token, sd_token, self.nusc.get_sample_data_path(sd_token), labels)
                 items.append((scan.points, scan))
             kept = self.drop_missing(items, split, os.path.join(self.data_root, self.version, "sample_data.json"))
             self._scans[split] = [s for _, s in kept]
         return self._scans[split]
 
-    def _dataset(self, train: bool) -> NuScenesLidarSeg:
+    def _dataset(self, train: bool, resolution: tuple[int, ...] | None = None) -> NuScenesLidarSeg:
         split = SPLITS[self.version][0 if train else 1]
-        return NuScenesLidarSeg(self.scans(split), self.lut, train, self.seed, sweeps=self.sweeps,
-                                max_points=self.max_points, max_range=self.max_range, nusc=self.nusc)
+        return NuScenesLidarSeg(self.scans(split), self.lut, train, sweeps=self.sweeps, grid_size=self.grid_size,
+                                max_points=(resolution or self.resolution)[0], max_range=self.max_range,
+                                augment=self.augment, nusc=self.nusc)
 
     def train_dataset(self) -> NuScenesLidarSeg:
         return self._dataset(True)
 
     def val_dataset(self, resolution: tuple[int, ...] | None = None) -> NuScenesLidarSeg:
-        return self._dataset(False)
+        return self._dataset(False, resolution)
+

@@ -46,6 +46,8 @@ MINI_SCENES = {"scene-0061": 2, "scene-0103": 2, "scene-0916": 1}
 #: LIDAR_TOP's extrinsics of a real nuScenes car (translation m, quaternion w, x, y, z)
 LIDAR_TRANSLATION = [0.943713, 0.0, 1.84023]
 LIDAR_ROTATION = [0.7077955119163518, -0.006492242056004365, 0.010646214713995808, -0.7063073142877817]
+#: the ego car's heading (quaternion w, x, y, z: about 2.3 degrees of yaw), the same at every pose
+EGO_ROTATION = [0.9998, 0.0, 0.0, 0.02]
 
 
 @dataclass
@@ -121,7 +123,7 @@ def nuscenes_db(root: Path, version: str = "v1.0-mini", scenes: dict[str, int] |
                 time_us += 50_000
                 x_ego += 0.5
                 pose = {"token": tok(), "timestamp": time_us, "translation": [400.0 + x_ego, 1100.0, 0.0],
-                        "rotation": [0.9998, 0.0, 0.0, 0.02]}
+                        "rotation": EGO_ROTATION}
                 t["ego_pose"].append(pose)
                 sd_token = tok()
                 folder = "samples" if is_key else "sweeps"

@@ -1,10 +1,12 @@
 """nuScenes-lidarseg through nuscenes-devkit on the tiny database of ``fixtures_nuscenes.py``.
 
-What is checked against the files themselves (numpy reads, not the devkit): points, intensity and
-the fine -> 16-class mapping with ``ignore`` -> -1; the devkit's splits; multi-sweep input (more
-points, labels for the keyframe only, the time-lag channel); the devkit's official lidarseg
-evaluation equals torchmetrics' Jaccard index on the same predictions; bad roots are one
-``DataRootError`` line; damaged scans are skipped and counted.
+Checked against the files themselves (numpy reads, not the devkit): points, intensity and the
+fine -> 16-class mapping with ``ignore`` -> -1; the devkit's splits; multi-sweep input (more points
+in the keyframe's lidar frame, labels for the keyframe only, the time-lag channel); the default
+pipeline (grid sampling that keeps keyframe points, range crop, seeded augmentation). The devkit's
+official lidarseg evaluation equals torchmetrics' Jaccard index and the task's metric on the same
+predictions (1.0 for perfect ones); bad roots are one ``DataRootError`` line (exit code 2 through
+the CLI); damaged scans are skipped and counted; ``bench run --fast-dev-run`` trains on the fixture.
 """
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ import sys
 import numpy as np
 import pytest
 import torch
+from pyquaternion import Quaternion
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fixtures_nuscenes as FX  # noqa: E402
 
+from pebench.analysis.miou import SegmentationMetrics  # noqa: E402
 from pebench.datamodules import DataRootError, build_datamodule  # noqa: E402
 from pebench.datamodules import nuscenes as N  # noqa: E402
 
@@ -46,7 +50,8 @@ def db(tmp_path):
 
 
 def _dm(fx, **kw):
-    return build_datamodule("nuscenes", data_root=str(fx.root), batch_size=2, **kw)
+    """Every point of a scan, in file order (``grid_size=0``; the resolution is above the scan size)."""
+    return build_datamodule("nuscenes", data_root=str(fx.root), batch_size=2, **{"grid_size": 0, **kw})
 
 
 def test_database_loads_through_devkit_with_its_splits(db):
@@ -68,9 +73,9 @@ def test_points_and_labels_round_trip(db):
     for i, scan in enumerate(ds.scans):
         pts, fine, _ = db.keyframes[scan.sd_token]
         coord, feat, target = ds[i]
-        assert torch.equal(coord, torch.from_numpy(pts[:, :3]))                       # metres, file order
-        assert torch.allclose(feat[:, 0], torch.from_numpy(pts[:, 3] / 255.0))
-        assert torch.equal(target, torch.from_numpy(_expected_target(fine)))
+        assert np.array_equal(coord, pts[:, :3])                                     # metres, file order
+        assert np.allclose(feat[:, 0], pts[:, 3] / 255.0) and feat.dtype == np.float32
+        assert np.array_equal(target, _expected_target(fine)) and target.dtype == np.int64
         ignored += int((target == -1).sum())
     assert ignored > 0  # the fixture's labels include ignored fine classes (noise, animal, vehicle.ego, ...)
     # the lookup table equals the devkit's own element-wise convert_label
@@ -99,25 +104,30 @@ def test_multisweep_adds_unlabelled_points_with_time_lag(db):
         n = len(pts)
         coord, feat, target = ds[i]
         assert len(coord) == n + db.sweep_points[scan.sd_token] > n
-        assert torch.equal(coord[:n], torch.from_numpy(pts[:, :3]))
-        assert torch.equal(target[:n], torch.from_numpy(_expected_target(fine))) and (target[n:] == -1).all()
+        assert np.array_equal(coord[:n], pts[:, :3])
+        assert np.array_equal(target[:n], _expected_target(fine)) and (target[n:] == -1).all()
         lag = feat[:, 1]
-        assert (lag[:n] == 0).all() and torch.allclose(lag[n:].unique(), torch.tensor([0.05, 0.10]))
-        # sweeps are moved into the keyframe's lidar frame: the ego drove 0.5 m along global +x per sweep,
-        # which the LIDAR_TOP extrinsic rotates by about -90 degrees about z
-        assert not torch.equal(coord[n:], coord[n:].round())
+        assert (lag[:n] == 0).all() and np.allclose(np.unique(lag[n:]), [0.05, 0.10])
+        # the previous sweep lies in the keyframe's lidar frame: the same extrinsics and ego rotation, the
+        # ego 0.5 m further back along global x, so every point moves by R_lidar^T R_ego^T (-0.5, 0, 0)
+        prev = dm.nusc.get("sample_data", dm.nusc.get("sample_data", scan.sd_token)["prev"])
+        raw = np.fromfile(db.root / prev["filename"], dtype=np.float32).reshape(-1, 5)
+        shift = (Quaternion(FX.LIDAR_ROTATION).rotation_matrix.T @ Quaternion(FX.EGO_ROTATION).rotation_matrix.T
+                 @ np.array([-0.5, 0.0, 0.0]))
+        assert np.allclose(coord[n:n + len(raw)] - raw[:, :3], shift, atol=1e-4)
+    assert dm.train_dataset()[0][1].shape[1] == 2
 
 
 def _random_predictions(ds, rng, perfect: bool = False) -> tuple[dict[str, np.ndarray], torch.Tensor, torch.Tensor]:
     preds, flat_p, flat_t = {}, [], []
     for i, scan in enumerate(ds.scans):
         _, _, target = ds[i]
-        p = target.numpy().copy() if perfect else rng.integers(0, 16, len(target))
+        p = target.copy() if perfect else rng.integers(0, 16, len(target))
         if perfect:  # the challenge format has no 'ignore' prediction: any class on ignored points
             p[p < 0] = rng.integers(0, 16, int((p < 0).sum()))
         preds[scan.sd_token] = p
         flat_p.append(torch.from_numpy(p))
-        flat_t.append(target)
+        flat_t.append(torch.from_numpy(target))
     return preds, torch.cat(flat_p), torch.cat(flat_t)
 
 
@@ -138,7 +148,12 @@ def test_devkit_lidarseg_eval_equals_torchmetrics_jaccard(db, tmp_path):
         N.write_lidarseg_predictions(preds, str(out), "mini_val")
         official = N.devkit_lidarseg_eval(dm.nusc, str(out), "mini_val")
         jaccard = MulticlassJaccardIndex(num_classes=16, ignore_index=-1, average="macro")(p, t)
+        ours = SegmentationMetrics(16, ignore_index=-1, class_names=N.CLASS_NAMES)  # what the task logs
+        ours.update(p, t)
         assert official["miou"] == pytest.approx(float(jaccard), abs=1e-6), case
+        assert float(ours.compute()["miou"]) == pytest.approx(official["miou"], abs=1e-6), case
+        per_class = ours.summary()["iou_per_class"]
+        assert all(per_class[n] == pytest.approx(official["iou_per_class"][n], abs=1e-6) for n in N.CLASS_NAMES)
         if case == "perfect":
             assert official["miou"] == pytest.approx(1.0) and float(jaccard) == pytest.approx(1.0)
         else:
@@ -198,3 +213,61 @@ def test_truncated_scans_are_skipped_and_counted(db):
         skipped += info["skipped"]
         kept += inputs["coord"].shape[0]
     assert skipped == 2 and kept == 1
+
+
+def test_default_pipeline_grid_sampling_crop_and_augmentation(db):
+    """Defaults (0.05 m grid, augmentation): evaluation keeps the first point per voxel (keyframe points,
+    the labelled ones, win over sweeps); max_range crops around the sensor; training scans are
+    augmented, capped at the resolution and reproducible under torch's seed."""
+    dm = build_datamodule("nuscenes", data_root=str(db.root), batch_size=2, sweeps=3, grid_size=8.0)
+    ds = dm.val_dataset()
+    full = _dm(db, sweeps=3).val_dataset()
+    for i in range(len(ds)):
+        allc, allf, _ = full[i]
+        coord, feat, target = ds[i]
+        vox = np.floor((allc - allc.min(0)) / 8.0).astype(np.int64)
+        key_voxels = {tuple(v) for v in vox[allf[:, 1] == 0]}
+        assert len(coord) == len({tuple(v) for v in vox}) < len(allc)
+        assert int((feat[:, 1] == 0).sum()) == len(key_voxels)   # one keyframe point per voxel that has one
+    crop = _dm(db, max_range=10.0).val_dataset()
+    for i, scan in enumerate(crop.scans):
+        pts = db.keyframes[scan.sd_token][0]
+        coord = crop[i][0]
+        assert np.array_equal(coord, pts[np.hypot(pts[:, 0], pts[:, 1]) <= 10.0, :3])
+    train = build_datamodule("nuscenes", data_root=str(db.root), batch_size=2, resolution=24).train_dataset()
+    torch.manual_seed(0)
+    first = train[0]
+    torch.manual_seed(0)
+    again = train[0]
+    pts = db.keyframes[train.scans[0].sd_token][0]
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    coord, feat, target = first
+    assert len(coord) == len(feat) == len(target) == 24 < len(pts)
+    assert not np.isin(coord[:, 0], pts[:, 0]).all()                 # rotated / scaled / jittered
+    assert np.isin(feat[:, 0], pts[:, 3] / 255.0).all() and ((target >= -1) & (target < 16)).all()
+
+
+@pytest.mark.slow
+def test_cli_fast_dev_run_and_bad_version_exit_code(db, tmp_path, capsys):
+    """``bench run --dataset nuscenes`` trains the segmentation task on the fixture; a wrong version is
+    one ``bench: error`` line with exit code 2 and creates nothing."""
+    import json
+
+    from pebench.cli import main
+
+    out = tmp_path / "runs"
+    rc = main(["run", "--preset", "nuscenes-smoke", "--data-root", str(db.root), "--pe", "pape", "--fast-dev-run",
+               "--out", str(out), "--no-progress-bar", "--accelerator", "cpu"])
+    assert rc in (0, None)
+    res = json.loads(next(out.glob("nuscenes/pape/*/seed0/results.json")).read_text())
+    assert res["task"] == "segmentation" and res["primary_metric"] == "val/miou" and res["status"] == "complete"
+    assert 0.0 <= res["metrics"]["val/miou"] <= 1.0
+    seg = res["segmentation"]
+    assert seg["class_names"] == list(N.CLASS_NAMES) and seg["coord_unit"] == "m" and seg["ignore_index"] == -1
+    assert seg["tokenizer"]["patch_size"] == 32 and seg["tokenizer"]["grid_size_m"] == 0.05
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    rc = main(["run", "--dataset", "nuscenes", "--data-root", str(db.root), "--data-option", "version=v1.0-trainval",
+               "--out", str(bad)])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert rc == 2 and len(err) == 1 and err[0].startswith("bench: error: nuscenes: table folder") and not bad.exists()
