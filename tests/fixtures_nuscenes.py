@@ -68,20 +68,42 @@ class NuScenesFixture:
         return self.root / "lidarseg" / self.version / f"{sd_token}_lidarseg.bin"
 
 
-def _points(rng: np.random.Generator, n: int) -> np.ndarray:
-    """(n, 5) float32 rows x, y, z, intensity, ring; no point within 1.5 m of the sensor in x and y."""
+def _points(rng: np.random.Generator, n: int, ground: bool = False) -> np.ndarray:
+    """(n, 5) float32 rows x, y, z, intensity, ring; no point within 1.5 m of the sensor in x and y.
+    ``ground``: half the points on the road plane (z = -1.84 m in the LIDAR_TOP frame, 2 cm noise)."""
     r = rng.uniform(1.5, 30.0, n)
     phi = rng.uniform(-np.pi, np.pi, n)
-    pts = np.stack([r * np.cos(phi), r * np.sin(phi), rng.uniform(-2.0, 2.0, n),
+    if ground:
+        z, on = rng.uniform(-1.4, 2.0, n), rng.random(n) < 0.5
+        z[on] = -LIDAR_TRANSLATION[2] + rng.normal(0.0, 0.02, int(on.sum()))
+    else:
+        z = rng.uniform(-2.0, 2.0, n)
+    pts = np.stack([r * np.cos(phi), r * np.sin(phi), z,
                     rng.integers(0, 256, n).astype(np.float64), rng.integers(0, 32, n).astype(np.float64)], axis=1)
     return pts.astype(np.float32)
 
 
+def geometric_labels(pts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Fine labels that follow from where a point is (a learnable scan): returns below z = -1.5 m are
+    road (``|y| < 6`` m) or sidewalk, the others cars (``r < 15`` m) or buildings; 5 % noise (ignored)."""
+    ground = pts[:, 2] < -1.5
+    near = np.hypot(pts[:, 0], pts[:, 1]) < 15.0
+    names = np.where(ground, np.where(np.abs(pts[:, 1]) < 6.0, "flat.driveable_surface", "flat.sidewalk"),
+                     np.where(near, "vehicle.car", "static.manmade"))
+    labels = np.array([FINE_CLASSES.index(n) for n in names], dtype=np.uint8)
+    labels[rng.random(len(pts)) < 0.05] = FINE_CLASSES.index("noise")
+    return labels
+
+
 def nuscenes_db(root: Path, version: str = "v1.0-mini", scenes: dict[str, int] | None = None,
-                points: tuple[int, int] = (48, 80), sweeps_per_keyframe: int = 2, seed: int = 0) -> NuScenesFixture:
+                points: tuple[int, int] = (48, 80), sweeps_per_keyframe: int = 2, seed: int = 0,
+                labels: str = "random") -> NuScenesFixture:
     """Write the database under ``root`` and return what was written. Every keyframe has ``points``
-    (low, high) points with uniformly drawn fine labels (so ignored classes occur) and
-    ``sweeps_per_keyframe`` earlier sweeps of the same size; the ego car drives along +x."""
+    (low, high) points and ``sweeps_per_keyframe`` earlier sweeps of the same size; the ego car drives
+    along +x. ``labels="random"``: uniformly drawn fine labels (ignored classes included);
+    ``"geometric"``: half the points on the ground plane and :func:`geometric_labels`."""
+    if labels not in ("random", "geometric"):
+        raise ValueError(f"labels must be 'random' or 'geometric', got {labels!r}")
     rng = np.random.default_rng(seed)
     scenes = dict(MINI_SCENES if scenes is None else scenes)
     out = NuScenesFixture(Path(root), version)
@@ -128,7 +150,7 @@ def nuscenes_db(root: Path, version: str = "v1.0-mini", scenes: dict[str, int] |
                 sd_token = tok()
                 folder = "samples" if is_key else "sweeps"
                 filename = f"{folder}/LIDAR_TOP/{sd_token}.pcd.bin"
-                pts = _points(rng, int(rng.integers(points[0], points[1] + 1)))
+                pts = _points(rng, int(rng.integers(points[0], points[1] + 1)), ground=labels == "geometric")
                 path = out.root / filename
                 path.parent.mkdir(parents=True, exist_ok=True)
                 pts.tofile(path)
@@ -143,12 +165,13 @@ def nuscenes_db(root: Path, version: str = "v1.0-mini", scenes: dict[str, int] |
                 if not is_key:
                     continue
                 sample["timestamp"] = time_us
-                labels = rng.integers(0, len(FINE_CLASSES), len(pts)).astype(np.uint8)
+                fine = (rng.integers(0, len(FINE_CLASSES), len(pts)).astype(np.uint8) if labels == "random"
+                        else geometric_labels(pts, rng))
                 label_name = f"lidarseg/{version}/{sd_token}_lidarseg.bin"
                 (out.root / label_name).parent.mkdir(parents=True, exist_ok=True)
-                labels.tofile(out.root / label_name)
+                fine.tofile(out.root / label_name)
                 lidarseg.append({"token": sd_token, "sample_data_token": sd_token, "filename": label_name})
-                out.keyframes[sd_token] = (pts, labels, scene_name)
+                out.keyframes[sd_token] = (pts, fine, scene_name)
         t["sample"].extend(samples)
     # the sweeps of each keyframe back to the previous keyframe (or the start of the scene)
     by_token = {sd["token"]: sd for sd in t["sample_data"]}
