@@ -417,3 +417,15 @@ def test_spiking_and_frames_runs_get_their_own_run_dirs_and_rows(tmp_path, monke
     assert [s.key for s in seen] == ["synthetic-events/pape+spiking/vit-nano/seed0",
                                      "synthetic-events/ape+rpt+spiking/vit-nano/seed0"]
     assert seen[1].run_dir == tmp_path / "synthetic-events" / "ape+rpt+spiking" / "vit-nano" / "seed0"
+
+
+@pytest.mark.slow
+def test_bench_perf_data_spiking_row():
+    from pebench.perf_data import bench_spiking, spiking_stream
+
+    ev = spiking_stream(20_000, duration_us=1_000_000)
+    assert len(ev) == 20_000 and np.all(np.diff(ev["t"]) >= 0) and ev["x"].max() < 128
+    (row,) = bench_spiking(tiny=True)
+    assert row["name"].startswith("data events: spiking-patch tokenizer") and row["unit"] == "samples/s"
+    assert row["a_value"] > 0 and row["b_value"] > 0 and row["ratio"] == pytest.approx(row["a_value"] / row["b_value"])
+    assert row["target"] == 1.0 and "tokens/s" in row["note"] and "cap 512" in row["note"]
