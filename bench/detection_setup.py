@@ -6,7 +6,9 @@ Detector settings are ``--task-option KEY=VALUE`` (:data:`DETECTION_OPTIONS`): `
 channels; default the backbone width), ``pyramid_levels`` (3: strides p/2, p, 2p; 4 adds 4p),
 ``head_convs`` (convolutions per FCOS tower; 4 in FCOS), ``score_thresh`` / ``nms_thresh`` /
 ``detections_per_img`` / ``topk_candidates`` (post-processing; COCO-style 0.05 / 0.6 / 100 / 1000),
-``center_sampling_radius`` (FCOS, 1.5).
+``center_sampling_radius`` (FCOS, 1.5). A datamodule may change these defaults with a
+``detection_defaults`` class attribute (``shapes-det``: ``fpn_dim=64, head_convs=2``); the values
+used are the task's saved hyper-parameters.
 
 Primary metric ``val/map`` (COCO mAP@[.5:.95] in the original frame); datasets with a held-out test
 split also report ``test/map``. Analyses: ``geometry`` (SSDC / EED on the backbone tokens) applies;
@@ -29,12 +31,13 @@ DETECTION_OPTIONS: dict[str, Any] = {
 _INT = ("fpn_dim", "pyramid_levels", "head_convs", "detections_per_img", "topk_candidates")
 
 
-def _options(cfg: Any) -> dict[str, Any]:
+def _options(cfg: Any, dm: Any = None) -> dict[str, Any]:
     unknown = sorted(set(cfg.task_options) - set(DETECTION_OPTIONS))
     if unknown:
         raise ConfigError(f"unknown task option {unknown[0]!r} for --task detection; available: "
                           f"{', '.join(DETECTION_OPTIONS)}")
-    opts = {**DETECTION_OPTIONS, **cfg.task_options}
+    # a dataset may set its own defaults (``detection_defaults``); --task-option overrides them
+    opts = {**DETECTION_OPTIONS, **dict(getattr(dm, "detection_defaults", None) or {}), **cfg.task_options}
     for k, v in opts.items():
         if v is None:
             continue
@@ -73,7 +76,7 @@ def build_detection_task(cfg: Any, dm: Any, grid: Any) -> Any:
                          pe=cfg.pe, pe_options=cfg.pe_options, patch_size=dm.patch_size,
                          tubelet=getattr(dm, "tubelet", 2), train_grid=grid, class_token=cfg.class_token,
                          lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_epochs=cfg.warmup_epochs,
-                         epochs=cfg.epochs, layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, **_options(cfg))
+                         epochs=cfg.epochs, layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, **_options(cfg, dm))
 
 
 def detection_analyses(analyses: list[str], explicit: bool) -> list[str]:

@@ -2,11 +2,11 @@
 the ``coco`` reader (:class:`~.coco.CocoFormatDataModule`), so the real loader, the box
 conversions and COCOeval in the original frame are exercised without a download.
 
-Each image (width and height drawn from ``[min_side, max_side]`` px, so aspect ratios vary and
-the resize + pad path matters) shows 1 to ``max_objects`` non-overlapping shapes of three classes
+Each image (width and height drawn from ``[96, 160]`` px, so aspect ratios vary and the resize +
+pad path matters; the default input side is 64, patch 8) shows 1 to ``max_objects`` non-overlapping shapes of three classes
 -- disc (category id 1), square (2), triangle (3) -- with random colours on a smooth random
 gradient plus pixel noise. Object sizes are drawn log-uniformly between ``min_object`` and
-``max_object`` px in the *original* frame, so COCO's absolute area bins are populated: small
+``max_object`` px (12 to 128) in the *original* frame, so COCO's absolute area bins are populated: small
 (< 32² px²), medium (< 96²) and large. With probability 0.15 an image also holds a *crowd*: a
 cluster of tiny discs annotated as one ``iscrowd=1`` disc region (COCOeval ignores detections
 inside it, see :mod:`pebench.analysis.coco_eval`).
@@ -104,8 +104,8 @@ def _scene(rng: np.random.Generator, image_id: int, min_side: int, max_side: int
     return img, anns, {"id": image_id, "width": w, "height": h, "file_name": f"{image_id:06d}.jpg"}
 
 
-def write_shapes_det(root: str, sizes: dict[str, int], seed: int, min_side: int = 160, max_side: int = 256,
-                     max_objects: int = 4, min_object: int = 14, max_object: int = 150) -> str:
+def write_shapes_det(root: str, sizes: dict[str, int], seed: int, min_side: int = 96, max_side: int = 160,
+                     max_objects: int = 4, min_object: int = 12, max_object: int = 128) -> str:
     """Write the dataset into ``root`` (which must not exist yet); returns ``root``.
 
     Written into a temporary sibling folder first and renamed at the end (atomic on one
@@ -153,11 +153,14 @@ class ShapesDetDataModule(CocoFormatDataModule):
     has_test_split: ClassVar[bool] = True
     expected_layout: ClassVar[str] = ("written by pebench into <cache_dir>/shapes-det/<key>/ "
                                       "(annotations/instances_{train,val,test}.json, {train,val,test}/*.jpg)")
-    default_resolution: ClassVar[int | str] = 128
+    default_resolution: ClassVar[int | str] = 64
     patch_size: ClassVar[int] = 8
+    #: detector settings for this set (``--task-option`` overrides them): a narrow pyramid and two
+    #: convolutions per FCOS tower keep a run within CPU minutes
+    detection_defaults: ClassVar[dict] = {"fpn_dim": 64, "head_convs": 2}
     splits: ClassVar[dict[str, str]] = {"train": "train", "val": "val", "test": "test"}
 
-    def __init__(self, train_size: int = 1024, val_size: int = 256, test_size: int = 256, max_objects: int = 4,
+    def __init__(self, train_size: int = 512, val_size: int = 128, test_size: int = 128, max_objects: int = 4,
                  data_seed: int = 0, cache_dir: str | None = None, **kwargs: Any) -> None:
         if kwargs.get("data_root"):
             raise ValueError("shapes-det is embedded (written into cache_dir); it takes no --data-root")
@@ -171,5 +174,6 @@ class ShapesDetDataModule(CocoFormatDataModule):
         root = os.path.join(cache, "shapes-det", key)
         if not os.path.isdir(root):
             write_shapes_det(root, self.sizes, self.data_seed, max_objects=self.max_objects)
+        self.cache_root = root
         kwargs["data_root"] = root
         super().__init__(**kwargs)
