@@ -42,6 +42,7 @@ VIT_PRESETS: dict[str, ViTConfig] = {
     "vit-base": ViTConfig(768, 12, 12),   # head dim 64
     "vit-s16": ViTConfig(384, 12, 6),     # DeiT ViT-S/16, head dim 64
     "vit-nano12": ViTConfig(128, 12, 4),  # 12 narrow blocks for CPU DINO / EED-over-depth studies, head dim 32
+    "vit-probe": ViTConfig(64, 2, 4),     # the probe suite's CPU recipe (README "Probes"), head dim 16
 }
 
 

@@ -109,16 +109,25 @@ def test_deterministic_seeded_and_data_seed():
     assert torch.equal(a.train_dataset()[5][0], d.train_dataset()[5][0])
 
 
-def test_nuisance_cues_vary_within_each_label():
-    ds = dm("probe-translation", train_size=400).train_dataset()
+@pytest.mark.parametrize("nuisance", ["colour", "full"])
+def test_nuisance_cues_vary_within_each_label(nuisance):
+    ds = dm("probe-translation", train_size=400, nuisance=nuisance).train_dataset()
     by_label = {}
     for i in range(400):
         s = ds.scene(i)
         a = s["objects"][0]
         by_label.setdefault(s["label"], set()).add((a["polarity"], a["size"]))
         by_label.setdefault(("colour", s["label"]), set()).add(a["colour"])
+        by_label.setdefault(("bg", s["label"]), set()).add(s["bg"])
+    shapes = 4 if nuisance == "full" else 1  # both polarities x both sizes, or ink 4 x 4 glyphs only
     for k, v in by_label.items():
-        assert len(v) == (7 if isinstance(k, tuple) else 4), k  # all colours; both polarities x both sizes
+        want = {"colour": 7, "bg": 4}[k[0]] if isinstance(k, tuple) else shapes
+        assert len(v) == want, k
+
+
+def test_unknown_nuisance_is_one_line_error():
+    with pytest.raises(ValueError, match="nuisance must be one of colour, full"):
+        dm("probe-translation", nuisance="none")
 
 
 def test_glyph_masks_are_distinct():
