@@ -79,7 +79,7 @@ def read_scannet_ply(mesh_path: str, labels_path: str | None) -> dict[str, np.nd
     """``<scene>_vh_clean_2.ply`` (+ ``.labels.ply``) -> ``coord (V, 3)``, ``color (V, 3)`` uint8,
     ``normal (V, 3)``, ``segment20 (V,)`` (all -1 without a labels file). Raises ``ValueError`` on a
     malformed file (plyfile's parse errors included)."""
-    from plyfile import PlyData, PlyError
+    from plyfile import PlyData, PlyParseError
 
     try:
         mesh = PlyData.read(mesh_path)
@@ -98,7 +98,7 @@ def read_scannet_ply(mesh_path: str, labels_path: str | None) -> dict[str, np.nd
             if len(lab["label"]) != len(coord):
                 raise ValueError(f"{labels_path}: {len(lab['label'])} labels for {len(coord)} mesh vertices")
             segment = nyu40_to_scannet20(lab["label"])
-    except (PlyError, KeyError) as e:
+    except (PlyParseError, KeyError) as e:
         raise ValueError(f"{mesh_path}: {type(e).__name__}: {e}") from None
     if not np.isfinite(coord).all():
         raise ValueError(f"{mesh_path}: non-finite vertex coordinates")

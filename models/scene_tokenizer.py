@@ -141,9 +141,11 @@ def masked_farthest_point_sample(coord: Tensor, mask: Tensor, n: int) -> Tensor:
     return idx
 
 
-def _knn(query: Tensor, ref: Tensor, ref_mask: Tensor, k: int, chunk: int = 8192) -> tuple[Tensor, Tensor]:
+def _knn(query: Tensor, ref: Tensor, ref_mask: Tensor, k: int, chunk: int | None = None) -> tuple[Tensor, Tensor]:
     """The ``k`` nearest real ``ref`` points of each query: -> (squared distances, indices), each
-    ``(B, Q, k)``. ``query (B, Q, 3)``, ``ref (B, R, 3)``, ``ref_mask (B, R)``; chunked over queries."""
+    ``(B, Q, k)``. ``query (B, Q, 3)``, ``ref (B, R, 3)``, ``ref_mask (B, R)``; chunked over queries so
+    that one distance block holds at most ~2^24 entries per scene (64 MB in float32)."""
+    chunk = chunk or max(1, 2 ** 24 // max(1, ref.shape[1]))
     out_d, out_i = [], []
     inf = torch.tensor(float("inf"), device=ref.device, dtype=ref.dtype)
     for s in range(0, query.shape[1], chunk):
