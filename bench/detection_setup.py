@@ -92,11 +92,17 @@ def _primary(dm: Any) -> str:
     return "val/map"
 
 
+def _extra_results(task: Any) -> dict[str, Any]:
+    """Distinct images of each split that the last COCOeval saw (every image once, DDP included)."""
+    return {"detection_images": dict(task.images_evaluated)}
+
+
 def _register() -> None:
     from .tasks import TaskSetup, register_task_setup
 
     register_task_setup(TaskSetup("detection", build=build_detection_task, primary_metric=_primary,
-                                  analyses=detection_analyses, options=tuple(DETECTION_OPTIONS)))
+                                  analyses=detection_analyses, extra_results=_extra_results,
+                                  options=tuple(DETECTION_OPTIONS)))
 
 
 _register()

@@ -57,7 +57,8 @@ MISSING = "—"
 #: FS reported as undefined (clean accuracy within 2 standard errors of chance)
 UNDEFINED = "n/a"
 
-_FRACTION_METRIC = re.compile(r"^(acc|accuracy|top[-_]?\d|miou|map|f1|precision|recall|mean_class_acc)", re.IGNORECASE)
+_FRACTION_METRIC = re.compile(r"^(acc|accuracy|top[-_]?\d|miou|map(?!_images)|f1|precision|recall|mean_class_acc)",
+                              re.IGNORECASE)  # map_images: the number of images COCOeval saw (detection)
 
 
 def pe_sort_key(pe: str, label: str | None = None) -> tuple[int, str, int, str]:

@@ -229,7 +229,7 @@ def test_shapes_det_fast_dev_run_every_pe_family(tmp_path, det_cache):
     assert sorted(r["pe"] for r in res) == sorted(pes)
     for r in res:
         assert r["status"] == "complete" and r["task"] == "detection" and r["primary_metric"] == "val/map"
-        assert r["metrics"]["val/map_images"] == 4 and r["metrics"]["test/map_images"] == 4
+        assert r["detection_images"] == {"val": 4, "test": 4}
         assert 0.0 <= r["metrics"]["val/map"] <= 1.0 and "test/map" in r["metrics"]
 
 
@@ -258,7 +258,7 @@ def test_coco_fixture_end_to_end_with_geometry_and_a_corrupt_jpeg(tmp_path):
     (r,) = _results(out)
     assert r["status"] == "complete"
     assert r["task"] == "detection" and r["primary_metric"] == "val/map"
-    assert r["metrics"]["val/map_images"] == len(VAL_IMAGES)  # the corrupt one is skipped, every other once
+    assert r["detection_images"] == {"val": len(VAL_IMAGES)}  # the corrupt one is skipped, every other once
     assert r["skipped_samples"]["by_reason"]["corrupt"] >= 1
     assert len(r["geometry"]["ssdc"]) == 4 and r["geometry"]["probe_size"] == 4
 
@@ -293,3 +293,23 @@ def test_analyses_that_read_class_logits_are_refused_for_detection(tmp_path, cap
                  "--data-option", f"cache_dir={det_cache}", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not apply to --task detection" in err[0], err
+
+
+def test_leaderboard_detection_table(tmp_path):
+    """A detection dataset gets its own table: mAP metrics as percentages, val/map first, the image
+    count as a plain number."""
+    from pebench.leaderboard import collect_results, render_leaderboard
+
+    for pe, seed, m in (("none", 0, 0.10), ("none", 1, 0.12), ("pape", 0, 0.30), ("pape", 1, 0.34)):
+        d = tmp_path / "shapes-det" / pe / "vit-nano" / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "results.json").write_text(json.dumps({
+            "dataset": "shapes-det", "pe": pe, "model": "vit-nano", "seed": seed, "task": "detection",
+            "status": "complete", "primary_metric": "val/map",
+            "metrics": {"val/map": m, "val/map_50": 2 * m, "val/map_images": 128.0, "test/map": m - 0.01}}))
+    md = render_leaderboard(*collect_results(tmp_path))
+    assert "## shapes-det" in md and "Task: `detection`. Primary metric: `val/map`." in md
+    header = next(l for l in md.splitlines() if l.startswith("| Model"))
+    assert header.startswith("| Model | PE | n | val/map (%) |") and "val/map_images |" in header
+    row = next(l for l in md.splitlines() if l.startswith("| vit-nano | pape"))
+    assert "| 32.0 ± 2.8 |" in row and "| 128.0000 ± 0.0000 |" in row

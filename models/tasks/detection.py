@@ -11,8 +11,9 @@ in the input frame. Training logs ``train/loss`` (sum of FCOS's focal classifica
 regression and centre-ness losses; each also logged). Validation / test log the same losses
 (``val/loss``) and COCO mAP from :class:`~pebench.analysis.coco_eval.CocoEvaluator` against the
 datamodule's ``coco_gt(split)`` in the original frame: ``val/map`` (primary), ``val/map_50``,
-``val/map_75``, ``val/map_small``, ``val/map_medium``, ``val/map_large`` (``test/*`` likewise) and
-``val/map_images`` (distinct images evaluated).
+``val/map_75``, ``val/map_small``, ``val/map_medium``, ``val/map_large`` (``test/*`` likewise); the
+number of distinct images each COCOeval saw is logged as ``val/map_images`` (a count, not a
+fraction) and kept in :attr:`DetectionTask.images_evaluated` (``results.json`` ``detection_images``).
 
 Optimisation as the classification task: AdamW (no decay on norms, biases, PE tables), linear
 warm-up then cosine decay per step, optional layer-wise lr decay (the pyramid and head count as
@@ -78,6 +79,8 @@ class DetectionTask(L.LightningModule):
         self.test_loss = MeanMetric()
         from pebench.analysis.coco_eval import CocoEvaluator
         self.evaluators = {"val": CocoEvaluator(), "test": CocoEvaluator()}
+        #: distinct images in the last COCOeval of each split (written to results.json)
+        self.images_evaluated: dict[str, int] = {}
 
     # ------------------------------------------------------------------ analysis interface (shared)
     tokenize = ClassificationTask.tokenize
@@ -173,6 +176,7 @@ class DetectionTask(L.LightningModule):
         ev.reset()
         for k, v in metrics.items():
             self.log(f"{split}/{k}", float(v), prog_bar=k == "map", on_epoch=True, sync_dist=False)
+        self.images_evaluated[split] = int(n)
         self.log(f"{split}/map_images", float(n), on_epoch=True, sync_dist=False)
 
     def on_validation_epoch_start(self) -> None:
