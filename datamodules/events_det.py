@@ -216,6 +216,8 @@ class EventsDetDataModule(Gen1DataModule):
     patch_size: ClassVar[int] = 8
     tubelet: ClassVar[int] = 2
     sensor_hw: ClassVar[tuple[int, int]] = SENSOR_HW
+    #: a lighter detector for CPU runs (bench/detection_setup.py; --task-option overrides it)
+    detection_defaults: ClassVar[dict] = {"fpn_dim": 64, "head_convs": 2}
 
     def __init__(self, train_recordings: int = 64, val_recordings: int = 16, test_recordings: int = 16,
                  max_objects: int = 4, duration_s: float = 2.0, data_seed: int = 0, cache_dir: str | None = None,
