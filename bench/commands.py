@@ -253,6 +253,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(f"no checkpoint {str(ckpt)!r}; train the run first")
     load_registries()
     cfg = merge(load_yaml_config(cfg_path))
+    if cfg.task not in (None, "classification"):  # e.g. detection: mAP, not class logits
+        raise ConfigError(f"bench eval re-evaluates classification checkpoints (top-1 at other resolutions); "
+                          f"{str(run_dir)!r} is a --task {cfg.task} run")
     resolutions = _csv(args.resolutions) or list(cfg.extrapolation_resolutions or [])
     if not resolutions:
         raise ConfigError("no resolutions given: pass --resolutions, e.g. 24,32,48")

@@ -313,3 +313,13 @@ def test_leaderboard_detection_table(tmp_path):
     assert header.startswith("| Model | PE | n | val/map (%) |") and "val/map_images |" in header
     row = next(l for l in md.splitlines() if l.startswith("| vit-nano | pape"))
     assert "| 32.0 ± 2.8 |" in row and "| 128.0000 ± 0.0000 |" in row
+
+
+def test_bench_eval_on_a_detection_run_is_one_line_exit_2(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("dataset: shapes-det\ntask: detection\npe: pape\n")
+    (run / "last.ckpt").write_bytes(b"")
+    assert main(["eval", "--run", str(run), "--resolutions", "96"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--task detection run" in err[0], err
