@@ -16,8 +16,9 @@ directory and renamed into place (atomic; a concurrent writer that loses the rac
 copy). ``<cache>`` is ``$PEBENCH_CACHE`` or ``~/.cache/pebench``. Normals are stored but not used
 as features by default (``normals=False``: they would give floor vs wall away per point).
 
-Sized for CPU minutes with ``bench run``'s defaults (4 epochs, batch 64): 1024 training and 128
-validation rooms of about 1.5k points after 0.1 m grid sampling (~50 tokens of 32 points).
+Sized for CPU minutes: 512 training and 64 validation rooms of 0.7-1.9k points after 0.1 m grid
+sampling (about 90 tokens of 16 points per room); measured runs are in the README's "3-D scene
+segmentation" section.
 """
 from __future__ import annotations
 
@@ -176,6 +177,14 @@ class PrimitivesSceneDataModule(ScanNetDataModule):
     default_grid_size: ClassVar[float] = 0.1
     default_patch_size: ClassVar[int] = 16
     class_names: tuple[str, ...] = PRIMITIVE_SCENE_CLASSES
+
+    option_help: ClassVar[dict[str, str]] = {
+        "train_size": "training rooms generated (written once to the cache)",
+        "val_size": "validation rooms generated",
+        "gen_seed": "seed of the room generator (another seed: another set on disk)",
+        "density": "points per square metre drawn on the surfaces before grid sampling",
+        "normals": "append the unit normal (3) to the colour features (off: geometry must come from patches)",
+    }
 
     def __init__(self, train_size: int = 512, val_size: int = 64, gen_seed: int = 0, density: float = 60.0,
                  normals: bool = False, **kwargs: Any) -> None:

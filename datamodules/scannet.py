@@ -185,6 +185,14 @@ class ScanNetDataModule(BenchDataModule):
     #: points per patch token unless --task-option patch_size says otherwise (~1.5k tokens for 10^5 points)
     default_patch_size: ClassVar[int] = 64
 
+    option_help: ClassVar[dict[str, str]] = {
+        "grid_size": "voxel side of grid sampling in metres (None: the dataset's, 0.02 for ScanNet)",
+        "normals": "append the unit normal (3) to the colour features",
+        "augment": "Pointcept-default geometric augmentation of training scenes",
+        "train_size": "use only the first N training scenes (None: all)",
+        "val_size": "use only the first N validation scenes (None: all)",
+    }
+
     def __init__(self, grid_size: float | None = None, normals: bool = True, augment: bool = True,
                  train_size: int | None = None, val_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
