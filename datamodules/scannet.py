@@ -147,6 +147,8 @@ class SceneFolderDataset(SkippingDataset):
 
         s = self.read(index)
         seg = s["segment20"]
+        if len(seg) == 0:
+            raise ValueError(f"{self.describe(index)}: no points")
         if seg.max(initial=-1) >= self.num_classes or seg.min(initial=0) < IGNORE_INDEX:
             raise ValueError(f"{self.describe(index)}: labels outside -1..{self.num_classes - 1}")
         coord, normal = s["coord"].astype(np.float32), s["normal"]

@@ -211,7 +211,7 @@ def knn_interpolate(x: Tensor, pos_x: Tensor, mask_x: Tensor, pos_y: Tensor, mas
     kk = min(k, x.shape[1])
     d2, idx = _knn(pos_y, pos_x, mask_x, kk)  # (B, M, kk)
     w = 1.0 / d2.clamp_min(1e-16)  # inf distance (fewer than k real sources) -> weight 0
-    w = w / w.sum(-1, keepdim=True)
+    w = w / w.sum(-1, keepdim=True).clamp_min(1e-30)  # a scene without real sources: zeros, not NaN
     out = (_gather(x, idx) * w.unsqueeze(-1)).sum(2)  # (B, M, C)
     return out * mask_y.unsqueeze(-1).to(out.dtype)
 
