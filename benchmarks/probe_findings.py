@@ -1,6 +1,6 @@
 """Summarise a probe sweep (README "Probes"): accuracy per probe x PE and a verdict per prediction.
 
-    python benchmarks/probe_findings.py --results results/probes --lr-results results/probe-lr
+    python benchmarks/probe_findings.py --results results/embedded --lr-results results/probe-lr
 
 For each probe: one row per PE with the learning rate it ran with, the number of seeds, the
 in-distribution validation accuracy (the precondition: a PE that did not learn the training
@@ -240,7 +240,7 @@ def lr_selection(root: str) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default="results/probes")
+    ap.add_argument("--results", default="results/embedded")
     ap.add_argument("--lr-results", default=None)
     ap.add_argument("--choose-lr", metavar="DIR", help="print 'PE LR' lines from the selection runs under DIR "
                     "and exit (benchmarks/probe_sweep.sh reads them)")

@@ -6,7 +6,8 @@
 #      (benchmarks/probe_findings.py --choose-lr: best validation accuracy, the smallest learning rate
 #      unless a larger one beats it by 2 points).
 # Complete runs with the same configuration are skipped, so a rerun resumes. Then:
-#   python benchmarks/probe_findings.py --results $OUT/probes --lr-results $OUT/probe-lr
+#   python benchmarks/probe_findings.py --results $OUT/embedded --lr-results $OUT/probe-lr
+#   bench leaderboard --results $OUT/embedded --reference rope-axial
 set -euo pipefail
 OUT=${OUT:-results}
 WORKERS=${WORKERS:-2}
@@ -24,6 +25,8 @@ declare -A GROUP
 while read -r pe lr; do
   case ",$PES," in *",$pe,"*) GROUP[$lr]="${GROUP[$lr]:+${GROUP[$lr]},}$pe" ;; esac
 done < <(python benchmarks/probe_findings.py --choose-lr "$OUT/probe-lr")
-for lr in "${!GROUP[@]}"; do
-  bench sweep --datasets "$PROBES" --pes "${GROUP[$lr]}" --seeds "$SEEDS" --out "$OUT/probes" "${RECIPE[@]}" --lr "$lr"
+for probe in ${PROBES//,/ }; do  # probe by probe: a sweep stopped early leaves whole probes
+  for lr in "${!GROUP[@]}"; do
+    bench sweep --datasets "$probe" --pes "${GROUP[$lr]}" --seeds "$SEEDS" --out "$OUT/embedded" "${RECIPE[@]}" --lr "$lr"
+  done
 done
