@@ -250,9 +250,7 @@ def test_shapes_det_cache_is_deterministic_and_read_by_the_coco_reader(tmp_path,
 def test_coco_fixture_end_to_end_with_geometry_and_a_corrupt_jpeg(tmp_path):
     root = write_coco(tmp_path / "coco", corrupt=True)
     out = tmp_path / "runs"
-    rc = main(["run", "--dataset", "coco", "--data-root", str(root), "--pe", "rope-axial", "--fast-dev-run",
-               "--resolution", "32", "--batch-size", "8", "--task-option", "fpn_dim=32", "--task-option", "head_convs=1",
-               "--analyses", "geometry", "--analysis-option", "probe_size=4", "--analysis-option", "rpi_permutations=1",
+    rc = main(["run", "--preset", "coco-smoke", "--data-root", str(root), "--fast-dev-run", "--analyses", "geometry", "--analysis-option", "probe_size=4", "--analysis-option", "rpi_permutations=1",
                "--max-skipped-fraction", "0.5", "--accelerator", "cpu", "--no-progress-bar", "--out", str(out)])
     assert rc == 0
     (r,) = _results(out)
