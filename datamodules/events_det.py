@@ -216,6 +216,16 @@ class EventsDetDataModule(Gen1DataModule):
     patch_size: ClassVar[int] = 8
     tubelet: ClassVar[int] = 2
     sensor_hw: ClassVar[tuple[int, int]] = SENSOR_HW
+    option_help: ClassVar[dict[str, str]] = {
+        **Gen1DataModule.option_help,
+        "train_recordings": "training recordings written (each gives one sample per 100 ms label after 0.5 s)",
+        "val_recordings": "validation recordings written",
+        "test_recordings": "test recordings written (held out)",
+        "max_objects": "at most this many moving objects per recording (at least 2)",
+        "duration_s": "length of each recording in seconds (> 0.6: labels up to 0.5 s are skipped)",
+        "data_seed": "seed of the written recordings (the same set for every run seed)",
+        "cache_dir": "folder of the written files (default ~/.cache/pebench)",
+    }
     #: a lighter detector for CPU runs (bench/detection_setup.py; --task-option overrides it)
     detection_defaults: ClassVar[dict] = {"fpn_dim": 64, "head_convs": 2}
 
