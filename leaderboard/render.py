@@ -212,6 +212,11 @@ def _provenance_tags(runs: Sequence[RunRecord]) -> dict[str, str]:
     return tags
 
 
+def _tokens_part(label: str) -> str:
+    """The token-kind suffix of a row label (``"+spiking"`` of ``pape+rpt+spiking``; ``""``)."""
+    return "".join(f"+{p}" for p in label.split("+")[1:] if p != "rpt")
+
+
 def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
     # a row: one (model, PE variant, configuration fingerprint, code version); see _provenance_tags
     tags = _provenance_tags(runs)
@@ -226,8 +231,10 @@ def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
     resolutions = sorted({res for r in runs for res in (r.extrapolation or {})}, key=_natural_key)
     shifts = list(DEFAULT_SHIFTS) + sorted({s for r in runs for s in (r.robustness or {})} - set(DEFAULT_SHIFTS))
 
-    # the reference row of each model (paired comparisons), when the table has one
-    refs = {k[0]: k for k in order if reference is not None and k[2] == reference and not k[3]}
+    # the reference row of each model and token kind (paired comparisons), when the table has one:
+    # a `pape+spiking` row is compared with `none+spiking`
+    refs = {(k[0], _tokens_part(k[2])): k for k in order
+            if reference is not None and k[2] == reference + _tokens_part(k[2]) and not k[3]}
     header = ["Model", "PE", "n"]
     header += [f"{m} (%)" if is_fraction_metric(m) else m for m in metric_names]
     header += [f"{m} 95% CI" for m in primaries]
@@ -250,7 +257,7 @@ def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
             row.append(_ci_cell([r.metrics.get(m) for r in members], 100.0 if frac else 1.0, 1 if frac else 4))
         for m in (primaries if refs else []):
             frac = is_fraction_metric(m)
-            ref_key = refs.get(key[0])
+            ref_key = refs.get((key[0], _tokens_part(key[2])))
             if ref_key == key:
                 row.append("(reference)")
                 continue

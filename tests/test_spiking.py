@@ -429,3 +429,29 @@ def test_bench_perf_data_spiking_row():
     assert row["name"].startswith("data events: spiking-patch tokenizer") and row["unit"] == "samples/s"
     assert row["a_value"] > 0 and row["b_value"] > 0 and row["ratio"] == pytest.approx(row["a_value"] / row["b_value"])
     assert row["target"] == 1.0 and "tokens/s" in row["note"] and "cap 512" in row["note"]
+
+
+def test_leaderboard_compares_spiking_rows_with_none_spiking(tmp_path):
+    from pebench.leaderboard.collect import collect_results
+    from pebench.leaderboard.render import render_leaderboard
+
+    acc = {"none": 0.125, "pape": 0.5, "none+spiking": 0.13, "pape+spiking": 0.95}
+    for variant, a in acc.items():
+        pe = variant.split("+")[0]
+        data = {"tokens": "spiking"} if "spiking" in variant else {}
+        for seed in range(3):
+            p = tmp_path / "synthetic-events" / variant / "vit-nano" / f"seed{seed}" / "results.json"
+            p.parent.mkdir(parents=True)
+            p.write_text(json.dumps({
+                "dataset": "synthetic-events", "pe": pe, "variant": variant, "model": "vit-nano", "seed": seed,
+                "task": "classification", "status": "complete", "primary_metric": "val/acc1",
+                "metrics": {"val/acc1": a + 0.01 * seed}, "config": {"data": data}, "git_sha": "abc"}))
+    runs, problems = collect_results(tmp_path)
+    assert not problems and sorted({r.label for r in runs}) == sorted(acc)
+    table = [[c.strip() for c in line.strip("|").split(" | ")]
+             for line in render_leaderboard(runs, problems).splitlines() if line.startswith(("| vit", "| Model"))]
+    delta = table[0].index("Δval/acc1 vs none")
+    rows = {r[1]: r for r in table[1:]}
+    assert rows["none"][delta] == rows["none+spiking"][delta] == "(reference)"
+    assert rows["pape+spiking"][delta].startswith("+82.0 ")  # paired with none+spiking, not with none
+    assert rows["pape"][delta].startswith("+37.5 ")
