@@ -22,7 +22,8 @@ Cell conventions (also printed in the header):
 * statistics of the primary metric (:mod:`.stats`): ``95% CI``, the percentile bootstrap interval
   of the mean over seeds (10 000 resamples, fixed generator seed: deterministic bytes); ``Δ vs
   REF``, the mean per-seed difference to the reference row (``--reference``, default ``none``;
-  same model, seeds present in both rows) with its paired-bootstrap 95 % interval and the exact
+  same model and token kind: ``pape+spiking`` against ``none+spiking``; seeds present in both
+  rows) with its paired-bootstrap 95 % interval and the exact
   sign-flip p-value; ``*`` marks a difference whose interval excludes 0.
 * a row never averages runs of different configurations or code versions: runs of one (model,
   PE variant) whose configuration fingerprints differ get one row each, labelled with the
