@@ -13,7 +13,7 @@ Cell conventions (also printed in the header):
 * metrics: mean ± sample standard deviation (ddof=1) over seeds; the ± part is shown only when
   n ≥ 2 (a single seed has no spread). When a metric is missing from some seeds the cell
   says ``(n=k)``.
-* accuracy-like metrics (``acc*``, ``mean_class_acc``, ``top<k>``, ``miou``, ``map*``, ``f1``, ``precision``,
+* accuracy-like metrics (``acc*``, ``mean_class_acc``, ``top<k>``, ``miou``, ``oacc``, ``macc``, ``map*``, ``f1``, ``precision``,
   ``recall``; stored as fractions in [0, 1]) are printed ×100 with 1 decimal; other metrics with
   4 decimals.
 * extrapolation: mean acc1 (%) over seeds at each resolution any run of the dataset reports;
@@ -58,7 +58,7 @@ MISSING = "—"
 #: FS reported as undefined (clean accuracy within 2 standard errors of chance)
 UNDEFINED = "n/a"
 
-_FRACTION_METRIC = re.compile(r"^(acc|accuracy|top[-_]?\d|miou|map(?!_images)|f1|precision|recall|mean_class_acc)",
+_FRACTION_METRIC = re.compile(r"^(acc|accuracy|top[-_]?\d|miou|oacc|macc|map(?!_images)|f1|precision|recall|mean_class_acc)",
                               re.IGNORECASE)  # map_images: the number of images COCOeval saw (detection)
 
 
