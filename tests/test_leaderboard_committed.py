@@ -16,8 +16,11 @@ def test_committed_leaderboard_regenerates_byte_identical():
     runs, problems = collect_results(REPO / RESULTS)
     complete = [r for r in runs if r.complete]
     assert complete, "the committed results hold no complete run"
-    text = render_leaderboard(runs, problems, results_label=RESULTS)
-    assert text == (REPO / "LEADERBOARD.md").read_text(encoding="utf-8")
+    committed = (REPO / "LEADERBOARD.md").read_text(encoding="utf-8")
+    head = committed.split("` from ", 1)[0]  # "... `bench leaderboard --results DIR [--reference PE]"
+    reference = head.split("--reference ", 1)[1].strip() if "--reference " in head else "none"
+    text = render_leaderboard(runs, problems, results_label=RESULTS, reference=reference)
+    assert text == committed
 
 
 @pytest.mark.skipif(not (REPO / RESULTS).exists(), reason="no committed results")

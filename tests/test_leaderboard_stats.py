@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from pebench.leaderboard import collect_results, render_leaderboard
 from pebench.leaderboard.stats import (bootstrap_mean_ci, paired_bootstrap, paired_differences,
@@ -112,10 +113,27 @@ def test_table_shows_interval_and_marker(tmp_path):
     lo, hi = bootstrap_mean_ci(rope)
     assert _row(text, "rope-axial")[ci] == f"[{lo * 100:.1f}, {hi * 100:.1f}]"
     assert _row(text, "none")[delta] == "(reference)"
-    assert _row(text, "rope-axial")[delta].endswith("p=0.031*")
+    t_p = stats.ttest_rel(rope, none).pvalue
+    assert _row(text, "rope-axial")[delta].endswith(f"p=0.031 t-p={t_p:.3f}*")
     assert _row(text, "rope-axial")[delta].startswith(f"+{(np.mean(rope) - np.mean(none)) * 100:.1f} [")
     assert not _row(text, "ape")[delta].endswith("*")
+    assert "No-PE ceiling" not in text  # probe-x is not a registered probe
     # another reference; a reference no row has: no delta column; deterministic bytes
     assert "Δtest/acc1 vs ape" in render_leaderboard(runs, problems, reference="ape")
     assert "Δtest/acc1" not in render_leaderboard(runs, problems, reference="lookhere")
     assert render_leaderboard(runs, problems) == text
+
+
+def test_paired_t_p_matches_scipy_and_marks_only_when_both_agree():
+    from pebench.leaderboard.stats import paired_t_p
+
+    a, b = [0.9, 0.8, 0.95, 0.85, 0.9], [0.5, 0.6, 0.55, 0.5, 0.45]
+    assert paired_t_p(np.subtract(a, b)) == pytest.approx(stats.ttest_rel(a, b).pvalue)
+    assert paired_t_p([0.1] * 5) == 0.0 and paired_t_p([0.0] * 3) == 1.0 and math.isnan(paired_t_p([0.2]))
+
+
+def test_probe_sections_state_the_no_pe_ceiling(tmp_path):
+    for s in range(2):
+        _write(tmp_path, "probe-decay", "rope-axial", s, 0.8 + 0.01 * s)
+    text = render_leaderboard(*collect_results(tmp_path))
+    assert "No-PE ceiling of the test split" in text and ": 50.0 %." in text
