@@ -28,7 +28,7 @@ meaning: pass ``--data-option tokens=spiking`` for the paper's setting.
 
 ``augment=true`` (training split only): tonic horizontal flip with the label remapped (right
 hand wave <-> left hand wave, right arm cw <-> left arm ccw, right arm ccw <-> left arm cw),
-drop-by-time, drop-by-area, drop-event (see :class:`~.event_transforms.Augment`); with
+a rotation of up to ±15°, drop-by-time, drop-by-area, drop-event (see :class:`~.event_transforms.Augment`); with
 ``tokens=frames`` the augmented stream is binned as usual.
 """
 from __future__ import annotations

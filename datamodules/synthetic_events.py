@@ -55,7 +55,7 @@ alone keeps the default bin count). ``spiking``: spiking-patch tokens
 (:mod:`pebench.models.spiking`) of the raw stream with ``patch = 4``; defaults for these 1 s
 clips: 12 events per token, 2 ms refractory period, t in units of 50 ms, 8 age buckets,
 at most 256 tokens. ``augment=true`` (``tokens=spiking``, training split): tonic flip with the
-label remapped (:data:`FLIP_LABEL`), drop-by-time, drop-by-area, drop-event
+label remapped (:data:`FLIP_LABEL`), a rotation of up to ±15°, drop-by-time, drop-by-area, drop-event
 (:class:`~.event_transforms.Augment`).
 """
 from __future__ import annotations
