@@ -30,7 +30,8 @@ import numpy as np
 
 from .base import float_option, int_option
 
-__all__ = ["SpikingOptions", "parse_tokens", "Augment", "rotate_events", "random_rotate", "ROTATE_DEGREES", "STREAM_SHIFTS", "STREAM_SHIFT_PARAMS", "stream_dropout",
+__all__ = ["SpikingOptions", "parse_tokens", "Augment", "rotate_events", "random_rotate", "ROTATE_DEGREES",
+           "STREAM_SHIFTS", "STREAM_SHIFT_PARAMS", "stream_dropout",
            "StreamShift", "stream_shift_loaders", "spiking_analyses", "SPIKING_ANALYSES",
            "stream_noise", "stream_time_jitter", "TOKENS", "SPIKING_HELP"]
 
