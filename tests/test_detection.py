@@ -321,3 +321,42 @@ def test_bench_eval_on_a_detection_run_is_one_line_exit_2(tmp_path, capsys):
     assert main(["eval", "--run", str(run), "--resolutions", "96"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--task detection run" in err[0], err
+
+
+def _ddp_worker(rank: int, world: int, root: str, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    from pebench.analysis.coco_eval import CocoEvaluator
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        dm = build_datamodule("coco", data_root=root, resolution=64)
+        ev = CocoEvaluator()
+        targets = [t for _, ts, _ in _val_batches(dm) for t in ts]
+        mine = targets[rank::world]  # uneven: 3 images on rank 0, 1 on rank 1
+        ev.update(_detections_from(mine, shift={2: (0, 1.0)}), mine, dm.label_to_category_id)
+        metrics, n = ev.compute(dm.coco_gt("val"))
+        Path(out, f"rank{rank}.json").write_text(json.dumps({"metrics": metrics, "n": n}))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.ddp
+def test_coco_evaluator_is_exact_across_ddp_ranks(coco_root, tmp_path):
+    """Two gloo ranks, each with part of the images: every rank gets the single-process numbers."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_ddp_worker, args=(2, str(coco_root), port, str(tmp_path)), nprocs=2, join=True)
+    dm = build_datamodule("coco", data_root=str(coco_root), resolution=64)
+    single, n = _evaluate(dm, shift={2: (0, 1.0)})
+    for rank in (0, 1):
+        got = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert got["n"] == n == len(VAL_IMAGES)
+        for k, v in single.items():
+            g = got["metrics"][k]
+            assert (math.isnan(v) and math.isnan(g)) or g == pytest.approx(v), (k, g, v)
