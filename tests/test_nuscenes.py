@@ -207,7 +207,7 @@ def test_bad_roots_are_one_line_data_root_errors(tmp_path, damage):
 def test_truncated_scans_are_skipped_and_counted(db):
     dm = _dm(db)
     scans = dm.val_dataset().scans
-    FX.truncate(db.point_file(scans[0].sd_token), 20 * 7 + 3)   # not whole rows
+    FX.truncate(db.point_file(scans[0].sd_token), 20 * 7 + 4)   # 36 floats: not whole rows of 5
     FX.truncate(db.point_file(scans[2].sd_token), 20 * 7)       # whole rows, fewer points than labels
     skipped, kept = 0, 0
     for inputs, targets, info in dm.val_dataloader():
@@ -250,18 +250,23 @@ def test_default_pipeline_grid_sampling_crop_and_augmentation(db):
 
 @pytest.mark.slow
 def test_cli_fast_dev_run_and_bad_version_exit_code(db, tmp_path, capsys):
-    """``bench run --dataset nuscenes`` trains the segmentation task on the fixture; a wrong version is
-    one ``bench: error`` line with exit code 2 and creates nothing."""
+    """``bench run --dataset nuscenes`` trains the segmentation task on the fixture (a truncated validation
+    scan is skipped and counted in ``results.json``); a wrong version is one ``bench: error`` line with
+    exit code 2 and creates nothing."""
     import json
 
     from pebench.cli import main
 
+    first_val = _dm(db).val_dataset().scans[0]
+    FX.truncate(db.point_file(first_val.sd_token), 20 * 5)
     out = tmp_path / "runs"
     rc = main(["run", "--preset", "nuscenes-smoke", "--data-root", str(db.root), "--pe", "pape", "--fast-dev-run",
-               "--out", str(out), "--no-progress-bar", "--accelerator", "cpu"])
+               "--out", str(out), "--no-progress-bar", "--accelerator", "cpu", "--max-skipped-fraction", "0.9"])
     assert rc in (0, None)
     res = json.loads(next(out.glob("nuscenes/pape/*/seed0/results.json")).read_text())
     assert res["task"] == "segmentation" and res["primary_metric"] == "val/miou" and res["status"] == "complete"
+    skipped = res["skipped_samples"]  # counted each time the scan is read (validation runs twice here)
+    assert skipped["by_reason"]["corrupt"] >= 1 and skipped["fraction"]["val"] > 0
     assert 0.0 <= res["metrics"]["val/miou"] <= 1.0
     seg = res["segmentation"]
     assert seg["class_names"] == list(N.CLASS_NAMES) and seg["coord_unit"] == "m" and seg["ignore_index"] == -1
