@@ -1,6 +1,6 @@
 """Summarise a probe sweep (README "Probes"): accuracy per probe x PE and a verdict per prediction.
 
-    python benchmarks/probe_findings.py --results results/embedded --lr-results results/probe-lr
+    python benchmarks/probe_findings.py --results results/embedded --lr-results results/probe-lr [--readme README.md]
 
 For each probe: one row per PE with the learning rate it ran with, the number of seeds, the
 in-distribution validation accuracy (the precondition: a PE that did not learn the training
@@ -181,7 +181,7 @@ def _beats(cells, a: str, b: str) -> str:
 
 
 def claims(data: dict[str, dict[str, Cell]]) -> list[str]:
-    out = ["### Predictions and verdicts", ""]
+    out = ["#### Predictions and verdicts", ""]
     if "probe-translation" in data:
         c = data["probe-translation"]
         out += ["- **Translation** (test: the glyph pair in the other half of the canvas). Relative PEs keep "
@@ -266,6 +266,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results/embedded")
     ap.add_argument("--lr-results", default=None)
+    ap.add_argument("--readme", metavar="FILE", help="write the output between the probe-findings markers of "
+                    "FILE (README.md) instead of printing it")
     ap.add_argument("--choose-lr", metavar="DIR", help="print 'PE LR' lines from the selection runs under DIR "
                     "and exit (benchmarks/probe_sweep.sh reads them)")
     args = ap.parse_args(argv)
@@ -275,14 +277,30 @@ def main(argv=None) -> int:
         return 0
     lines = []
     if args.lr_results:
-        lines += ["### Learning rate per PE (selection runs)", ""] + lr_selection(args.lr_results)
+        lines += ["#### Learning rate per PE (selection runs)", ""] + lr_selection(args.lr_results)
     data = load(args.results)
     for probe in CEILING:
         if probe in data:
             lines += table(probe, data[probe])
     lines += claims(data)
-    print("\n".join(lines))
+    text = "\n".join(lines)
+    if args.readme:
+        path = Path(args.readme)
+        path.write_text(replace_block(path.read_text(encoding="utf-8"), text), encoding="utf-8")
+    else:
+        print(text)
     return 0
+
+
+START, END = "<!-- probe-findings:start -->", "<!-- probe-findings:end -->"
+
+
+def replace_block(doc: str, text: str) -> str:
+    """``doc`` with the text between the probe-findings markers replaced by ``text``."""
+    if START not in doc or END not in doc:
+        raise SystemExit(f"probe_findings: markers {START} ... {END} not found")
+    head, rest = doc.split(START, 1)
+    return f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}"
 
 
 if __name__ == "__main__":

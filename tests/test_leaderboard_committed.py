@@ -31,3 +31,18 @@ def test_committed_results_have_three_seeds_per_complete_row():
         if r.complete:
             seeds.setdefault((r.dataset, r.label), set()).add(r.seed)
     assert seeds and all(len(s) >= 3 for s in seeds.values()), seeds
+
+
+@pytest.mark.skipif(not list((REPO / RESULTS).glob("probe-*")), reason="no committed probe results")
+def test_readme_probe_findings_regenerate_from_the_committed_results(tmp_path):
+    """The README's probe tables and verdicts are exactly what benchmarks/probe_findings.py makes of them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_findings", REPO / "benchmarks" / "probe_findings.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    readme = tmp_path / "README.md"
+    readme.write_text((REPO / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    assert mod.main(["--results", str(REPO / RESULTS), "--lr-results", str(REPO / "results" / "probe-lr"),
+                     "--readme", str(readme)]) == 0
+    assert readme.read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
