@@ -152,9 +152,12 @@ def _group_claim(cells, group, want: str | None) -> list[str]:
     return lines
 
 
-def _at_most(c: Cell, bound: float, which: str = "test") -> str:
+def _at_most(c: Cell, bound: float, which: str = "test", chance: float = 0.25) -> str:
+    """Verdict of "accuracy at most ``bound``"; a model at ``chance`` satisfies it vacuously: not testable."""
     ci = bootstrap_mean_ci(c.values(which))
     m = c.mean(which)
+    if m <= chance + 0.02:
+        return f"**not testable** ({which} {_pct(m)} %: at chance, nothing learned)"
     if ci is None:
         return f"not testable (one seed; {which} {_pct(m)} %)"
     if ci[1] <= bound + TOL:
