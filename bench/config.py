@@ -353,8 +353,9 @@ def config_to_yaml(cfg: RunConfig) -> str:
 
 
 def dataset_default_tokens(dataset: str) -> str | None:
-    """The default of dataset ``dataset``'s ``tokens`` data option (``frames`` for dvsgesture and
-    synthetic-events), or None when it has no such option or is not registered."""
+    """The default of dataset ``dataset``'s ``tokens`` data option (``spiking`` for dvsgesture, as in
+    the PaPE paper; ``frames`` for synthetic-events), or None when it has no such option or is not
+    registered."""
     import inspect
 
     try:
@@ -367,9 +368,9 @@ def dataset_default_tokens(dataset: str) -> str | None:
 
 
 def tokens_suffix(cfg: RunConfig) -> str:
-    """``+<tokens>`` (e.g. ``+spiking``) when the ``tokens`` data option picks a token kind other
-    than the dataset's default, else ``""``: spiking and frames runs of one dataset, PE and seed
-    get different run directories and variant labels."""
+    """``+<tokens>`` (e.g. ``+spiking``, ``+frames`` on dvsgesture) when the ``tokens`` data option
+    picks a token kind other than the dataset's default, else ``""``: spiking and frames runs of
+    one dataset, PE and seed get different run directories and variant labels."""
     tokens = cfg.data.get("tokens")
     if tokens is None:
         return ""

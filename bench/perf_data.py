@@ -151,10 +151,11 @@ def _cases(tiny: bool, tmp: str) -> list[tuple[str, str, dict, int]]:
         print("  skip real-dataset fixtures: tests/fixtures_real.py not found", flush=True)
         return cases
     ucf, dvs = fx.ucf101(Path(tmp) / "ucf101"), fx.dvsgesture(Path(tmp) / "dvs")
-    res_v, res_e = ("4x32", "4x32") if tiny else ("16x224", "16x128")  # the ucf101 / dvsgesture presets
+    res_v, res_e = ("4x32", "4x32") if tiny else ("16x224", "16x128")  # the ucf101 preset / dvsgesture frames
     cases += [("video: ucf101 fixture (decord decode + transforms)", "ucf101",
                {"data_root": str(ucf), "resolution": res_v}, 4),
-              ("events: dvsgesture fixture (tonic binning)", "dvsgesture", {"data_root": str(dvs), "resolution": res_e}, 8)]
+              ("events: dvsgesture fixture (tonic binning)", "dvsgesture",
+               {"data_root": str(dvs), "resolution": res_e, "tokens": "frames"}, 8)]
     return cases
 
 

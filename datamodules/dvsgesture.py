@@ -10,7 +10,7 @@ Offline: stock ``tonic.datasets.DVSGesture`` calls ``download()`` unless the *ar
 :class:`OfflineDVSGesture` subclass checks only for the extracted folder and makes ``download()``
 raise :class:`DataRootError`, so a missing folder is an error and never a download.
 
-Events -> ``(2, T, S, S)`` float: ``tonic.transforms.Compose([Downsample(sensor_size,
+``tokens=frames``: events -> ``(2, T, S, S)`` float: ``tonic.transforms.Compose([Downsample(sensor_size,
 target_size=(S, S)) (when S != 128), ToFrame((S, S, 2), n_time_bins=T)])`` gives per-bin,
 per-polarity event counts ``(T, 2, S, S)``; they are transposed to polarity-first and, with
 ``log_counts`` (default), compressed as ``log1p(count)`` (counts are heavy-tailed). No training
@@ -22,9 +22,10 @@ augmentation by default (``augment=true``: see below). ``resolution`` is ``S``
 (downsampled to ``S`` by tonic's ``Downsample`` when ``S != 128``) becomes spiking-patch tokens
 on ``patch_size`` (16) cells: 256 events per token, 100 ms refractory period, ``t`` in units of
 50 ms (the PaPE harness's DvsGesture settings), 8 age buckets, at most 512 tokens per recording
-(the most recent). The PaPE paper's DvsGesture results use such asynchronous tokens; the default
-here stays ``tokens=frames`` so that existing DvsGesture runs, presets and results keep their
-meaning: pass ``--data-option tokens=spiking`` for the paper's setting.
+(the most recent). This is the default: it follows the PaPE paper, whose DvsGesture results use
+such asynchronous tokens. ``--data-option tokens=frames`` gives the voxel-grid tubelets above
+(``time_bins``, ``log_counts`` and the ``T`` of ``resolution`` apply to them only); such runs write
+to ``<pe>+frames``.
 
 ``augment=true`` (training split only): tonic horizontal flip with the label remapped (right
 hand wave <-> left hand wave, right arm cw <-> left arm ccw, right arm ccw <-> left arm cw),
@@ -192,7 +193,7 @@ class DVSGestureDataModule(BenchDataModule):
                                     "Air guitar", "Other gestures"]
     option_help: ClassVar[dict[str, str]] = SPIKING_HELP
 
-    def __init__(self, time_bins: int = 16, log_counts: bool = True, tokens: str = "frames",
+    def __init__(self, time_bins: int = 16, log_counts: bool = True, tokens: str = "spiking",
                  spike_threshold: int = 256, refractory_ms: float = 100.0, time_scale_ms: float = 50.0,
                  age_buckets: int = 8, max_tokens: int = 512, augment: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)

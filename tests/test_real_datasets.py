@@ -143,7 +143,8 @@ def test_dvsgesture_matches_tonic(tmp_path, monkeypatch):
     import tonic
 
     root = F.dvsgesture(tmp_path)
-    dm = build_datamodule("dvsgesture", data_root=str(root), batch_size=8, resolution="4x32", log_counts=False)
+    dm = build_datamodule("dvsgesture", data_root=str(root), batch_size=8, resolution="4x32", log_counts=False,
+                          tokens="frames")  # the default is spiking (the PaPE paper's tokens)
     x, y, _ = _one(dm)
     assert x.shape == (3, 2, 4, 32, 32) and dm.num_classes == 11
     # stock tonic class on the same folder (its archive check bypassed), same transform
@@ -155,6 +156,8 @@ def test_dvsgesture_matches_tonic(tmp_path, monkeypatch):
         assert torch.equal(x[i], torch.from_numpy(ref[i][0]).float().permute(1, 0, 2, 3))
     assert x.sum() > 0
     assert _one(dm, "train")[0].shape == (3, 2, 4, 32, 32)
+    # the default tokens follow the PaPE paper: asynchronous spiking-patch tokens, no time bins
+    assert build_datamodule("dvsgesture", data_root=str(root), resolution=32).tokens == "spiking"
 
 
 # ---------------------------------------------------------------- points
@@ -238,7 +241,8 @@ def _corrupt_cases(tmp_path):
     mn = F.modelnet_raw(tmp_path / "mn")
     F.truncate(mn / "raw" / "chair" / "test" / "chair_0101.off", keep=0.6)
     return [("imagenet", img, {"resolution": 32}, 6), ("ucf101", ucf, {"resolution": "4x32"}, 3),
-            ("dvsgesture", dvs, {"resolution": "4x32"}, 3), ("modelnet40", mn, {"resolution": 64}, 6)]
+            ("dvsgesture", dvs, {"resolution": "4x32", "tokens": "frames"}, 3),
+            ("modelnet40", mn, {"resolution": 64}, 6)]
 
 
 def test_corrupt_files_are_skipped_and_counted(tmp_path):

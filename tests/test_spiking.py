@@ -343,13 +343,13 @@ def test_fast_dev_run_dvsgesture_fixture_spiking(pe, tmp_path):
     root = F.dvsgesture(tmp_path / "dvs")
     out = tmp_path / "runs"
     rc = main(["run", "--dataset", "dvsgesture", "--data-root", str(root), "--pe", pe, "--fast-dev-run",
-               "--batch-size", "4", "--resolution", "4x32", "--data-option", "tokens=spiking",
+               "--batch-size", "4", "--resolution", "32",  # no tokens option: spiking is dvsgesture's default
                "--data-option", "spike_threshold=3", "--data-option", "augment=true", "--data-option", "max_tokens=2",
                "--no-progress-bar",
                "--out", str(out)])
     assert rc == 0
-    res = json.loads((out / "dvsgesture" / f"{pe}+spiking" / "vit-nano" / "seed0" / "results.json").read_text())
-    assert res["status"] == "complete" and res["variant"] == f"{pe}+spiking"
+    res = json.loads((out / "dvsgesture" / pe / "vit-nano" / "seed0" / "results.json").read_text())
+    assert res["status"] == "complete" and res["variant"] == pe
     cap = res["token_cap"]  # 400 events on 2 x 2 cells fire dozens of tokens: every recording is capped
     assert cap["max_tokens"] == 2 and cap["val"]["samples"] == res["val_samples"] == 3
     assert cap["val"]["capped"] == 3 and cap["val"]["tokens_per_sample"] == 2.0 < cap["val"]["fired_per_sample"]
@@ -399,9 +399,14 @@ def test_spiking_and_frames_runs_get_their_own_run_dirs_and_rows(tmp_path, monke
 
     def cfg(**data):
         return RunConfig(dataset="synthetic-events", pe="pape", out=str(tmp_path), data=data)
+    def dvs(**data):
+        return RunConfig(dataset="dvsgesture", pe="ape", rpt=True, data=data)
     names = [variant_name(cfg()), variant_name(cfg(tokens="frames")), variant_name(cfg(tokens="Spiking")),
-             variant_name(RunConfig(dataset="dvsgesture", pe="ape", rpt=True, data={"tokens": "spiking"}))]
-    assert names == ["pape", "pape", "pape+spiking", "ape+rpt+spiking"]  # frames is both datasets' default
+             variant_name(dvs()), variant_name(dvs(tokens="spiking")), variant_name(dvs(tokens="Frames"))]
+    # synthetic-events defaults to frames; dvsgesture to spiking, as in the PaPE paper
+    assert names == ["pape", "pape", "pape+spiking", "ape+rpt", "ape+rpt", "ape+rpt+frames"]
+    from pebench.config import dataset_default_tokens
+    assert dataset_default_tokens("dvsgesture") == "spiking" and dataset_default_tokens("synthetic-events") == "frames"
     assert run_dir_for(cfg(tokens="spiking")) == tmp_path / "synthetic-events" / "pape+spiking" / "vit-nano" / "seed0"
     from pebench.config import config_to_dict
     assert fingerprint(config_to_dict(cfg(tokens="spiking"))) != fingerprint(config_to_dict(cfg()))
