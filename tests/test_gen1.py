@@ -279,3 +279,18 @@ def test_events_det_fast_dev_run_none_and_pape(tmp_path, events_cache):
         assert r["status"] == "complete" and r["task"] == "detection" and r["primary_metric"] == "val/map"
         assert r["metrics"]["val/map_images"] >= 1 and 0.0 <= r["metrics"]["val/map"] <= 1.0
         assert "test/map" in r["metrics"]
+
+
+def test_gen1_fixture_end_to_end_counts_a_truncated_recording(tmp_path):
+    rows = [(t, 10, 10, 60, 40, 0) for t in (600_000, 900_000, 1_500_000)] + [(900_000, 150, 80, 20, 50, 1)]
+    root = _gen1_root(tmp_path / "g", {"val": rows}, events=_events(3000, np.random.default_rng(5)))
+    dat = root / "val" / "rec_td.dat"
+    dat.write_bytes(dat.read_bytes()[:-8 * 1000 - 5])  # cut inside a record: the 1.5 s sample is lost
+    out = tmp_path / "runs"
+    assert main(["run", "--dataset", "gen1", "--data-root", str(root), "--pe", "pape", "--fast-dev-run",
+                 "--resolution", "2x64", "--batch-size", "4", "--max-skipped-fraction", "0.5", "--task-option",
+                 "fpn_dim=32", "--task-option", "head_convs=1", "--analyses", "none", "--accelerator", "cpu",
+                 "--no-progress-bar", "--out", str(out)]) == 0
+    (r,) = [json.loads(p.read_text()) for p in out.rglob("results.json")]
+    assert r["task"] == "detection" and r["metrics"]["val/map_images"] == 2
+    assert r["skipped_samples"]["by_reason"]["corrupt"] >= 1
