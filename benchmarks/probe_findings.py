@@ -171,9 +171,8 @@ def _beats(cells, a: str, b: str) -> str:
     if a not in cells or b not in cells:
         return "not run"
     ca, cb = cells[a], cells[b]
-    if not (ca.learned and cb.learned):
-        return (f"**not testable** (val {a} {_pct(ca.mean('val'))} %, {b} {_pct(cb.mean('val'))} %: "
-                f"not both learned)")
+    if not ca.learned:  # the predicted winner must have learned the probe; the other failing to is the outcome
+        return f"**not testable** (val {a} {_pct(ca.mean('val'))} % < {_pct(ca.threshold)} %: {a} not learned)"
     r = paired(ca, cb)
     if r is None:
         return "**not testable** (fewer than 2 paired seeds)"
