@@ -10,11 +10,13 @@ can read results, configs, checkpoints, plots and the leaderboard exactly when t
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -76,3 +78,24 @@ def atomic_write_yaml(path: str | os.PathLike, obj: Any) -> None:
 def read_json(path: str | os.PathLike) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+@contextlib.contextmanager
+def publish_dir(root: str | os.PathLike, prefix: str) -> Iterator[str]:
+    """Build a directory atomically: yields a fresh temporary sibling of ``root`` to fill; when the block
+    ends normally it is renamed to ``root`` (if another process published ``root`` first, that copy is
+    kept and ours removed); on any exception it is removed. Nothing half-written is ever at ``root``."""
+    parent = os.path.dirname(os.path.abspath(root))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    try:
+        yield tmp
+        try:
+            os.rename(tmp, root)
+        except OSError:
+            if not os.path.isdir(root):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process wrote the same data first
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -37,11 +37,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from typing import Any, ClassVar
 
 import numpy as np
+
+from pebench.io import publish_dir
 
 from .base import float_option, int_option
 from .gen1 import BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, Gen1DataModule, write_dat
@@ -179,10 +179,7 @@ def write_events_det(root: str, sizes: dict[str, int], seed: int, **render_kw: A
 
     Written into a temporary sibling folder and renamed at the end (atomic on one filesystem); if
     another process finished first, its copy is kept."""
-    parent = os.path.dirname(os.path.abspath(root))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".events-det-tmp-", dir=parent)
-    try:
+    with publish_dir(root, ".events-det-tmp-") as tmp:
         for k, (split, n) in enumerate(sizes.items()):
             os.makedirs(os.path.join(tmp, split))
             for i in range(n):
@@ -191,15 +188,6 @@ def write_events_det(root: str, sizes: dict[str, int], seed: int, **render_kw: A
                 stem = os.path.join(tmp, split, f"rec{i:04d}")
                 write_dat(stem + "_td.dat", ev, *SENSOR_HW)
                 np.save(stem + "_bbox.npy", _box_array(rows, legacy=split == "train"))
-        try:
-            os.rename(tmp, root)
-        except OSError:
-            if not os.path.isdir(root):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)  # another process wrote the same data first
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return root
 
 

@@ -26,11 +26,11 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
 from typing import Any, ClassVar
 
 import numpy as np
+
+from pebench.io import publish_dir
 
 from .base import int_option, float_option
 from .registry import register_datamodule
@@ -137,10 +137,7 @@ def write_scene_set(root: str, sizes: dict[str, int], gen_seed: int, density: fl
     ``root`` (atomic). Nothing happens when ``root`` exists."""
     if os.path.isdir(root):
         return
-    parent = os.path.dirname(os.path.abspath(root))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-primitives-scene-", dir=parent)
-    try:
+    with publish_dir(root, ".tmp-primitives-scene-") as tmp:
         for s_idx, (split, n) in enumerate(sorted(sizes.items())):
             for i in range(n):
                 rng = np.random.default_rng([gen_seed, s_idx, i])
@@ -152,15 +149,6 @@ def write_scene_set(root: str, sizes: dict[str, int], gen_seed: int, density: fl
         with open(os.path.join(tmp, "generator.json"), "w") as f:
             json.dump({"version": GENERATOR_VERSION, "sizes": sizes, "gen_seed": gen_seed, "density": density,
                        "classes": list(PRIMITIVE_SCENE_CLASSES)}, f)
-        try:
-            os.rename(tmp, root)
-        except OSError:
-            if not os.path.isdir(root):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)  # another process wrote it first
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def cache_dir() -> str:

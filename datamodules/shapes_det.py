@@ -25,11 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from typing import Any, ClassVar
 
 import numpy as np
+
+from pebench.io import publish_dir
 
 from .base import int_option
 from .coco import CocoFormatDataModule
@@ -110,10 +110,7 @@ def write_shapes_det(root: str, sizes: dict[str, int], seed: int, min_side: int 
 
     Written into a temporary sibling folder first and renamed at the end (atomic on one
     filesystem); if another process finished first, its copy is kept."""
-    parent = os.path.dirname(os.path.abspath(root))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".shapes-det-tmp-", dir=parent)
-    try:
+    with publish_dir(root, ".shapes-det-tmp-") as tmp:
         os.makedirs(os.path.join(tmp, "annotations"))
         next_image, next_ann = 1, 1
         for k, (split, n) in enumerate(sizes.items()):
@@ -132,15 +129,6 @@ def write_shapes_det(root: str, sizes: dict[str, int], seed: int, min_side: int 
             with open(os.path.join(tmp, "annotations", f"instances_{split}.json"), "w") as f:
                 json.dump({"info": {"description": "pebench shapes-det", "version": _VERSION}, "images": images,
                            "annotations": annotations, "categories": [dict(c) for c in CATEGORIES]}, f)
-        try:
-            os.rename(tmp, root)
-        except OSError:
-            if not os.path.isdir(root):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)  # another process wrote the same data first
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return root
 
 

@@ -328,3 +328,20 @@ def test_skipped_sample_count_survives_resume():
     again: dict = {}
     resumed.on_save_checkpoint(again)  # a second kill: still the whole-run total
     assert again["skipped_in_batches"] == 5
+
+
+def test_publish_dir_is_all_or_nothing(tmp_path):
+    """The embedded sets' cache folders appear whole or not at all (pebench.io.publish_dir)."""
+    from pebench.io import publish_dir
+
+    root = tmp_path / "cache" / "set"
+    with pytest.raises(RuntimeError):
+        with publish_dir(root, ".tmp-set-") as tmp:
+            (Path(tmp) / "half.bin").write_bytes(b"x")
+            raise RuntimeError("killed while writing")
+    assert not root.exists() and not list((tmp_path / "cache").iterdir())
+    with publish_dir(root, ".tmp-set-") as tmp:
+        (Path(tmp) / "a.bin").write_bytes(b"first")
+    with publish_dir(root, ".tmp-set-") as tmp:  # another writer finished first: its copy is kept
+        (Path(tmp) / "a.bin").write_bytes(b"second")
+    assert (root / "a.bin").read_bytes() == b"first" and [p.name for p in (tmp_path / "cache").iterdir()] == ["set"]

@@ -58,6 +58,22 @@ def split_batch(batch: Sequence[Any]) -> tuple[Tensor, Tensor, int]:
     return inputs, labels, int(info.get("skipped", 0)) if isinstance(info, dict) else 0
 
 
+def warmup_cosine(opt: torch.optim.Optimizer, total_steps: float, warmup_epochs: float, epochs: int) -> dict:
+    """Lightning optimizer config: linear warm-up over ``warmup_epochs`` of ``epochs``, then cosine decay
+    to 0 at ``total_steps``, stepped per batch (shared by the supervised tasks)."""
+    total = max(1, int(total_steps))
+    warmup = int(round(total * min(1.0, warmup_epochs / max(1, int(epochs)))))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        t = (step - warmup) / max(1, total - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
 class ClassificationTask(L.LightningModule):
     def __init__(self, modality: str, num_classes: int, in_chans: int = 3, model: str = "vit-nano",
                  pe: str = "none", pe_options: dict | None = None, patch_size: int = 4, tubelet: int = 2,
@@ -229,15 +245,5 @@ class ClassificationTask(L.LightningModule):
         for g in groups:
             g["lr"] = self.hparams.lr * g["lr_scale"]
         opt = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=(0.9, 0.999))
-        total = max(1, int(self.trainer.estimated_stepping_batches))
-        epochs = max(1, int(self.hparams.epochs))
-        warmup = int(round(total * min(1.0, self.hparams.warmup_epochs / epochs)))
-
-        def factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            t = (step - warmup) / max(1, total - warmup)
-            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
-
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return warmup_cosine(opt, self.trainer.estimated_stepping_batches, self.hparams.warmup_epochs,
+                             self.hparams.epochs)

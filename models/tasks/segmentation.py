@@ -47,7 +47,7 @@ from pebench.analysis.miou import SegmentationMetrics
 from ..scene_tokenizer import PATCHINGS, SceneTokenizer, knn_interpolate, _knn
 from ..tokenizers import TokenBatch
 from ..vit import VIT_PRESETS, build_backbone
-from .classification import NonFiniteLossError, split_batch
+from .classification import NonFiniteLossError, split_batch, warmup_cosine
 
 __all__ = ["SegmentationTask", "SEGMENTATION_DEFAULTS"]
 
@@ -215,18 +215,8 @@ class SegmentationTask(L.LightningModule):
         groups = [{"params": decay, "weight_decay": self.hparams.weight_decay},
                   {"params": other, "weight_decay": 0.0}]
         opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr, betas=(0.9, 0.999))
-        total = max(1, int(self.trainer.estimated_stepping_batches))
-        epochs = max(1, int(self.hparams.epochs))
-        warmup = int(round(total * min(1.0, self.hparams.warmup_epochs / epochs)))
-
-        def factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            t = (step - warmup) / max(1, total - warmup)
-            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
-
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return warmup_cosine(opt, self.trainer.estimated_stepping_batches, self.hparams.warmup_epochs,
+                             self.hparams.epochs)
 
     # ------------------------------------------------------------------ corrupt-sample count
     def skipped_total(self) -> int:
