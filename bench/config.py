@@ -40,6 +40,14 @@ ANALYSES = ("geometry", "robustness", "alpha", "extrapolation")
 DEFAULT_PE_PREFERENCE = ("pape", "rope-axial", "ape")
 
 
+def parse_bool(value: Any) -> bool | None:
+    """``True``/``False`` from a bool or a word (1/true/yes/on, 0/false/no/off, any case); ``None`` otherwise."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    return True if word in ("1", "true", "yes", "on") else False if word in ("0", "false", "no", "off") else None
+
+
 class ConfigError(ValueError):
     """A malformed or conflicting run configuration (exit code 2 in the CLI)."""
 
@@ -129,13 +137,10 @@ def _coerce(name: str, value: Any) -> Any:
             raise ConfigError(f"config key {name!r} must be a list, got {value!r}")
         return [str(v) for v in value]
     if bool in args:
-        if isinstance(value, bool):
-            return value
-        if str(value).lower() in ("1", "true", "yes", "on"):
-            return True
-        if str(value).lower() in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(f"config key {name!r} must be true or false, got {value!r}")
+        flag = parse_bool(value)
+        if flag is None:
+            raise ConfigError(f"config key {name!r} must be true or false, got {value!r}")
+        return flag
     for t in args:  # first type that accepts the value (int | str: keep ints as ints)
         if t is int and isinstance(value, int) and not isinstance(value, bool):
             return value

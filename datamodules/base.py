@@ -66,6 +66,16 @@ def parse_resolution(value: int | str | None) -> tuple[int, ...] | None:
     return tuple(parts)
 
 
+def bool_option(dataset: str, key: str, value: Any) -> bool:
+    """A true/false datamodule option (``--data-option KEY=VALUE``), else one-line ``ValueError``."""
+    from pebench.config import parse_bool
+
+    flag = parse_bool(value)
+    if flag is None:
+        raise ValueError(f"{dataset}: data option {key} must be true or false, got {value!r}")
+    return flag
+
+
 def int_option(dataset: str, key: str, value: Any, minimum: int = 1) -> int:
     """A whole-number datamodule option (``--data-option KEY=VALUE``) >= ``minimum``, else one-line
     ``ValueError`` (exit code 2 in the CLI)."""

@@ -66,10 +66,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from .base import BenchDataModule, DataRootError, float_option, int_option
+from .base import BenchDataModule, DataRootError, bool_option, float_option, int_option
 from .corrupt import SkippingDataset
 from .registry import register_datamodule
-from .scannet import _flag  # the true/false data-option parser the scene datamodules share
 from .scene_common import IGNORE_INDEX, SceneAugment, crop_points, scene_collate
 
 __all__ = ["NuScenesDataModule", "NuScenesLidarSeg", "CLASS_NAMES", "SPLITS", "open_nuscenes", "label_lut",
@@ -331,7 +330,7 @@ class NuScenesDataModule(BenchDataModule):
         self.grid_size = float_option(self.name, "grid_size",
                                       self.default_grid_size if grid_size is None else grid_size)
         self.max_range = float_option(self.name, "max_range", max_range)
-        self.augment = _flag(self.name, "augment", augment)
+        self.augment = bool_option(self.name, "augment", augment)
         if len(self.resolution) != 1:
             raise ValueError(f"{self.name}: resolution is one number (points per scan), got {self.resolution}")
         if not os.path.isdir(self.data_root):

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from .base import BenchDataModule, DataRootError, float_option, int_option
+from .base import BenchDataModule, DataRootError, bool_option, float_option, int_option
 from .corrupt import SkippingDataset
 from .registry import register_datamodule
 from .scene_common import IGNORE_INDEX, SceneAugment, crop_points, scene_collate
@@ -200,8 +200,8 @@ class ScanNetDataModule(BenchDataModule):
         super().__init__(**kwargs)
         self.grid_size = float_option(self.name, "grid_size",
                                       self.default_grid_size if grid_size is None else grid_size)
-        self.normals = _flag(self.name, "normals", normals)
-        self.augment = _flag(self.name, "augment", augment)
+        self.normals = bool_option(self.name, "normals", normals)
+        self.augment = bool_option(self.name, "augment", augment)
         self.train_size = None if train_size is None else int_option(self.name, "train_size", train_size)
         self.val_size = None if val_size is None else int_option(self.name, "val_size", val_size)
         if len(self.resolution) != 1:
@@ -281,13 +281,3 @@ class ScanNetDataModule(BenchDataModule):
         """What the scene tokenizer needs from the data: voxel side (m) for serialization, default
         points per patch."""
         return {"grid_size": self.grid_size, "patch_size": self.default_patch_size}
-
-
-def _flag(dataset: str, key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in ("1", "true", "yes", "on"):
-        return True
-    if str(value).lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{dataset}: data option {key} must be true or false, got {value!r}")

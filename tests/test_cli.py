@@ -172,3 +172,15 @@ def test_task_setup_registry_picks_the_datasets_task_and_lists_valid_ones(tmp_pa
     assert resolve_task(RunConfig(dataset="shapes")).task == "classification"
     assert main(["run", "--task-option", "n_local=2", "--fast-dev-run", "--out", str(tmp_path)]) == 2
     assert "takes no options" in capsys.readouterr().err
+
+
+def test_true_false_data_options_accept_words_and_reject_others(capsys):
+    """One parser (pebench.config.parse_bool) for config keys and datamodule flags."""
+    from pebench.config import parse_bool
+    from pebench.datamodules.base import bool_option
+
+    assert [parse_bool(v) for v in (True, "Yes", " on", "0", "FALSE", "maybe", 2)] == [True, True, True, False,
+                                                                                      False, None, None]
+    assert bool_option("scannet", "normals", "true") is True
+    with pytest.raises(ValueError, match="scannet: data option normals must be true or false, got 'maybe'"):
+        bool_option("scannet", "normals", "maybe")
