@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ConfigError
+from .tasks import geometry_only
 
 __all__ = ["DETECTION_OPTIONS", "build_detection_task", "detection_analyses"]
 
@@ -79,13 +80,8 @@ def build_detection_task(cfg: Any, dm: Any, grid: Any) -> Any:
                          epochs=cfg.epochs, layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, **_options(cfg, dm))
 
 
-def detection_analyses(analyses: list[str], explicit: bool) -> list[str]:
-    """Only ``geometry`` applies (robustness, alpha and extrapolation read class logits)."""
-    other = [a for a in analyses if a != "geometry"]
-    if explicit and other:
-        raise ConfigError(f"analysis {other[0]!r} does not apply to --task detection (it reads class logits); "
-                          f"use --analyses geometry or none")
-    return [a for a in analyses if a == "geometry"]
+#: only ``geometry`` applies (the other analyses read class logits)
+detection_analyses = geometry_only("detection", "it reads class logits")
 
 
 def _primary(dm: Any) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ConfigError
+from .tasks import geometry_only
 
 __all__ = ["DINO_OPTIONS", "CROP_GEOMETRY", "prepare_dino_data", "build_dino_task", "dino_analyses"]
 
@@ -84,13 +85,8 @@ def build_dino_task(cfg: Any, dm: Any, grid: Any) -> Any:
                     drop_path=cfg.drop_path, **keep)
 
 
-def dino_analyses(analyses: list[str], explicit: bool) -> list[str]:
-    """Only ``geometry`` applies to a self-supervised model (the others read class logits)."""
-    other = [a for a in analyses if a != "geometry"]
-    if explicit and other:
-        raise ConfigError(f"analysis {other[0]!r} does not apply to --task dino (it reads class logits); "
-                          f"use --analyses geometry or none")
-    return [a for a in analyses if a == "geometry"]
+#: only ``geometry`` applies (the other analyses read class logits)
+dino_analyses = geometry_only("dino", "it reads class logits")
 
 
 def _dino_extra_results(task: Any) -> dict[str, Any]:

@@ -24,10 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ConfigError
+from .tasks import geometry_only
 
 __all__ = ["build_segmentation_task", "segmentation_analyses", "segmentation_options"]
 
-APPLICABLE_ANALYSES = ("geometry",)
 
 
 def _defaults() -> dict[str, Any]:
@@ -82,12 +82,8 @@ def build_segmentation_task(cfg: Any, dm: Any, grid: Any) -> Any:
                             rpt=cfg.rpt, coord_unit=str(getattr(dm, "coord_unit", "m")))
 
 
-def segmentation_analyses(analyses: list[str], explicit: bool) -> list[str]:
-    other = [a for a in analyses if a not in APPLICABLE_ANALYSES]
-    if explicit and other:
-        raise ConfigError(f"analysis {other[0]!r} does not apply to --task segmentation yet (it reads whole-sample "
-                          f"class accuracy); use --analyses geometry or none")
-    return [a for a in analyses if a in APPLICABLE_ANALYSES]
+#: only ``geometry`` applies (the other analyses read whole-sample class accuracy)
+segmentation_analyses = geometry_only("segmentation", "it reads whole-sample class accuracy")
 
 
 def _primary_metric(dm: Any) -> str:

@@ -19,10 +19,24 @@ from typing import Any, Callable
 
 from .config import TASKS, ConfigError
 
-__all__ = ["TaskSetup", "register_task_setup", "get_task_setup", "resolve_task", "default_task"]
+__all__ = ["TaskSetup", "register_task_setup", "get_task_setup", "resolve_task", "default_task", "geometry_only"]
 
 
 def _keep(analyses: list[str], explicit: bool) -> list[str]:
+    return analyses
+
+
+def geometry_only(task: str, reason: str) -> Callable[[list[str], bool], list[str]]:
+    """An ``analyses`` filter for tasks where only ``geometry`` applies: others are dropped from the
+    defaults, and asking for one explicitly is a one-line :class:`ConfigError` giving ``reason``."""
+
+    def analyses(names: list[str], explicit: bool) -> list[str]:
+        other = [a for a in names if a != "geometry"]
+        if explicit and other:
+            raise ConfigError(f"analysis {other[0]!r} does not apply to --task {task} ({reason}); "
+                              f"use --analyses geometry or none")
+        return [a for a in names if a == "geometry"]
+
     return analyses
 
 

@@ -74,7 +74,28 @@ def warmup_cosine(opt: torch.optim.Optimizer, total_steps: float, warmup_epochs:
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
-class ClassificationTask(L.LightningModule):
+class SkippedSampleCount:
+    """Task-module mixin: corrupt samples skipped inside batches (``self.skipped``, a ``SumMetric``, and
+    ``self._skipped_restored``, both set in the task's ``__init__``), kept across resumes in the checkpoint."""
+
+    def skipped_total(self) -> int:
+        """Corrupt samples skipped inside batches over the whole run, earlier attempts included
+        (a resumed run restores their count from the checkpoint). Under DDP this reduces over
+        the ranks, so every rank must call it."""
+        with warnings.catch_warnings():  # compute() before any update: 0, not worth a warning
+            warnings.filterwarnings("ignore", message=".*compute.*before.*update.*")
+            current = float(self.skipped.compute())
+        return int(round(current + self._skipped_restored))
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # the reduced total (all ranks run this hook); restored on every rank but counted once
+        checkpoint["skipped_in_batches"] = self.skipped_total()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._skipped_restored = float(checkpoint.get("skipped_in_batches", 0))
+
+
+class ClassificationTask(SkippedSampleCount, L.LightningModule):
     def __init__(self, modality: str, num_classes: int, in_chans: int = 3, model: str = "vit-nano",
                  pe: str = "none", pe_options: dict | None = None, patch_size: int = 4, tubelet: int = 2,
                  num_groups: int = 64, train_grid: Sequence[int] | None = None, class_token: bool = False,
@@ -222,23 +243,6 @@ class ClassificationTask(L.LightningModule):
                                                  "lr_scale": (ld ** (self.backbone.depth + 1 - lid)) if ld else 1.0})
             g["params"].append(p)
         return [groups[k] for k in sorted(groups)]
-
-    # ------------------------------------------------------------------ corrupt-sample count
-    def skipped_total(self) -> int:
-        """Corrupt samples skipped inside batches over the whole run, earlier attempts included
-        (a resumed run restores their count from the checkpoint). Under DDP this reduces over
-        the ranks, so every rank must call it."""
-        with warnings.catch_warnings():  # compute() before any update: 0, not worth a warning
-            warnings.filterwarnings("ignore", message=".*compute.*before.*update.*")
-            current = float(self.skipped.compute())
-        return int(round(current + self._skipped_restored))
-
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        # the reduced total (all ranks run this hook); restored on every rank but counted once
-        checkpoint["skipped_in_batches"] = self.skipped_total()
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self._skipped_restored = float(checkpoint.get("skipped_in_batches", 0))
 
     def configure_optimizers(self) -> dict:
         groups = self.param_groups()

@@ -33,7 +33,7 @@ from torchmetrics.aggregation import MeanMetric, SumMetric
 
 from ..detection_pyramid import Detector
 from ..vit import VIT_PRESETS, build_backbone
-from .classification import ClassificationTask, NonFiniteLossError, build_tokenizer
+from .classification import ClassificationTask, NonFiniteLossError, SkippedSampleCount, build_tokenizer
 
 __all__ = ["DetectionTask"]
 
@@ -44,7 +44,7 @@ def _split(batch: Sequence[Any]) -> tuple[Tensor, list[dict], int]:
     return inputs, list(targets), int(info.get("skipped", 0)) if isinstance(info, dict) else 0
 
 
-class DetectionTask(L.LightningModule):
+class DetectionTask(SkippedSampleCount, L.LightningModule):
     task_name = "detection"
 
     def __init__(self, modality: str = "image", num_classes: int = 80, in_chans: int = 3, model: str = "vit-nano",
@@ -90,9 +90,6 @@ class DetectionTask(L.LightningModule):
     _layer_id = ClassificationTask._layer_id
     param_groups = ClassificationTask.param_groups
     configure_optimizers = ClassificationTask.configure_optimizers
-    skipped_total = ClassificationTask.skipped_total
-    on_save_checkpoint = ClassificationTask.on_save_checkpoint
-    on_load_checkpoint = ClassificationTask.on_load_checkpoint
 
     # ------------------------------------------------------------------ model
     def token_map(self, inputs: Tensor, content_perm: Tensor | None = None) -> Tensor:

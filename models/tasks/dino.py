@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from typing import Any, Sequence
 
 import lightning as L
@@ -52,13 +51,13 @@ from torchmetrics.aggregation import SumMetric
 
 from ..dino_head import DINOHead, cosine_schedule, dino_loss, ema_update, teacher_temperature, update_center
 from ..vit import VIT_PRESETS, build_backbone
-from .classification import ClassificationTask, NonFiniteLossError, build_tokenizer
+from .classification import ClassificationTask, NonFiniteLossError, SkippedSampleCount, build_tokenizer
 from .knn import gather_eval_set, knn_accuracy, knn_predict, linear_probe
 
 __all__ = ["DinoTask"]
 
 
-class DinoTask(L.LightningModule):
+class DinoTask(SkippedSampleCount, L.LightningModule):
     task_name = "dino"
 
     def __init__(self, modality: str = "image", num_classes: int = 10, in_chans: int = 3, model: str = "vit-nano",
@@ -328,18 +327,12 @@ class DinoTask(L.LightningModule):
             self._record_eed(done)
 
     # ------------------------------------------------------------------ bookkeeping
-    def skipped_total(self) -> int:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*compute.*before.*update.*")
-            current = float(self.skipped.compute())
-        return int(round(current + self._skipped_restored))
-
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["skipped_in_batches"] = self.skipped_total()
+        super().on_save_checkpoint(checkpoint)  # skipped-sample count (SkippedSampleCount)
         checkpoint["dino"] = {"eed_history": copy.deepcopy(self.eed_history), "init_metrics": dict(self.init_metrics)}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self._skipped_restored = float(checkpoint.get("skipped_in_batches", 0))
+        super().on_load_checkpoint(checkpoint)
         state = checkpoint.get("dino", {})
         self.eed_history = list(state.get("eed_history", []))
         self.init_metrics = dict(state.get("init_metrics", {}))

@@ -47,7 +47,7 @@ from pebench.analysis.miou import SegmentationMetrics
 from ..scene_tokenizer import PATCHINGS, SceneTokenizer, knn_interpolate, _knn
 from ..tokenizers import TokenBatch
 from ..vit import VIT_PRESETS, build_backbone
-from .classification import NonFiniteLossError, split_batch, warmup_cosine
+from .classification import NonFiniteLossError, SkippedSampleCount, split_batch, warmup_cosine
 
 __all__ = ["SegmentationTask", "SEGMENTATION_DEFAULTS"]
 
@@ -57,7 +57,7 @@ SEGMENTATION_DEFAULTS: dict[str, Any] = {"patching": "serialize", "patch_size": 
                                          "interp_k": 3}
 
 
-class SegmentationTask(L.LightningModule):
+class SegmentationTask(SkippedSampleCount, L.LightningModule):
     modality = "points"
 
     def __init__(self, num_classes: int, feat_dim: int, class_names: Sequence[str] | None = None,
@@ -217,16 +217,3 @@ class SegmentationTask(L.LightningModule):
         opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr, betas=(0.9, 0.999))
         return warmup_cosine(opt, self.trainer.estimated_stepping_batches, self.hparams.warmup_epochs,
                              self.hparams.epochs)
-
-    # ------------------------------------------------------------------ corrupt-sample count
-    def skipped_total(self) -> int:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*compute.*before.*update.*")
-            current = float(self.skipped.compute())
-        return int(round(current + self._skipped_restored))
-
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["skipped_in_batches"] = self.skipped_total()
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self._skipped_restored = float(checkpoint.get("skipped_in_batches", 0))
