@@ -60,16 +60,23 @@ class Cell:
         self.threshold = ceiling + LEARNED_SHARE * (1.0 - ceiling)
         self.val = {r.seed: r.metrics.get("val/acc1") for r in runs}
         self.test = {r.seed: r.metrics.get("test/acc1") for r in runs}
+        #: the upsampled-scene accuracy per input size (probe-extrapolation's extrapolation analysis)
+        self.upsampled = {r.seed: dict(r.extrapolation or {}) for r in runs}
         self.lr = sorted({r.raw.get("config", {}).get("lr") for r in runs})
         self.n = len(runs)
 
-    def with_threshold(self, threshold: float) -> "Cell":
-        """The same runs with another "learned" threshold (a probe half of whose label is out of reach)."""
+    def replaced(self, **attrs) -> "Cell":
+        """The same runs with some attributes replaced: another "learned" ``threshold`` (a probe half of
+        whose label is out of reach), or another accuracy in the ``test`` slot (the upsampled scenes)."""
         import copy
 
         c = copy.copy(self)
-        c.threshold = threshold
+        c.__dict__.update(attrs)
         return c
+
+    def at_size(self, size: str) -> dict[int, float]:
+        """Per seed: the accuracy on the same scenes upsampled to ``size`` px (extrapolation analysis)."""
+        return {s: v[size] for s, v in self.upsampled.items() if v.get(size) is not None}
 
     def mean(self, which: str) -> float:
         v = [x for x in getattr(self, which).values() if x is not None]
@@ -116,6 +123,27 @@ def table(probe: str, cells: dict[str, Cell]) -> list[str]:
         lr = ", ".join(f"{x:g}" for x in c.lr if x is not None)
         out.append(f"| {pe} | {lr} | {c.n} | {_pct(c.mean('val'))} | {_pct(c.mean('test'))} | "
                    f"{_ci(c.values('test'))} | {gap} |")
+    return out + [""]
+
+
+def upsampled_table(cells: dict[str, Cell]) -> list[str]:
+    """probe-extrapolation's second regime: the validation scenes upsampled (the glyphs grow with the
+    canvas), accuracy per input size, mean over seeds with the 95 % bootstrap interval."""
+    sizes = sorted({k for c in cells.values() for v in c.upsampled.values() for k in v}, key=int)
+    if not sizes:
+        return []
+    n = sorted({len(c.upsampled) for c in cells.values()})
+    out = ["The same scenes upsampled (second regime: glyphs and distances grow with the canvas; each PE's "
+           f"native rule for the larger grid; {', '.join(map(str, n))} seeds), accuracy %:", "",
+           "| PE | " + " | ".join(f"{s} px" for s in sizes) + " |", "|---|" + "---:|" * len(sizes)]
+    for pe in sorted(cells, key=pe_sort_key):
+        c = cells[pe]
+        row = []
+        for size in sizes:
+            v = list(c.at_size(size).values())
+            ci = bootstrap_mean_ci(v) if len(v) > 1 else None
+            row.append("—" if not v else f"{_pct(np.mean(v))}" + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else ""))
+        out.append(f"| {pe} | " + " | ".join(row) + " |")
     return out + [""]
 
 
@@ -200,7 +228,7 @@ def claims(data: dict[str, dict[str, Cell]]) -> list[str]:
                 out.append(f"  - {pe}: val {_at_most(c[pe], 0.5, 'val')}; test {_at_most(c[pe], 0.5)}")
         out += ["  ... and, being invariant to rotations, keeps what it learned (the distance bit: learned = val "
                 "halfway from 25 % to its 50 % bound) on the rotated scenes:"]
-        out += _group_claim({pe: c[pe].with_threshold(0.375) for pe in DISTANCE_ONLY if pe in c}, DISTANCE_ONLY,
+        out += _group_claim({pe: c[pe].replaced(threshold=0.375) for pe in DISTANCE_ONLY if pe in c}, DISTANCE_ONLY,
                             "keeps")
         out += ["  Directional PEs (measured, no prediction):"] + _group_claim(
             c, ("rope-axial", "rope-mixed", "pape", "lookhere", "sincos", "ape"), None)
@@ -220,6 +248,13 @@ def claims(data: dict[str, dict[str, Cell]]) -> list[str]:
         out += ["  Absolute PEs lose it:"] + _group_claim(c, ABSOLUTE, "loses")
         out += ["  Relative PEs beat the absolute sincos on the larger canvas (test, paired by seed):"]
         out += [f"  - {pe} − sincos: {_beats(c, pe, 'sincos')}" for pe in RELATIVE]
+        out += [f"  PaPE extrapolates better than RoPE-axial (the PaPE paper's claim), larger canvas (test): "
+                f"{_beats(c, 'pape', 'rope-axial')}"]
+        sizes = sorted({k for cell in c.values() for v in cell.upsampled.values() for k in v}, key=int)
+        if len(sizes) > 1 and "pape" in c and "rope-axial" in c:
+            big = sizes[-1]
+            up = {pe: c[pe].replaced(test=c[pe].at_size(big)) for pe in ("pape", "rope-axial")}
+            out += [f"  ... and on the same scenes upsampled to {big} px: {_beats(up, 'pape', 'rope-axial')}"]
     if "probe-anchoring" in data:
         c = data["probe-anchoring"]
         out += [f"- **Index anchoring** (content gives 50 %, absolute position the rest): an absolute PE "
@@ -284,6 +319,8 @@ def main(argv=None) -> int:
     for probe in CEILING:
         if probe in data:
             lines += table(probe, data[probe])
+            if probe == "probe-extrapolation":
+                lines += upsampled_table(data[probe])
     lines += claims(data)
     text = "\n".join(lines)
     if args.readme:
@@ -297,12 +334,13 @@ def main(argv=None) -> int:
 START, END = "<!-- probe-findings:start -->", "<!-- probe-findings:end -->"
 
 
-def replace_block(doc: str, text: str) -> str:
-    """``doc`` with the text between the probe-findings markers replaced by ``text``."""
-    if START not in doc or END not in doc:
-        raise SystemExit(f"probe_findings: markers {START} ... {END} not found")
-    head, rest = doc.split(START, 1)
-    return f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}"
+def replace_block(doc: str, text: str, start: str = START, end: str = END) -> str:
+    """``doc`` with the text between the ``start`` / ``end`` markers (default: probe-findings) replaced by
+    ``text``."""
+    if start not in doc or end not in doc:
+        raise SystemExit(f"markers {start} ... {end} not found")
+    head, rest = doc.split(start, 1)
+    return f"{head}{start}\n{text}\n{end}{rest.split(end, 1)[1]}"
 
 
 if __name__ == "__main__":

@@ -46,3 +46,17 @@ def test_readme_probe_findings_regenerate_from_the_committed_results(tmp_path):
     assert mod.main(["--results", str(REPO / RESULTS), "--lr-results", str(REPO / "results" / "probe-lr"),
                      "--readme", str(readme)]) == 0
     assert readme.read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not (REPO / RESULTS / "probe-anchoring").exists(), reason="no committed probe-anchoring results")
+def test_readme_ssdc_findings_regenerate_from_the_committed_results(tmp_path, monkeypatch):
+    """The README's SSDC / EED claims on probe-anchoring are exactly what benchmarks/ssdc_findings.py makes of
+    the committed results."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("ssdc_findings")
+    readme = tmp_path / "README.md"
+    readme.write_text((REPO / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    assert mod.main(["--results", str(REPO / RESULTS), "--readme", str(readme)]) == 0
+    assert readme.read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
