@@ -9,7 +9,10 @@ Run options map as for classification (``lr``, ``weight_decay``, ``warmup_epochs
 * ``patch_size``: points per patch ``K`` (default: the dataset's, ``tokenizer_options()["patch_size"]``:
   scannet 64, primitives-scene 16; else 32);
 * ``coord_scale``: factor on the token centres (metres) the PE sees (1.0: metres);
-* ``interp_k``: token centres interpolated per point (3).
+* ``interp_k``: token centres interpolated per point (3);
+* ``attn_window``: tokens per attention window (default none: full attention over a scene's tokens;
+  an integer >= 2 windows the z-order token sequence, needs ``patching=serialize``; README "3-D scene
+  segmentation").
 
 Analyses: ``geometry`` (SSDC with the Euclidean distance between token centres in metres x
 ``coord_scale``, per scene; EED). ``robustness``, ``alpha`` and ``extrapolation`` read class
@@ -79,7 +82,8 @@ def build_segmentation_task(cfg: Any, dm: Any, grid: Any) -> Any:
                             grid_size=float(tok.get("grid_size", 0.05)), coord_scale=opts["coord_scale"],
                             interp_k=opts["interp_k"], lr=cfg.lr, weight_decay=cfg.weight_decay,
                             warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs, drop_path=cfg.drop_path,
-                            rpt=cfg.rpt, coord_unit=str(getattr(dm, "coord_unit", "m")))
+                            rpt=cfg.rpt, coord_unit=str(getattr(dm, "coord_unit", "m")),
+                            attn_window=opts["attn_window"])
 
 
 #: only ``geometry`` applies (the other analyses read whole-sample class accuracy)
@@ -94,7 +98,9 @@ def _extra_results(task: Any) -> dict[str, Any]:
     hp = task.hparams
     out: dict[str, Any] = {"class_names": list(task.val_metrics.class_names), "ignore_index": int(hp.ignore_index),
                            "coord_unit": hp.coord_unit, "tokenizer": task.tokenizer.describe(),
-                           "interp_k": int(hp.interp_k), "attention": "full (all tokens of a scene, key-masked)"}
+                           "interp_k": int(hp.interp_k), "attention": "full (all tokens of a scene, key-masked)"
+                           if hp.get("attn_window") is None else f"windowed ({hp.attn_window} z-order tokens, "
+                           f"shifted by {hp.attn_window // 2} on odd blocks)"}
     for split, s in task.last_summary.items():
         out[f"{split}_iou_per_class"] = s["iou_per_class"]
         out[f"{split}_support_per_class"] = s["support_per_class"]

@@ -7,9 +7,21 @@ with the PE's per-layer ``qk`` transform and additive ``bias``. Blocks reuse tim
 for a per-layer PE on q/k or an attention bias.
 
 Presets (width, depth, heads): the PaPE paper's vit-nano/tiny/small/base and DeiT's ViT-S/16.
+
+**Windowed attention** (``attn_window=W``, off by default; :func:`window_layout`): for long token
+sequences in serialization order (the scene tokenizer's z-order patches), each block attends within
+windows of ``W`` consecutive tokens, as Point Transformer V3's serialized attention (Wu et al., CVPR
+2024) does with its patches. Windows are formed by reshaping ``(B, N, D) -> (B * N/W, W, D)`` (coords
+and key masks the same way, padded with masked slots), so every block -- and its PE, from the tokens'
+own coords -- runs unchanged inside a window. Blocks 1, 3, 5, ... shift the window borders by
+``W // 2`` tokens (Swin's shifted windows, Liu et al. ICCV 2021; PTv3's "shift patch" interaction)
+so that information crosses windows; pebench has one serialization order, so PTv3's default of
+alternating orders does not apply. A scene with at most ``W`` real tokens is one window in every
+block (full attention).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -19,9 +31,10 @@ from timm.layers import DropPath, LayerScale, Mlp, trunc_normal_
 from torch import Tensor, nn
 
 from pebench.encodings import LayerPE, PositionalEncoding, build_pe
+from pebench.encodings.base import batch_coords
 
 __all__ = ["ViTConfig", "VIT_PRESETS", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
-           "attention_mask", "TAPS"]
+           "attention_mask", "TAPS", "check_attn_window", "window_layout"]
 
 #: token representations :meth:`ViTBackbone.forward_intermediates` can return
 TAPS = ("attn_in", "block_out")
@@ -57,6 +70,36 @@ def attention_mask(bias: Tensor | None, key_mask: Tensor | None, dtype: torch.dt
     pad = torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device)
     pad = pad.masked_fill(~key_mask, float("-inf"))[:, None, None, :]  # (B, 1, 1, T)
     return pad if bias is None else bias.to(dtype) + pad
+
+
+def check_attn_window(value: object) -> int | None:
+    """``attn_window``: ``None`` (or ``"none"`` / ``"full"``: full attention) or an integer ``>= 2`` (tokens
+    per window); anything else is a one-line ``ValueError``."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "full")):
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        raise ValueError(f"attn_window must be an integer >= 2 (tokens per attention window) or none, got {value!r}")
+    return value
+
+
+def window_layout(n_real: Tensor, T: int, window: int, shifted: bool) -> tuple[Tensor, Tensor, Tensor, int]:
+    """Where each token goes in the windowed layout of one block.
+
+    ``n_real (B,)``: real tokens per sequence (padding is last), ``T``: the padded length. Slot ``s``
+    of sequence ``b`` (``S = n_win * window`` slots; window ``s // window``) holds token
+    ``s - shift_b``, or is a padding slot when that is outside ``0 .. T-1``; ``shift_b = window // 2``
+    on shifted blocks for sequences of more than ``window`` real tokens, else 0.
+    -> token index per slot ``(B, S)`` (clamped to ``0 .. T-1`` on padding slots: the edge token,
+    whose coords keep the window's coordinate range), padding-slot mask ``(B, S)``, ``shift (B,)``,
+    ``n_win``.
+    """
+    half = window // 2 if shifted else 0
+    shift = torch.where(n_real > window, half, 0) if half else torch.zeros_like(n_real)  # (B,)
+    n_win = math.ceil((T + half) / window)
+    pos = torch.arange(n_win * window, device=n_real.device).unsqueeze(0) - shift.unsqueeze(1)  # (B, S)
+    return pos.clamp(0, T - 1), (pos < 0) | (pos >= T), shift, n_win
 
 
 class Attention(nn.Module):
@@ -115,10 +158,14 @@ class ViTBackbone(nn.Module):
 
     def __init__(self, embed_dim: int, depth: int, num_heads: int, pe: PositionalEncoding,
                  mlp_ratio: float = 4.0, class_token: bool = False, drop_path_rate: float = 0.0,
-                 drop_rate: float = 0.0, init_values: float | None = None) -> None:
+                 drop_rate: float = 0.0, init_values: float | None = None, attn_window: int | None = None) -> None:
         super().__init__()
         if pe.num_prefix_tokens != int(class_token):
             raise ValueError("PE built for a different number of prefix tokens than the backbone uses")
+        #: tokens per attention window (None: full attention); see the module docstring
+        self.attn_window = check_attn_window(attn_window)
+        if self.attn_window is not None and class_token:
+            raise ValueError("attn_window does not apply with a class token (a window has no place for it)")
         self.embed_dim = embed_dim
         self.depth = depth
         self.num_heads = num_heads
@@ -163,9 +210,27 @@ class ViTBackbone(nn.Module):
                 mask: Tensor | None = None) -> Tensor:
         """x: ``(B, N, D)`` tokens, coords ``(B, N, p)``/``(N, p)``, mask ``(B, N)`` bool (True = valid)."""
         x, mask = self._prepare(x, coords, grid, mask)
-        for i, blk in enumerate(self.blocks):
-            x = blk(x, coords, self.pe.layer(i), mask)
+        for i in range(len(self.blocks)):
+            x = self._block(i, x, coords, mask)
         return self.norm(x)  # (B, P + N, D)
+
+    def _block(self, i: int, x: Tensor, coords: Tensor, mask: Tensor | None) -> Tensor:
+        """Block ``i`` on ``x (B, T, D)``: over all tokens, or within windows (``attn_window``)."""
+        blk, W, B, T = self.blocks[i], self.attn_window, x.shape[0], x.shape[1]
+        if W is None or T <= W:
+            return blk(x, coords, self.pe.layer(i), mask)  # full attention (the default path)
+        n_real = mask.sum(1) if mask is not None else torch.full((B,), T, device=x.device)
+        idx, pad, shift, n_win = window_layout(n_real, T, W, shifted=i % 2 == 1)  # (B, S) x 2, (B,)
+        c = batch_coords(coords, B)
+        xw = torch.gather(x, 1, idx.unsqueeze(-1).expand(-1, -1, x.shape[-1])).masked_fill(pad.unsqueeze(-1), 0.0)
+        cw = torch.gather(c, 1, idx.unsqueeze(-1).expand(-1, -1, c.shape[-1]))  # (B, S, p)
+        mw = ~pad if mask is None else torch.gather(mask, 1, idx) & ~pad  # (B, S)
+        mw = mw.view(B * n_win, W)
+        mw = mw | ~mw.any(1, keepdim=True)  # a window without a real key (padding only): no all -inf row
+        out = blk(xw.view(B * n_win, W, -1), cw.view(B * n_win, W, -1), self.pe.layer(i),
+                  None if bool(mw.all()) else mw)  # (B * n_win, W, D)
+        back = torch.arange(T, device=x.device).unsqueeze(0) + shift.unsqueeze(1)  # (B, T): token t's slot
+        return torch.gather(out.view(B, n_win * W, -1), 1, back.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
 
     def forward_intermediates(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None = None,
                               mask: Tensor | None = None, return_prefix: bool = False,
@@ -193,7 +258,7 @@ class ViTBackbone(nn.Module):
                 feats.append(y if return_prefix else y[:, self.num_prefix_tokens:])
                 if i == len(self.blocks) - 1:
                     break  # the last block's output is not part of this tap
-            x = blk(x, coords, self.pe.layer(i), mask)  # (B, P + N, D)
+            x = self._block(i, x, coords, mask)  # (B, P + N, D)
             if tap == "block_out":
                 y = self.norm(x) if norm else x
                 feats.append(y if return_prefix else y[:, self.num_prefix_tokens:])
@@ -210,8 +275,9 @@ class ViTBackbone(nn.Module):
 
 def build_backbone(name: str = "vit-nano", pe: str = "none", spatial_dims: int = 2,
                    grid: Sequence[int] | None = None, class_token: bool = False,
-                   drop_path_rate: float = 0.0, **pe_options) -> ViTBackbone:
-    """Build a preset backbone with the PE called ``pe`` (extra kwargs go to the PE)."""
+                   drop_path_rate: float = 0.0, attn_window: int | None = None, **pe_options) -> ViTBackbone:
+    """Build a preset backbone with the PE called ``pe`` (extra kwargs go to the PE); ``attn_window``:
+    tokens per attention window (None: full attention; see the module docstring)."""
     try:
         cfg = VIT_PRESETS[name]
     except KeyError:
@@ -219,4 +285,4 @@ def build_backbone(name: str = "vit-nano", pe: str = "none", spatial_dims: int =
     pe_module = build_pe(pe, dim=cfg.embed_dim, num_heads=cfg.num_heads, depth=cfg.depth,
                          spatial_dims=spatial_dims, num_prefix_tokens=int(class_token), grid=grid, **pe_options)
     return ViTBackbone(cfg.embed_dim, cfg.depth, cfg.num_heads, pe_module, mlp_ratio=cfg.mlp_ratio,
-                       class_token=class_token, drop_path_rate=drop_path_rate)
+                       class_token=class_token, drop_path_rate=drop_path_rate, attn_window=attn_window)

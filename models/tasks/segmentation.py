@@ -10,8 +10,10 @@ propagation):
    patch; coords = patch centres in metres (x ``coord_scale``, 1 by default) in the dataset's frame;
    variable token counts with a mask.
 2. the ViT backbone with the chosen PE on those coords; **full attention over all tokens** of a
-   scene, key-masked for padding (windowed attention over serialized patches is not implemented:
-   scenes are tokenized so that full attention fits, ~1.5k tokens for a 10^5-point ScanNet scene at
+   scene, key-masked for padding, by default; with ``attn_window=W`` (serialize patching only)
+   windowed attention over runs of ``W`` z-order-consecutive tokens, borders shifted by ``W // 2``
+   on odd blocks (:mod:`pebench.models.vit`; PTv3-style; default scenes fit full attention,
+   ~1.5k tokens for a 10^5-point ScanNet scene at
    K = 64).
 3. per point: the final tokens interpolated to the point from the ``k = 3`` nearest token centres
    (inverse squared distance, :func:`~pebench.models.scene_tokenizer.knn_interpolate`; tokens first
@@ -46,7 +48,7 @@ from pebench.analysis.miou import SegmentationMetrics
 
 from ..scene_tokenizer import PATCHINGS, SceneTokenizer, knn_interpolate, _knn
 from ..tokenizers import TokenBatch
-from ..vit import VIT_PRESETS, build_backbone
+from ..vit import VIT_PRESETS, build_backbone, check_attn_window
 from .classification import NonFiniteLossError, SkippedSampleCount, split_batch, warmup_cosine
 
 __all__ = ["SegmentationTask", "SEGMENTATION_DEFAULTS"]
@@ -54,7 +56,7 @@ __all__ = ["SegmentationTask", "SEGMENTATION_DEFAULTS"]
 #: task options (``--task-option KEY=VALUE``) and their defaults (``patch_size`` None: the datamodule's
 #: ``tokenizer_options()["patch_size"]``, else 32)
 SEGMENTATION_DEFAULTS: dict[str, Any] = {"patching": "serialize", "patch_size": None, "coord_scale": 1.0,
-                                         "interp_k": 3}
+                                         "interp_k": 3, "attn_window": None}
 
 
 class SegmentationTask(SkippedSampleCount, L.LightningModule):
@@ -65,7 +67,7 @@ class SegmentationTask(SkippedSampleCount, L.LightningModule):
                  patching: str = "serialize", patch_size: int = 32, grid_size: float = 0.02,
                  coord_scale: float = 1.0, interp_k: int = 3, lr: float = 1e-3, weight_decay: float = 0.05,
                  warmup_epochs: float = 1.0, epochs: int = 10, drop_path: float = 0.0, rpt: bool = False,
-                 coord_unit: str = "m") -> None:
+                 coord_unit: str = "m", attn_window: int | None = None) -> None:
         super().__init__()
         self.save_hyperparameters()
         if model not in VIT_PRESETS:
@@ -76,8 +78,10 @@ class SegmentationTask(SkippedSampleCount, L.LightningModule):
             raise ValueError("interp_k and patch_size must be >= 1 and coord_scale > 0")
         dim = VIT_PRESETS[model].embed_dim
         self.tokenizer = SceneTokenizer(dim, feat_dim, int(patch_size), patching, grid_size, coord_scale)
+        if check_attn_window(attn_window) is not None and patching != "serialize":
+            raise ValueError(f"attn_window needs patching=serialize (windows are runs of the z-order), got {patching}")
         self.backbone = build_backbone(model, pe=pe, spatial_dims=3, grid=None, class_token=False,
-                                       drop_path_rate=drop_path, **(pe_options or {}))
+                                       drop_path_rate=drop_path, attn_window=attn_window, **(pe_options or {}))
         # per-point layers are narrow (they run on every point of every scene): tokens are projected to
         # 64 channels before interpolation, the point's own features to 32
         self.token_proj = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 64))
