@@ -22,7 +22,7 @@ __all__ = ["DINO_OPTIONS", "CROP_GEOMETRY", "prepare_dino_data", "build_dino_tas
 #: task option -> default (None: derived, see the module docstring)
 DINO_OPTIONS: dict[str, Any] = {
     "global_size": None, "local_size": None, "n_local": 6, "patch_size": None,
-    "global_scale": [0.4, 1.0], "local_scale": [0.05, 0.4],
+    "global_scale": [0.4, 1.0], "local_scale": [0.05, 0.4], "colour_jitter": [0.4, 0.4, 0.2, 0.1], "grayscale_p": 0.2,
     "out_dim": 65536, "head_hidden": 2048, "head_bottleneck": 256,
     "min_lr": 1e-6, "weight_decay_end": 0.4, "momentum_teacher": 0.996, "teacher_temp": 0.07,
     "warmup_teacher_temp": 0.04, "warmup_teacher_temp_epochs": None, "student_temp": 0.1,
@@ -67,9 +67,16 @@ def prepare_dino_data(cfg: Any, dm: Any) -> Any:
                               f"set --resolution / --task-option local_size=... / patch_size=...")
     if int(opts["n_local"]) < 0:
         raise ConfigError(f"--task dino: n_local must be >= 0, got {opts['n_local']}")
+    jitter, gray = opts["colour_jitter"], opts["grayscale_p"]
+    if (not isinstance(jitter, (list, tuple)) or len(jitter) != 4
+            or not all(isinstance(v, (int, float)) and v >= 0 for v in jitter) or jitter[3] > 0.5):
+        raise ConfigError(f"--task dino: colour_jitter must be [brightness, contrast, saturation, hue], each >= 0 and "
+                          f"hue <= 0.5; got {jitter!r}")
+    if not isinstance(gray, (int, float)) or not 0 <= gray <= 1:
+        raise ConfigError(f"--task dino: grayscale_p must be a probability in [0, 1], got {gray!r}")
     dm.patch_size = patch  # instance attribute: the tokenizer and train_grid_for read it
     return DinoDataModule(dm, global_size, local_size, int(opts["n_local"]), tuple(opts["global_scale"]),
-                          tuple(opts["local_scale"]))
+                          tuple(opts["local_scale"]), tuple(float(v) for v in jitter), float(gray))
 
 
 def build_dino_task(cfg: Any, dm: Any, grid: Any) -> Any:
@@ -77,7 +84,7 @@ def build_dino_task(cfg: Any, dm: Any, grid: Any) -> Any:
 
     opts = _options(cfg)
     keep = {k: v for k, v in opts.items() if k not in ("global_size", "local_size", "n_local", "patch_size",
-                                                        "global_scale", "local_scale")}
+                                                        "global_scale", "local_scale", "colour_jitter", "grayscale_p")}
     return DinoTask(modality=dm.modality, num_classes=dm.num_classes, in_chans=dm.in_chans, model=cfg.model,
                     pe=cfg.pe, pe_options=cfg.pe_options, patch_size=dm.patch_size, train_grid=grid,
                     class_token=cfg.class_token, pool=cfg.pool, lr=cfg.lr, batch_size=cfg.batch_size,

@@ -16,6 +16,10 @@ Departures from the official pipeline (stated, deliberate):
   that is the whole image; for UC Merced / Tiny ImageNet it is the resized centre view.
 * The blur's sigma range ``(0.1, 2.0)`` is given for 224 px crops; it is scaled by
   ``crop size / 224`` so small crops are not wiped out (kernel ``2 ceil(3 sigma_max) + 1``).
+* The colour jitter strengths ``(brightness, contrast, saturation, hue)`` and the grayscale
+  probability are parameters (default: the official ``(0.4, 0.4, 0.2, 0.1)`` and 0.2), so a set
+  whose label is deliberately not a colour can use a stronger colour distortion (SimCLR's
+  finding: without it, two crops of one image are matched by their colour histogram alone).
 
 Local crops are separate images on their own smaller token grid: the tokenizer gives them their
 own coords ``0 .. g-1`` per axis, and each PE applies its own rule for that grid (APE interpolates
@@ -42,10 +46,14 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 from ._image_common import IMAGENET_MEAN, IMAGENET_STD
 
 __all__ = ["MultiCropTransform", "MultiCropDataset", "IndexedDataset", "multicrop_collate", "indexed_collate",
-           "DinoDataModule", "plain_train_dataset", "eval_split_dataset", "GLOBAL_SCALE", "LOCAL_SCALE"]
+           "DinoDataModule", "plain_train_dataset", "eval_split_dataset", "GLOBAL_SCALE", "LOCAL_SCALE",
+           "COLOUR_JITTER", "GRAYSCALE_P"]
 
 GLOBAL_SCALE = (0.4, 1.0)
 LOCAL_SCALE = (0.05, 0.4)
+#: official DINO colour jitter (brightness, contrast, saturation, hue), applied with p = 0.8
+COLOUR_JITTER = (0.4, 0.4, 0.2, 0.1)
+GRAYSCALE_P = 0.2
 
 
 def _blur(size: int, p: float) -> v2.Transform:
@@ -55,10 +63,11 @@ def _blur(size: int, p: float) -> v2.Transform:
     return v2.RandomApply([v2.GaussianBlur(k, sigma=(lo, hi))], p=p)
 
 
-def _colour() -> list[v2.Transform]:
+def _colour(jitter: Sequence[float], grayscale_p: float) -> list[v2.Transform]:
+    b, c, s, h = (float(v) for v in jitter)
     return [v2.RandomHorizontalFlip(p=0.5),
-            v2.RandomApply([v2.ColorJitter(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)], p=0.8),
-            v2.RandomGrayscale(p=0.2)]
+            v2.RandomApply([v2.ColorJitter(brightness=b, contrast=c, saturation=s, hue=h)], p=0.8),
+            v2.RandomGrayscale(p=grayscale_p)]
 
 
 class MultiCropTransform:
@@ -66,9 +75,15 @@ class MultiCropTransform:
 
     def __init__(self, global_size: int, local_size: int, n_local: int, global_scale: Sequence[float] = GLOBAL_SCALE,
                  local_scale: Sequence[float] = LOCAL_SCALE, mean: Sequence[float] = IMAGENET_MEAN,
-                 std: Sequence[float] = IMAGENET_STD) -> None:
+                 std: Sequence[float] = IMAGENET_STD, colour_jitter: Sequence[float] = COLOUR_JITTER,
+                 grayscale_p: float = GRAYSCALE_P) -> None:
         if n_local < 0:
             raise ValueError(f"n_local must be >= 0, got {n_local}")
+        if len(colour_jitter) != 4 or min(colour_jitter) < 0 or colour_jitter[3] > 0.5:
+            raise ValueError(f"colour_jitter must be 4 values (brightness, contrast, saturation, hue) >= 0 with "
+                             f"hue <= 0.5, got {list(colour_jitter)}")
+        if not 0.0 <= grayscale_p <= 1.0:
+            raise ValueError(f"grayscale_p must be in [0, 1], got {grayscale_p}")
         self.global_size, self.local_size, self.n_local = int(global_size), int(local_size), int(n_local)
         self.mean = torch.tensor(mean, dtype=torch.float32)[:, None, None]  # (3, 1, 1)
         self.std = torch.tensor(std, dtype=torch.float32)[:, None, None]
@@ -78,10 +93,11 @@ class MultiCropTransform:
             return v2.RandomResizedCrop(size, scale=tuple(scale), interpolation=bicubic, antialias=True)
 
         g = self.global_size
-        self.global1 = v2.Compose([rrc(g, global_scale), *_colour(), _blur(g, 1.0)])
-        self.global2 = v2.Compose([rrc(g, global_scale), *_colour(), _blur(g, 0.1),
+        cj, gp = tuple(colour_jitter), float(grayscale_p)
+        self.global1 = v2.Compose([rrc(g, global_scale), *_colour(cj, gp), _blur(g, 1.0)])
+        self.global2 = v2.Compose([rrc(g, global_scale), *_colour(cj, gp), _blur(g, 0.1),
                                    v2.RandomSolarize(threshold=0.5, p=0.2)])
-        self.local = v2.Compose([rrc(self.local_size, local_scale), *_colour(), _blur(self.local_size, 0.5)])
+        self.local = v2.Compose([rrc(self.local_size, local_scale), *_colour(cj, gp), _blur(self.local_size, 0.5)])
 
     def __call__(self, img: Tensor) -> list[Tensor]:
         x = (img * self.std + self.mean).clamp(0.0, 1.0)  # (3, H, W) in [0, 1]
@@ -156,14 +172,16 @@ class DinoDataModule(L.LightningDataModule):
     """Wraps an image datamodule for DINO training and k-NN evaluation (see the module docstring)."""
 
     def __init__(self, base: Any, global_size: int, local_size: int, n_local: int,
-                 global_scale: Sequence[float] = GLOBAL_SCALE, local_scale: Sequence[float] = LOCAL_SCALE) -> None:
+                 global_scale: Sequence[float] = GLOBAL_SCALE, local_scale: Sequence[float] = LOCAL_SCALE,
+                 colour_jitter: Sequence[float] = COLOUR_JITTER, grayscale_p: float = GRAYSCALE_P) -> None:
         super().__init__()
         if getattr(base, "modality", None) != "image":
             raise ValueError(f"the dino task needs an image dataset; {getattr(base, 'name', base)!r} is "
                              f"{getattr(base, 'modality', '?')} data")
         self.base = base
         mean, std = getattr(base, "pixel_stats", (IMAGENET_MEAN, IMAGENET_STD))
-        self.transform = MultiCropTransform(global_size, local_size, n_local, global_scale, local_scale, mean, std)
+        self.transform = MultiCropTransform(global_size, local_size, n_local, global_scale, local_scale, mean, std,
+                                            colour_jitter, grayscale_p)
         self.has_test_split = False  # the query split is evaluated inside the validation loop
 
     def __getattr__(self, name: str) -> Any:

@@ -12,6 +12,10 @@ Properties in Self-Supervised Vision Transformers").
       L = mean_{(i, v): v != i}  mean_b  sum_k  -P_t(i)[b, k] * log_softmax(s_v / tau_s)[b, k]
 
   over every pair of a teacher global view ``i`` and a student view ``v`` except the same view.
+* :func:`teacher_entropies`: collapse monitors (the paper's Sec. 5.3 / Fig. 7 diagnostics): the
+  mean entropy of the centred, sharpened teacher distribution of each sample (``log K`` when the
+  teacher collapses to the uniform distribution) and the entropy of the batch-mean distribution
+  (``0`` when every sample collapses onto one prototype).
 * :func:`update_center`: ``c <- m c + (1 - m) mean(teacher outputs)``, the batch mean taken over
   all DDP ranks (``all_reduce`` of the sum, divided by the global count).
 * :func:`ema_update`: teacher ``<- m teacher + (1 - m) student`` over parameters.
@@ -35,7 +39,7 @@ import torch.nn.functional as F
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
-__all__ = ["DINOHead", "dino_loss", "update_center", "ema_update", "cosine_schedule", "teacher_temperature"]
+__all__ = ["DINOHead", "dino_loss", "teacher_entropies", "update_center", "ema_update", "cosine_schedule", "teacher_temperature"]
 
 
 class DINOHead(nn.Module):
@@ -88,6 +92,16 @@ def dino_loss(student: Sequence[Tensor], teacher: Sequence[Tensor], center: Tens
             total = total + torch.sum(-p * lq, dim=-1).mean()
             n += 1
     return total / n
+
+
+@torch.no_grad()
+def teacher_entropies(teacher: Sequence[Tensor], center: Tensor, teacher_temp: float) -> tuple[Tensor, Tensor]:
+    """``(mean_b H(P_t[b]), H(mean_b P_t[b]))`` in nats over all teacher views ``G x (B, K)``,
+    with ``P_t = softmax((t - c) / tau_t)`` as in :func:`dino_loss`."""
+    p = torch.cat([F.softmax((t.detach().float() - center.float()) / teacher_temp, dim=-1) for t in teacher])  # (G*B, K)
+    per_sample = -(p * p.clamp_min(1e-30).log()).sum(-1).mean()
+    mean = p.mean(0)  # (K,)
+    return per_sample, -(mean * mean.clamp_min(1e-30).log()).sum()
 
 
 @torch.no_grad()

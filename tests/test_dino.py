@@ -9,12 +9,13 @@ import math
 import numpy as np
 import pytest
 import torch
+import torchvision.transforms.v2 as v2
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
 from pebench.datamodules.multicrop import DinoDataModule, MultiCropTransform, multicrop_collate
-from pebench.models.dino_head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_temperature,
-                                      update_center)
+from pebench.models.dino_head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies,
+                                      teacher_temperature, update_center)
 from pebench.models.tasks.knn import gather_eval_set, knn_accuracy, knn_predict
 
 import fixtures_real as F
@@ -78,6 +79,31 @@ def test_ema_update():
     ema_update(t, s, 0.75)
     torch.testing.assert_close(t[0], torch.tensor([1.5, 1.5]))
     torch.testing.assert_close(t[1], torch.tensor([[2.0]]))
+
+
+def test_teacher_entropies_detect_both_collapses():
+    K = 8
+    # uniform collapse (teacher output = centre): every distribution uniform, H = log K both ways
+    hs, hm = teacher_entropies([torch.ones(4, K), torch.ones(4, K)], torch.ones(1, K), 0.04)
+    assert hs.item() == pytest.approx(math.log(K)) and hm.item() == pytest.approx(math.log(K))
+    # one-prototype collapse: every sample sharp on prototype 3 -> both entropies ~ 0
+    sharp = torch.zeros(4, K)
+    sharp[:, 3] = 1.0
+    hs, hm = teacher_entropies([sharp, sharp], torch.zeros(1, K), 0.04)
+    assert hs.item() < 1e-6 and hm.item() < 1e-6
+    # healthy: each sample sharp on its own prototype -> per-sample ~ 0, batch mean ~ log(#distinct)
+    hs, hm = teacher_entropies([torch.eye(K)[:4], torch.eye(K)[4:]], torch.zeros(1, K), 0.04)
+    assert hs.item() < 1e-6 and hm.item() == pytest.approx(math.log(K), rel=1e-6)
+    # random logits against numpy, element by element
+    g = torch.Generator().manual_seed(0)
+    t, c = [torch.randn(3, K, generator=g) for _ in range(2)], torch.randn(1, K, generator=g)
+    z = (np.concatenate([x.double().numpy() for x in t]) - c.double().numpy()) / 0.07
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    ref_sample = float(np.mean(-(p * np.log(p)).sum(1)))
+    m = p.mean(0)
+    hs, hm = teacher_entropies(t, c, 0.07)
+    assert hs.item() == pytest.approx(ref_sample, rel=1e-5) and hm.item() == pytest.approx(float(-(m * np.log(m)).sum()), rel=1e-5)
 
 
 def test_schedules():
@@ -187,6 +213,27 @@ def test_multicrop_views_and_collate():
     assert len(t(dm.train_dataset()[1][0])) == 2  # no local crops
 
 
+def test_multicrop_colour_options_reach_every_view():
+    dm = build_datamodule("objects", train_size=4, val_size=4)
+    img = dm.train_dataset()[0][0]
+    torch.manual_seed(0)
+    t = MultiCropTransform(32, 16, 2, colour_jitter=(0.8, 0.7, 0.6, 0.5), grayscale_p=1.0)
+    for view in t(img):  # grayscale always: the three de-normalised channels are equal
+        rgb = view * t.std + t.mean
+        torch.testing.assert_close(rgb[0], rgb[1], atol=1e-5, rtol=0)
+        torch.testing.assert_close(rgb[1], rgb[2], atol=1e-5, rtol=0)
+    for comp in (t.global1, t.global2, t.local):
+        jitter = [m for m in comp.transforms if isinstance(m, v2.RandomApply)][0].transforms[0]
+        assert isinstance(jitter, v2.ColorJitter)
+        assert jitter.brightness == pytest.approx((0.2, 1.8)) and jitter.contrast == pytest.approx((0.3, 1.7))
+        assert jitter.saturation == pytest.approx((0.4, 1.6)) and jitter.hue == pytest.approx((-0.5, 0.5))
+    base = MultiCropTransform(32, 16, 1)  # the official strengths by default
+    jitter = [m for m in base.local.transforms if isinstance(m, v2.RandomApply)][0].transforms[0]
+    assert jitter.brightness == pytest.approx((0.6, 1.4)) and jitter.hue == pytest.approx((-0.1, 0.1))
+    with pytest.raises(ValueError, match="colour_jitter"):
+        MultiCropTransform(32, 16, 1, colour_jitter=(0.4, 0.4, 0.2, 0.6))
+
+
 # ------------------------------------------------------------------ the task
 def _task(pe: str, **kw):
     from pebench.models.tasks.dino import DinoTask
@@ -287,6 +334,10 @@ def test_dino_user_errors_exit_2(tmp_path, capsys):
     assert "unknown task option 'nope'" in capsys.readouterr().err
     assert main(base + ["--dataset", "objects", "--task-option", "local_size=18"]) == 2
     assert "not a positive multiple of the patch size" in capsys.readouterr().err
+    assert main(base + ["--dataset", "objects", "--task-option", "colour_jitter=[0.4,0.4]"]) == 2
+    assert "colour_jitter must be" in capsys.readouterr().err
+    assert main(base + ["--dataset", "objects", "--task-option", "grayscale_p=1.5"]) == 2
+    assert "grayscale_p must be a probability" in capsys.readouterr().err
     assert main(base + ["--dataset", "moving-shapes"]) == 2
     assert "needs an image dataset" in capsys.readouterr().err
     assert main(base + ["--dataset", "objects", "--analyses", "robustness"]) == 2

@@ -49,7 +49,8 @@ import torch
 from torch import Tensor, nn
 from torchmetrics.aggregation import SumMetric
 
-from ..dino_head import DINOHead, cosine_schedule, dino_loss, ema_update, teacher_temperature, update_center
+from ..dino_head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies, teacher_temperature,
+                         update_center)
 from ..vit import VIT_PRESETS, build_backbone
 from .classification import ClassificationTask, NonFiniteLossError, SkippedSampleCount, build_tokenizer
 from .knn import gather_eval_set, knn_accuracy, knn_predict, linear_probe
@@ -200,9 +201,12 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"non-finite training loss {loss.item()} at global step {self.global_step}, "
                                      f"epoch {self.current_epoch}, batch {batch_idx}")
+        h_sample, h_mean = teacher_entropies(t_out, self.center, temp)  # collapse monitors, before the centre moves
         self.center.copy_(update_center(self.center, t_out, self.hparams.center_momentum))
         n = views[0].shape[0]
         self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
+        self.log_dict({"train/teacher_entropy": h_sample, "train/teacher_mean_entropy": h_mean},
+                      on_step=False, on_epoch=True, batch_size=n)
         v = self._schedule_values(self._it)
         self.log_dict({"train/lr": v["lr"], "train/wd": v["wd"], "train/teacher_momentum": v["momentum"],
                        "train/teacher_temp": temp}, on_step=True, on_epoch=False, batch_size=n)
