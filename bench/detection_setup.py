@@ -67,8 +67,6 @@ def _options(cfg: Any, dm: Any = None) -> dict[str, Any]:
 def build_detection_task(cfg: Any, dm: Any, grid: Any) -> Any:
     from pebench.models.tasks.detection import DetectionTask
 
-    if getattr(dm, "tokens", "frames") != "frames":
-        raise ConfigError("--task detection needs tokens on a grid (tokens=frames)")
     if cfg.pool != "mean":
         raise ConfigError("--pool does not apply to --task detection (it reads the token map, not a pooled token)")
     if cfg.rpt:
@@ -77,7 +75,10 @@ def build_detection_task(cfg: Any, dm: Any, grid: Any) -> Any:
                          pe=cfg.pe, pe_options=cfg.pe_options, patch_size=dm.patch_size,
                          tubelet=getattr(dm, "tubelet", 2), train_grid=grid, class_token=cfg.class_token,
                          lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_epochs=cfg.warmup_epochs,
-                         epochs=cfg.epochs, layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, **_options(cfg, dm))
+                         epochs=cfg.epochs, layer_decay=cfg.layer_decay, drop_path=cfg.drop_path,
+                         tokens=getattr(dm, "tokens", "frames"),  # spiking: tokens scattered into their cells
+                         tokenizer_options=dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else None,
+                         **_options(cfg, dm))
 
 
 #: only ``geometry`` applies (the other analyses read class logits)

@@ -20,6 +20,12 @@ Batch contract (every detection datamodule; the ``detection`` task reads it):
 * ``info``: ``{"skipped": n}`` (corrupt samples dropped by :func:`detection_collate`), as for
   classification (``datamodules/corrupt.py``).
 
+Event streams as spiking-patch tokens (``tokens=spiking``, :func:`detection_spiking_collate`):
+``inputs`` is a padded :class:`~pebench.models.spiking.EventTokens` batch (volumes, coords ``(t, y,
+x)``, key mask), each target also carries ``input_hw`` = the padded input ``(H, W)`` whose
+``patch``-pixel cells the tokens' ``(y, x)`` index, and ``info`` adds the token-cap counts
+(:data:`pebench.models.spiking.CAP_COUNTS`).
+
 Box formats at the boundaries: COCO files hold ``[x, y, w, h]`` in the original frame
 (:func:`xywh_to_xyxy` on reading, :func:`xyxy_to_xywh` when predictions are written back for
 COCOeval); the model works in xyxy input pixels; torchvision's FCOS box coder normalises the
@@ -38,7 +44,8 @@ import torchvision.transforms.v2.functional as TF
 from torch import Tensor
 from torchvision import tv_tensors
 
-__all__ = ["detection_collate", "xywh_to_xyxy", "xyxy_to_xywh", "resize_pad", "content_size", "to_original_frame",
+__all__ = ["detection_collate", "detection_spiking_collate", "xywh_to_xyxy", "xyxy_to_xywh", "resize_pad",
+           "content_size", "to_original_frame",
            "DetectionTarget"]
 
 DetectionTarget = dict  # see the module docstring
@@ -67,6 +74,16 @@ def detection_collate(batch: Sequence[Any], sample_shape: Sequence[int] | None =
         shape = tuple(sample_shape) if sample_shape is not None else (0,)
         return torch.empty((0, *shape)), [], {"skipped": skipped}
     return torch.stack([b[0] for b in kept]), [b[1] for b in kept], {"skipped": skipped}
+
+
+def detection_spiking_collate(batch: Sequence[Any]) -> tuple[Any, list[dict], dict[str, int]]:
+    """``[(SpikeTokens, target) | None]`` -> ``(EventTokens (B, N, ...), [target] * B, info)``: the
+    classification collate (:func:`~pebench.models.spiking.pad_collate`: padding, key mask, skip and
+    cap counts) with the targets kept as the list of dicts (it would make class labels of them)."""
+    from pebench.models.spiking import pad_collate
+
+    tokens, _, info = pad_collate([None if b is None else (b[0], 0) for b in batch])
+    return tokens, [b[1] for b in batch if b is not None], info
 
 
 def content_size(target: dict, padded_hw: Sequence[int]) -> tuple[int, int]:

@@ -31,6 +31,15 @@ renamed, so a half-written cache never exists)::
 
 ``cache_dir`` defaults to ``~/.cache/pebench``. Default input: the whole sensor (``"4x64"``: 4
 time bins of the 50 ms window, scale 1), patch 8, tubelet 2 -> a ``2 x 8 x 10`` token grid.
+
+Tokens: ``frames`` is this set's default (unlike ``gen1``), so its existing runs and tests keep their
+meaning. ``tokens=spiking`` (``pape+spiking`` run directories) reads the 100 ms before each label
+(``spiking_window_ms``) into spiking-patch tokens on the ``8 x 10`` cells of patch 8: 32 events per
+token (half an event per pixel of a cell; the background noise, 0.5 Hz per pixel, gives a cell
+about 3 events per 100 ms and so almost never fires), 20 ms refractory period (up to 5 tokens per
+cell in the window), ``t`` in units of 25 ms (the frames path's tubelet time unit), 8 age buckets,
+at most 256 tokens (the window fires about 50 on average; the cap holds 400 = 5 x 80 tokens only
+in a scene with motion everywhere).
 """
 from __future__ import annotations
 
@@ -216,10 +225,12 @@ class EventsDetDataModule(Gen1DataModule):
     }
     #: a lighter detector for CPU runs (bench/detection_setup.py; --task-option overrides it)
     detection_defaults: ClassVar[dict] = {"fpn_dim": 64, "head_convs": 2}
+    spiking_window_ms: ClassVar[float] = 100.0
 
     def __init__(self, train_recordings: int = 64, val_recordings: int = 16, test_recordings: int = 16,
                  max_objects: int = 4, duration_s: float = 2.0, data_seed: int = 0, cache_dir: str | None = None,
-                 time_bins: int = 4, **kwargs: Any) -> None:
+                 time_bins: int = 4, tokens: str = "frames", spike_threshold: int = 32, refractory_ms: float = 20.0,
+                 time_scale_ms: float = 25.0, age_buckets: int = 8, max_tokens: int = 256, **kwargs: Any) -> None:
         if kwargs.get("data_root"):
             raise ValueError("events-det is embedded (written into cache_dir); it takes no --data-root")
         self.sizes = {"train": int_option(self.name, "train_recordings", train_recordings),
@@ -234,7 +245,9 @@ class EventsDetDataModule(Gen1DataModule):
         cache = os.path.expanduser(str(cache_dir) if cache_dir else os.path.join("~", ".cache", "pebench"))
         spec = [_VERSION, self.sizes, self.max_objects, self.duration_s, self.data_seed]
         key = hashlib.sha1(json.dumps(spec).encode()).hexdigest()[:12]
-        super().__init__(time_bins=time_bins, **kwargs)
+        super().__init__(time_bins=time_bins, tokens=tokens, spike_threshold=spike_threshold,
+                         refractory_ms=refractory_ms, time_scale_ms=time_scale_ms, age_buckets=age_buckets,
+                         max_tokens=max_tokens, **kwargs)
         self.data_root = os.path.join(cache, "events-det", key)
         if not os.path.isdir(self.data_root):
             write_events_det(self.data_root, self.sizes, self.data_seed, duration_s=self.duration_s,

@@ -39,7 +39,7 @@ RVT, Gehrig & Scaramuzza 2023, ``scripts/genx/preprocess_dataset.py``), applied 
    ``remove_faulty_huge_bbox_filter``: labels that span the frame without covering an object).
 
 Every distinct label time left with at least one box is one **sample**: the events with
-``t_label - window <= t < t_label`` (strictly before the label; ``window_ms``, 50 by default)
+``t_label - window <= t < t_label`` (strictly before the label; ``window_ms``, 50 by default with ``tokens=frames``)
 binned into ``time_bins`` equal bins (10: 5 ms each) by ``tonic.transforms.ToFrame`` -> per-bin,
 per-polarity counts ``(2, T, H, W)`` (polarity first), ``log1p``-compressed with ``log_counts``
 (default). ``resolution`` is ``S`` (input height) or ``"TxS"`` (time bins x height): the frame is
@@ -50,9 +50,24 @@ the input frame, ``orig_size = (240, 304)``, ``scale`` / ``scale_xy``. Evaluatio
 the sensor frame against :meth:`Gen1DataModule.coco_gt` (category ids 1 = car, 2 = pedestrian,
 one COCO image per sample, id = the sample's index in its split).
 
-Token coordinates (``TubeletTokenizer``): ``(t, y, x)`` in tubelet units, so one unit of ``t`` is
-``tubelet * window_ms / time_bins`` milliseconds (2 x 5 = 10 ms by default) and one unit of
-``y``/``x`` is one patch (16 input pixels).
+Token coordinates (``TubeletTokenizer``, ``tokens=frames``): ``(t, y, x)`` in tubelet units, so one
+unit of ``t`` is ``tubelet * window_ms / time_bins`` milliseconds (2 x 5 = 10 ms by default) and one
+unit of ``y``/``x`` is one patch (16 input pixels).
+
+**Tokens** (data option ``tokens``, :mod:`.event_transforms`): ``spiking`` (the ``gen1`` default: the
+PaPE paper's GEN1 results use asynchronous tokens) turns the window's raw events, after the same
+pixel-centre scaling, into spiking-patch tokens (:func:`pebench.models.spiking.spiking_patches`)
+on the padded input frame cut into ``patch_size`` cells, so a token's ``(y, x)`` is a cell of the
+same ``(Hp / p, Wp / p)`` map the frames path gives: 256 events per token, 100 ms refractory
+period, ``t`` in units of 100 ms (the PaPE harness's GEN1 settings as issue #14 gives them), 8 age
+buckets, at most 512 tokens per sample (the most recent). The window of a spiking sample is
+``window_ms`` when given, else :attr:`Gen1DataModule.spiking_window_ms` (200 ms on GEN1: with a
+100 ms refractory period a cell fires at most twice in it; the 50 ms frame window would allow one
+token per cell). Each target then also carries ``input_hw`` (the padded input ``(Hp, Wp)``, which a
+padded token batch does not show) and batches are ``(EventTokens, targets, info)`` with the
+token-cap counts in ``info`` (:func:`~.detection_common.detection_spiking_collate`). ``tokens=frames``
+gives the voxel grid above; such runs write to ``<pe>+frames``. ``time_bins``, ``log_counts`` and the
+``T`` of ``resolution`` apply to frames only.
 
 Damaged files: a ``.dat`` whose header cannot be parsed, or that is not an Event2D file, makes
 each of its samples corrupt (skipped and counted when read, ``corrupt.py``). A ``.dat`` cut off
@@ -78,6 +93,7 @@ import torch
 from ._image_common import require_dir
 from .base import BenchDataModule, DataRootError, float_option, int_option, parse_resolution
 from .corrupt import SkippingDataset
+from .event_transforms import SPIKING_HELP, SpikingOptions, parse_tokens
 from .registry import register_datamodule
 
 __all__ = ["Gen1DataModule", "Gen1Dataset", "DatHeader", "DatRecording", "read_dat_header", "read_dat", "write_dat",
@@ -298,14 +314,22 @@ def _bin_events(ev: np.ndarray, t0: int, t1: int, bins: int, hw_in: tuple[int, i
 
 
 class Gen1Dataset(SkippingDataset):
-    """Samples of one split -> ``(float (2, T, Hp, Wp), target)``; see the module docstring."""
+    """Samples of one split -> ``(float (2, T, Hp, Wp), target)`` (``tokens=frames``) or
+    ``(SpikeTokens, target)`` (``spiking`` given); see the module docstring.
+
+    ``stream_transform``: optional ``fn(events, index) -> events`` applied to the window's raw events
+    (sensor frame) before binning or tokenization (e.g. :class:`~.event_transforms.StreamShift`)."""
 
     def __init__(self, recordings: Sequence[DatRecording | str], samples: Sequence[Sample], sensor_hw: tuple[int, int],
-                 time_bins: int, window_us: int, scale: float, padded_hw: tuple[int, int], log_counts: bool) -> None:
-        from .detection_common import detection_collate
+                 time_bins: int, window_us: int, scale: float, padded_hw: tuple[int, int], log_counts: bool,
+                 spiking: SpikingOptions | None = None) -> None:
+        from .detection_common import detection_collate, detection_spiking_collate
 
-        super().__init__((2, time_bins, *padded_hw))
-        self.collate_fn = partial(detection_collate, sample_shape=self.sample_shape)
+        super().__init__(None if spiking is not None else (2, time_bins, *padded_hw))
+        self.spiking = spiking
+        self.collate_fn = (detection_spiking_collate if spiking is not None
+                           else partial(detection_collate, sample_shape=self.sample_shape))
+        self.stream_transform: Any = None
         self.recordings, self.samples = list(recordings), list(samples)
         self.sensor_hw, self.time_bins, self.window_us = tuple(sensor_hw), int(time_bins), int(window_us)
         self.scale, self.padded_hw, self.log_counts = float(scale), tuple(padded_hw), bool(log_counts)
@@ -332,8 +356,8 @@ class Gen1Dataset(SkippingDataset):
             raise EOFError(f"{rec.path} is truncated before t={s.t} us (last readable event at {rec.last_t} us)")
         return rec.window(s.t - self.window_us, s.t)
 
-    def to_input(self, ev: np.ndarray, t_label: int) -> torch.Tensor:
-        """Window events (sensor frame) -> ``(2, T, Hp, Wp)`` float input."""
+    def to_input_frame(self, ev: np.ndarray) -> np.ndarray:
+        """Window events (sensor frame) -> the same events in input pixels (those on the sensor only)."""
         H, W = self.sensor_hw
         ok = (ev["x"] >= 0) & (ev["x"] < W) & (ev["y"] >= 0) & (ev["y"] < H)
         ev = ev[ok]
@@ -343,6 +367,16 @@ class Gen1Dataset(SkippingDataset):
             # pixel-centre rule (tonic's Downsample floors x * s, which shifts by half a pixel)
             ev["x"] = np.minimum(np.floor((ev["x"] + 0.5) * sx), self.content_hw[1] - 1)
             ev["y"] = np.minimum(np.floor((ev["y"] + 0.5) * sy), self.content_hw[0] - 1)
+        return ev
+
+    def to_tokens(self, ev: np.ndarray) -> Any:
+        """Window events (sensor frame) -> :class:`~pebench.models.spiking.SpikeTokens` on the padded
+        input frame (cells of ``patch`` input pixels; the padding strip receives no events)."""
+        return self.spiking.tokenize(self.to_input_frame(ev), self.padded_hw)
+
+    def to_input(self, ev: np.ndarray, t_label: int) -> torch.Tensor:
+        """Window events (sensor frame) -> ``(2, T, Hp, Wp)`` float input."""
+        ev = self.to_input_frame(ev)
         frames = _bin_events(ev, t_label - self.window_us, t_label, self.time_bins, self.content_hw)  # (T, 2, h, w)
         x = torch.zeros(2, self.time_bins, *self.padded_hw)
         f = torch.from_numpy(frames).permute(1, 0, 2, 3)  # (2, T, h, w)
@@ -353,12 +387,20 @@ class Gen1Dataset(SkippingDataset):
         s = self.samples[index]
         sx, sy = self.scale_xy
         boxes = torch.from_numpy(s.boxes.astype(np.float32)) * torch.tensor([sx, sy, sx, sy])
-        return {"boxes": boxes, "labels": torch.from_numpy(s.labels.astype(np.int64)), "image_id": int(index),
-                "orig_size": self.sensor_hw, "scale": self.scale, "scale_xy": self.scale_xy}
+        out = {"boxes": boxes, "labels": torch.from_numpy(s.labels.astype(np.int64)), "image_id": int(index),
+               "orig_size": self.sensor_hw, "scale": self.scale, "scale_xy": self.scale_xy}
+        if self.spiking is not None:  # a padded token batch does not show the input frame's size
+            out["input_hw"] = self.padded_hw
+        return out
 
-    def load(self, index: int) -> tuple[torch.Tensor, dict[str, Any]]:
+    def load(self, index: int) -> tuple[Any, dict[str, Any]]:
         s = self.samples[index]
-        return self.to_input(self.events(index), s.t), self.target(index)
+        ev = self.events(index)
+        if self.stream_transform is not None:
+            ev = self.stream_transform(ev, int(index))
+        if self.spiking is not None:
+            return self.to_tokens(ev), self.target(index)
+        return self.to_input(ev, s.t), self.target(index)
 
 
 # --------------------------------------------------------------------------------- datamodule
@@ -386,17 +428,29 @@ class Gen1DataModule(BenchDataModule):
     skip_us: ClassVar[int] = 500_000
     min_box_diag: ClassVar[float] = 30.0
     min_box_side: ClassVar[float] = 10.0
+    #: window of a sample with ``tokens=frames`` / ``tokens=spiking`` when ``window_ms`` is not given
+    frames_window_ms: ClassVar[float] = 50.0
+    spiking_window_ms: ClassVar[float] = 200.0
     option_help: ClassVar[dict[str, str]] = {
-        "window_ms": "events of this many ms before each label time form its sample",
-        "time_bins": "equal time bins of the window (the voxel grid's T; must divide the window in µs)",
-        "log_counts": "log1p-compress the per-bin event counts",
+        "window_ms": "events of this many ms before each label time form its sample (default: 50 for "
+                     "tokens=frames, the dataset's spiking window for tokens=spiking)",
+        "time_bins": "tokens=frames: equal time bins of the window (the voxel grid's T; must divide the window in µs)",
+        "log_counts": "tokens=frames: log1p-compress the per-bin event counts",
+        **{k: v for k, v in SPIKING_HELP.items() if k != "augment"},
     }
 
-    def __init__(self, window_ms: float = 50.0, time_bins: int = 10, log_counts: bool = True, **kwargs: Any) -> None:
+    def __init__(self, window_ms: float | None = None, time_bins: int = 10, log_counts: bool = True,
+                 tokens: str = "spiking", spike_threshold: int = 256, refractory_ms: float = 100.0,
+                 time_scale_ms: float = 100.0, age_buckets: int = 8, max_tokens: int = 512, **kwargs: Any) -> None:
         if kwargs.get("resolution") is None:
             kwargs["resolution"] = f"{int_option(self.name, 'time_bins', time_bins)}x{self.default_height}"
         super().__init__(**kwargs)
+        self.tokens = parse_tokens(self.name, tokens)
+        self.spiking = SpikingOptions.parse(self.name, self.patch_size, spike_threshold, refractory_ms, time_scale_ms,
+                                            age_buckets, max_tokens)
         self.time_bins = int_option(self.name, "time_bins", time_bins)
+        if window_ms is None:
+            window_ms = self.spiking_window_ms if self.tokens == "spiking" else self.frames_window_ms
         window = float_option(self.name, "window_ms", window_ms)
         self.window_us = int(round(window * 1000))
         if self.window_us <= 0 or abs(window * 1000 - self.window_us) > 1e-6:
@@ -435,14 +489,20 @@ class Gen1DataModule(BenchDataModule):
         res = resolution or self.resolution
         return (self.time_bins, int(res[0])) if len(res) == 1 else (int(res[0]), int(res[1]))
 
+    def tokenizer_options(self) -> dict[str, Any]:
+        """``tokens=spiking``: :meth:`SpikingOptions.record`; frames need nothing."""
+        return self.spiking.record() if self.tokens == "spiking" else {}
+
     def _check_resolution(self, res: tuple[int, ...]) -> tuple[int, int]:
         t, h = self.bins_and_height(res)
+        if h <= 0:
+            raise ValueError(f"{self.name}: input height must be positive, got {h}")
+        if self.tokens == "spiking":  # time bins are a frames setting
+            return t, h
         if t % self.tubelet:
             raise ValueError(f"{self.name}: {t} time bins are not a multiple of the tubelet ({self.tubelet})")
         if self.window_us % t:
             raise ValueError(f"{self.name}: {t} time bins do not divide the {self.window_us} µs window")
-        if h <= 0:
-            raise ValueError(f"{self.name}: input height must be positive, got {h}")
         return t, h
 
     def geometry(self, resolution: tuple[int, ...] | None = None) -> tuple[int, float, tuple[int, int]]:
@@ -549,7 +609,7 @@ class Gen1DataModule(BenchDataModule):
         t, scale, padded = self.geometry(res)
         samples = self.samples(split)
         return Gen1Dataset(self._recordings[split], samples, self.sensor_hw, t, self.window_us, scale, padded,
-                           self.log_counts)
+                           self.log_counts, self.spiking if self.tokens == "spiking" else None)
 
     def train_dataset(self) -> Gen1Dataset:
         return self.make_dataset("train")

@@ -148,7 +148,7 @@ def test_window_before_the_label_and_its_bins(tmp_path):
     ev["x"], ev["y"], ev["p"] = [1, 2, 3, 4, 5, 6], [10, 20, 30, 40, 50, 60], [1, 0, 1, 1, 0, 0]
     root = _gen1_root(tmp_path / "g", {"val": [(t_label, 0, 0, 40, 40, 0)]}, events=ev)
     dm = build_datamodule("gen1", data_root=str(root), time_bins=4, window_ms=50, log_counts=False,
-                          resolution="4x240")
+                          resolution="4x240", tokens="frames")
     ds = dm.val_dataset()
     assert ds.events(0)["t"].tolist() == [t_label - window, 962_600, t_label - 1]  # strictly before the label
     x, target = ds[0]
@@ -160,7 +160,8 @@ def test_window_before_the_label_and_its_bins(tmp_path):
     rng = np.random.default_rng(3)
     ev = _events(20000, rng, t_max=1_200_000)
     root = _gen1_root(tmp_path / "h", {"val": [(t_label, 30, 60, 90, 60, 1)]}, events=ev)
-    dm = build_datamodule("gen1", data_root=str(root), time_bins=10, log_counts=False, resolution="10x120")
+    dm = build_datamodule("gen1", data_root=str(root), time_bins=10, log_counts=False, resolution="10x120",
+                          tokens="frames")
     x, target = dm.val_dataset()[0]
     assert x.shape == (2, 10, 128, 160)  # 120 x 152 content padded to multiples of 16
     sel = ev[(ev["t"] >= t_label - window) & (ev["t"] < t_label)]
@@ -182,7 +183,7 @@ def test_truncated_and_unreadable_files_are_skipped_and_counted(tmp_path):
     dat.write_bytes(data[:cut])
     rec = DatRecording(str(dat))
     assert rec.truncated and rec.last_t < 1_000_000
-    dm = build_datamodule("gen1", data_root=str(root), batch_size=8)
+    dm = build_datamodule("gen1", data_root=str(root), batch_size=8, tokens="frames")
     (inputs, targets, info) = next(iter(dm.val_dataloader()))
     assert info == {"skipped": 1} and [t["image_id"] for t in targets] == [0, 1] and inputs.shape[0] == 2
 
@@ -190,7 +191,7 @@ def test_truncated_and_unreadable_files_are_skipped_and_counted(tmp_path):
     np.save(root / "test" / "other_bbox.npy", _boxes(rows, False))  # its .dat is missing: not listed
     (root / "test" / "bad_td.dat").write_bytes(data)
     (root / "test" / "bad_bbox.npy").write_bytes(b"\x93NUMPY garbage")
-    dm = build_datamodule("gen1", data_root=str(root), batch_size=8)
+    dm = build_datamodule("gen1", data_root=str(root), batch_size=8, tokens="frames")
     assert dm.preflight()["test"] == 3 and dm.skipped_samples == {"corrupt": 1}
     (inputs, targets, info) = next(iter(dm.test_dataloader()))
     assert info == {"skipped": 3} and targets == [] and tuple(inputs.shape) == (0, 2, 10, 240, 304)
@@ -290,7 +291,60 @@ def test_gen1_fixture_end_to_end_counts_a_truncated_recording(tmp_path):
     assert main(["run", "--dataset", "gen1", "--data-root", str(root), "--pe", "pape", "--fast-dev-run",
                  "--resolution", "2x64", "--batch-size", "4", "--max-skipped-fraction", "0.5", "--task-option",
                  "fpn_dim=32", "--task-option", "head_convs=1", "--analyses", "none", "--accelerator", "cpu",
-                 "--no-progress-bar", "--out", str(out)]) == 0
-    (r,) = [json.loads(p.read_text()) for p in out.rglob("results.json")]
+                 "--no-progress-bar", "--out", str(out), "--data-option", "tokens=frames"]) == 0
+    (path,) = out.rglob("results.json")
+    r = json.loads(path.read_text())
+    assert path.parent.parent.parent.name == "pape+frames"  # gen1 defaults to spiking tokens
     assert r["task"] == "detection" and r["metrics"]["val/map_images"] == 2
     assert r["skipped_samples"]["by_reason"]["corrupt"] >= 1
+
+
+# ------------------------------------------------------------------------------ spiking tokens
+def test_gen1_spiking_tokens_from_a_hand_built_window(tmp_path):
+    """tokens=spiking (the gen1 default): the 200 ms before the label, scaled by the pixel-centre
+    rule, tokenized on the padded input frame; one cell fed exactly 256 events fires once at its
+    last event, a cell with 255 does not, events before the window do not count."""
+    t_label, t_first = 1_000_000, 850_000
+    parts = []
+
+    def block(n, t0, t1, x0, y0):  # n events in a 32 x 32 sensor block, times t0 .. t1 (inclusive)
+        ev = np.zeros(n, dtype=EVENT_DTYPE)
+        ev["t"] = np.linspace(t0, t1, n).round()
+        ev["x"], ev["y"] = x0 + np.arange(n) % 32, y0 + (np.arange(n) // 32) % 32
+        ev["p"] = np.arange(n) % 2 == 0
+        return ev
+
+    parts.append(block(300, 100_000, 799_999, 160, 0))            # before the window (t < 800 ms): no token
+    parts.append(block(256, t_first, 990_000, 32, 64))            # 256 in cell (y 2, x 1) at scale 1/2
+    parts.append(block(255, t_first + 1, 995_000, 224, 192))      # 255: below threshold
+    ev = np.concatenate(parts)
+    ev = ev[np.argsort(ev["t"], kind="stable")]
+    root = _gen1_root(tmp_path / "g", {"val": [(t_label, 30, 60, 90, 60, 1)]}, events=ev)
+    dm = build_datamodule("gen1", data_root=str(root), resolution="120", batch_size=2)
+    assert dm.tokens == "spiking" and dm.window_us == 200_000
+    tokens, target = dm.val_dataset()[0]
+    assert target["input_hw"] == (128, 160) and target["boxes"].tolist() == [[15.0, 30.0, 60.0, 60.0]]
+    assert tokens.fired == 1 and tokens.volumes.shape == (1, 2, 8, 16, 16)
+    # t in units of 100 ms from the window's first event; (y, x) the 16 px cell of the 120 x 152 input
+    assert np.allclose(tokens.coords, [[(990_000 - t_first) / 100_000, 2, 1]])
+    assert np.isclose(np.expm1(tokens.volumes.astype(np.float64)).sum(), 256)  # log1p counts of its 256 events
+    inputs, targets, info = next(iter(dm.val_dataloader()))
+    assert inputs.mask.tolist() == [[True]] and targets[0]["input_hw"] == (128, 160)
+    assert info == {"skipped": 0, "capped": 0, "tokens_fired": 1, "tokens_kept": 1}
+    with pytest.raises(ValueError, match="tokens must be one of"):
+        build_datamodule("gen1", data_root=str(root), tokens="voxels")
+
+
+def test_gen1_fixture_end_to_end_with_spiking_tokens(tmp_path):
+    rows = [(t, 10, 10, 60, 40, 0) for t in (600_000, 900_000)] + [(900_000, 150, 80, 20, 50, 1)]
+    root = _gen1_root(tmp_path / "g", {"val": rows}, events=_events(60_000, np.random.default_rng(6)))
+    out = tmp_path / "runs"
+    assert main(["run", "--dataset", "gen1", "--data-root", str(root), "--pe", "pape", "--fast-dev-run",
+                 "--resolution", "64", "--batch-size", "4", "--data-option", "spike_threshold=16",
+                 "--task-option", "fpn_dim=32", "--task-option", "head_convs=1", "--analyses", "none",
+                 "--accelerator", "cpu", "--no-progress-bar", "--out", str(out)]) == 0
+    (path,) = out.rglob("results.json")
+    r = json.loads(path.read_text())
+    assert path.parent.parent.parent.name == "pape"  # spiking is gen1's default: no suffix
+    assert r["status"] == "complete" and r["task"] == "detection" and r["metrics"]["val/map_images"] == 2
+    assert r["token_cap"]["max_tokens"] == 512 and r["token_cap"]["val"]["tokens_per_sample"] > 1

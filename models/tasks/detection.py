@@ -1,10 +1,11 @@
 """``detection``: 2-D object detection on the PE-pluggable ViT (docs/ARCHITECTURE.md §8).
 
-tokenizer (:func:`~.classification.build_tokenizer`: patches for images, tubelets for binned events)
--> backbone (any ``--pe``; coords in patch units as everywhere) -> the last block's tokens as a
-``(B, D, H/p, W/p)`` map (event tubelets ``(T', H', W')`` are averaged over ``T'``) -> ViTDet's
-simple feature pyramid -> torchvision's FCOS head, losses and post-processing
-(:mod:`pebench.models.detection_pyramid`).
+tokenizer (:func:`~.classification.build_tokenizer`: patches for images, tubelets for binned events,
+spiking-patch tokens for event streams with ``tokens=spiking``) -> backbone (any ``--pe``; coords in
+patch units as everywhere) -> the last block's tokens as a ``(B, D, H/p, W/p)`` map (event tubelets
+``(T', H', W')`` are averaged over ``T'``; tokens off a grid are scattered into their cells by
+:func:`scatter_token_map`, the mean of each cell's real tokens) -> ViTDet's simple feature pyramid
+-> torchvision's FCOS head, losses and post-processing (:mod:`pebench.models.detection_pyramid`).
 
 Batches follow ``datamodules/detection_common.py``: ``(inputs, targets[, info])`` with xyxy boxes
 in the input frame. Training logs ``train/loss`` (sum of FCOS's focal classification, GIoU
@@ -32,10 +33,49 @@ from torch import Tensor
 from torchmetrics.aggregation import MeanMetric, SumMetric
 
 from ..detection_pyramid import Detector
+from ..spiking import EventTokens
 from ..vit import VIT_PRESETS, build_backbone
 from .classification import ClassificationTask, NonFiniteLossError, SkippedSampleCount, build_tokenizer
 
-__all__ = ["DetectionTask"]
+__all__ = ["DetectionTask", "scatter_token_map"]
+
+
+def scatter_token_map(tokens: Tensor, coords: Tensor, mask: Tensor | None, grid_hw: Sequence[int]) -> Tensor:
+    """Tokens off a grid -> a ``(B, D, h, w)`` token map: each cell holds the **mean** of the real
+    tokens whose ``(y, x)`` fall in it; cells without a real token are 0.
+
+    ``tokens (B, N, D)``; ``coords (B, N, p)`` whose last two axes are ``(y, x)`` in cells (patch
+    units; spiking-patch tokens: ``(t, y, x)`` with integer ``y, x``); ``mask (B, N)`` True = real
+    token (None: all real). Padding tokens never contribute, whatever their coords or values. A
+    real token outside the ``h x w`` cells is a ``ValueError``.
+
+    Why the mean and not the most recent token: a cell's tokens summarise disjoint sets of its
+    events (each firing absorbs its own ``threshold`` events), so the mean weighs every firing
+    equally and loses none; it is independent of token order by construction (no tie rule is needed
+    for tokens of one cell firing in the same microsecond); every real token gets a gradient; with
+    one token per cell it is that token, and it is the same reduction over time as the frames
+    path's mean over ``T'``. The PaPE harness writes tokens into the map with an indexed assignment,
+    where the last of several writes to one cell wins in an unspecified order.
+
+    Computed as one batched matrix product of a ``(B, h*w, N)`` cell-membership matrix with the
+    tokens, divided by the per-cell counts: vectorised, differentiable, and deterministic on every
+    device (``index_add_`` / ``scatter_reduce`` on CUDA add with atomics, whose float summation
+    order varies between calls). Memory ``B * h * w * N``: 285 cells x 512 tokens per GEN1 sample."""
+    B, N, D = tokens.shape
+    h, w = int(grid_hw[0]), int(grid_hw[1])
+    real = torch.ones(B, N, dtype=torch.bool, device=tokens.device) if mask is None else mask.to(torch.bool)
+    yx = coords[..., -2:].round().long()  # (B, N, 2)
+    if coords.dim() == 2:  # (N, p) shared by the batch
+        yx = yx.unsqueeze(0).expand(B, N, 2)
+    inside = (yx[..., 0] >= 0) & (yx[..., 0] < h) & (yx[..., 1] >= 0) & (yx[..., 1] < w)  # (B, N)
+    if bool((real & ~inside).any()):
+        raise ValueError(f"a token's (y, x) lies outside the {h} x {w} token map")
+    cell = torch.where(real & inside, yx[..., 0] * w + yx[..., 1], -1)  # (B, N); -1: contributes nowhere
+    member = (cell.unsqueeze(1) == torch.arange(h * w, device=tokens.device).view(1, h * w, 1)).to(tokens.dtype)
+    count = member.sum(dim=2, keepdim=True)  # (B, h*w, 1)
+    x = tokens.masked_fill(~real.unsqueeze(-1), 0.0)  # padding values (even NaN) never reach the map
+    fmap = torch.bmm(member, x) / count.clamp(min=1.0)  # (B, h*w, D)
+    return fmap.transpose(1, 2).reshape(B, D, h, w)
 
 
 def _split(batch: Sequence[Any]) -> tuple[Tensor, list[dict], int]:
@@ -54,20 +94,22 @@ class DetectionTask(SkippedSampleCount, L.LightningModule):
                  layer_decay: float | None = None, drop_path: float = 0.0, fpn_dim: int | None = None,
                  pyramid_levels: int = 3, head_convs: int = 4, score_thresh: float = 0.05, nms_thresh: float = 0.6,
                  detections_per_img: int = 100, topk_candidates: int = 1000,
-                 center_sampling_radius: float = 1.5) -> None:
+                 center_sampling_radius: float = 1.5, tokens: str = "frames",
+                 tokenizer_options: dict | None = None) -> None:
         super().__init__()
         self.save_hyperparameters()
         if model not in VIT_PRESETS:
             raise ValueError(f"unknown model {model!r}; available: {', '.join(VIT_PRESETS)}")
         if modality not in ("image", "events"):
-            raise ValueError(f"the detection task takes images or binned events, not {modality}")
+            raise ValueError(f"the detection task takes images or events, not {modality}")
         dim = VIT_PRESETS[model].embed_dim
         self.modality = modality
-        self.tokens = "frames"
-        self.tokenizer = build_tokenizer(modality, dim, in_chans, patch_size, tubelet, 64)
+        self.tokens = tokens
+        self.tokenizer = build_tokenizer(modality, dim, in_chans, patch_size, tubelet, 64, tokens, tokenizer_options)
+        # spiking-patch tokens are not on a grid: every PE takes its coords path (ape: its coords MLP)
         self.backbone = build_backbone(model, pe=pe, spatial_dims=2 if modality == "image" else 3,
-                                       grid=tuple(train_grid) if train_grid else None, class_token=class_token,
-                                       drop_path_rate=drop_path, **(pe_options or {}))
+                                       grid=tuple(train_grid) if train_grid and tokens != "spiking" else None,
+                                       class_token=class_token, drop_path_rate=drop_path, **(pe_options or {}))
         self.detector = Detector(dim, num_classes, patch_size, out_channels=int(fpn_dim or dim),
                                  levels=pyramid_levels, head_convs=head_convs, score_thresh=score_thresh,
                                  nms_thresh=nms_thresh, detections_per_img=detections_per_img,
@@ -92,21 +134,33 @@ class DetectionTask(SkippedSampleCount, L.LightningModule):
     configure_optimizers = ClassificationTask.configure_optimizers
 
     # ------------------------------------------------------------------ model
-    def token_map(self, inputs: Tensor, content_perm: Tensor | None = None) -> Tensor:
-        """Inputs -> the last block's patch tokens as a map ``(B, D, H', W')`` (tubelets: mean over T')."""
+    def token_map(self, inputs: Any, content_perm: Tensor | None = None,
+                  input_hw: Sequence[int] | None = None) -> Tensor:
+        """Inputs -> the last block's patch tokens as a map ``(B, D, H', W')`` (tubelets: mean over T';
+        tokens off a grid, e.g. spiking patches: :func:`scatter_token_map` onto the ``input_hw / p``
+        cells of the padded input ``input_hw``, which they need)."""
         tb = self.permute_content(self.tokenize(inputs), content_perm)
-        if tb.grid is None:
-            raise ValueError("the detection task needs tokens on a grid (tokens=frames)")
         tokens = self.backbone(tb.x, tb.coords, tb.grid, tb.mask)[:, self.backbone.num_prefix_tokens:]  # (B, N, D)
+        if tb.grid is None:
+            if input_hw is None:
+                raise ValueError("tokens off a grid need the padded input size (the targets' input_hw) for their map")
+            p = int(self.hparams.patch_size)
+            return scatter_token_map(tokens, tb.coords, tb.mask, (int(input_hw[0]) // p, int(input_hw[1]) // p))
         B, N, D = tokens.shape
         fmap = tokens.transpose(1, 2).reshape(B, D, *tb.grid)  # row-major grid order
         if fmap.dim() == 5:  # (B, D, T', H', W') -> (B, D, H', W')
             fmap = fmap.mean(dim=2)
         return fmap
 
-    def _sizes(self, inputs: Tensor, targets: list[dict] | None) -> tuple[tuple[int, int], list[tuple[int, int]]]:
+    def _sizes(self, inputs: Any, targets: list[dict] | None) -> tuple[tuple[int, int], list[tuple[int, int]]]:
         from pebench.datamodules.detection_common import content_size
 
+        if isinstance(inputs, EventTokens):  # a padded token batch: the targets give the input frame
+            sizes = {tuple(int(v) for v in t["input_hw"]) for t in targets or [] if "input_hw" in t}
+            if len(sizes) != 1 or len(targets) != len(inputs):
+                raise ValueError("spiking-token detection needs targets with one input_hw for the whole batch")
+            hw = sizes.pop()
+            return hw, [content_size(t, hw) for t in targets]
         hw = (int(inputs.shape[-2]), int(inputs.shape[-1]))
         if targets is None:
             return hw, [hw] * inputs.shape[0]
@@ -122,13 +176,13 @@ class DetectionTask(SkippedSampleCount, L.LightningModule):
         """Detections ``[{"boxes" (n, 4) xyxy input px, "scores" (n,), "labels" (n,)}] * B`` (boxes
         clipped to each image's un-padded content when ``targets`` give its size)."""
         hw, sizes = self._sizes(inputs, targets)
-        return self.detector(self.token_map(inputs, content_perm), hw, sizes)[1]
+        return self.detector(self.token_map(inputs, content_perm, hw), hw, sizes)[1]
 
-    def losses(self, inputs: Tensor, targets: list[dict], detect: bool = False
+    def losses(self, inputs: Any, targets: list[dict], detect: bool = False
                ) -> tuple[dict[str, Tensor], list[dict] | None]:
         hw, sizes = self._sizes(inputs, targets)
-        losses, dets = self.detector(self.token_map(inputs), hw, sizes, self._to_device(targets, inputs.device),
-                                     detect=detect)
+        losses, dets = self.detector(self.token_map(inputs, input_hw=hw), hw, sizes,
+                                     self._to_device(targets, inputs.device), detect=detect)
         return losses, dets
 
     # ------------------------------------------------------------------ steps
