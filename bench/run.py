@@ -24,41 +24,41 @@ One configuration per run directory: ``results.json`` records the configuration 
 (:mod:`pebench.integrity`); a directory holding another configuration is refused (exit code 2,
 the differing keys named) before anything is touched, and ``<run_dir>/.run.lock`` keeps a second
 ``bench run`` out. SIGINT / SIGTERM end the run with ``status: interrupted`` and the command that
-resumes it (``resume_command``).
+resumes it (``resume_command``). Checkpoints, resume and interrupts live in :mod:`pebench.resume`, the DDP
+settings and multi-node checks in :mod:`pebench.distributed`.
 """
 from __future__ import annotations
 
 import atexit
 import importlib
-import io
 import logging
 import math
 import os
 import platform
-import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 import warnings
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import Callback, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
-from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
 from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
-from .io import atomic_write_bytes, atomic_write_json, atomic_write_yaml, read_json
+from .io import atomic_write_json, atomic_write_yaml
 from ._loaders import install_samplers, restore_loaders
 from .numerics import numerics_record
+from .distributed import DDP_TIMEOUT  # noqa: F401  (re-exported: the default DDP timeout)
+from .distributed import _check_multi_node, _ddp_strategy, _indivisible, _is_rendezvous_failure, _rendezvous_message
+from .resume import (RunInterrupted, _AtomicCheckpointIO, _epochs_done, _InterruptSignals, _last_checkpoint,
+                     _resume_command, _resume_path)
 
 __all__ = ["run", "prepare", "check_writable", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for"]
 
@@ -244,30 +244,6 @@ class _StepSeed(Callback):
         random.seed(int(b))
 
 
-def _last_checkpoint(run_dir: Path) -> ModelCheckpoint:
-    """``last.ckpt`` rewritten at the end of *every* epoch.
-
-    (``ModelCheckpoint(save_last=True, save_top_k=0)`` writes ``last.ckpt`` only when training
-    ends in Lightning 2.x, so a killed run had nothing to resume from.) Lightning writes it
-    through :class:`_AtomicCheckpointIO`, so a kill never leaves it truncated.
-    """
-    return ModelCheckpoint(dirpath=run_dir, filename="last", monitor=None, save_top_k=1, save_last=False,
-                           every_n_epochs=1, enable_version_counter=False)
-
-
-class _AtomicCheckpointIO(TorchCheckpointIO):
-    """``torch.save`` into memory, then :func:`atomic_write_bytes` (temp file in the run directory,
-    fsync, ``os.replace``). Lightning's own save moves a temp file from ``$TMPDIR``, which is a
-    non-atomic copy when ``$TMPDIR`` is on another filesystem than the run directory."""
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
-        if storage_options is not None or "://" in str(path):
-            return super().save_checkpoint(checkpoint, path, storage_options)
-        buf = io.BytesIO()
-        torch.save(checkpoint, buf)
-        atomic_write_bytes(path, buf.getvalue())
-
-
 def _versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": platform.python_version()}
     for mod in ("torch", "lightning", "timm", "torchmetrics", "pebench"):
@@ -285,140 +261,6 @@ def _git_sha() -> str | None:
         return r.stdout.strip() or None if r.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
-
-
-def _resume_path(run_dir: Path) -> str | None:
-    """Newest of ``last.ckpt`` / ``hpc_ckpt_*.ckpt`` when the previous attempt did not complete."""
-    res = run_dir / "results.json"
-    try:
-        if res.is_file() and read_json(res).get("status") == "complete":
-            return None
-    except (OSError, ValueError):
-        pass
-    cands = [p for p in [run_dir / "last.ckpt", *run_dir.glob("hpc_ckpt_*.ckpt")] if p.is_file()]
-    return str(max(cands, key=lambda p: p.stat().st_mtime)) if cands else None
-
-
-def _epochs_done(meta: dict) -> int:
-    """Training epochs finished when ``meta`` was saved (= the epoch a resumed run starts at).
-
-    ``last.ckpt`` is written at the end of each training epoch, when Lightning's ``epoch`` key
-    still holds that epoch's index; the fit loop's progress counts it as processed.
-    """
-    try:
-        return int(meta["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
-    except (KeyError, TypeError, ValueError):
-        return int(meta.get("epoch", 0))
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """The run was stopped by SIGINT or SIGTERM; ``results.json`` says ``interrupted`` and holds
-    ``resume_command``. The CLI prints one line and exits with ``128 + signum``."""
-
-    def __init__(self, signum: int, resume_command: str) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = int(signum)
-        self.resume_command = resume_command
-
-
-class _InterruptSignals:
-    """While a run trains and analyses, SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main
-    thread (SIGTERM's default action would end the process without a word in ``results.json``), and
-    remember which signal came. Lightning's own SIGTERM handler, installed during ``fit``, calls this
-    one after it has told its DDP launcher to stop the other ranks. No-op outside the main thread."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._old: dict[int, Any] = {}
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for s in (signal.SIGINT, signal.SIGTERM):
-            self._old[s] = signal.signal(s, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is None:
-            self.received = signum
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    def restore(self) -> None:
-        for s, h in self._old.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
-        self._old = {}
-
-
-def _resume_command(run_dir: Path) -> str:
-    """``bench run --config <run_dir>/config.yaml`` (prefixed with ``cd <cwd> &&`` when the path is
-    relative: config.yaml's ``out`` is then relative to the directory the run was started in)."""
-    cmd = f"bench run --config {shlex.quote(str(run_dir / 'config.yaml'))}"
-    return cmd if run_dir.is_absolute() else f"cd {shlex.quote(os.getcwd())} && {cmd}"
-
-
-#: how long a DDP process waits for the others (the rendezvous of all ranks, every collective)
-#: before it fails instead of hanging; PyTorch's default is 30 minutes. ``PEBENCH_DDP_TIMEOUT_S``
-#: overrides it.
-DDP_TIMEOUT = timedelta(minutes=10)
-#: environment variables that place a process in a multi-node job when no scheduler (SLURM,
-#: torchrun, LSF, MPI) is detected
-MULTI_NODE_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK")
-
-
-def _ddp_strategy() -> Any:
-    """``--strategy ddp``: Lightning's DDP with ``find_unused_parameters=False`` (every PE holds only
-    parameters its input type uses, so the per-step search of the autograd graph for unused ones is
-    not needed; DDP raises an error naming any parameter that gets no gradient) and a finite
-    :data:`DDP_TIMEOUT`."""
-    from lightning.pytorch.strategies import DDPStrategy
-
-    return DDPStrategy(find_unused_parameters=False, timeout=_ddp_timeout())
-
-
-def _ddp_timeout() -> timedelta:
-    """:data:`DDP_TIMEOUT`, or ``PEBENCH_DDP_TIMEOUT_S`` seconds when that is set (slow shared
-    filesystems; tests)."""
-    value = os.environ.get("PEBENCH_DDP_TIMEOUT_S")
-    if not value:
-        return DDP_TIMEOUT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0:
-        raise ConfigError(f"PEBENCH_DDP_TIMEOUT_S must be a positive number of seconds, got {value!r}")
-    return timedelta(seconds=seconds)
-
-
-def _is_rendezvous_failure(e: BaseException) -> bool:
-    """The processes of a DDP job did not all meet (torch's store timed out or was unreachable)."""
-    dist = getattr(torch, "distributed", None)
-    kinds = tuple(getattr(dist, n) for n in ("DistStoreError", "DistNetworkError") if hasattr(dist, n))
-    return bool(kinds) and isinstance(e, kinds)
-
-
-def _rendezvous_message(e: BaseException, trainer: L.Trainer) -> str:
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    where = ", ".join(f"{v}={os.environ.get(v, '(unset)')}" for v in MULTI_NODE_ENV)
-    return (f"DDP rendezvous failed: {first} ({where}; {trainer.world_size} processes expected on "
-            f"{trainer.num_nodes} node(s)); start the same `bench run` on every node within "
-            f"{int(_ddp_timeout().total_seconds())} s with NODE_RANK 0..{trainer.num_nodes - 1} and node 0's "
-            f"MASTER_ADDR/MASTER_PORT, or launch under SLURM or torchrun")
-
-
-def _check_multi_node(trainer: L.Trainer) -> None:
-    """``--num-nodes K > 1`` outside a scheduler needs the rendezvous variables on every node;
-    without them node 0 would wait for nodes that never come."""
-    env = trainer._accelerator_connector.cluster_environment
-    if trainer.num_nodes > 1 and type(env).__name__ == "LightningEnvironment":
-        missing = [v for v in MULTI_NODE_ENV if not os.environ.get(v)]
-        if missing:
-            raise ConfigError(f"--num-nodes {trainer.num_nodes} needs a multi-node launch: run under SLURM or "
-                              f"torchrun, or set {', '.join(MULTI_NODE_ENV)} on every node (missing: "
-                              f"{', '.join(missing)}; MASTER_ADDR/MASTER_PORT: node 0's address and a free port, "
-                              f"NODE_RANK: 0..{trainer.num_nodes - 1})")
-
-
-def _indivisible(batch: int, world: int) -> None:
-    raise ConfigError(f"batch_size {batch} is not divisible by the number of processes {world} "
-                      f"(devices x num_nodes); the global batch is split evenly across them")
 
 
 class _DropTips(logging.Filter):
