@@ -16,8 +16,8 @@
 * ``dino``        DINO training step (2 + N crops, teacher, EMA) vs classification steps on the same
   crops; per-checkpoint EED evaluation vs one training epoch (:mod:`pebench.perf_dino`).
 * ``scene``       scene tokenization (grid sampling + patching) of a 10^5-point scene in points/s and
-  its share of a segmentation training step; serialization vs FPS + kNN patching; on CUDA the peak
-  memory of a training step at 1k / 4k / 16k tokens (:mod:`pebench.perf_scene`).
+  its share of a segmentation training step; serialization vs FPS + kNN patching; the peak memory
+  of a training step with windowed vs full attention at 1k / 4k / 16k tokens (:mod:`pebench.perf_scene`).
 * ``startup``     wall time of ``bench --help`` and ``bench run --help`` (fresh processes) vs the
   1-second budget: argument parsing must not import torch (:func:`bench_startup`).
 * ``attention``   one attention layer per PE (:mod:`pebench.perf_attention`, own output format).

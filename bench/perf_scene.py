@@ -6,10 +6,22 @@
   same scene: target <= 0.20.
 * Serialization (z-order) vs FPS + kNN patching of the same grid-sampled scene: seconds, ratio
   serialize / fps (why ``serialize`` is the default).
-* On CUDA only: peak memory of one training step at about 1k / 4k / 16k tokens with full attention
-  (memory is not tracked on CPU). Windowed attention is not implemented, so there is no windowed row.
+* Peak memory of one training step (tokenization + backbone + interpolation + head, forward +
+  backward) at 1k / 4k / 16k tokens (``K = 8`` points per token, so 8k .. 131k points) with windowed
+  attention (``attn_window=256``, :mod:`pebench.models.vit`) against full attention, for ``pape``
+  (fused SDPA kernel: no ``N x N`` tensor) and ``alibi`` (an ``(H, N, N)`` bias is materialized).
+  Peak = memory allocated during the step on top of what existed before it: on CUDA
+  ``torch.cuda.max_memory_allocated``; on CPU the step runs under ``torch.profiler`` with
+  ``profile_memory=True`` and its allocation / free events are summed in time order
+  (:func:`pebench.perf_attention._cpu_peak_bytes`; ``tracemalloc`` cannot see torch's allocator).
+  On CPU full attention is measured up to :data:`FULL_CPU_MAX_TOKENS` tokens only (``alibi``'s
+  bias alone is 4 GiB per layer at 16k tokens); above that the full-attention value is
+  **extrapolated** (``a T + b T^2`` through the two largest measured sizes) and labelled so.
+  A last row per PE: peak growth from the smallest to the largest size over token growth (target
+  <= 1.25: linear in tokens, with a margin for allocator noise).
 
-``--quick``: a 3·10^4-point scene; ``--tiny``: 3k points, one repeat (the perf test's smoke run).
+``--quick``: a 3·10^4-point scene, memory rows at 1k / 4k tokens; ``--tiny``: 3k points, one repeat,
+memory rows at 64 / 256 tokens with windows of 32 (the smoke test's sizes).
 """
 from __future__ import annotations
 
@@ -20,7 +32,12 @@ import torch
 
 from .perf import interleaved, record
 
-__all__ = ["bench_scene", "synthetic_scene"]
+__all__ = ["bench_scene", "synthetic_scene", "memory_rows", "FULL_CPU_MAX_TOKENS"]
+
+#: memory rows: tokens per attention window, points per token, PEs (fused kernel; materialized bias)
+MEMORY_WINDOW, MEMORY_K, MEMORY_PES = 256, 8, ("pape", "alibi")
+#: on CPU, full attention is measured up to this many tokens and extrapolated above
+FULL_CPU_MAX_TOKENS = 4096
 
 
 def synthetic_scene(n: int, seed: int = 0) -> np.ndarray:
@@ -77,21 +94,86 @@ def bench_scene(quick: bool = False, tiny: bool = False) -> list[dict]:
                      "fps": lambda: fps_knn_patches(coord, mask, k)}, repeats=1, warmup=0)
     rows.append(record(f"scene patching ({m} points)", "serialize s", "fps+knn s", c["serialize"], c["fps"], "s",
                        higher_is_better=False, note="z-order serialization vs farthest point sampling + kNN"))
-    if dev.type == "cuda" and not tiny:
-        for tokens in (1024, 4096, 16384):
-            pts = synthetic_scene(tokens * k, seed=1)
-            keep = grid_sample(pts, 0.02)[: tokens * k]
-            inp = {"coord": torch.from_numpy(pts[keep]).unsqueeze(0).to(dev)}
-            inp["feat"] = torch.rand(1, inp["coord"].shape[1], 3, device=dev)
-            inp["mask"] = torch.ones(inp["coord"].shape[:2], dtype=torch.bool, device=dev)
-            tgt = torch.randint(0, 20, inp["mask"].shape, device=dev)
-            torch.cuda.reset_peak_memory_stats()
-            t0 = time.perf_counter()
-            task._loss(task(inp), tgt).backward()
-            opt.zero_grad(set_to_none=True)
-            torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated() / 2 ** 20
-            rows.append(record(f"scene step memory, full attention, ~{tokens} tokens", "peak MiB", "tokens",
-                               peak, tokens, "MiB/token", higher_is_better=False,
-                               note=f"{time.perf_counter() - t0:.2f} s; windowed attention not implemented"))
+    return rows + memory_rows(quick=quick, tiny=tiny, dev=dev)
+
+
+def _scene_batch(tokens: int, k: int, dev: torch.device) -> tuple[dict, torch.Tensor]:
+    """One scene of exactly ``tokens * k`` grid-sampled points (``tokens`` serialized patches)."""
+    from pebench.models.scene_tokenizer import grid_sample
+
+    pts = synthetic_scene(tokens * k, seed=1)
+    keep = grid_sample(pts, 0.02)[: tokens * k]
+    coord = torch.from_numpy(pts[keep]).unsqueeze(0).to(dev)  # (1, M, 3) m
+    inp = {"coord": coord, "feat": torch.rand(1, coord.shape[1], 3, device=dev),
+           "mask": torch.ones(coord.shape[:2], dtype=torch.bool, device=dev)}
+    return inp, torch.randint(0, 20, inp["mask"].shape, device=dev)
+
+
+def _peak_mib(fn, dev: torch.device) -> float:
+    """Memory allocated during ``fn()`` on top of what existed before it, MiB."""
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        base = torch.cuda.memory_allocated(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        fn()
+        torch.cuda.synchronize(dev)
+        return (torch.cuda.max_memory_allocated(dev) - base) / 2 ** 20
+    from .perf_attention import _cpu_peak_bytes
+
+    return _cpu_peak_bytes(fn) / 2 ** 20
+
+
+def memory_rows(quick: bool = False, tiny: bool = False, dev: torch.device | None = None) -> list[dict]:
+    """Peak memory of one segmentation training step, windowed vs full attention (module docstring)."""
+    from pebench.models.tasks.segmentation import SegmentationTask
+
+    dev = dev or torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    sizes = (64, 256) if tiny else (1024, 4096) if quick else (1024, 4096, 16384)
+    window, k = (32 if tiny else MEMORY_WINDOW), MEMORY_K
+    cap = FULL_CPU_MAX_TOKENS if dev.type == "cpu" else max(sizes)
+    rows: list[dict] = []
+    for pe in MEMORY_PES:
+        torch.manual_seed(0)
+        task = SegmentationTask(num_classes=20, feat_dim=3, pe=pe, patch_size=k, grid_size=0.02).to(dev)
+        full: dict[int, float] = {}
+        win: dict[int, float] = {}
+        secs: dict[tuple[int, int | None], float] = {}
+        for tokens in sizes:
+            inp, tgt = _scene_batch(tokens, k, dev)
+            for w in (window, None):
+                if w is None and tokens > cap:
+                    continue
+                task.backbone.attn_window = w
+
+                def step() -> None:
+                    task._loss(task(inp), tgt).backward()
+                    task.zero_grad(set_to_none=True)
+
+                t0 = time.perf_counter()
+                (win if w else full)[tokens] = _peak_mib(step, dev)
+                secs[tokens, w] = time.perf_counter() - t0
+        measured = sorted(full)
+        extrapolated = [t for t in sizes if t not in full]
+        if extrapolated:  # a T + b T^2 through the two largest measured sizes
+            (t1, m1), (t2, m2) = [(t, full[t]) for t in measured[-2:]]
+            b = (m2 / t2 - m1 / t1) / (t2 - t1)
+            a = m1 / t1 - b * t1
+            for t in extrapolated:
+                full[t] = a * t + b * t * t
+        for tokens in sizes:
+            ext = tokens in extrapolated
+            note = (f"{tokens * k} points, K = {k}; profiled step {secs[tokens, window]:.1f} s windowed"
+                    + ("" if ext else f", {secs[tokens, None]:.1f} s full")
+                    + (f"; full attention EXTRAPOLATED (a T + b T^2 through {measured[-2]} and {measured[-1]} "
+                       f"tokens; not run above {cap} tokens on CPU)" if ext else ""))
+            rows.append(record(f"scene step peak memory, {pe}, {tokens} tokens", f"windowed W={window} MiB",
+                               "full (extrapolated) MiB" if ext else "full MiB", win[tokens], full[tokens], "MiB",
+                               higher_is_better=False, note=note))
+        lo, hi = sizes[0], sizes[-1]
+        rows.append(record(f"scene step memory growth {lo} -> {hi} tokens, {pe}, windowed W={window}",
+                           "peak ratio", "token ratio", win[hi] / win[lo], hi / lo, "x", higher_is_better=False,
+                           target=1.25, note=f"linear in tokens: ratio <= 1.25; full attention over "
+                                             f"{measured[0]} -> {measured[-1]} measured tokens grew "
+                                             f"{full[measured[-1]] / full[measured[0]]:.2f}x for "
+                                             f"{measured[-1] / measured[0]:.0f}x tokens"))
     return rows
