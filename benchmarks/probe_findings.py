@@ -42,6 +42,8 @@ TOL = 0.05
 RELATIVE = ("rope-axial", "rope-mixed", "pape", "lookhere")
 ABSOLUTE = ("ape", "sincos")
 DISTANCE_ONLY = ("alibi", "pape-ri")
+#: PEs with a monotone distance decay of the attention logit (ALiBi's fixed slopes, LookHere's, PaPE's learned one)
+DECAY = ("alibi", "lookhere", "pape", "pape-ri")
 
 
 def _pct(x: float) -> str:
@@ -234,9 +236,13 @@ def claims(data: dict[str, dict[str, Cell]]) -> list[str]:
             c, ("rope-axial", "rope-mixed", "pape", "lookhere", "sincos", "ape"), None)
     if "probe-decay" in data:
         c = data["probe-decay"]
-        out += ["- **Distance decay** (test: the nearest glyph at 3–4.5 cells instead of 1–2.3). Which PEs "
-                "keep the nearest-neighbour rule at unseen distances:"] + _group_claim(
-            c, sorted((p for p in c if p != "none"), key=pe_sort_key), "keeps")
+        out += ["- **Distance decay** (test: the nearest glyph at 3–4.5 cells instead of 1–2.3). PEs whose "
+                "attention decays with distance (a fixed or learned monotone bias) rank neighbours by distance "
+                "at any distance, so they keep the nearest-neighbour rule at unseen distances:"]
+        out += _group_claim(c, DECAY, "keeps")
+        out += ["  Absolute PEs have no notion of distance to extrapolate and lose it:"] + _group_claim(c, ABSOLUTE, "loses")
+        out += ["  RoPE (measured, no prediction: its long-range decay is weak and not monotone):"] + _group_claim(
+            c, ("rope-axial", "rope-mixed"), None)
     if "probe-context" in data:
         c = data["probe-context"]
         out += [f"- **Context-dependent decay** (PaPE's motivation): PaPE beats RoPE-axial on probe-context: "
