@@ -53,7 +53,13 @@ def _round_to(v: float, m: int) -> int:
 
 
 def default_resolutions(datamodule: Any, task: Any = None) -> list[str]:
-    """Default extrapolation sizes for the datamodule's modality (see the module docstring)."""
+    """Default extrapolation sizes for the datamodule's modality (see the module docstring); a
+    detection or segmentation ``task``: :func:`.dense_shift.default_resolutions`."""
+    from .dense_shift import dense_task
+
+    if dense_task(task) is not None:
+        from . import dense_shift
+        return dense_shift.default_resolutions(datamodule, task)
     modality = datamodule.modality
     res = tuple(datamodule.resolution)
     p = int(getattr(datamodule, "patch_size", 1))
@@ -106,7 +112,13 @@ def check_resolutions(task: Any, datamodule: Any, resolutions: Sequence[str | in
     resolution :func:`evaluate_extrapolation` would turn into an error row: not ``S`` / ``AxB``
     positive integers, not divisible by the patch (tubelet) size, more groups than points. ``bench
     run`` and ``bench eval`` call it before anything is written, so a bad size is a user error up
-    front rather than a row in ``results.json``."""
+    front rather than a row in ``results.json``. Segmentation settings (``FxK``) are checked by
+    :func:`.dense_shift.check_resolutions`."""
+    from .dense_shift import dense_task
+
+    if dense_task(task) == "segmentation":
+        from . import dense_shift
+        return dense_shift.check_resolutions(task, datamodule, resolutions)
     points = task.modality == "points"
     groups0 = int(task.tokenizer.num_groups) if points else None
     try:
@@ -131,7 +143,13 @@ def check_resolutions(task: Any, datamodule: Any, resolutions: Sequence[str | in
 
 def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[str | int],
                            max_samples: int | None = None) -> list[dict[str, Any]]:
-    """Top-1 accuracy at each resolution (see the module docstring)."""
+    """Top-1 accuracy at each resolution (see the module docstring); a detection or segmentation task:
+    its primary metric per size / scene setting (:func:`.dense_shift.evaluate_extrapolation`)."""
+    from .dense_shift import dense_task
+
+    if dense_task(task) is not None:
+        from . import dense_shift
+        return dense_shift.evaluate_extrapolation(task, datamodule, resolutions, max_samples=max_samples)
     device = task_device(task)
     rows: list[dict[str, Any]] = []
     points = task.modality == "points"

@@ -21,6 +21,8 @@ __all__ = ["plot_geometry", "plot_alpha_sweep", "plot_extrapolation", "plot_robu
 
 #: how a perturbation parameter is written in labels (robustness.DEFAULT_PARAMS keys)
 _PARAM_NAMES = {"quality": "quality", "sigma": "σ", "p": "p", "rate": "rate"}
+#: the ``metric`` field of dense-task analysis results -> axis label
+_METRIC_LABELS = {"map": "mAP@[.5:.95]", "miou": "mIoU"}
 
 
 def run_info(config: dict | None, num_classes: int | None = None) -> dict[str, Any]:
@@ -168,19 +170,31 @@ def plot_extrapolation(rows: list[dict[str, Any]], path: str | os.PathLike, run:
     chance level when the run states its class count."""
     fig, (a,) = _figure(1, width=5.5)
     _title(fig, "Resolution extrapolation", run)
-    ok = [r for r in rows if "error" not in r and r.get("acc1") is not None]
+    metric = next((r["metric"] for r in rows if r.get("metric")), None)  # dense tasks: "map" / "miou"
+    key = metric or "acc1"
+    ok = [r for r in rows if "error" not in r and r.get(key) is not None]
     ok.sort(key=lambda r: r["n_tokens"])
-    xs, ys = [r["n_tokens"] for r in ok], [r["acc1"] for r in ok]
-    a.plot(xs, ys, "o-", label="top-1 (one checkpoint, no re-training)")
-    _chance(a, run)
+    xs, ys = [r["n_tokens"] for r in ok], [r[key] for r in ok]
+    if any("scenes_tiled" in r for r in ok):  # segmentation: denser sampling and tiled scenes, one line each
+        for name, keep in (("denser sampling", lambda r: r.get("scenes_tiled") == 1),
+                           ("tiled scenes", lambda r: r.get("density_factor") == 1),
+                           ("denser + tiled", lambda r: r.get("scenes_tiled") != 1 and r.get("density_factor") != 1)):
+            part = [r for r in ok if keep(r)]
+            if part:
+                a.plot([r["n_tokens"] for r in part], [r[key] for r in part], "o-", label=f"mIoU, {name}")
+    else:
+        a.plot(xs, ys, "o-", label=f"{_METRIC_LABELS.get(metric, 'top-1')} (one checkpoint, no re-training)")
+    if metric is None:
+        _chance(a, run)
     for r in ok:
-        a.annotate(r["resolution"], (r["n_tokens"], r["acc1"]), textcoords="offset points", xytext=(3, 4),
+        a.annotate(r["resolution"], (r["n_tokens"], r[key]), textcoords="offset points", xytext=(3, 4),
                    fontsize=8)
     if xs and max(xs) > 2 * min(xs):
         a.set_xscale("log", base=2)
     n = sorted({r.get("n_samples") for r in ok if r.get("n_samples")})
     samples = f", n = {n[0]} per size" if len(n) == 1 else ""
-    a.set(xlabel="patch tokens per sample (input size annotated)", ylabel=f"top-1 accuracy (validation{samples})")
+    a.set(xlabel="patch tokens per sample (input size annotated)",
+          ylabel=f"{_METRIC_LABELS.get(metric, 'top-1 accuracy')} (validation{samples})")
     if a.get_lines():
         a.legend(fontsize=8)
     bad = [r["resolution"] for r in rows if "error" in r]
@@ -195,15 +209,18 @@ def plot_robustness(rob: dict[str, Any], path: str | os.PathLike, run: dict[str,
     fig, (a,) = _figure(1, width=5.5)
     _title(fig, "Robustness to content shifts", run)
     names = [k for k, v in rob.items() if isinstance(v, dict)]
-    accs = [rob["clean_acc"]] + [rob[k]["acc"] for k in names]
+    metric = rob.get("metric")  # dense tasks: "map" / "miou", values under "clean" / "value"
+    accs = ([rob["clean_acc"]] + [rob[k]["acc"] for k in names] if metric is None else
+            [_nan([rob.get("clean")])[0]] + [_nan([rob[k].get("value")])[0] for k in names])
     labels = ["clean"] + [shift_label(k, rob[k].get("params")).replace(" (", "\n(") +
                           (f"\nFS={rob[k]['fs']:.2f}" if rob[k].get("fs") is not None else "\nFS undefined")
                           for k in names]
     a.bar(range(len(accs)), accs, color=["C0"] + ["C1"] * len(names))
     a.set_xticks(range(len(accs)), labels)
     n = rob.get("n_samples")
-    a.set(ylabel=f"top-1 accuracy (validation{f', n = {n}' if n else ''})")
-    _chance(a, run)
+    a.set(ylabel=f"{_METRIC_LABELS.get(metric, 'top-1 accuracy')} (validation{f', n = {n}' if n else ''})")
+    if metric is None:
+        _chance(a, run)
     if a.get_lines():
         a.legend(fontsize=8)
     _save(fig, path)

@@ -318,7 +318,15 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     Returns ``{"clean_acc": a, "clean_acc_se": se, "chance": 1/C, "n_samples": n,
     "<shift>": {"acc": a_s, "fs": fs, "fs_reason": why | None, "params": {...}}, ...}``; ``fs`` is
     ``None`` with a ``fs_reason`` when FS is undefined (:func:`fs_undefined_reason`).
+
+    A detection or segmentation task is handed to :func:`.dense_shift.robustness` (FS on mAP / mIoU).
     """
+    from .dense_shift import dense_task
+
+    if dense_task(task) is not None:
+        from . import dense_shift
+        return dense_shift.robustness(task, datamodule, seed=seed, max_samples=max_samples, shifts=shifts,
+                                      params=params, loader=loader)
     modality = getattr(task, "modality", getattr(datamodule, "modality", "image"))
     spiking = getattr(datamodule, "tokens", "frames") == "spiking"
     if spiking:  # events as events: the raw streams are perturbed, then tokenized (event_transforms)

@@ -231,6 +231,8 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
 
 # ----------------------------------------------------------------------------------- eval
 def cmd_eval(args: argparse.Namespace) -> int:
+    import importlib
+
     import torch
 
     from pebench.analysis import evaluate_extrapolation, plot_extrapolation, save_plot
@@ -241,9 +243,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .runs import add_provenance
     from pebench.analysis.extrapolation import check_resolutions
     from pebench.datamodules import get_datamodule_class
-    from pebench.models import ClassificationTask
 
     from .run import load_registries
+    from .tasks import default_task
 
     run_dir = Path(args.run)
     cfg_path, ckpt = run_dir / "config.yaml", run_dir / "last.ckpt"
@@ -253,16 +255,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(f"no checkpoint {str(ckpt)!r}; train the run first")
     load_registries()
     cfg = merge(load_yaml_config(cfg_path))
-    if cfg.task not in (None, "classification"):  # e.g. detection: mAP, not class logits
-        raise ConfigError(f"bench eval re-evaluates classification checkpoints (top-1 at other resolutions); "
-                          f"{str(run_dir)!r} is a --task {cfg.task} run")
+    # the task class per --task: top-1 (classification), mAP (detection), mIoU (segmentation) per size
+    task_classes = {"classification": ("pebench.models", "ClassificationTask"),
+                    "detection": ("pebench.models.tasks.detection", "DetectionTask"),
+                    "segmentation": ("pebench.models.tasks.segmentation", "SegmentationTask")}
+    task_name = cfg.task or default_task(cfg.dataset)
+    if task_name not in task_classes:  # e.g. dino: no metric at other resolutions
+        raise ConfigError(f"bench eval re-evaluates classification, detection and segmentation checkpoints "
+                          f"(their metric at other resolutions); {str(run_dir)!r} is a --task {task_name} run")
+    module, cls_name = task_classes[task_name]
+    task_cls = getattr(importlib.import_module(module), cls_name)
     resolutions = _csv(args.resolutions) or list(cfg.extrapolation_resolutions or [])
     if not resolutions:
         raise ConfigError("no resolutions given: pass --resolutions, e.g. 24,32,48")
     dm = get_datamodule_class(cfg.dataset)(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
                                            resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
     try:
-        task = ClassificationTask.load_from_checkpoint(str(ckpt), map_location="cpu")
+        task = task_cls.load_from_checkpoint(str(ckpt), map_location="cpu")
     except Exception as e:  # noqa: BLE001 - any failure to load is a bad checkpoint for the user
         raise ConfigError(f"cannot load {str(ckpt)!r}: corrupt or incompatible checkpoint "
                           f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None

@@ -14,10 +14,13 @@ Run options map as for classification (``lr``, ``weight_decay``, ``warmup_epochs
   an integer >= 2 windows the z-order token sequence, needs ``patching=serialize``; README "3-D scene
   segmentation").
 
-Analyses: ``geometry`` (SSDC with the Euclidean distance between token centres in metres x
-``coord_scale``, per scene; EED). ``robustness``, ``alpha`` and ``extrapolation`` read class
-accuracies of whole samples and are not defined for per-point segmentation yet: they are dropped
-from the default set and an explicit request is a :class:`ConfigError`.
+Analyses (:mod:`pebench.analysis.dense_shift`): ``geometry`` (SSDC with the Euclidean distance
+between token centres in metres x ``coord_scale``, per scene; EED); ``robustness`` (FS on mIoU under
+point jitter, σ = half the grid-sampling voxel in metres, and point dropout p = 0.5; undefined when
+the clean mIoU is not above the majority-class predictor's); ``extrapolation`` (mIoU with 2x / 4x
+denser sampling and with 2 / 4 validation scenes tiled into one larger scene, settings ``FxK``). All
+three are in the default set. ``alpha`` (the α sweep reads whole-sample class accuracy) does not
+apply: an explicit request is a :class:`ConfigError`.
 
 ``results.json`` gains ``segmentation``: class names, per-class IoU and support of the final
 validation (and test) pass, the ignore index, the coordinate unit and the tokenizer settings.
@@ -27,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ConfigError
-from .tasks import geometry_only
+from .tasks import analyses_except
 
 __all__ = ["build_segmentation_task", "segmentation_analyses", "segmentation_options"]
 
@@ -86,8 +89,8 @@ def build_segmentation_task(cfg: Any, dm: Any, grid: Any) -> Any:
                             attn_window=opts["attn_window"])
 
 
-#: only ``geometry`` applies (the other analyses read whole-sample class accuracy)
-segmentation_analyses = geometry_only("segmentation", "it reads whole-sample class accuracy")
+#: geometry, robustness (FS on mIoU) and extrapolation (mIoU per scene setting) apply; the α sweep does not
+segmentation_analyses = analyses_except("segmentation", {"alpha": "the alpha sweep reads whole-sample class accuracy"})
 
 
 def _primary_metric(dm: Any) -> str:

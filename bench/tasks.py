@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 from .config import TASKS, ConfigError
 
-__all__ = ["TaskSetup", "register_task_setup", "get_task_setup", "resolve_task", "default_task", "geometry_only"]
+__all__ = ["TaskSetup", "register_task_setup", "get_task_setup", "resolve_task", "default_task", "geometry_only",
+           "analyses_except"]
 
 
 def _keep(analyses: list[str], explicit: bool) -> list[str]:
@@ -36,6 +37,27 @@ def geometry_only(task: str, reason: str) -> Callable[[list[str], bool], list[st
             raise ConfigError(f"analysis {other[0]!r} does not apply to --task {task} ({reason}); "
                               f"use --analyses geometry or none")
         return [a for a in names if a == "geometry"]
+
+    return analyses
+
+
+def analyses_except(task: str, reasons: dict[str, str], opt_in: tuple[str, ...] = ()
+                    ) -> Callable[[list[str], bool], list[str]]:
+    """An ``analyses`` filter for a task where the analyses in ``reasons`` do not apply (each with
+    its reason) and those in ``opt_in`` run only when asked for by name.
+
+    Defaults (``explicit`` False) drop both. An explicit request naming one that does not apply is
+    a one-line :class:`ConfigError`, except when the request names every analysis (``--analyses
+    all``): then the ones that do not apply are dropped."""
+    from .config import ANALYSES
+
+    def analyses(names: list[str], explicit: bool) -> list[str]:
+        bad = [a for a in names if a in reasons]
+        if explicit and bad and not set(ANALYSES) <= set(names):
+            ok = ",".join(a for a in ANALYSES if a not in reasons)
+            raise ConfigError(f"analysis {bad[0]!r} does not apply to --task {task} ({reasons[bad[0]]}); "
+                              f"use --analyses {ok} or none")
+        return [a for a in names if a not in reasons and (explicit or a not in opt_in)]
 
     return analyses
 

@@ -175,8 +175,8 @@ def _parse_robustness(v: Any) -> tuple[dict[str, dict[str, float | None]] | None
         return None, f"expected an object, got {_type_name(v)}"
     out: dict[str, dict[str, float | None]] = {}
     for kind, entry in v.items():
-        if not isinstance(entry, dict) and (entry is None or _is_number(entry)):
-            continue  # run-level scalars beside the shifts (clean_acc, n_samples)
+        if not isinstance(entry, dict) and (entry is None or _is_number(entry) or isinstance(entry, str)):
+            continue  # run-level scalars beside the shifts (clean_acc, n_samples; dense tasks: metric, fs_rule)
         if not isinstance(entry, dict) or not ("fs" in entry and (entry["fs"] is None or _is_number(entry["fs"]))):
             return None, f"entry {kind!r} should be an object with a numeric 'fs'"
         out[str(kind)] = {
@@ -195,6 +195,8 @@ def _parse_extrapolation(v: Any) -> tuple[dict[str, float | None] | None, str | 
         res = entry["resolution"]
         if isinstance(res, bool) or not isinstance(res, (str, int)):
             return None, f"item {i}: 'resolution' should be a string, got {_type_name(res)}"
+        if "acc1" not in entry and entry.get("metric"):
+            continue  # a dense task's row (mAP / mIoU per size): not an acc1@size column
         acc = entry.get("acc1")
         if not (acc is None or _is_number(acc)):
             return None, f"item {i}: 'acc1' should be a number, got {_type_name(acc)}"

@@ -287,7 +287,8 @@ def test_bad_coco_layout_exits_2_with_one_line(tmp_path, capsys, case):
 
 
 def test_analyses_that_read_class_logits_are_refused_for_detection(tmp_path, capsys, det_cache):
-    assert main(["run", "--dataset", "shapes-det", "--analyses", "robustness", "--fast-dev-run",
+    # robustness and extrapolation apply (FS on mAP, mAP per size: tests/test_dense_analyses.py); alpha does not
+    assert main(["run", "--dataset", "shapes-det", "--analyses", "alpha", "--pe", "sincos", "--fast-dev-run",
                  "--data-option", f"cache_dir={det_cache}", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not apply to --task detection" in err[0], err
@@ -313,14 +314,15 @@ def test_leaderboard_detection_table(tmp_path):
     assert "| 32.0 ± 2.8 |" in row and "| 128.0000 ± 0.0000 |" in row
 
 
-def test_bench_eval_on_a_detection_run_is_one_line_exit_2(tmp_path, capsys):
+def test_bench_eval_on_a_detection_run_with_a_corrupt_checkpoint_is_one_line_exit_2(tmp_path, capsys):
+    # bench eval evaluates detection runs (mAP per size; tests/test_dense_analyses.py); a bad checkpoint is exit 2
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text("dataset: shapes-det\ntask: detection\npe: pape\n")
     (run / "last.ckpt").write_bytes(b"")
     assert main(["eval", "--run", str(run), "--resolutions", "96"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--task detection run" in err[0], err
+    assert len(err) == 1 and "corrupt or incompatible checkpoint" in err[0], err
 
 
 def _ddp_worker(rank: int, world: int, root: str, port: int, out: str) -> None:

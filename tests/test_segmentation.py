@@ -240,7 +240,7 @@ def test_bad_layout_and_inapplicable_options_exit_2_with_one_line(tmp_path, caps
     assert main(["run", "--dataset", "scannet", "--data-root", str(tmp_path / "empty"), "--out", out]) == 2
     line = _one_error_line(capsys)
     assert line.startswith("bench: error: scannet:") and "scans" in line and "segment20" in line
-    assert main(["run", "--dataset", "primitives-scene", "--analyses", "robustness", "--out", out]) == 2
+    assert main(["run", "--dataset", "primitives-scene", "--analyses", "alpha", "--pe", "sincos", "--out", out]) == 2
     assert "does not apply to --task segmentation" in _one_error_line(capsys)
     assert main(["run", "--dataset", "primitives-scene", "--task-option", "patching=hilbert", "--out", out]) == 2
     assert "patching" in _one_error_line(capsys)

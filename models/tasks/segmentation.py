@@ -30,7 +30,9 @@ ranks): ``val/miou`` (primary), ``val/oacc``, ``val/macc``, ``val/loss``; per-cl
 
 Analyses: ``features()`` / ``tokenize()`` / ``permute_content()`` as the other tasks, so
 ``geometry`` (SSDC with the Euclidean distance between token centres, per scene, EED) applies. RPI /
-RPT permute token content within each scene's real tokens (padding stays padding).
+RPT permute token content within each scene's real tokens (padding stays padding). ``robustness``
+(point jitter / dropout, FS on mIoU) and ``extrapolation`` (denser sampling, tiled larger scenes)
+call ``forward`` on shifted or re-sampled scenes (:mod:`pebench.analysis.dense_shift`).
 """
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ SEGMENTATION_DEFAULTS: dict[str, Any] = {"patching": "serialize", "patch_size": 
 
 
 class SegmentationTask(SkippedSampleCount, L.LightningModule):
+    task_name = "segmentation"
     modality = "points"
 
     def __init__(self, num_classes: int, feat_dim: int, class_names: Sequence[str] | None = None,
