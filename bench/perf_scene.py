@@ -16,7 +16,9 @@
   (:func:`pebench.perf_attention._cpu_peak_bytes`; ``tracemalloc`` cannot see torch's allocator).
   On CPU full attention is measured up to :data:`FULL_CPU_MAX_TOKENS` tokens only (``alibi``'s
   bias alone is 4 GiB per layer at 16k tokens); above that the full-attention value is
-  **extrapolated** (``a T + b T^2`` through the two largest measured sizes) and labelled so.
+  **extrapolated** and labelled so: the windowed peak measured at that size plus full attention's
+  extra over windowed, fitted as ``a T + b T^2`` (``b >= 0``: attention memory grows at most
+  quadratically) through the two largest measured sizes.
   A last row per PE: peak growth from the smallest to the largest size over token growth (target
   <= 1.25: linear in tokens, with a margin for allocator noise).
 
@@ -154,18 +156,19 @@ def memory_rows(quick: bool = False, tiny: bool = False, dev: torch.device | Non
                 secs[tokens, w] = time.perf_counter() - t0
         measured = sorted(full)
         extrapolated = [t for t in sizes if t not in full]
-        if extrapolated:  # a T + b T^2 through the two largest measured sizes
-            (t1, m1), (t2, m2) = [(t, full[t]) for t in measured[-2:]]
-            b = (m2 / t2 - m1 / t1) / (t2 - t1)
-            a = m1 / t1 - b * t1
+        if extrapolated:  # full = windowed (measured) + the extra of full attention, a T + b T^2 (b >= 0)
+            (t1, d1), (t2, d2) = [(t, full[t] - win[t]) for t in measured[-2:]]
+            b = max(0.0, (d2 / t2 - d1 / t1) / (t2 - t1))
+            a = d2 / t2 - b * t2  # through the largest measured size
             for t in extrapolated:
-                full[t] = a * t + b * t * t
+                full[t] = win[t] + a * t + b * t * t
         for tokens in sizes:
             ext = tokens in extrapolated
             note = (f"{tokens * k} points, K = {k}; profiled step {secs[tokens, window]:.1f} s windowed"
                     + ("" if ext else f", {secs[tokens, None]:.1f} s full")
-                    + (f"; full attention EXTRAPOLATED (a T + b T^2 through {measured[-2]} and {measured[-1]} "
-                       f"tokens; not run above {cap} tokens on CPU)" if ext else ""))
+                    + (f"; full attention EXTRAPOLATED: the measured windowed peak + full's extra over windowed "
+                       f"fitted as a T + b T^2 (b >= 0) at {measured[-2]} and {measured[-1]} tokens; not run above "
+                       f"{cap} tokens on CPU" if ext else ""))
             rows.append(record(f"scene step peak memory, {pe}, {tokens} tokens", f"windowed W={window} MiB",
                                "full (extrapolated) MiB" if ext else "full MiB", win[tokens], full[tokens], "MiB",
                                higher_is_better=False, note=note))
