@@ -145,3 +145,22 @@ def test_bad_window_values_are_one_line_errors(tmp_path, capsys):
                if ln.strip() and not ln.startswith(("GPU available", "TPU available"))]
         assert len(err) == 1 and err[0].startswith("bench: error: ") and words in err[0], err
     assert not (tmp_path / "r").exists()
+
+
+def test_segmentation_task_option_reaches_the_backbone():
+    from pebench.models.tasks.segmentation import SegmentationTask
+    from pebench.segmentation_setup import _extra_results
+
+    g = torch.Generator().manual_seed(3)
+    inp = {"coord": torch.rand(1, 200, 3, generator=g) * 3, "feat": torch.rand(1, 200, 3, generator=g),
+           "mask": torch.ones(1, 200, dtype=torch.bool)}  # 13 tokens of 16 points
+    tasks = {}
+    for w in (None, 4, 13):
+        torch.manual_seed(0)
+        tasks[w] = SegmentationTask(num_classes=5, feat_dim=3, pe="pape", patch_size=16, grid_size=0.05,
+                                    attn_window=w).eval()
+    with torch.no_grad():
+        out = {w: t(inp) for w, t in tasks.items()}
+    assert torch.equal(out[13], out[None]) and not torch.allclose(out[4], out[None])
+    assert _extra_results(tasks[4])["segmentation"]["attention"].startswith("windowed (4 z-order tokens")
+    assert _extra_results(tasks[None])["segmentation"]["attention"].startswith("full")
