@@ -31,7 +31,10 @@ detection        ``jpeg``, ``blur``  images: JPEG quality 5, Gaussian blur σ = 
                                      on the resized + padded input; boxes are evaluated in the
                                      original frame as in validation
 detection        ``dropout``,        binned events (``tokens=frames``): the classification shifts
-(events)         ``noise``           (:func:`.robustness.event_dropout` / ``event_noise``)
+(events)         ``noise``           (:func:`.robustness.event_dropout` / ``event_noise``);
+                                     ``tokens=spiking``: the classification's stream shifts
+                                     (``dropout``, ``noise``, ``time_jitter``) on the raw events
+                                     before tokenization, one loader per shift
 segmentation     ``jitter``          Gaussian jitter of every point's coordinates, σ = half the
                                      dataset's grid-sampling voxel in metres (primitives-scene
                                      0.05 m, ScanNet 0.01 m, nuScenes 0.025 m): a perturbation on
@@ -272,15 +275,33 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     raise ValueError(f"dense robustness: {type(task).__name__} is not a detection or segmentation task")
 
 
+def _stream_loaders(dm: Any, params: dict[str, dict], seed: int) -> dict[str, Any]:
+    """One validation loader per raw-stream shift (``tokens=spiking``), each dataset with its own
+    :class:`~pebench.datamodules.event_transforms.StreamShift` over the sensor's ``(H, W)`` (GEN1's is
+    not square, so ``stream_shift_loaders``' square side does not apply)."""
+    from pebench.datamodules.event_transforms import StreamShift
+
+    out = {}
+    for k, (name, prm) in enumerate(params.items()):
+        ds = dm.val_dataset()
+        hw = getattr(ds, "sensor_hw", None) or (int(getattr(ds, "side", 0) or getattr(ds, "size")),) * 2
+        ds.stream_transform = StreamShift(name, prm, _shift_seed(seed, k), tuple(hw))
+        out[name] = dm._loader(ds, shuffle=False)
+    return out
+
+
 def _detection_robustness(task: Any, dm: Any, seed: int, max_samples: int | None, shifts: Sequence[str] | None,
                           params: dict | None, loader: Any) -> dict[str, Any]:
     from .coco_eval import METRIC_NAMES, CocoEvaluator
 
-    if getattr(dm, "tokens", "frames") != "frames":
-        raise ValueError("robustness of --task detection is implemented for tokens=frames only")
-    modality = getattr(task, "modality", "image")
-    names = list(shifts) if shifts is not None else list(SHIFTS[modality])
-    prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
+    spiking = getattr(dm, "tokens", "frames") == "spiking"
+    if spiking:  # events as events: the raw streams are perturbed before tokenization (as for classification)
+        from pebench.datamodules.event_transforms import STREAM_SHIFT_PARAMS
+        names = list(shifts) if shifts is not None else list(STREAM_SHIFT_PARAMS)
+        prm = {s: {**STREAM_SHIFT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
+    else:
+        names = list(shifts) if shifts is not None else list(SHIFTS[getattr(task, "modality", "image")])
+        prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
     ctx = {"codec": image_codec(dm), "log_counts": bool(getattr(dm, "log_counts", False))}
     gens = {s: torch.Generator().manual_seed(_shift_seed(seed, k)) for k, s in enumerate(names)}
     evs = {s: CocoEvaluator() for s in ["clean", *names]}
@@ -288,7 +309,11 @@ def _detection_robustness(task: Any, dm: Any, seed: int, max_samples: int | None
     device = task_device(task)
     loader = dm.eval_dataloader(None) if loader is None else loader
     with evaluating(task):
-        for inputs, targets in _det_batches(loader, max_samples):
+        if spiking:  # one pass per shift over its own loader (same samples, same order)
+            for s, ld in {"clean": loader, **_stream_loaders(dm, {s: prm[s] for s in names}, seed)}.items():
+                for inputs, targets in _det_batches(ld, max_samples):
+                    evs[s].update(task(inputs.to(device), targets), targets, cats, filt)
+        for inputs, targets in ([] if spiking else _det_batches(loader, max_samples)):
             x = inputs.to(device)
             evs["clean"].update(task(x, targets), targets, cats, filt)
             for s in names:

@@ -33,6 +33,19 @@ def test_fs_and_floor_definitions_on_hand_computed_values():
     assert ds.miou_fs_reason(0.0, None) is not None
 
 
+def test_dense_tasks_run_robustness_and_extrapolation_by_default_and_refuse_alpha_by_name():
+    from pebench.config import ANALYSES, ConfigError
+    from pebench.detection_setup import detection_analyses
+    from pebench.segmentation_setup import segmentation_analyses
+
+    for keep in (detection_analyses, segmentation_analyses):
+        assert keep(list(ANALYSES), False) == ["geometry", "robustness", "extrapolation"]  # the defaults
+        assert keep(list(ANALYSES), True) == ["geometry", "robustness", "extrapolation"]  # --analyses all
+        assert keep(["robustness"], True) == ["robustness"]
+        with pytest.raises(ConfigError, match="'alpha' does not apply"):
+            keep(["geometry", "alpha"], True)
+
+
 def test_scene_dropout_removes_exactly_round_p_n_points_and_keeps_labels_with_points():
     coord = torch.arange(30, dtype=torch.float32).reshape(10, 3)
     scenes = [(coord, coord[:, :1] * 2, torch.arange(10)), (coord[:5], coord[:5, :1] * 2, torch.arange(5))]
