@@ -6,6 +6,7 @@ carry ``{"skipped": n}`` (corrupt samples dropped by the collate function); see 
 from .base import MODALITIES, BenchDataModule, DataRootError, parse_resolution
 from .registry import build_datamodule, get_datamodule_class, list_datamodules, register_datamodule
 from . import shapes, moving_shapes, synthetic_events, primitives, probes, probe_motion, objects, textures  # noqa: F401
+from . import probe_parts  # noqa: F401  (the point-cloud probe)
 
 __all__ = ["BenchDataModule", "DataRootError", "MODALITIES", "parse_resolution", "build_datamodule",
            "get_datamodule_class", "list_datamodules", "register_datamodule"]

@@ -25,7 +25,7 @@ from timm.layers import PatchEmbed
 from torch import Tensor, nn
 
 __all__ = ["TokenBatch", "grid_coords", "canonical_grid_coords", "is_canonical_grid_coords", "ImageTokenizer", "TubeletTokenizer", "PointTokenizer",
-           "farthest_point_sample", "knn_group", "ResolutionError"]
+           "farthest_point_sample", "knn_group", "point_groups", "POINT_CENTRES", "ResolutionError"]
 
 
 class ResolutionError(ValueError):
@@ -153,23 +153,57 @@ def knn_group(points: Tensor, centres: Tensor, k: int) -> Tensor:
     return grouped - centres.unsqueeze(2)
 
 
-class PointTokenizer(nn.Module):
-    """FPS centres + kNN groups + a shared mini-PointNet (max-pooled) per group."""
+#: ``PointTokenizer(centre=...)``: where a group's token sits and what its points are relative to
+POINT_CENTRES = ("fps", "mean")
 
-    def __init__(self, embed_dim: int, num_groups: int = 64, group_size: int = 16, coord_scale: float = 4.0) -> None:
+
+def point_groups(points: Tensor, num_groups: int, group_size: int, centre: str = "fps") -> tuple[Tensor, Tensor]:
+    """FPS + kNN grouping of ``points (B, M, 3)`` -> ``(groups (B, G, k, 3), centres (B, G, 3))``,
+    each group relative to its centre.
+
+    ``centre="fps"`` (default, Point-MAE): the centre is the FPS point, so a group's content depends
+    on *which* of its points FPS picked, which depends on the rest of the cloud. ``"mean"``: the same
+    groups re-centred at their own mean, so a group's content is a function of its point set alone
+    (translating a well separated cluster of ``k`` points leaves its token content unchanged; the
+    point-cloud probe ``probe-parts`` relies on this)."""
+    if centre not in POINT_CENTRES:
+        raise ValueError(f"point tokenizer centre must be one of {', '.join(POINT_CENTRES)}, got {centre!r}")
+    with torch.no_grad():
+        centres = torch.gather(points, 1, farthest_point_sample(points, num_groups).unsqueeze(-1).expand(-1, -1, 3))
+    groups = knn_group(points, centres, min(group_size, points.shape[1]))  # (B, G, k, 3)
+    if centre == "mean":
+        offset = groups.mean(dim=2, keepdim=True)  # (B, G, 1, 3)
+        groups = groups - offset
+        centres = centres + offset.squeeze(2)
+    return groups, centres
+
+
+class PointTokenizer(nn.Module):
+    """FPS centres + kNN groups + a shared mini-PointNet (max-pooled) per group (``centre``: see
+    :func:`point_groups`)."""
+
+    def __init__(self, embed_dim: int, num_groups: int = 64, group_size: int = 16, coord_scale: float = 4.0,
+                 centre: str = "fps", offset_scale: float = 1.0) -> None:
         super().__init__()
+        if centre not in POINT_CENTRES:
+            raise ValueError(f"point tokenizer centre must be one of {', '.join(POINT_CENTRES)}, got {centre!r}")
+        if not offset_scale > 0:
+            raise ValueError(f"point tokenizer offset_scale must be > 0, got {offset_scale!r}")
         self.num_groups = num_groups
         self.group_size = group_size
         self.coord_scale = coord_scale
+        self.centre = centre
+        #: factor on the in-group offsets the PointNet sees (1: as given; small parts need more)
+        self.offset_scale = float(offset_scale)
         self.spatial_dims = 3
         self.first = nn.Sequential(nn.Linear(3, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 128))
         self.second = nn.Sequential(nn.Linear(256, 256), nn.LayerNorm(256), nn.GELU(), nn.Linear(256, embed_dim))
 
     def forward(self, points: Tensor, num_groups: int | None = None) -> TokenBatch:
         G = num_groups or self.num_groups
-        with torch.no_grad():
-            centres = torch.gather(points, 1, farthest_point_sample(points, G).unsqueeze(-1).expand(-1, -1, 3))
-        groups = knn_group(points, centres, min(self.group_size, points.shape[1]))  # (B, G, k, 3)
+        groups, centres = point_groups(points, G, self.group_size, self.centre)  # (B, G, k, 3), (B, G, 3)
+        if self.offset_scale != 1.0:
+            groups = groups * self.offset_scale
         f = self.first(groups)  # (B, G, k, 128)
         g = f.max(dim=2, keepdim=True).values.expand_as(f)
         f = self.second(torch.cat([f, g], dim=-1)).max(dim=2).values  # (B, G, D)

@@ -47,7 +47,7 @@ def build_tokenizer(modality: str, embed_dim: int, in_chans: int, patch_size: in
     if modality in ("video", "events"):
         return TubeletTokenizer(embed_dim, patch_size, tubelet, in_chans)
     if modality == "points":
-        return PointTokenizer(embed_dim, num_groups=num_groups)
+        return PointTokenizer(embed_dim, num_groups=num_groups, **(tokenizer_options or {}))  # e.g. probe-parts: centre
     raise ValueError(f"unknown modality {modality!r}; available: image, video, events, points")
 
 
