@@ -72,9 +72,9 @@ def scatter_token_map(tokens: Tensor, coords: Tensor, mask: Tensor | None, grid_
         raise ValueError(f"a token's (y, x) lies outside the {h} x {w} token map")
     cell = torch.where(real & inside, yx[..., 0] * w + yx[..., 1], -1)  # (B, N); -1: contributes nowhere
     member = (cell.unsqueeze(1) == torch.arange(h * w, device=tokens.device).view(1, h * w, 1)).to(tokens.dtype)
-    count = member.sum(dim=2, keepdim=True)  # (B, h*w, 1)
+    count = member.sum(dim=2, keepdim=True, dtype=torch.float32)  # (B, h*w, 1), exact whatever the token dtype
     x = tokens.masked_fill(~real.unsqueeze(-1), 0.0)  # padding values (even NaN) never reach the map
-    fmap = torch.bmm(member, x) / count.clamp(min=1.0)  # (B, h*w, D)
+    fmap = (torch.bmm(member, x) / count.clamp(min=1.0)).to(tokens.dtype)  # (B, h*w, D)
     return fmap.transpose(1, 2).reshape(B, D, h, w)
 
 
