@@ -18,6 +18,9 @@
 * ``scene``       scene tokenization (grid sampling + patching) of a 10^5-point scene in points/s and
   its share of a segmentation training step; serialization vs FPS + kNN patching; the peak memory
   of a training step with windowed vs full attention at 1k / 4k / 16k tokens (:mod:`pebench.perf_scene`).
+* ``detection`` detection training step (ViTDet simple pyramid + FCOS) vs classification on the same
+  backbone, PE, grid and images (the head's overhead); ``shapes-det`` loader samples/s (COCO JSON +
+  JPEG through the coco reader) vs the detection model's consumption (:mod:`pebench.perf_detection`).
 * ``startup``     wall time of ``bench --help`` and ``bench run --help`` (fresh processes) vs the
   1-second budget: argument parsing must not import torch (:func:`bench_startup`).
 * ``attention``   one attention layer per PE (:mod:`pebench.perf_attention`, own output format).
@@ -174,11 +177,12 @@ def bench_startup(quick: bool = False, tiny: bool = False) -> list[dict]:
 
 
 def _suites() -> dict[str, Callable[..., list[dict]]]:
-    from . import perf_attention, perf_data, perf_dino, perf_model, perf_scene
+    from . import perf_attention, perf_data, perf_detection, perf_dino, perf_model, perf_scene
     return {"backbone": perf_model.bench_backbone, "pe-overhead": perf_model.bench_pe_overhead,
             "attention-budget": perf_attention.bench_budget,
             "analysis": perf_data.bench_analysis, "data": perf_data.bench_data, "e2e": perf_data.bench_e2e,
-            "startup": bench_startup, "dino": perf_dino.bench_dino, "scene": perf_scene.bench_scene}
+            "startup": bench_startup, "dino": perf_dino.bench_dino, "scene": perf_scene.bench_scene,
+            "detection": perf_detection.bench_detection}
 
 
 def _run(what: str, names: Iterable[str], argv: Sequence[str] | None) -> int:
@@ -208,7 +212,7 @@ def _attention(argv: Sequence[str] | None) -> int:
 
 PERF_COMMANDS: dict[str, Callable[[list[str] | None], int]] = {
     "all": lambda argv=None: _run("all", ["startup", "backbone", "attention-budget", "pe-overhead", "analysis", "data",
-                                          "dino", "scene", "e2e"], argv),
+                                          "dino", "scene", "detection", "e2e"], argv),
     "backbone": lambda argv=None: _run("backbone", ["backbone"], argv),
     "attention-budget": lambda argv=None: _run("attention-budget", ["attention-budget"], argv),
     "pe-overhead": lambda argv=None: _run("pe-overhead", ["pe-overhead"], argv),
@@ -218,6 +222,7 @@ PERF_COMMANDS: dict[str, Callable[[list[str] | None], int]] = {
     "startup": lambda argv=None: _run("startup", ["startup"], argv),
     "dino": lambda argv=None: _run("dino", ["dino"], argv),
     "scene": lambda argv=None: _run("scene", ["scene"], argv),
+    "detection": lambda argv=None: _run("detection", ["detection"], argv),
     "attention": _attention,
 }
 
