@@ -9,13 +9,13 @@ the direction of B's centre seen from A's centre, by the dominant axis (6 classe
 Nuisance cues, drawn per part independently of the label: an anisotropic scale (each axis in
 ``[0.8, 1.2]``), Gaussian jitter (sigma up to 5 % of the part's size), the size itself (largest
 distance of a point from the part's mean, 0.06 to 0.10) and which 16 surface points are drawn;
-the points of the cloud are in random order. Parts are not rotated (with a random rotation a
-vit-probe could not tell 16 points of a sphere from 16 of a cube within the CPU recipe). Train/val: every part's centre has ``x`` in ``[-0.95,
--0.11]``, so every point lies in the left half (``x < 0``) of the ``[-1, 1]^3`` scene box; test (out
-of distribution): ``x`` in ``[0.11, 0.95]``, every point in the right half; ``y, z`` in ``[-0.95,
-0.95]`` everywhere. A PE that only sees
-coordinate differences gives the same answers on both halves; one that reads absolute
-coordinates meets positions it never saw in training.
+the points of the cloud are in random order. Parts are not rotated (a random orientation would
+make 16 points of a sphere even harder to tell from 16 of a cube). Train/val: every part's
+centre has ``x`` in ``[-0.95, -0.11]``, so every point lies in the left half (``x < 0``) of the
+``[-1, 1]^3`` scene box; test (out of distribution): ``x`` in ``[0.11, 0.95]``, every point in
+the right half; ``y, z`` in ``[-0.95, 0.95]`` everywhere. A PE that only sees coordinate
+differences gives the same answers on both halves; one that reads absolute coordinates meets
+positions it never saw in training.
 
 Tokens. The model's :class:`~pebench.models.PointTokenizer` groups the cloud by FPS + kNN and
 feeds each group's points *relative to a centre* to a PointNet, so no token content carries an
@@ -26,7 +26,10 @@ still change with the placement. This datamodule therefore asks for ``centre="me
 is built so that the groups are exactly the parts: a part has exactly ``group_size`` points, its
 radius is at most 0.101 and part centres are at least 0.45 apart (more than four radii), so FPS
 picks one point of every part before a second one of any (the number of groups is the number of
-parts) and each point's 16 nearest neighbours are its own part's points.
+parts) and each point's 16 nearest neighbours are its own part's points. It also asks for
+``offset_scale=10``: the PointNet sees in-group offsets times 10 (radius <= 1 instead of 0.1),
+as the scene tokenizer does with its decimetre offsets. Token coords are the group means times
+the tokenizer's ``coord_scale`` (4): the scene box spans ``[-4, 4]`` in PE units.
 
 No-PE ceiling (exact): every split is generated in orbits of ``K = 6`` samples that share the
 parts' point sets relative to their centres (and every nuisance cue) and differ only in where the
@@ -37,6 +40,11 @@ these contents and cannot beat ``1/6`` (16.7 %). :meth:`PartsProbeDataModule.no_
 recomputes it from the rendered split *through the tokenizer's own grouping*
 (:func:`pebench.models.tokenizers.point_groups`): samples whose sorted group contents are
 byte-identical form one group, which must get one answer.
+
+Option ``floor=true`` adds a reference frame like the image probes' background: a 4 x 4 lattice
+(spacing 0.5) of identical flat square tiles at ``z = -0.9`` spanning both halves, with the parts
+at least 0.45 above it (20 tokens instead of 4); the ceiling argument is unchanged (the tiles are
+part of every orbit's shared content and never move).
 
 Resolution ``M`` (or ``"MxG"``) is the number of points: natively ``16 * parts``. Other counts
 (a multiple of the number of parts) are evaluation-only and sample ``M / parts`` points from the
@@ -52,7 +60,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ._render import SPLITS
-from .base import BenchDataModule, int_option, parse_resolution
+from .base import BenchDataModule, bool_option, int_option, parse_resolution
 from .primitives import sample_surface
 from .registry import register_datamodule
 
@@ -94,14 +102,28 @@ class PartsProbe:
     along: ClassVar[tuple[float, float]] = (0.5, 0.8)
     summary: ClassVar[str] = "direction (+-x, +-y, +-z) of a cube part from a sphere part; train: x < 0, test: x > 0"
 
-    def __init__(self, distractors: int = 2) -> None:
+    #: floor tiles: a 4 x 4 lattice of identical flat square patches at z = -0.9 (option ``floor``)
+    floor_xy: ClassVar[tuple[float, ...]] = (-0.75, -0.25, 0.25, 0.75)
+    floor_z: ClassVar[float] = -0.9
+
+    def __init__(self, distractors: int = 2, floor: bool = False) -> None:
         if distractors < 0 or distractors > 6:
             raise ValueError(f"distractors must be between 0 and 6, got {distractors}")
         self.distractors = int(distractors)
+        self.floor = bool(floor)
+
+    @property
+    def tiles(self) -> int:
+        return len(self.floor_xy) ** 2 if self.floor else 0
 
     @property
     def parts(self) -> int:
-        return 2 + self.distractors
+        """Point sets (= tokens) per scene: A, B, the distractors and the floor tiles."""
+        return 2 + self.distractors + self.tiles
+
+    def floor_centres(self) -> np.ndarray:
+        z = np.round(self.floor_z / QUANTUM) * QUANTUM
+        return np.array([(x, y, z) for x in self.floor_xy for y in self.floor_xy]).reshape(-1, 3)
 
     @staticmethod
     def x_range(split: str) -> tuple[float, float]:
@@ -109,14 +131,15 @@ class PartsProbe:
 
     def region(self, split: str) -> np.ndarray:
         """``(3, 2)`` bounds of the part centres in ``split``."""
-        return np.array([self.x_range(split), (-0.95, 0.95), (-0.95, 0.95)])
+        z_lo = self.floor_z + self.separation if self.floor else -0.95  # parts at least 0.45 above the floor
+        return np.array([self.x_range(split), (-0.95, 0.95), (z_lo, 0.95)])
 
     # ---- content (per orbit) -----------------------------------------------------------
     def content(self, seed: int, split: str, orbit: int) -> list[dict[str, Any]]:
         """The parts of an orbit: kind and nuisance cues (resolution-independent)."""
         rng = np.random.default_rng([seed, SPLITS[split], orbit])
         kinds = list(self.kinds_ab) + [self.distractor_kinds[int(rng.integers(len(self.distractor_kinds)))]
-                                       for _ in range(self.distractors)]
+                                       for _ in range(self.distractors)] + ["tile"] * self.tiles
         return [{"kind": k, "scale": rng.uniform(0.8, 1.2, 3),
                  "jitter": float(rng.uniform(0.0, 0.05)), "size": float(rng.uniform(*self.size_range))}
                 for k in kinds]
@@ -125,7 +148,10 @@ class PartsProbe:
     def local_points(part: dict[str, Any], n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` points ``(n, 3)`` of a part relative to its mean, largest norm ``size``, on the
         ``QUANTUM`` lattice (float64 holding exact float32 values)."""
-        p = sample_surface(part["kind"], n, rng) * part["scale"]
+        if part["kind"] == "tile":  # a flat square patch
+            p = np.concatenate([rng.uniform(-1, 1, (n, 2)), np.zeros((n, 1))], -1) * part["scale"]
+        else:
+            p = sample_surface(part["kind"], n, rng) * part["scale"]
         p = p + part["jitter"] * rng.standard_normal(p.shape)
         p = p - p.mean(0)
         p = p * (part["size"] / max(float(np.linalg.norm(p, axis=-1).max()), 1e-12))
@@ -171,9 +197,16 @@ class PartsProbe:
         if label != pos:  # pragma: no cover - consistency of place / direction_label_3d
             raise AssertionError(f"probe-parts: placement of sample {index} does not give label {pos}")
         lrng = np.random.default_rng([seed, SPLITS[split], orbit, 2, int(points_per_part)])  # orbit: point sets
-        out = []
+        if self.floor:
+            centres = np.concatenate([centres, self.floor_centres()])
+        out, tile = [], None
         for part, c in zip(parts, centres):
-            out.append({"kind": part["kind"], "centre": c, "points": self.local_points(part, points_per_part, lrng)})
+            if part["kind"] == "tile":  # every tile of a scene is the same point set
+                tile = self.local_points(part, points_per_part, lrng) if tile is None else tile
+                pts = tile
+            else:
+                pts = self.local_points(part, points_per_part, lrng)
+            out.append({"kind": part["kind"], "centre": c, "points": pts})
         if points_per_part == PART_POINTS:  # the grouping is exact only if parts are farther apart than 4 radii
             radius = max(float(np.linalg.norm(p["points"], axis=-1).max()) for p in out)
             gap = min(float(np.linalg.norm(a - b)) for i, a in enumerate(centres) for b in centres[i + 1:])
@@ -241,7 +274,7 @@ def group_multiset_ceiling(clouds: torch.Tensor, labels: list[int], num_groups: 
 class PartsProbeDataModule(BenchDataModule):
     """``probe-parts``: direction (+-x, +-y, +-z) of a cube part from a sphere part among distractor
     parts; train x < 0 -> test x > 0 (no-PE ceiling 16.7 %). Options: ``train_size``, ``val_size``,
-    ``test_size``, ``distractors``, ``data_seed`` (default: the run's seed)."""
+    ``test_size``, ``distractors``, ``floor``, ``data_seed`` (default: the run's seed)."""
 
     modality = "points"
     needs_data_root = False
@@ -250,11 +283,16 @@ class PartsProbeDataModule(BenchDataModule):
     has_test_split: ClassVar[bool] = True
     generator: ClassVar[type[PartsProbe]] = PartsProbe
     default_resolution = PART_POINTS * 4
+    option_help: ClassVar[dict[str, str]] = {
+        "distractors": "distractor parts (0-6) besides the sphere (A) and the cube (B)",
+        "floor": "add a fixed 4 x 4 lattice of flat tiles under the parts (a reference frame; 20 tokens)"}
 
     def __init__(self, train_size: int = 6000, val_size: int = 600, test_size: int = 1200, distractors: int = 2,
-                 data_seed: int | None = None, resolution: int | str | None = None, **kwargs: Any) -> None:
+                 floor: bool = False, data_seed: int | None = None, resolution: int | str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(resolution=None, **kwargs)
-        self.gen = PartsProbe(int_option(self.name, "distractors", distractors, minimum=0))
+        self.gen = PartsProbe(int_option(self.name, "distractors", distractors, minimum=0),
+                              bool_option(self.name, "floor", floor))
         native = PART_POINTS * self.gen.parts
         if resolution is not None and parse_resolution(resolution) not in ((native,), (native, self.gen.parts)):
             raise ValueError(f"probe-parts trains on {native} points ({self.gen.parts} parts of {PART_POINTS}); "

@@ -179,3 +179,14 @@ def test_fast_dev_run(pe, tmp_path):
         rows = {r["resolution"]: r for r in res["extrapolation"]["rows"]} if isinstance(res["extrapolation"], dict) \
             else {r["resolution"]: r for r in res["extrapolation"]}
         assert {"64x4", "128x8", "256x16"} <= set(rows)
+
+
+def test_floor_option_keeps_the_exact_ceiling():
+    m = dm(floor=True, test_size=36)
+    assert m.input_shape() == (320, 3) and m.num_groups == 20
+    s = m.test_dataset().scene(3)
+    tiles = [p for p in s["parts"] if p["kind"] == "tile"]
+    assert len(tiles) == 16 and all(np.array_equal(t["points"], tiles[0]["points"]) for t in tiles)
+    assert np.ptp(tiles[0]["points"][:, 2]) == 0  # flat
+    assert all(p["centre"][2] >= -0.45 and p["centre"][0] > 0 for p in s["parts"][:4])  # parts above the floor
+    assert m.no_pe_ceiling("test") == pytest.approx(1 / 6)
