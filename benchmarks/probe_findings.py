@@ -260,7 +260,11 @@ def claims(data: dict[str, dict[str, Cell]]) -> list[str]:
         if len(sizes) > 1 and "pape" in c and "rope-axial" in c:
             big = sizes[-1]
             up = {pe: c[pe].replaced(test=c[pe].at_size(big)) for pe in ("pape", "rope-axial")}
-            out += [f"  ... and on the same scenes upsampled to {big} px: {_beats(up, 'pape', 'rope-axial')}"]
+            at = up["pape"].mean("test")
+            verdict = (f"**not testable** (PaPE at {_pct(at)} % on the upsampled scenes: at chance, "
+                       f"{_pct(CEILING['probe-extrapolation'])} % + {_pct(TOL)})"
+                       if at <= CEILING["probe-extrapolation"] + TOL else _beats(up, "pape", "rope-axial"))
+            out += [f"  ... and on the same scenes upsampled to {big} px: {verdict}"]
     if "probe-anchoring" in data:
         c = data["probe-anchoring"]
         out += [f"- **Index anchoring** (content gives 50 %, absolute position the rest): an absolute PE "
