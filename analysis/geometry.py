@@ -240,14 +240,16 @@ def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str,
     perm: Tensor | None = None
     first = True
     n = 0
+    perm_n: int | None = None
     for batch in loader:
         x = _inputs(task, batch, device)
-        if first:
+        if first or points:  # point batches are padded per batch: the permutation's length follows
             num_tokens = task.tokenize_count(x)
-            perm = perm_fn(num_tokens)
-            perm = perm.to(device) if perm is not None else None
-            if eed:
-                eed_m = [EEDMetric(dim).to(device) for _ in range(depth)]
+            if num_tokens != perm_n:
+                perm, perm_n = perm_fn(num_tokens), num_tokens
+                perm = perm.to(device) if perm is not None else None
+        if first and eed:
+            eed_m = [EEDMetric(dim).to(device) for _ in range(depth)]
         mask = None
         if points:
             feats, coords, mask = _point_features(task, x, perm, tap)

@@ -209,10 +209,12 @@ def test_fast_dev_run_every_point_pe_on_primitives_scene(tmp_path, monkeypatch):
     pes = [p for p in list_pes() if "points" in get_pe_class(p).modalities]
     assert {"pape", "sincos", "rope-axial", "ape", "none"} <= set(pes) and "lookhere" not in pes
     for pe in pes:
-        extra = {"analyses": "geometry", "analysis_options": {"probe_size": 2, "rpi_permutations": 1}} \
+        # pape: geometry on 4 probe scenes in 2 batches whose padded token counts differ (the RPI
+        # permutation's length must follow each batch)
+        extra = {"analyses": "geometry", "analysis_options": {"probe_size": 4, "rpi_permutations": 1}} \
             if pe == "pape" else {"analyses": "none"}
         cfg = RunConfig(dataset="primitives-scene", pe=pe, fast_dev_run=True, batch_size=2, progress_bar=False,
-                        out=str(tmp_path / "runs"), data={"train_size": 2, "val_size": 2, "density": 20.0}, accelerator="cpu",
+                        out=str(tmp_path / "runs"), data={"train_size": 2, "val_size": 4, "density": 20.0}, accelerator="cpu",
                         task_options={"patching": "fps"} if pe == "sincos" else {}, **extra)
         res = run(cfg)
         assert res["status"] == "complete", (pe, res.get("analysis_errors"))
@@ -222,7 +224,8 @@ def test_fast_dev_run_every_point_pe_on_primitives_scene(tmp_path, monkeypatch):
             "floor", "wall", "box", "cylinder", "sphere"}
         if pe == "pape":
             g = res["geometry"]
-            assert g["distance"] == "euclidean" and len(g["ssdc"]) == 4 and g["probe_size"] == 2
+            assert g["distance"] == "euclidean" and len(g["ssdc"]) == 4 and g["probe_size"] == 4
+            assert all(v is not None for v in g["ssdc_rpi"])
 
 
 def _one_error_line(capsys) -> str:
