@@ -86,7 +86,8 @@ import torch
 from torch import Tensor
 
 from .geometry import evaluating, finite_or_none, task_device
-from .robustness import DEFAULT_PARAMS, PERTURBATIONS, SHIFTS, _shift_seed, image_codec, point_jitter
+from .robustness import (DEFAULT_PARAMS, PERTURBATIONS, SHIFTS, _shift_seed, capped_batches, image_codec,
+                         point_jitter)
 
 __all__ = ["DENSE_TASKS", "dense_task", "MAP_FLOOR", "SCENE_SHIFTS", "SCENE_GAP_M", "map_fs_reason",
            "miou_fs_reason", "majority_miou", "dense_fragility", "robustness", "default_resolutions",
@@ -219,22 +220,6 @@ def _det_batches(loader: Any, max_samples: int | None) -> Iterator[tuple[Tensor,
         yield inputs, targets
 
 
-def _seg_batches(loader: Any, max_samples: int | None) -> Iterator[tuple[dict[str, Tensor], Tensor]]:
-    """``(inputs, target)`` of a scene loader, the first ``max_samples`` scenes (all if None)."""
-    n = 0
-    for batch in loader:
-        inputs, target = batch[0], batch[1]
-        if max_samples is not None:
-            if n >= max_samples:
-                return
-            k = max_samples - n
-            inputs, target = {key: v[:k] for key, v in inputs.items()}, target[:k]
-        if target.shape[0] == 0:
-            continue
-        n += int(target.shape[0])
-        yield inputs, target
-
-
 def _to(inputs: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
     return {k: v.to(device) for k, v in inputs.items()}
 
@@ -344,7 +329,7 @@ def _segmentation_robustness(task: Any, dm: Any, seed: int, max_samples: int | N
     loader = dm.eval_dataloader(None) if loader is None else loader
     n = 0
     with evaluating(task):
-        for inputs, target in _seg_batches(loader, max_samples):
+        for inputs, target in capped_batches(loader, max_samples, None):
             metrics["clean"].update(task(_to(inputs, device)).cpu(), target)
             for s in names:
                 xs, ts = _scene_shift(s, inputs, target, gens[s], prm[s])
@@ -484,7 +469,7 @@ def _segmentation_at(task: Any, dm: Any, r: Any, max_samples: int | None) -> dic
         stats["tokens"] += float(tmask.sum())
         ready.clear()
 
-    for inputs, target in _seg_batches(data.eval_dataloader(None), max_samples):
+    for inputs, target in capped_batches(data.eval_dataloader(None), max_samples, None):
         for scene in _unpad(inputs, target):
             pending.append(scene)
             if len(pending) < k:

@@ -289,20 +289,27 @@ def logits_in_chunks(task: Any, x: Tensor, max_attn_elems: int = 1 << 26) -> Ten
     return torch.cat([task(x[i:i + chunk]) for i in range(0, x.shape[0], chunk)])
 
 
-def capped_batches(loader: Any, max_samples: int | None, device: torch.device) -> Iterator[tuple[Tensor, Tensor]]:
-    """``(inputs, labels)`` of ``loader`` on ``device``, truncated to the first ``max_samples``
-    samples (all if None); batches left empty by corrupt-sample skipping are passed over."""
+def capped_batches(loader: Any, max_samples: int | None, device: torch.device | None
+                   ) -> Iterator[tuple[Any, Tensor]]:
+    """``(inputs, labels)`` of ``loader`` on ``device`` (left where they are when ``None``), truncated to
+    the first ``max_samples`` samples (all if None); batches left empty by corrupt-sample skipping are
+    passed over. ``inputs`` is a tensor, or a dict of tensors with the batch first (scene batches);
+    ``labels`` has the batch first (class labels ``(B,)``, per-point labels ``(B, M)``)."""
     n = 0
     for batch in loader:
         x, y = batch[0], batch[1]
         if max_samples is not None:
             if n >= max_samples:
                 return
-            x, y = x[: max_samples - n], y[: max_samples - n]
-        if y.numel() == 0:
+            k = max_samples - n
+            x, y = ({key: v[:k] for key, v in x.items()} if isinstance(x, dict) else x[:k]), y[:k]
+        if y.shape[0] == 0:
             continue
-        n += int(y.numel())
-        yield x.to(device), y.to(device)
+        n += int(y.shape[0])
+        if device is not None:
+            x = {key: v.to(device) for key, v in x.items()} if isinstance(x, dict) else x.to(device)
+            y = y.to(device)
+        yield x, y
 
 
 def _shift_seed(seed: int, k: int) -> int:
