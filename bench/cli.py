@@ -224,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs", metavar="DIR", help="root of run directories (default: runs)")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="parallel worker processes (default: 1)")
     p.add_argument("--retries", type=int, default=1, metavar="N", help="retries of a failed run (default: 1)")
+    p.add_argument("--preload", action="store_true",
+                   help="each worker imports torch/Lightning once and forks every run from itself, saving the "
+                        "~7 s import per run (Linux; single-process runs; see pebench.sweep_preload)")
 
     p = sub.add_parser("eval", help="evaluate a trained run at other resolutions (extrapolation)",
                        description="Load <run>/last.ckpt and config.yaml, evaluate at each resolution and "

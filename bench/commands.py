@@ -221,9 +221,15 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     cfgs = [resolve_task(run_config_from_args(build_parser().parse_args(s.command()[3:]))) for s in specs]
     # the run directory bench run will write (e.g. <pe>+spiking with --data-option tokens=spiking)
     specs = [dataclasses.replace(s, fingerprint=fingerprint(config_to_dict(c)), threads=threads,
-                                 variant=variant_name(c)) for s, c in zip(specs, cfgs)]
+                                 variant=variant_name(c), deterministic=bool(c.deterministic),
+                                 single_process=str(c.devices) == "1" and int(c.num_nodes) == 1)
+             for s, c in zip(specs, cfgs)]
     check_writable(args.out)
-    outcomes = sweep.run_sweep(specs, retries=args.retries, workers=args.workers)
+    runner = None
+    if args.preload:
+        from .sweep_preload import preload_runner
+        runner = preload_runner
+    outcomes = sweep.run_sweep(specs, runner=runner, retries=args.retries, workers=args.workers)
     rows = [[o.get("key"), o.get("status"), o.get("attempts")] for o in outcomes]
     print(format_table(["run", "status", "attempts"], rows))
     return 1 if any(o.get("status") == "failed" for o in outcomes) else 0
@@ -244,9 +250,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from pebench.analysis.extrapolation import check_resolutions
     from pebench.datamodules import get_datamodule_class
 
+    from .numerics import flush_denormals
     from .run import load_registries
     from .tasks import default_task
 
+    flush_denormals()  # as in bench run (see pebench.numerics)
     run_dir = Path(args.run)
     cfg_path, ckpt = run_dir / "config.yaml", run_dir / "last.ckpt"
     if not cfg_path.is_file():

@@ -54,7 +54,7 @@ from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, reso
 from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
 from .io import atomic_write_json, atomic_write_yaml
 from ._loaders import install_samplers, restore_loaders
-from .numerics import numerics_record
+from .numerics import flush_denormals, numerics_record
 from .distributed import DDP_TIMEOUT  # noqa: F401  (re-exported: the default DDP timeout)
 from .distributed import _check_multi_node, _ddp_strategy, _indivisible, _is_rendezvous_failure, _rendezvous_message
 from .resume import (RunInterrupted, _AtomicCheckpointIO, _epochs_done, _InterruptSignals, _last_checkpoint,
@@ -452,6 +452,7 @@ def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
 def run(cfg: RunConfig) -> dict[str, Any]:
     """Train and evaluate one configuration; returns the results dict (see README)."""
     t0 = time.time()
+    flush_denormals()  # CPU: denormals to zero (PaPE's logits underflow; see pebench.numerics)
     parts = prepare(cfg)
     cfg, dm, task, trainer, run_dir = parts["cfg"], parts["dm"], parts["task"], parts["trainer"], parts["run_dir"]
     rank0 = trainer.global_rank == 0

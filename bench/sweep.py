@@ -108,6 +108,10 @@ class RunSpec:
     #: the run directory's variant name when it is not ``pe`` (``pebench.config.variant_name``:
     #: ``pape+spiking`` when ``extra_args`` hold ``--data-option tokens=spiking``); None: ``pe``
     variant: str | None = None
+    #: the run uses ``--deterministic`` (CPU kernel pins, set before torch is imported)
+    deterministic: bool = False
+    #: the run is one process (``devices`` and ``num_nodes`` 1): ``bench sweep --preload`` may fork it
+    single_process: bool = False
 
     @property
     def rpt(self) -> bool:

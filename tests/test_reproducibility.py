@@ -60,7 +60,7 @@ def test_pins_do_not_apply_once_torch_is_imported(monkeypatch):
 
     from pebench import numerics
 
-    monkeypatch.setattr(numerics, "_state", {"requested": False, "applied": False, "reason": None})
+    monkeypatch.setattr(numerics, "_state", {"requested": False, "applied": False, "reason": None, "flush_denormal": False})
     for key in numerics.PINNED_ENV:  # setenv first so that teardown restores the variable's absence
         monkeypatch.setenv(key, "unset")
         monkeypatch.delenv(key)
