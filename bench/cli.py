@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="LEADERBOARD.md", metavar="FILE", help="output file (default: LEADERBOARD.md)")
     p.add_argument("--reference", default="none", metavar="PE",
                    help="row (PE or variant) that the paired per-seed differences of the primary metric are "
-                        "taken against (default: none)")
+                        "taken against; a comma list: each table takes the first one it has, e.g. rope-axial,none "
+                        "(default: none)")
 
     p = sub.add_parser("sweep", help="run datasets x PEs x seeds (resumable); other flags pass through to run",
                        description="Run the grid datasets x PEs x seeds, skipping complete runs. Any further "

@@ -13,7 +13,7 @@
 # Complete runs with the same configuration are skipped, so a rerun resumes. The start and end times
 # go to $OUT/probe_sweep_time.txt (the README quotes the measured wall time). Then:
 #   python benchmarks/probe_findings.py --results $OUT/embedded --lr-results $OUT/probe-lr
-#   bench leaderboard --results $OUT/embedded --reference rope-axial
+#   bench leaderboard --results $OUT/embedded --reference rope-axial,none
 set -euo pipefail
 OUT=${OUT:-results}
 WORKERS=${WORKERS:-2}

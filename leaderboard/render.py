@@ -249,9 +249,15 @@ def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
     shifts = list(DEFAULT_SHIFTS) + sorted({s for r in runs for s in (r.robustness or {})} - set(DEFAULT_SHIFTS))
 
     # the reference row of each model and token kind (paired comparisons), when the table has one:
-    # a `pape+spiking` row is compared with `none+spiking`
-    refs = {(k[0], _tokens_part(k[2])): k for k in order
-            if reference is not None and k[2] == reference + _tokens_part(k[2]) and not k[3]}
+    # a `pape+spiking` row is compared with `none+spiking`. A comma list of references: the first
+    # one this table has (e.g. `rope-axial,none`: the detection tables have no rope-axial row)
+    refs: dict[tuple[str, str], tuple[str, str, str, str]] = {}
+    for candidate in (reference.split(",") if reference else []):
+        refs = {(k[0], _tokens_part(k[2])): k for k in order
+                if k[2] == candidate + _tokens_part(k[2]) and not k[3]}
+        if refs:
+            reference = candidate
+            break
     header = ["Model", "PE", "n"]
     header += [f"{m} (%)" if is_fraction_metric(m) else m for m in metric_names]
     header += [f"{m} 95% CI" for m in primaries]
@@ -326,7 +332,8 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         "",
         "Primary-metric statistics: `95% CI` is the percentile bootstrap interval of the mean over seeds "
         "(10 000 resamples, fixed seed). "
-        f"`Δ vs {reference}` is the mean per-seed difference to the `{reference}` row of the same model, paired "
+        f"`Δ vs {reference}` is the mean per-seed difference to the `{reference}` row of the same model"
+        f"{' (the first of these rows that a table has)' if reference and ',' in reference else ''}, paired "
         "by seed, with its paired-bootstrap 95 % interval, the exact two-sided sign-flip p-value (`p`) and the "
         "paired t-test p-value (`t-p`); `*`: the interval excludes 0 and t-p < 0.05 (the bootstrap is liberal "
         "with few seeds; the sign-flip test cannot reach p < 0.05 below 6 seeds). The peak SSDC_RPI column is "

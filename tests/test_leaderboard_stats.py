@@ -121,6 +121,10 @@ def test_table_shows_interval_and_marker(tmp_path):
     # another reference; a reference no row has: no delta column; deterministic bytes
     assert "Δtest/acc1 vs ape" in render_leaderboard(runs, problems, reference="ape")
     assert "Δtest/acc1" not in render_leaderboard(runs, problems, reference="lookhere")
+    # a comma list: each table takes the first reference it has
+    fallback = render_leaderboard(runs, problems, reference="lookhere,ape,none")
+    assert "Δtest/acc1 vs ape" in fallback and "Δtest/acc1 vs none" not in fallback
+    assert _row(fallback, "ape")[_header(fallback).index("Δtest/acc1 vs ape")] == "(reference)"
     assert render_leaderboard(runs, problems) == text
 
 
