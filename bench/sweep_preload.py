@@ -63,7 +63,7 @@ def _preload(spec: RunSpec) -> None:
         from pebench.numerics import pin_cpu_numerics
 
         pin_cpu_numerics()  # before torch is imported
-    import pebench.cli  # noqa: F401 - the CLI, and through it nothing heavy yet
+    import pebench.cli  # noqa: F401 - the children call its main()
     import pebench.run  # torch, Lightning, torchmetrics: the imports every run pays otherwise
 
     pebench.run.load_registries()

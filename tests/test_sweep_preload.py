@@ -2,7 +2,9 @@
 default subprocess runner, with the thread count and the ``--deterministic`` CPU pins in effect."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +22,6 @@ def _results(spec: RunSpec) -> dict:
 
 
 def _specs(out: Path, seeds: list[int]) -> list[RunSpec]:
-    import dataclasses
     specs = plan_sweep(["probe-translation"], ["pape"], seeds, "vit-probe", str(out), extra_args=TINY)
     return [dataclasses.replace(s, threads=1, deterministic=True, single_process=True) for s in specs]
 
@@ -35,7 +36,6 @@ def test_preloaded_runs_equal_subprocess_runs(tmp_path: Path, capfd) -> None:
     # the same run by the default runner: a fresh `bench run` subprocess
     ref = _specs(tmp_path / "subprocess", [0])[0]
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    import os
     subprocess.run(ref.command(), check=True, env={**os.environ, **env}, capture_output=True)
     a, b = _results(forked[0]), _results(ref)
     assert a["metrics"] == b["metrics"]  # bit-identical: same pins, threads and flush-to-zero
@@ -54,7 +54,6 @@ def test_fallback_to_subprocess_where_fork_cannot_give_the_same_run(tmp_path: Pa
     import torch  # noqa: F401 - once torch is imported, threads and pins can no longer be set here
     assert "torch" in sys.modules
     assert sp.preload_runner(spec) == 0 and calls == [spec.key]
-    import dataclasses
     multi = dataclasses.replace(spec, single_process=False)  # DDP ranks re-execute the command line
     monkeypatch.setattr(sp, "_preloaded", {"threads": 1, "deterministic": True})
     assert sp.preload_runner(multi) == 0 and len(calls) == 2
