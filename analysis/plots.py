@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from pebench.io import default_file_mode
 
-__all__ = ["plot_geometry", "plot_alpha_sweep", "plot_extrapolation", "plot_robustness", "save_plot", "run_info",
-           "run_label", "shift_label"]
+__all__ = ["plot_geometry", "plot_alpha_sweep", "plot_extrapolation", "plot_robustness", "plot_eed_checkpoints",
+           "save_plot", "run_info", "run_label", "shift_label"]
 
 #: how a perturbation parameter is written in labels (robustness.DEFAULT_PARAMS keys)
 _PARAM_NAMES = {"quality": "quality", "sigma": "σ", "p": "p", "rate": "rate"}
@@ -223,4 +223,32 @@ def plot_robustness(rob: dict[str, Any], path: str | os.PathLike, run: dict[str,
         _chance(a, run)
     if a.get_lines():
         a.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_eed_checkpoints(history: list[dict[str, Any]], path: str | os.PathLike,
+                         run: dict[str, Any] | None = None) -> None:
+    """DINO's EED study per run: EED% (left) and SSDC (right) over depth, one line per checkpoint
+    (``eed_checkpoints`` of ``results.json``), coloured from the first checkpoint (light) to the last
+    (dark), so a bottleneck forming during training shows as the lines moving apart."""
+    from matplotlib import colormaps
+
+    fig, (a, b) = _figure(2)
+    _title(fig, "EED and SSDC over depth during training", run)
+    cmap = colormaps["viridis_r"]
+    n = len(history)
+    for i, h in enumerate(history):
+        colour = cmap(0.15 + 0.85 * i / max(1, n - 1))
+        label = f"epoch {h['epoch']}"
+        if h.get("eed_percent") is not None:
+            a.plot(h.get("eed_layers") or h["layers"], _nan(h["eed_percent"]), "o-", color=colour, label=label)
+        if h.get("ssdc") is not None:
+            b.plot(h["layers"], _nan(h["ssdc"]), "o-", color=colour, label=label)
+    tap = history[0].get("eed_tap", history[0].get("tap", "attn_in")) if history else "attn_in"
+    a.set(xlabel=f"layer: {_TAP_LABELS.get(tap, tap)}", ylabel="EED % (100·N_eff / D)", title="Effective encoding dimension")
+    b.set(xlabel=f"layer: {_TAP_LABELS.get(tap, tap)}", ylabel="SSDC", title="Spatial structure (SSDC)")
+    b.axhline(0.0, color="0.6", lw=0.8)
+    for ax in (a, b):
+        if ax.get_lines():
+            ax.legend(fontsize=7, ncol=2)
     _save(fig, path)

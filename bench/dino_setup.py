@@ -23,7 +23,7 @@ __all__ = ["DINO_OPTIONS", "CROP_GEOMETRY", "prepare_dino_data", "build_dino_tas
 DINO_OPTIONS: dict[str, Any] = {
     "global_size": None, "local_size": None, "n_local": 6, "patch_size": None,
     "global_scale": [0.4, 1.0], "local_scale": [0.05, 0.4], "colour_jitter": [0.4, 0.4, 0.2, 0.1], "grayscale_p": 0.2,
-    "out_dim": 65536, "head_hidden": 2048, "head_bottleneck": 256,
+    "out_dim": 65536, "head_hidden": 2048, "head_bottleneck": 256, "head_bn": False,
     "min_lr": 1e-6, "weight_decay_end": 0.4, "momentum_teacher": 0.996, "teacher_temp": 0.07,
     "warmup_teacher_temp": 0.04, "warmup_teacher_temp_epochs": None, "student_temp": 0.1,
     "center_momentum": 0.9, "clip_grad": 3.0, "freeze_last_layer": 1,
@@ -40,7 +40,10 @@ def _options(cfg: Any) -> dict[str, Any]:
     unknown = sorted(set(cfg.task_options) - set(DINO_OPTIONS))
     if unknown:
         raise ConfigError(f"unknown task option {unknown[0]!r} for --task dino; available: {', '.join(DINO_OPTIONS)}")
-    return {**DINO_OPTIONS, **cfg.task_options}
+    opts = {**DINO_OPTIONS, **cfg.task_options}
+    if not isinstance(opts["head_bn"], bool):
+        raise ConfigError(f"--task dino: head_bn must be true or false, got {opts['head_bn']!r}")
+    return opts
 
 
 def prepare_dino_data(cfg: Any, dm: Any) -> Any:

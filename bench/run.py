@@ -440,13 +440,22 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict)
 
 
 def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
-    """``curves.png`` from metrics.csv (rank 0); a plotting failure is a warning, not a failed run."""
+    """``curves.png`` from metrics.csv and, for DINO, ``eed_checkpoints.png`` (rank 0); a plotting failure is a
+    warning, not a failed run."""
     from .curves import write_run_curves
 
     try:
         write_run_curves(run_dir, results)
     except Exception as e:  # noqa: BLE001 - the metrics are safe in metrics.csv either way
         print(f"bench: warning: curves.png not written: {type(e).__name__}: {e}", file=sys.stderr)
+    if results.get("eed_checkpoints"):  # --task dino: EED / SSDC over depth per checkpoint
+        from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
+
+        try:
+            save_plot(plot_eed_checkpoints, results["eed_checkpoints"], run_dir / "eed_checkpoints.png",
+                      run=run_info(results.get("config")))
+        except Exception as e:  # noqa: BLE001 - the numbers are safe in results.json either way
+            print(f"bench: warning: eed_checkpoints.png not written: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 def run(cfg: RunConfig) -> dict[str, Any]:

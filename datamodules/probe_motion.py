@@ -13,8 +13,8 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from .base import parse_resolution
-from .probes import (_DIRS, GLYPH_KINDS, PATCH, ProbeDataModule, ProbeDataset, ProbeGenerator, _cells, _free,
-                     render_probe)
+from .probe_scenes import _DIRS, GLYPH_KINDS, PATCH, ProbeGenerator, _cells, _free, render_probe
+from .probes import ProbeDataModule, ProbeDataset
 from .registry import register_datamodule
 
 __all__ = ["MotionProbe", "MotionProbeDataModule"]

@@ -62,6 +62,7 @@ from torch.utils.data import Dataset
 from ._render import SPLITS
 from .base import BenchDataModule, bool_option, int_option, parse_resolution
 from .primitives import sample_surface
+from .probe_scenes import ProbeSplits
 from .registry import register_datamodule
 
 __all__ = ["PartsProbe", "PartsDataset", "PartsProbeDataModule", "direction_label_3d", "PART_POINTS", "DIRECTIONS"]
@@ -271,7 +272,7 @@ def group_multiset_ceiling(clouds: torch.Tensor, labels: list[int], num_groups: 
 
 
 @register_datamodule("probe-parts")
-class PartsProbeDataModule(BenchDataModule):
+class PartsProbeDataModule(ProbeSplits, BenchDataModule):
     """``probe-parts``: direction (+-x, +-y, +-z) of a cube part from a sphere part among distractor
     parts; train x < 0 -> test x > 0 (no-PE ceiling 16.7 %). Options: ``train_size``, ``val_size``,
     ``test_size``, ``distractors``, ``floor``, ``data_seed`` (default: the run's seed)."""
@@ -297,22 +298,9 @@ class PartsProbeDataModule(BenchDataModule):
         if resolution is not None and parse_resolution(resolution) not in ((native,), (native, self.gen.parts)):
             raise ValueError(f"probe-parts trains on {native} points ({self.gen.parts} parts of {PART_POINTS}); "
                              f"--resolution {resolution} is not allowed (other point counts are evaluation-only)")
-        self.train_size = int_option(self.name, "train_size", train_size, minimum=0)
-        self.val_size = int_option(self.name, "val_size", val_size, minimum=0)
-        self.test_size = int_option(self.name, "test_size", test_size, minimum=0)
-        self.data_seed = self.seed if data_seed is None else int_option(self.name, "data_seed", data_seed, minimum=0)
+        self._init_splits(train_size, val_size, test_size, data_seed)
         self.resolution = (native,)
         self.num_groups = self.gen.parts  # one token per part (instance value; the class default is 64)
-        self._ceiling: float | None = None
-
-    @property
-    def num_classes(self) -> int:
-        return self.gen.num_classes
-
-    @classmethod
-    def no_pe_bound(cls) -> float:
-        """The derived no-PE ceiling (orbit argument in the module docstring)."""
-        return cls.generator.no_pe_bound
 
     def tokenizer_options(self) -> dict[str, Any]:
         """Groups relative to their own mean, ``PART_POINTS`` points each (module docstring)."""

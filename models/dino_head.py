@@ -1,7 +1,8 @@
 """DINO projection head, loss, centring and schedules (Caron et al., ICCV 2021, "Emerging
 Properties in Self-Supervised Vision Transformers").
 
-* :class:`DINOHead`: 3-layer MLP ``in -> hidden -> hidden -> bottleneck`` (GELU, no batch norm),
+* :class:`DINOHead`: 3-layer MLP ``in -> hidden -> hidden -> bottleneck`` (GELU; batch norm after the
+  hidden linear layers only with ``use_bn``, the official ``use_bn_in_head``, off by default for ViTs),
   L2 normalisation, then a *weight-normalised* linear layer without bias to ``out_dim``
   prototypes whose row norms are fixed to 1 (the official ``norm_last_layer=True``: the weight
   ``V`` is used as ``V / ||V_row||``, i.e. ``weight_norm`` with the gain frozen at 1).
@@ -46,16 +47,20 @@ class DINOHead(nn.Module):
     """``(B, in_dim)`` -> ``(B, out_dim)`` prototype logits (before the temperature)."""
 
     def __init__(self, in_dim: int, out_dim: int = 65536, hidden_dim: int = 2048, bottleneck_dim: int = 256,
-                 nlayers: int = 3) -> None:
+                 nlayers: int = 3, use_bn: bool = False) -> None:
         super().__init__()
         if nlayers < 1:
             raise ValueError(f"nlayers must be >= 1, got {nlayers}")
+
+        def hidden(n_in: int) -> list[nn.Module]:  # Linear [-> BatchNorm] -> GELU, as the official use_bn_in_head
+            return [nn.Linear(n_in, hidden_dim), *([nn.BatchNorm1d(hidden_dim)] if use_bn else []), nn.GELU()]
+
         if nlayers == 1:
             layers: list[nn.Module] = [nn.Linear(in_dim, bottleneck_dim)]
         else:
-            layers = [nn.Linear(in_dim, hidden_dim), nn.GELU()]
+            layers = hidden(in_dim)
             for _ in range(nlayers - 2):
-                layers += [nn.Linear(hidden_dim, hidden_dim), nn.GELU()]
+                layers += hidden(hidden_dim)
             layers.append(nn.Linear(hidden_dim, bottleneck_dim))
         self.mlp = nn.Sequential(*layers)
         for m in self.mlp:

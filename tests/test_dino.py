@@ -131,6 +131,19 @@ def test_head_last_layer_is_weight_normalised():
     assert out.abs().max() <= 1.0 + 1e-5  # cosines
 
 
+def test_head_batch_norm_option():
+    plain = DINOHead(16, out_dim=40, hidden_dim=24, bottleneck_dim=8)
+    bn = DINOHead(16, out_dim=40, hidden_dim=24, bottleneck_dim=8, use_bn=True)
+    assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in plain.mlp)
+    kinds = [type(m).__name__ for m in bn.mlp]  # Linear -> BN -> GELU per hidden layer, plain bottleneck Linear
+    assert kinds == ["Linear", "BatchNorm1d", "GELU", "Linear", "BatchNorm1d", "GELU", "Linear"]
+    bn.train()
+    x = torch.randn(6, 16) * 5 + 3
+    h = bn.mlp[1](bn.mlp[0](x))  # the batch-normalised hidden pre-activation: zero mean, unit variance per unit
+    torch.testing.assert_close(h.mean(0), torch.zeros(24), atol=1e-5, rtol=0)
+    assert bn(x).shape == (6, 40)
+
+
 # ------------------------------------------------------------------ k-NN
 def _knn_numpy(train, train_y, query, C, k, T):
     train = train / np.linalg.norm(train, axis=1, keepdims=True)
@@ -313,6 +326,8 @@ def test_run_dino_objects_pape_records_knn_and_eed(tmp_path):
         assert len(h["ssdc"]) == 4
     # training moved the teacher: EED at init and after training differ
     assert r["eed_checkpoints"][0]["eed_percent"] != r["eed_checkpoints"][-1]["eed_percent"]
+    png = next(tmp_path.rglob("eed_checkpoints.png"))  # EED / SSDC over depth, one line per checkpoint
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow

@@ -67,6 +67,7 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
                  lr: float = 5e-4, batch_size: int = 256, min_lr: float = 1e-6, weight_decay: float = 0.04,
                  weight_decay_end: float = 0.4, warmup_epochs: float = 10.0, epochs: int = 100,
                  drop_path: float = 0.1, out_dim: int = 65536, head_hidden: int = 2048, head_bottleneck: int = 256,
+                 head_bn: bool = False,
                  momentum_teacher: float = 0.996, teacher_temp: float = 0.07, warmup_teacher_temp: float = 0.04,
                  warmup_teacher_temp_epochs: int | None = None, student_temp: float = 0.1,
                  center_momentum: float = 0.9, clip_grad: float = 3.0, freeze_last_layer: int = 1,
@@ -103,7 +104,7 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
             "backbone": build_backbone(hp.model, pe=hp.pe, spatial_dims=2,
                                        grid=tuple(hp.train_grid) if hp.train_grid else None,
                                        class_token=hp.class_token, drop_path_rate=drop_path, **(hp.pe_options or {})),
-            "head": DINOHead(dim, hp.out_dim, hp.head_hidden, hp.head_bottleneck),
+            "head": DINOHead(dim, hp.out_dim, hp.head_hidden, hp.head_bottleneck, use_bn=bool(hp.head_bn)),
         })
 
     # ------------------------------------------------------------------ analysis interface
