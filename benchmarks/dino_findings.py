@@ -66,14 +66,21 @@ def _ci(values: list[float], fmt: str = "{:.1f}") -> str:
     return fmt.format(m) + ("" if ci is None else " [" + fmt.format(ci[0]) + ", " + fmt.format(ci[1]) + "]")
 
 
-def _paired(diffs: list[float], fmt: str = "{:+.1f}") -> tuple[str, bool]:
+def _paired(diffs: list[float], fmt: str = "{:+.1f}") -> tuple[str, str]:
+    """``(text, verdict)``: mean paired difference with its 95 % bootstrap interval and paired t-test;
+    verdict ``above`` / ``below`` when the interval excludes 0 on that side and p < 0.05, else ``neither``."""
     pb = paired_bootstrap(diffs)
     if pb is None:
-        return "n < 2", False
+        return "n < 2", "neither"
     m, lo, hi, sig = pb
     p = paired_t_p(diffs)
     text = f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}], paired t-test p = {p:.2g}, {len(diffs)} seeds"
-    return text, bool(sig and lo > 0 and p < 0.05)
+    if sig and p < 0.05:
+        return text, "above" if lo > 0 else "below"
+    return text, "neither"
+
+
+CLAIM = {"above": "reproduced", "below": "contradicted", "neither": "not shown"}
 
 
 def summarise(data: dict[tuple[str, str], dict[int, dict]]) -> str:
@@ -94,6 +101,7 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]]) -> str:
                  "EED % per layer, init | EED % per layer, last checkpoint | dip init | dip last |")
     lines.append("|---|---|---:|---:|---|---|---|---|---|---|---|")
     learned: dict[tuple[str, str], bool] = {}
+    gain_sides: dict[tuple[str, str], str] = {}
     dips: dict[tuple[str, str], dict[int, float]] = {}
     for key in keys:
         runs = data[key]
@@ -102,8 +110,9 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]]) -> str:
         k1 = [100 * runs[s]["metrics"]["test/knn_top1"] for s in seeds]
         l0 = [100 * runs[s]["metrics"].get("test/linear_top1_init", float("nan")) for s in seeds]
         l1 = [100 * runs[s]["metrics"].get("test/linear_top1", float("nan")) for s in seeds]
-        gain_text, gain_sig = _paired([b - a for a, b in zip(k0, k1)])
-        learned[key] = gain_sig
+        gain_text, gain_side = _paired([b - a for a, b in zip(k0, k1)])
+        learned[key] = gain_side == "above"
+        gain_sides[key] = gain_side
         e0 = np.array([runs[s]["eed_checkpoints"][0]["eed_percent"] for s in seeds], dtype=float)  # (S, L)
         e1 = np.array([runs[s]["eed_checkpoints"][-1]["eed_percent"] for s in seeds], dtype=float)
         d0 = [dip(list(e)) for e in e0]
@@ -117,15 +126,16 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]]) -> str:
     lines.append("")
     lines.append("- **DINO learned the set** (k-NN gain over the same model at initialisation above 0):")
     for key in keys:
-        lines.append(f"  - {key[0]} / {key[1]}: **{'yes' if learned[key] else 'not shown'}**")
+        word = {"above": "yes", "below": "no: k-NN fell", "neither": "not shown"}[gain_sides[key]]
+        lines.append(f"  - {key[0]} / {key[1]}: **{word}**")
     lines.append("- **Object-centric data has a mid-depth EED dip** (the EED study on CIFAR-100 / Tiny ImageNet; "
                  "dip at the last checkpoint above 0):")
     for key in [k for k in keys if k[0] == "objects"]:
         if not learned[key]:
             lines.append(f"  - {key[1]}: **not testable** (DINO did not learn `objects` with this PE)")
             continue
-        text, sig = _paired(list(dips[key].values()))
-        lines.append(f"  - {key[1]}: **{'reproduced' if sig else 'not reproduced'}** (dip {text})")
+        text, side = _paired(list(dips[key].values()))
+        lines.append(f"  - {key[1]}: **{CLAIM[side]}** (dip {text})")
     lines.append("- **The texture-centric profile is flatter than the object-centric one** (dip on `objects` "
                  "minus dip on `textures`, paired by seed, above 0):")
     for pe in sorted({k[1] for k in keys}, key=pe_sort_key):
@@ -136,8 +146,8 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]]) -> str:
             lines.append(f"  - {pe}: **not testable** (DINO did not learn both sets with this PE)")
             continue
         diffs = [dips[a][s] - dips[b][s] for s in sorted(set(dips[a]) & set(dips[b]))]
-        text, sig = _paired(diffs)
-        lines.append(f"  - {pe}: **{'reproduced' if sig else 'not reproduced'}** ({text})")
+        text, side = _paired(diffs)
+        lines.append(f"  - {pe}: **{CLAIM[side]}** ({text})")
     lines.append("- **The PE changes the bottleneck** (dip of each PE minus the dip of `none`, paired by seed; "
                  "measured, no prediction):")
     for ds in SETS:
