@@ -249,7 +249,7 @@ def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str,
                 perm, perm_n = perm_fn(num_tokens), num_tokens
                 perm = perm.to(device) if perm is not None else None
         if first and eed:
-            eed_m = [EEDMetric(dim).to(device) for _ in range(depth)]
+            eed_m = [EEDMetric(dim, sync_on_compute=False).to(device) for _ in range(depth)]
         mask = None
         if points:
             feats, coords, mask = _point_features(task, x, perm, tap)
@@ -259,7 +259,7 @@ def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str,
         else:
             feats, coords = task.features(x, content_perm=perm, tap=tap)
             if first:
-                ssdc_m = [SSDCMetric(coords, distance).to(device) for _ in range(depth)]
+                ssdc_m = [SSDCMetric(coords, distance, sync_on_compute=False).to(device) for _ in range(depth)]
             for m, t in zip(ssdc_m, feats):
                 m.update(t)
         if eed_m is not None:
@@ -280,7 +280,7 @@ def _eed_pass(task: Any, loader: Any, tap: str) -> tuple[list[float], list[float
     device = task_device(task)
     depth, dim = int(task.backbone.depth), int(task.backbone.embed_dim)
     points = getattr(task, "modality", None) == "points"
-    eed_m = [EEDMetric(dim).to(device) for _ in range(depth)]
+    eed_m = [EEDMetric(dim, sync_on_compute=False).to(device) for _ in range(depth)]
     for batch in loader:
         x = _inputs(task, batch, device)
         feats, _, mask = _point_features(task, x, None, tap) if points else (task.features(x, tap=tap)[0], None, None)
@@ -304,6 +304,10 @@ def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_
     ``plain=False`` skips the clean pass (``ssdc``, ``eed_*`` are then ``None``); ``rpi=False``
     skips RPI (and the null band); ``null=False`` skips the untrained twin. ``distance``:
     ``"l1"`` (default on grids) or ``"euclidean"`` (default for point clouds).
+
+    One process walks the whole probe, so the metrics never synchronise across DDP ranks: the
+    DINO task calls this on rank 0 alone in the middle of training, where a rank-wide
+    reduction would wait forever for the other ranks.
     """
     _check_tap(tap)
     _check_tap(eed_tap, "eed_tap")

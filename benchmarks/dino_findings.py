@@ -44,13 +44,22 @@ SETS = ("objects", "textures")
 
 def load(root: str) -> dict[tuple[str, str], dict[int, dict]]:
     """``{(dataset, pe): {seed: results}}`` of the complete DINO runs below ``root``."""
+    return load_all(root)[0]
+
+
+def load_all(root: str) -> tuple[dict[tuple[str, str], dict[int, dict]], list[str]]:
+    """:func:`load` and one line per run below ``root`` that did not complete (path: status, error)."""
     runs, _ = collect_results(root)
     out: dict[tuple[str, str], dict[int, dict]] = defaultdict(dict)
+    missing: list[str] = []
     for r in runs:
-        res = r.raw
+        res = r.raw or {}
         if r.complete and r.task == "dino" and res.get("eed_checkpoints"):
             out[(r.dataset, r.label or r.pe)][int(r.seed)] = res
-    return dict(out)
+        elif not r.complete:
+            rel = Path(r.path).parent.as_posix()  # relative to root
+            missing.append(f"`{rel}`: {r.status}" + (f" ({res['error']})" if res.get("error") else ""))
+    return dict(out), sorted(missing)
 
 
 def dip(eed: list[float]) -> float:
@@ -83,7 +92,7 @@ def _paired(diffs: list[float], fmt: str = "{:+.1f}") -> tuple[str, str]:
 CLAIM = {"above": "reproduced", "below": "contradicted", "neither": "not shown"}
 
 
-def summarise(data: dict[tuple[str, str], dict[int, dict]]) -> str:
+def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] | None = None) -> str:
     lines: list[str] = []
     keys = sorted(data, key=lambda k: (SETS.index(k[0]) if k[0] in SETS else 9, pe_sort_key(k[1])))
     if not keys:
@@ -96,6 +105,9 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]]) -> str:
                  f"`{first['eed_checkpoints'][-1].get('eed_tap', first['eed_checkpoints'][-1].get('tap'))}` on "
                  f"{first['eed_checkpoints'][-1].get('probe_size')} validation images; means over seeds with 95 % "
                  f"bootstrap intervals.")
+    if missing:
+        lines.append("")
+        lines.append(f"Not in the table ({len(missing)} runs that did not complete): " + "; ".join(missing) + ".")
     lines.append("")
     lines.append("| set | PE | n | k-NN init % | k-NN % | k-NN gain (paired) | linear init → final % | "
                  "EED % per layer, init | EED % per layer, last checkpoint | dip init | dip last |")
@@ -201,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readme", metavar="FILE", help="write between the dino-findings markers of FILE instead of printing")
     ap.add_argument("--png", metavar="FILE", help="also write the EED-over-depth-by-epoch grid here")
     args = ap.parse_args(argv)
-    data = load(args.results)
-    text = summarise(data)
+    data, missing = load_all(args.results)
+    text = summarise(data, missing)
     if args.readme:
         doc = Path(args.readme).read_text(encoding="utf-8")
         atomic_write_bytes(args.readme, replace_block(doc, text, START, END).encode("utf-8"))

@@ -22,7 +22,9 @@ RECIPE=(--model vit-nano --workers 2 --preload --deterministic --epochs 4 --batc
         --task-option eed_every=1)
 mkdir -p "$OUT"
 echo "start $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null)" >> "$OUT/dino_study_time.txt"
-for ds in ${SETS//,/ }; do
-  "$BENCH" sweep --datasets "$ds" --pes "$PES" --seeds "$SEEDS" --out "$OUT/dino" "${RECIPE[@]}"
+status=0
+for ds in ${SETS//,/ }; do  # a set with failed runs does not stop the next one
+  "$BENCH" sweep --datasets "$ds" --pes "$PES" --seeds "$SEEDS" --out "$OUT/dino" "${RECIPE[@]}" || status=$?
 done
-echo "end $(date -u +%FT%TZ)" >> "$OUT/dino_study_time.txt"
+echo "end $(date -u +%FT%TZ) exit $status" >> "$OUT/dino_study_time.txt"
+exit "$status"

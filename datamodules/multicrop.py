@@ -63,6 +63,10 @@ def _blur(size: int, p: float) -> v2.Transform:
     return v2.RandomApply([v2.GaussianBlur(k, sigma=(lo, hi))], p=p)
 
 
+def _unit_range(x: Tensor) -> Tensor:
+    return x.clamp(0.0, 1.0)
+
+
 def _colour(jitter: Sequence[float], grayscale_p: float) -> list[v2.Transform]:
     b, c, s, h = (float(v) for v in jitter)
     return [v2.RandomHorizontalFlip(p=0.5),
@@ -90,7 +94,12 @@ class MultiCropTransform:
         bicubic = v2.InterpolationMode.BICUBIC
 
         def rrc(size: int, scale: Sequence[float]) -> v2.Transform:
-            return v2.RandomResizedCrop(size, scale=tuple(scale), interpolation=bicubic, antialias=True)
+            # Bicubic resampling overshoots [0, 1] near edges, and the colour jitter's RGB -> HSV ->
+            # RGB round trip returns NaN for a pixel whose largest channel is exactly 0 with the others
+            # negative; one such pixel, spread by the blur, made a whole crop NaN. The official recipe
+            # works on uint8 PIL images, which cannot leave [0, 1]: clamp back to it after the resize.
+            return v2.Compose([v2.RandomResizedCrop(size, scale=tuple(scale), interpolation=bicubic, antialias=True),
+                               v2.Lambda(_unit_range)])
 
         g = self.global_size
         cj, gp = tuple(colour_jitter), float(grayscale_p)

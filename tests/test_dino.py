@@ -302,6 +302,21 @@ def test_clipping_is_per_parameter_and_last_layer_frozen_in_epoch_0():
             assert p.grad.norm().item() == pytest.approx(3.0, rel=1e-4), n
 
 
+def test_multicrop_views_stay_finite_where_bicubic_overshoots():
+    """Red = green = a sharp checkerboard, blue exactly 0: the bicubic resize undershoots 0 in red
+    and green where blue is 0, a pixel on which the colour jitter's RGB -> HSV round trip gives NaN
+    (30 of 50 calls had a NaN view before the resize was clamped back to [0, 1])."""
+    yy, xx = torch.meshgrid(torch.arange(32), torch.arange(32), indexing="ij")
+    board = (((yy // 4) + (xx // 4)) % 2).float()
+    x = torch.stack([board, board, torch.zeros_like(board)])  # (3, 32, 32) in [0, 1]
+    t = MultiCropTransform(32, 16, 2)
+    img = (x - t.mean) / t.std
+    torch.manual_seed(0)
+    for _ in range(50):
+        for v in t(img):
+            assert torch.isfinite(v).all()
+
+
 # ------------------------------------------------------------------ end to end
 def _results(root):
     found = list(root.glob("**/results.json"))
@@ -359,3 +374,86 @@ def test_dino_user_errors_exit_2(tmp_path, capsys):
     assert "does not apply to --task dino" in capsys.readouterr().err
     assert main(["run", "--dataset", "objects", "--task-option", "n_local=2", "--out", str(tmp_path)]) == 2
     assert not any(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------ DDP (gloo, 2 processes)
+_SHARDS = (5, 2)  # uneven: rank 0 holds 5 samples, rank 1 holds 2
+
+
+def _ddp_inputs():
+    g = torch.Generator().manual_seed(3)
+    n = sum(_SHARDS)
+    teacher = [torch.randn(n, 6, generator=g) for _ in range(2)]  # 2 global views, (N, K)
+    feats, labels = torch.randn(n, 4, generator=g), torch.arange(n) % 3
+    index = torch.randperm(n, generator=g)  # dataset positions, shuffled across the shards
+    return teacher, feats, labels, index
+
+
+def _ddp_worker(rank: int, port: int, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        teacher, feats, labels, index = _ddp_inputs()
+        sl = slice(0, _SHARDS[0]) if rank == 0 else slice(_SHARDS[0], None)
+        center = update_center(torch.full((1, 6), 0.5), [t[sl] for t in teacher], momentum=0.9)
+        f, y = gather_eval_set(feats[sl], labels[sl], index[sl])
+        torch.save({"center": center, "feats": f, "labels": y}, f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.ddp
+@pytest.mark.timeout(180)
+def test_ddp_centre_and_eval_gather_equal_the_single_process_ones(tmp_path):
+    """Centring averages the teacher outputs of *all* ranks (count-weighted, so uneven shards are
+    exact) and the k-NN / linear-probe sets are every rank's samples once, in dataset order."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_ddp_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
+    teacher, feats, labels, index = _ddp_inputs()
+    want_center = 0.9 * 0.5 + 0.1 * torch.cat(teacher).double().mean(0, keepdim=True)
+    order = index.argsort()
+    for rank in range(2):
+        got = torch.load(tmp_path / f"rank{rank}.pt")
+        torch.testing.assert_close(got["center"].double(), want_center, atol=1e-6, rtol=0)
+        torch.testing.assert_close(got["feats"], feats[order])
+        assert got["labels"].tolist() == labels[order].tolist()
+
+
+@pytest.mark.ddp
+@pytest.mark.slow
+def test_ddp_dino_run_evaluates_like_one_process(tmp_path):
+    """`bench run --task dino --devices 2 --strategy ddp` on CPU: the evaluation before training
+    (k-NN, linear probe, EED per layer) sees the same model and the same test samples on both
+    ranks, so it must equal the single-process run's (9 test samples: uneven shards, no padding)."""
+    import os
+    import subprocess
+    import sys
+
+    args = ["run", "--task", "dino", "--dataset", "objects", "--pe", "rope-axial", "--model", "vit-nano",
+            "--epochs", "1", "--warmup-epochs", "0", "--batch-size", "8", "--data-option", "train_size=16",
+            "--data-option", "val_size=9", "--task-option", "n_local=1", "--task-option", "eed_probe_size=9",
+            *TINY_HEAD, "--no-progress-bar", "--analyses", "none", "--accelerator", "cpu"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOCAL_RANK", "RANK", "WORLD_SIZE")}
+    env["OMP_NUM_THREADS"] = "1"
+    r = subprocess.run([sys.executable, "-m", "pebench.cli", *args, "--devices", "2", "--strategy", "ddp",
+                        "--out", str(tmp_path / "ddp")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert main([*args, "--devices", "1", "--out", str(tmp_path / "single")]) in (0, None)
+    ddp, single = _results(tmp_path / "ddp"), _results(tmp_path / "single")
+    assert ddp["status"] == single["status"] == "complete"
+    for k in ("test/knn_top1_init", "test/knn_top5_init", "test/linear_top1_init"):
+        assert ddp["metrics"][k] == pytest.approx(single["metrics"][k], abs=1e-6), k
+    e_ddp, e_single = ddp["eed_checkpoints"][0], single["eed_checkpoints"][0]
+    assert e_ddp["epoch"] == e_single["epoch"] == 0
+    np.testing.assert_allclose(e_ddp["eed_percent"], e_single["eed_percent"], rtol=1e-4)
+    np.testing.assert_allclose(e_ddp["ssdc"], e_single["ssdc"], rtol=1e-4, atol=1e-6)
+    assert [h["epoch"] for h in ddp["eed_checkpoints"]] == [0, 1]

@@ -62,3 +62,20 @@ def test_readme_dino_findings_regenerate_from_the_committed_results(findings, tm
     readme.write_text((REPO / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
     assert findings.main(["--results", str(RESULTS), "--readme", str(readme)]) == 0
     assert readme.read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not RESULTS.exists(), reason="no committed DINO study")
+@pytest.mark.parametrize("dataset", ["objects", "textures"])
+def test_presets_are_cells_of_the_committed_study(dataset):
+    """`bench run --preset <set>-dino --pe X` reproduces the study's runs: same fingerprint."""
+    import json
+
+    from pebench.config import config_to_dict, load_preset, merge, resolve
+    from pebench.integrity import fingerprint
+
+    found = sorted((RESULTS / dataset).glob("*/*/seed*/results.json"))
+    assert found
+    for path in found:
+        res = json.loads(path.read_text())
+        cfg = config_to_dict(resolve(merge(load_preset(f"{dataset}-dino"), {"pe": res["pe"]})))
+        assert fingerprint(cfg) == res["fingerprint"], path
