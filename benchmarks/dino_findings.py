@@ -42,13 +42,9 @@ START, END = "<!-- dino-findings:start -->", "<!-- dino-findings:end -->"
 SETS = ("objects", "textures")
 
 
-def load(root: str) -> dict[tuple[str, str], dict[int, dict]]:
-    """``{(dataset, pe): {seed: results}}`` of the complete DINO runs below ``root``."""
-    return load_all(root)[0]
-
-
-def load_all(root: str) -> tuple[dict[tuple[str, str], dict[int, dict]], list[str]]:
-    """:func:`load` and one line per run below ``root`` that did not complete (path: status, error)."""
+def load(root: str) -> tuple[dict[tuple[str, str], dict[int, dict]], list[str]]:
+    """``{(dataset, pe): {seed: results}}`` of the complete DINO runs below ``root``, and one line per
+    run that did not complete (path relative to ``root``: status (error))."""
     runs, _ = collect_results(root)
     out: dict[tuple[str, str], dict[int, dict]] = defaultdict(dict)
     missing: list[str] = []
@@ -213,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readme", metavar="FILE", help="write between the dino-findings markers of FILE instead of printing")
     ap.add_argument("--png", metavar="FILE", help="also write the EED-over-depth-by-epoch grid here")
     args = ap.parse_args(argv)
-    data, missing = load_all(args.results)
+    data, missing = load(args.results)
     text = summarise(data, missing)
     if args.readme:
         doc = Path(args.readme).read_text(encoding="utf-8")
