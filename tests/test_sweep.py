@@ -292,6 +292,15 @@ def test_sweep_validates_pass_through_flags_before_creating_anything(tmp_path: P
     assert not out.exists()
 
 
+def _ctrl_c_live() -> None:
+    """In the child before exec: SIGINT handled by default, as in a terminal's foreground job. A test
+    run started in the background by a non-interactive shell inherits SIGINT *ignored*, and Python
+    then installs no KeyboardInterrupt handler: the sweep would not see the Ctrl-C this test sends."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_a_sweep_without_traceback(tmp_path: Path) -> None:
     import signal
@@ -303,7 +312,7 @@ def test_ctrl_c_stops_a_sweep_without_traceback(tmp_path: Path) -> None:
                           "--epochs", "200", "--batch-size", "16", "--data-option", "train_size=32",
                           "--data-option", "val_size=16", "--analyses", "none", "--no-progress-bar"],
                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=_ctrl_c_live)
     run_dir = out / "shapes" / "ape" / "vit-nano" / "seed0"
     deadline = time.monotonic() + 240
     while not (run_dir / "last.ckpt").exists() and p.poll() is None and time.monotonic() < deadline:
