@@ -11,7 +11,6 @@ per-rank means), so it must agree to float tolerance.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,8 @@ import torch
 import yaml
 
 from pebench.cli import main
+
+from ddp_support import child_env
 
 CFG = {"dataset": "shapes", "pe": "ape", "epochs": 1, "batch_size": 32, "lr": 1e-3,
        "data": {"train_size": 128, "val_size": 101}, "analyses": "none", "progress_bar": False,
@@ -32,8 +33,7 @@ CFG = {"dataset": "shapes", "pe": "ape", "epochs": 1, "batch_size": 32, "lr": 1e
 def test_ddp_two_cpu_processes_match_single_process(tmp_path):
     cfg = tmp_path / "ddp.yaml"
     cfg.write_text(yaml.safe_dump(CFG))
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOCAL_RANK", "RANK", "WORLD_SIZE")}
-    env["OMP_NUM_THREADS"] = "1"
+    env = child_env(OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "pebench.cli", "run", "--config", str(cfg), "--devices", "2",
                         "--strategy", "ddp", "--out", str(tmp_path / "ddp")],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
@@ -58,8 +58,7 @@ def test_ddp_two_cpu_processes_match_single_process(tmp_path):
 def test_ddp_with_analyses_ends_complete(tmp_path):
     """Analyses on (the default on embedded sets, as users run it): rank 1 must exit 0 once rank 0
     owns the run, so Lightning's launcher does not kill rank 0 in the middle of its analyses."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOCAL_RANK", "RANK", "WORLD_SIZE")}
-    env["OMP_NUM_THREADS"] = "1"
+    env = child_env(OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "pebench.cli", "run", "--dataset", "shapes", "--pe", "ape",
                         "--epochs", "1", "--batch-size", "16", "--data-option", "train_size=32",
                         "--data-option", "val_size=16", "--extrapolation-resolutions", "32,48",

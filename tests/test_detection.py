@@ -346,14 +346,11 @@ def _ddp_worker(rank: int, world: int, root: str, port: int, out: str) -> None:
 @pytest.mark.ddp
 def test_coco_evaluator_is_exact_across_ddp_ranks(coco_root, tmp_path):
     """Two gloo ranks, each with part of the images: every rank gets the single-process numbers."""
-    import socket
-
     import torch.multiprocessing as mp
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_ddp_worker, args=(2, str(coco_root), port, str(tmp_path)), nprocs=2, join=True)
+    from ddp_support import free_port
+
+    mp.spawn(_ddp_worker, args=(2, str(coco_root), free_port(), str(tmp_path)), nprocs=2, join=True)
     dm = build_datamodule("coco", data_root=str(coco_root), resolution=64)
     single, n = _evaluate(dm, shift={2: (0, 1.0)})
     for rank in (0, 1):

@@ -19,6 +19,7 @@ from pebench.models.dino_head import (DINOHead, cosine_schedule, dino_loss, ema_
 from pebench.models.tasks.knn import gather_eval_set, knn_accuracy, knn_predict
 
 import fixtures_real as F
+from ddp_support import child_env, free_port
 
 TINY_HEAD = ["--task-option", "out_dim=32", "--task-option", "head_hidden=32", "--task-option", "head_bottleneck=16"]
 
@@ -409,14 +410,9 @@ def _ddp_worker(rank: int, port: int, out_dir: str) -> None:
 def test_ddp_centre_and_eval_gather_equal_the_single_process_ones(tmp_path):
     """Centring averages the teacher outputs of *all* ranks (count-weighted, so uneven shards are
     exact) and the k-NN / linear-probe sets are every rank's samples once, in dataset order."""
-    import socket
-
     import torch.multiprocessing as mp
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_ddp_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_ddp_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
     teacher, feats, labels, index = _ddp_inputs()
     want_center = 0.9 * 0.5 + 0.1 * torch.cat(teacher).double().mean(0, keepdim=True)
     order = index.argsort()
@@ -433,7 +429,6 @@ def test_ddp_dino_run_evaluates_like_one_process(tmp_path):
     """`bench run --task dino --devices 2 --strategy ddp` on CPU: the evaluation before training
     (k-NN, linear probe, EED per layer) sees the same model and the same test samples on both
     ranks, so it must equal the single-process run's (9 test samples: uneven shards, no padding)."""
-    import os
     import subprocess
     import sys
 
@@ -441,8 +436,7 @@ def test_ddp_dino_run_evaluates_like_one_process(tmp_path):
             "--epochs", "1", "--warmup-epochs", "0", "--batch-size", "8", "--data-option", "train_size=16",
             "--data-option", "val_size=9", "--task-option", "n_local=1", "--task-option", "eed_probe_size=9",
             *TINY_HEAD, "--no-progress-bar", "--analyses", "none", "--accelerator", "cpu"]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOCAL_RANK", "RANK", "WORLD_SIZE")}
-    env["OMP_NUM_THREADS"] = "1"
+    env = child_env(OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "pebench.cli", *args, "--devices", "2", "--strategy", "ddp",
                         "--out", str(tmp_path / "ddp")], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=400)

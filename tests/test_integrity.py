@@ -19,6 +19,8 @@ from pebench.integrity import (NON_RESULT_KEYS, RUN_LOCK_NAME, config_difference
                                RunDirBusy)
 from pebench.io import atomic_write_bytes, atomic_write_json
 
+from ddp_support import child_env, free_port
+
 TINY = ["--dataset", "shapes", "--pe", "ape", "--epochs", "1", "--batch-size", "16", "--data-option", "train_size=32",
         "--data-option", "val_size=16", "--no-progress-bar"]
 RUN = Path("shapes/ape/vit-nano/seed0")
@@ -236,12 +238,8 @@ def test_ddp_strategy_does_not_search_unused_parameters():
 def test_rendezvous_timeout_is_one_line_exit_2(tmp_path):
     """Node 0 of a 2-node job whose other node never comes: a clear error after the DDP timeout,
     not a hang."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOCAL_RANK", "RANK", "WORLD_SIZE")}
-    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="0", PEBENCH_DDP_TIMEOUT_S="2",
-               OMP_NUM_THREADS="1")
+    env = child_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), NODE_RANK="0", PEBENCH_DDP_TIMEOUT_S="2",
+                    OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "pebench.cli", "run", *TINY, "--analyses", "none", "--accelerator",
                         "cpu", "--devices", "1", "--num-nodes", "2", "--strategy", "ddp", "--out", str(tmp_path)],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -23,6 +23,8 @@ import yaml
 from pebench.cli import main
 from pebench.run import load_registries
 
+from ddp_support import child_env
+
 load_registries()
 
 #: tiny but exercising every RNG consumer in a training step: RPT permutations and drop-path
@@ -30,10 +32,6 @@ TINY = {"dataset": "shapes", "pe": "ape", "rpt": True, "drop_path": 0.1, "epochs
         "lr": 1e-3, "resolution": 16, "data": {"train_size": 64, "val_size": 32}, "analyses": "none",
         "progress_bar": False, "accelerator": "cpu"}
 RUN = Path("shapes/ape+rpt/vit-nano/seed0")
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOCAL_RANK", "RANK", "WORLD_SIZE")}
 
 
 def _write_cfg(path: Path, **over) -> Path:
@@ -56,7 +54,7 @@ def test_sigkill_and_resume_matches_uninterrupted(tmp_path):
     cmd = ["run", "--config", str(cfg), "--deterministic"]
     killed = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "pebench.cli", *cmd, "--out", str(killed)], cwd=tmp_path,
-                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt = killed / RUN / "last.ckpt"
     deadline = time.monotonic() + 300
     try:
@@ -73,7 +71,7 @@ def test_sigkill_and_resume_matches_uninterrupted(tmp_path):
     assert 1 <= done < TINY["epochs"]
 
     r = subprocess.run([sys.executable, "-m", "pebench.cli", *cmd, "--out", str(killed)], cwd=tmp_path,
-                       env=_env(), capture_output=True, text=True, timeout=400)
+                       env=child_env(), capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resuming from last.ckpt" in r.stderr
     resumed = _results(killed / RUN)

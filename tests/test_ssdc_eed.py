@@ -6,7 +6,6 @@ pairs, ``np.linalg.eigvalsh(np.cov(X.T))``). The DDP test spawns 2 gloo processe
 from __future__ import annotations
 
 import math
-import socket
 import time
 from pathlib import Path
 
@@ -27,6 +26,8 @@ from pebench.analysis import (
     ssdc,
     ssdc_from_similarity,
 )
+
+from ddp_support import free_port
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -325,16 +326,10 @@ def _ddp_worker(rank: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.ddp
 @pytest.mark.timeout(180)
 def test_ddp_reduction_is_exact(tmp_path):
-    mp.spawn(_ddp_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_ddp_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
     tokens, coords = _ddp_data()
     want_ssdc, want_eed = ssdc(tokens, coords), eed(tokens)
     want_geo_ssdc = [want_ssdc, ssdc(tokens.flip(-1) * 3, coords)]
