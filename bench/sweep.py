@@ -35,6 +35,8 @@ exported is kept.
 Ctrl-C: the workers and their ``bench run`` subprocesses get the SIGINT too (same process group;
 it is also forwarded); each ``bench run`` writes ``status: interrupted`` and exits, the workers
 exit quietly, and ``run_sweep`` raises ``KeyboardInterrupt`` for the CLI to report in one line.
+A run that ends interrupted (exit 130 / 143) is never retried: it stops the sweep the same way,
+even when the sweep itself did not see the signal (started with SIGINT ignored).
 
 Several independent ``bench sweep`` processes on one output directory therefore split the work
 and each run is executed once; ``workers=N`` starts N such worker processes (``spawn`` context,
@@ -85,6 +87,12 @@ RUN_LOCK_NAME = ".lock"
 SUMMARY_VERSION = 1
 #: ``bench run``'s exit code for user errors: such a run fails the same way every time, never retried
 USER_ERROR_EXIT = 2
+#: exit codes of a run stopped by SIGINT / SIGTERM (``bench run`` exits 128 + signal; a process killed
+#: by the signal itself reports minus the signal): the run was interrupted, not failed. The sweep
+#: stops (as on its own Ctrl-C) instead of retrying it -- this also covers a sweep that was started
+#: with SIGINT ignored (a background job of a non-interactive shell), which never sees the Ctrl-C
+#: its runs get.
+INTERRUPTED_EXITS = frozenset({130, 143, -2, -15})
 
 
 @dataclass(frozen=True)
@@ -310,6 +318,14 @@ def _entry(spec: RunSpec, status: str, attempts: int, exit_codes: list[int | Non
     }
 
 
+class _RunInterrupted(KeyboardInterrupt):
+    """A run ended by SIGINT / SIGTERM: the sweep records it as ``interrupted`` and stops."""
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        super().__init__(entry["key"])
+        self.entry = entry
+
+
 def _execute(spec: RunSpec, runner: Runner, retries: int) -> dict[str, Any]:
     t0 = time.monotonic()
     exit_codes: list[int | None] = []
@@ -318,10 +334,17 @@ def _execute(spec: RunSpec, runner: Runner, retries: int) -> dict[str, Any]:
         log.info("run %s (attempt %d/%d)", spec.key, attempt, retries + 1)
         try:
             code: int | None = int(runner(spec))
+        except KeyboardInterrupt:  # the sweep's own Ctrl-C, while this run was going
+            exit_codes.append(None)
+            raise _RunInterrupted(_entry(spec, "interrupted", attempt, exit_codes, errors,
+                                         time.monotonic() - t0)) from None
         except Exception as e:  # a crashing runner is a failed attempt, not a crashed sweep
             code = None
             errors.append(f"attempt {attempt}: runner raised {type(e).__name__}: {e}")
         exit_codes.append(code)
+        if code in INTERRUPTED_EXITS:
+            log.warning("run %s was interrupted (exit code %s): stopping the sweep; rerun it to resume", spec.key, code)
+            raise _RunInterrupted(_entry(spec, "interrupted", attempt, exit_codes, errors, time.monotonic() - t0))
         if code == 0:
             if is_run_complete(spec.run_dir):
                 return _entry(spec, "complete", attempt, exit_codes, errors, time.monotonic() - t0)
@@ -359,13 +382,19 @@ def _worker(specs: Sequence[RunSpec], runner: Runner, retries: int, summary_path
                 continue
             try:
                 done = _recorded_since(summary_path, spec.key, since)
+                if done is not None and done["status"] == "interrupted":  # another worker's run was: stop too
+                    raise KeyboardInterrupt
                 if done is not None:  # a concurrent worker of this sweep handled it
                     outcomes[spec.key] = done
                     continue
                 if is_run_complete(spec.run_dir, spec.fingerprint):
                     entry = _entry(spec, "skipped", 0, [], [], 0.0)
                 else:
-                    entry = _execute(spec, runner, retries)
+                    try:
+                        entry = _execute(spec, runner, retries)
+                    except _RunInterrupted as e:
+                        _record(summary_path, e.entry)
+                        raise
                 _record(summary_path, entry)
                 outcomes[spec.key] = entry
             finally:
@@ -404,7 +433,8 @@ def run_sweep(
     Outcome dicts (also the summary's entries): ``key, dataset, pe, model, seed, run_dir, status,
     attempts, exit_codes, errors, ...`` with status ``complete`` (ran and finished), ``skipped``
     (already complete), ``failed`` (all attempts failed), or ``busy`` (locked by a process on
-    another host; not run here). A caller should exit non-zero when any status is ``failed``.
+    another host; not run here); a run stopped by SIGINT / SIGTERM is recorded ``interrupted`` in
+    the summary and raises ``KeyboardInterrupt``. A caller should exit non-zero when any status is ``failed``.
     Raises ``ValueError`` for bad arguments.
     """
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -451,6 +481,8 @@ def run_sweep(
                 if p.is_alive():
                     p.terminate()
                     p.join()
+        if any(p.exitcode == 130 for p in procs):  # a worker's run was interrupted (see INTERRUPTED_EXITS)
+            raise KeyboardInterrupt
         for p in procs:
             if p.exitcode != 0:
                 log.warning("sweep worker %s exited with code %s; finishing its runs here", p.name, p.exitcode)

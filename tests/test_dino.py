@@ -82,6 +82,16 @@ def test_ema_update():
     torch.testing.assert_close(t[1], torch.tensor([[2.0]]))
 
 
+def test_ema_update_batched_equals_the_per_tensor_update_bitwise():
+    g = torch.Generator().manual_seed(0)
+    t = [torch.randn(7, 5, generator=g), torch.randn(3, generator=g), torch.randn(2, 2, 2, generator=g)]
+    s = [torch.randn_like(x) for x in t]
+    expected = [x.clone().mul_(0.9961).add_(y, alpha=1.0 - 0.9961) for x, y in zip(t, s)]
+    ema_update(t, s, 0.9961)
+    for got, want in zip(t, expected):
+        assert torch.equal(got, want)
+
+
 def test_teacher_entropies_detect_both_collapses():
     K = 8
     # uniform collapse (teacher output = centre): every distribution uniform, H = log K both ways
@@ -301,6 +311,21 @@ def test_clipping_is_per_parameter_and_last_layer_frozen_in_epoch_0():
     for n, p in task.student.named_parameters():
         if p.grad is not None and p is not small:
             assert p.grad.norm().item() == pytest.approx(3.0, rel=1e-4), n
+
+
+def test_batched_clipping_equals_the_per_parameter_loop_bitwise():
+    task = _task("none", clip_grad=3.0, freeze_last_layer=0)
+    g = torch.Generator().manual_seed(1)
+    for p in task.student.parameters():
+        p.grad = torch.randn(p.shape, generator=g) * float(torch.rand((), generator=g) * 4)
+    expected, norms = [], []
+    for p in task.student.parameters():  # the official loop: scale each gradient to norm <= clip
+        norms.append(p.grad.norm(2).item())
+        expected.append(p.grad * torch.clamp(3.0 / (p.grad.norm(2) + 1e-6), max=1.0))
+    assert min(norms) < 3.0 < max(norms)  # both branches of the clamp are exercised
+    task.on_before_optimizer_step(None)
+    for p, want in zip(task.student.parameters(), expected):
+        assert torch.equal(p.grad, want)
 
 
 def test_multicrop_views_stay_finite_where_bicubic_overshoots():

@@ -268,6 +268,24 @@ def test_exit_code_2_is_not_retried(tmp_path: Path) -> None:
     assert _invocations(log) == [specs[0].key]
 
 
+def interrupted_runner(spec: RunSpec) -> int:
+    _note(spec)
+    return 130  # `bench run` after Ctrl-C reached it
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_interrupted_run_stops_the_sweep_and_is_not_retried(tmp_path: Path, workers: int) -> None:
+    """The run got the Ctrl-C but the sweep did not (started with SIGINT ignored): no retry, no
+    further runs, and the summary says `interrupted` (as does the run's own results.json)."""
+    log = tmp_path / "log"
+    specs = plan_sweep(["d"], ["ape", "none", "sincos"], [0], "m", tmp_path / "out", ["--log", str(log)])
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(specs, runner=interrupted_runner, retries=3, workers=workers, poll_interval=0.01)
+    runs = _invocations(log)
+    assert 1 <= len(runs) <= workers and len(set(runs)) == len(runs)  # at most one run per worker, none twice
+    assert {k: v["status"] for k, v in _summary(tmp_path / "out").items()} == {k: "interrupted" for k in runs}
+
+
 def test_complete_run_of_another_configuration_is_not_skipped(tmp_path: Path) -> None:
     import dataclasses
 
@@ -301,8 +319,18 @@ def _ctrl_c_live() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _ctrl_c_ignored() -> None:
+    """In the child before exec: SIGINT ignored, as in a background job of a non-interactive shell."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.slow
-def test_ctrl_c_stops_a_sweep_without_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sweep_sigint", ["live", "ignored"])
+def test_ctrl_c_stops_a_sweep_without_traceback(tmp_path: Path, sweep_sigint: str) -> None:
+    """Ctrl-C stops the sweep and its run. With SIGINT ignored in the sweep, only the run sees it:
+    the sweep must stop on the run's exit 130 instead of retrying the run."""
     import signal
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -312,7 +340,8 @@ def test_ctrl_c_stops_a_sweep_without_traceback(tmp_path: Path) -> None:
                           "--epochs", "200", "--batch-size", "16", "--data-option", "train_size=32",
                           "--data-option", "val_size=16", "--analyses", "none", "--no-progress-bar"],
                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, preexec_fn=_ctrl_c_live)
+                         start_new_session=True,
+                         preexec_fn=_ctrl_c_live if sweep_sigint == "live" else _ctrl_c_ignored)
     run_dir = out / "shapes" / "ape" / "vit-nano" / "seed0"
     deadline = time.monotonic() + 240
     while not (run_dir / "last.ckpt").exists() and p.poll() is None and time.monotonic() < deadline:
@@ -323,6 +352,8 @@ def test_ctrl_c_stops_a_sweep_without_traceback(tmp_path: Path) -> None:
     assert p.returncode == 130, err[-2000:]
     assert "Traceback" not in err, err[-3000:]
     assert json.loads((run_dir / "results.json").read_text())["status"] == "interrupted"
+    entry = _summary(out)["shapes/ape/vit-nano/seed0"]
+    assert entry["status"] == "interrupted" and entry["attempts"] == 1, entry  # not retried
 
 
 _SLEEPY = '''
