@@ -16,7 +16,7 @@ sets), default 32 px with patch 4.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -32,12 +32,15 @@ _MEAN = np.array(IMAGENET_MEAN, dtype=np.float32)[:, None, None]
 _STD = np.array(IMAGENET_STD, dtype=np.float32)[:, None, None]
 
 
-def objects_scene(rng: np.random.Generator) -> dict[str, Any]:
+def objects_scene(rng: np.random.Generator, object_size: tuple[float, float] = (0.18, 0.30),
+                  clutter: tuple[int, int] = (6, 12)) -> dict[str, Any]:
+    """One scene: object half-size uniform in ``object_size``, ``clutter`` small shapes (inclusive
+    range); the defaults are the set's (the draws are the same for any values)."""
     label = int(rng.integers(NUM_OBJECT_CLASSES))
     kind, striped = OBJECT_KINDS[label // 2], bool(label % 2)
-    r = float(rng.uniform(0.18, 0.30))
+    r = float(rng.uniform(*object_size))
     centre = rng.uniform(r * 0.8, 1.0 - r * 0.8, size=2).astype(np.float32)  # (y, x), mostly inside
-    n_clutter = int(rng.integers(6, 13))
+    n_clutter = int(rng.integers(clutter[0], clutter[1] + 1))
     return {"label": label, "kind": kind, "striped": striped, "r": r, "centre": centre,
             "colour": random_colour(rng), "stripe_angle": float(rng.uniform(0, np.pi)),
             "stripe_period": float(rng.uniform(0.06, 0.1)),
@@ -90,15 +93,25 @@ class ObjectsDataModule(SquareImageSplitsDataModule):
     modality = "image"
     needs_data_root = False
     default_resolution = 32
+    option_help = {"object_size": "[lo, hi]: the object's half-size, a fraction of the image side",
+                   "clutter": "[lo, hi]: how many small clutter shapes surround the object"}
     patch_size = 4
     tubelet = 1
     num_groups = 64
     #: (mean, std) the inputs are normalised with (the multi-crop de-normalises with them)
     pixel_stats = (IMAGENET_MEAN, IMAGENET_STD)
 
-    def __init__(self, train_size: int = 2048, val_size: int = 512, noise: float = 0.04, **kwargs: Any) -> None:
+    def __init__(self, train_size: int = 2048, val_size: int = 512, noise: float = 0.04,
+                 object_size: Sequence[float] = (0.18, 0.30), clutter: Sequence[int] = (6, 12), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.train_size, self.val_size, self.noise = int(train_size), int(val_size), float(noise)
+        self.object_size = _pair("object_size", object_size, float)
+        self.clutter = _pair("clutter", clutter, int)
+        if not 0.0 < self.object_size[0] <= self.object_size[1] <= 0.5:
+            raise ValueError(f"object_size must be [lo, hi] with 0 < lo <= hi <= 0.5 (half-size, fraction of "
+                             f"the image side), got {list(object_size)}")
+        if not 0 <= self.clutter[0] <= self.clutter[1]:
+            raise ValueError(f"clutter must be [lo, hi] with 0 <= lo <= hi (number of small shapes), got {list(clutter)}")
         self._side(self.resolution)
 
     @property
@@ -106,5 +119,13 @@ class ObjectsDataModule(SquareImageSplitsDataModule):
         return NUM_OBJECT_CLASSES
 
     def _dataset(self, split: str, size: int, resolution: Any) -> SyntheticDataset:
-        return SyntheticDataset(objects_scene, partial(render_objects, noise=self.noise), size, self.seed, split,
-                                self._res(resolution))
+        return SyntheticDataset(partial(objects_scene, object_size=self.object_size, clutter=self.clutter),
+                                partial(render_objects, noise=self.noise), size, self.seed, split, self._res(resolution))
+
+
+def _pair(name: str, value: Any, kind: type) -> tuple[Any, Any]:
+    try:
+        lo, hi = (kind(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair [lo, hi], got {value!r}") from None
+    return lo, hi

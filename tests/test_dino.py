@@ -218,6 +218,23 @@ def test_embedded_sets_are_deterministic(name, classes):
     assert not torch.equal(a.train_dataset()[0][0], a.val_dataset()[0][0])  # splits differ
 
 
+def test_objects_size_and_clutter_options():
+    from pebench.datamodules.objects import objects_scene
+
+    for i in range(20):
+        big = objects_scene(np.random.default_rng([0, 0, i]), object_size=(0.35, 0.45), clutter=(0, 2))
+        plain = objects_scene(np.random.default_rng([0, 0, i]))
+        assert 0.35 <= big["r"] <= 0.45 and len(big["clutter_kinds"]) <= 2
+        assert 0.18 <= plain["r"] <= 0.30 and 6 <= len(plain["clutter_kinds"]) <= 12
+        assert big["label"] == plain["label"]  # the same draws: only the ranges differ
+    dm = build_datamodule("objects", train_size=4, val_size=4, object_size=[0.3, 0.3], clutter=[0, 0])
+    assert dm.object_size == (0.3, 0.3) and dm.clutter == (0, 0)
+    for bad in ({"object_size": [0.3]}, {"object_size": [0.4, 0.2]}, {"object_size": [0.2, 0.6]},
+                {"clutter": [3, 1]}, {"clutter": "many"}):
+        with pytest.raises(ValueError, match="object_size|clutter"):
+            build_datamodule("objects", train_size=4, val_size=4, **bad)
+
+
 def test_multicrop_views_and_collate():
     dm = build_datamodule("objects", train_size=8, val_size=4, batch_size=4)
     wrapped = DinoDataModule(dm, 32, 16, 3)
