@@ -33,9 +33,10 @@ _STD = np.array(IMAGENET_STD, dtype=np.float32)[:, None, None]
 
 
 def objects_scene(rng: np.random.Generator, object_size: tuple[float, float] = (0.18, 0.30),
-                  clutter: tuple[int, int] = (6, 12)) -> dict[str, Any]:
+                  clutter: tuple[int, int] = (6, 12), background: tuple[float, float] = (0.0, 0.6)) -> dict[str, Any]:
     """One scene: object half-size uniform in ``object_size``, ``clutter`` small shapes (inclusive
-    range); the defaults are the set's (the draws are the same for any values)."""
+    range), the gradient's two end colours uniform in ``background``; the defaults are the set's
+    (the draws are the same for any values)."""
     label = int(rng.integers(NUM_OBJECT_CLASSES))
     kind, striped = OBJECT_KINDS[label // 2], bool(label % 2)
     r = float(rng.uniform(*object_size))
@@ -44,7 +45,7 @@ def objects_scene(rng: np.random.Generator, object_size: tuple[float, float] = (
     return {"label": label, "kind": kind, "striped": striped, "r": r, "centre": centre,
             "colour": random_colour(rng), "stripe_angle": float(rng.uniform(0, np.pi)),
             "stripe_period": float(rng.uniform(0.06, 0.1)),
-            "bg": rng.uniform(0.0, 0.6, size=(2, 3)).astype(np.float32), "bg_angle": float(rng.uniform(0, 2 * np.pi)),
+            "bg": rng.uniform(*background, size=(2, 3)).astype(np.float32), "bg_angle": float(rng.uniform(0, 2 * np.pi)),
             "clutter_kinds": [str(k) for k in rng.choice(["disc", "square", "triangle", "diamond"], size=n_clutter)],
             "clutter_centres": rng.uniform(0.0, 1.0, size=(n_clutter, 2)).astype(np.float32),
             "clutter_r": rng.uniform(0.02, 0.06, size=n_clutter).astype(np.float32),
@@ -94,7 +95,8 @@ class ObjectsDataModule(SquareImageSplitsDataModule):
     needs_data_root = False
     default_resolution = 32
     option_help = {"object_size": "[lo, hi]: the object's half-size, a fraction of the image side",
-                   "clutter": "[lo, hi]: how many small clutter shapes surround the object"}
+                   "clutter": "[lo, hi]: how many small clutter shapes surround the object",
+                   "background": "[lo, hi]: range of the background gradient's RGB end colours"}
     patch_size = 4
     tubelet = 1
     num_groups = 64
@@ -102,11 +104,15 @@ class ObjectsDataModule(SquareImageSplitsDataModule):
     pixel_stats = (IMAGENET_MEAN, IMAGENET_STD)
 
     def __init__(self, train_size: int = 2048, val_size: int = 512, noise: float = 0.04,
-                 object_size: Sequence[float] = (0.18, 0.30), clutter: Sequence[int] = (6, 12), **kwargs: Any) -> None:
+                 object_size: Sequence[float] = (0.18, 0.30), clutter: Sequence[int] = (6, 12),
+                 background: Sequence[float] = (0.0, 0.6), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.train_size, self.val_size, self.noise = int(train_size), int(val_size), float(noise)
         self.object_size = _pair("object_size", object_size, float)
         self.clutter = _pair("clutter", clutter, int)
+        self.background = _pair("background", background, float)
+        if not 0.0 <= self.background[0] <= self.background[1] <= 1.0:
+            raise ValueError(f"background must be [lo, hi] with 0 <= lo <= hi <= 1 (intensity), got {list(background)}")
         if not 0.0 < self.object_size[0] <= self.object_size[1] <= 0.5:
             raise ValueError(f"object_size must be [lo, hi] with 0 < lo <= hi <= 0.5 (half-size, fraction of "
                              f"the image side), got {list(object_size)}")
@@ -119,7 +125,8 @@ class ObjectsDataModule(SquareImageSplitsDataModule):
         return NUM_OBJECT_CLASSES
 
     def _dataset(self, split: str, size: int, resolution: Any) -> SyntheticDataset:
-        return SyntheticDataset(partial(objects_scene, object_size=self.object_size, clutter=self.clutter),
+        return SyntheticDataset(partial(objects_scene, object_size=self.object_size, clutter=self.clutter,
+                                        background=self.background),
                                 partial(render_objects, noise=self.noise), size, self.seed, split, self._res(resolution))
 
 

@@ -222,16 +222,18 @@ def test_objects_size_and_clutter_options():
     from pebench.datamodules.objects import objects_scene
 
     for i in range(20):
-        big = objects_scene(np.random.default_rng([0, 0, i]), object_size=(0.35, 0.45), clutter=(0, 2))
+        big = objects_scene(np.random.default_rng([0, 0, i]), object_size=(0.35, 0.45), clutter=(0, 2),
+                            background=(0.3, 0.35))
         plain = objects_scene(np.random.default_rng([0, 0, i]))
         assert 0.35 <= big["r"] <= 0.45 and len(big["clutter_kinds"]) <= 2
-        assert 0.18 <= plain["r"] <= 0.30 and 6 <= len(plain["clutter_kinds"]) <= 12
+        assert 0.3 <= big["bg"].min() and big["bg"].max() <= 0.35
+        assert 0.18 <= plain["r"] <= 0.30 and 6 <= len(plain["clutter_kinds"]) <= 12 and plain["bg"].max() <= 0.6
         assert big["label"] == plain["label"]  # the same draws: only the ranges differ
     dm = build_datamodule("objects", train_size=4, val_size=4, object_size=[0.3, 0.3], clutter=[0, 0])
     assert dm.object_size == (0.3, 0.3) and dm.clutter == (0, 0)
     for bad in ({"object_size": [0.3]}, {"object_size": [0.4, 0.2]}, {"object_size": [0.2, 0.6]},
-                {"clutter": [3, 1]}, {"clutter": "many"}):
-        with pytest.raises(ValueError, match="object_size|clutter"):
+                {"clutter": [3, 1]}, {"clutter": "many"}, {"background": [0.5, 1.5]}):
+        with pytest.raises(ValueError, match="object_size|clutter|background"):
             build_datamodule("objects", train_size=4, val_size=4, **bad)
 
 
