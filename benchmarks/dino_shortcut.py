@@ -1,0 +1,153 @@
+"""What the DINO study's features encode: the class, or a nuisance of the scene.
+
+Reads the runs of the DINO study (``benchmarks/dino_study.sh``) that still have their
+``last.ckpt`` (checkpoints are not committed: run the study first) and, for each, embeds the k-NN
+bank -- the training split, as the run evaluated it -- with the teacher twice:
+
+* at initialisation: the task rebuilt from the run's seed and hyper-parameters, exactly as
+  ``bench run`` builds it; its k-NN top-1 on the run's test split must equal the run's recorded
+  ``test/knn_top1_init``, else the script stops (the rebuilt model would not be the run's);
+* after training: the teacher of ``last.ckpt``.
+
+For centred features ``F`` ``(n, D)`` and a factor matrix ``Z`` ``(n, k)`` it reports
+``R² = 1 - ||F - [1 Z] B||² / ||F||²`` with ``B`` the least-squares fit: the fraction of the
+features' total variance that a linear function of the factor explains. Factors: ``class``
+(one-hot label: the between-class share of the variance) on every set; on ``objects`` also the
+scene's nuisances, read from the scene each image was rendered from: ``background`` (mean
+intensity of the background gradient), ``object size``, ``object position`` (y, x) and
+``object brightness`` (mean of its colour). A feature space that serves k-NN on the class has a
+large ``class`` share; one ruled by a nuisance has a large share for that nuisance.
+
+    python benchmarks/dino_shortcut.py --results results/dino [--out docs/dino_shortcut.md]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pebench.io import atomic_write_bytes
+from pebench.leaderboard.render import pe_sort_key
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dino_findings import _ci, _paired, load  # noqa: E402  (benchmarks/ is the script's directory)
+
+FACTORS = ("class", "background", "object size", "object position", "object brightness")
+
+
+def explained_share(feats: np.ndarray, factor: np.ndarray) -> float:
+    """R² of the least-squares fit of ``feats`` ``(n, D)`` on ``[1, factor]`` (``factor`` ``(n,)`` or ``(n, k)``),
+    summed over the feature dimensions (see the module docstring)."""
+    f = feats - feats.mean(0, keepdims=True)
+    z = factor.reshape(len(factor), -1).astype(np.float64)
+    design = np.concatenate([np.ones((len(z), 1)), z], axis=1)
+    coef, *_ = np.linalg.lstsq(design, f, rcond=None)
+    total = float((f ** 2).sum())
+    return float(1.0 - ((f - design @ coef) ** 2).sum() / total) if total > 0 else float("nan")
+
+
+def scene_factors(dataset: Any, labels: np.ndarray, num_classes: int) -> dict[str, np.ndarray]:
+    """Factor matrices per name for the samples of ``dataset`` (scene nuisances where it has scenes)."""
+    out = {"class": np.eye(num_classes)[labels]}
+    if not hasattr(dataset, "scene") or "bg" not in dataset.scene(0):
+        return out
+    scenes = [dataset.scene(i) for i in range(len(labels))]
+    out["background"] = np.array([s["bg"].mean() for s in scenes])
+    out["object size"] = np.array([s["r"] for s in scenes])
+    out["object position"] = np.array([s["centre"] for s in scenes])
+    out["object brightness"] = np.array([s["colour"].mean() for s in scenes])
+    return out
+
+
+@torch.no_grad()
+def _embed(task: Any, dataset: Any, batch: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    task.eval()
+    feats, labels = [], []
+    for start in range(0, len(dataset), batch):
+        items = [dataset[i] for i in range(start, min(len(dataset), start + batch))]
+        x = torch.stack([torch.as_tensor(it[0]) for it in items])  # (b, 3, S, S)
+        feats.append(task.embed(x).double().numpy())
+        labels.append(np.array([int(it[1]) for it in items]))
+    return np.concatenate(feats), np.concatenate(labels)
+
+
+def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
+    """``{"init": {factor: R²}, "trained": {...}}`` for one run (see the module docstring)."""
+    import tempfile
+
+    from pebench.config import merge
+    from pebench.datamodules.multicrop import eval_split_dataset, plain_train_dataset
+    from pebench.models.tasks.dino import DinoTask
+    from pebench.models.tasks.knn import knn_accuracy, knn_predict
+    from pebench.run import prepare
+
+    with tempfile.TemporaryDirectory() as tmp:  # prepare() seeds and builds as `bench run` does; writes nothing here
+        parts = prepare(merge(results["config"], {"out": tmp, "devices": 1, "accelerator": "cpu"}))
+    dm, init = parts["dm"], parts["task"]
+    trained = DinoTask.load_from_checkpoint(run_dir / "last.ckpt", map_location="cpu")
+    bank_ds, query_ds = plain_train_dataset(dm.base), eval_split_dataset(dm.base)
+    out: dict[str, dict[str, float]] = {}
+    for name, task in (("init", init), ("trained", trained)):
+        bank, bank_y = _embed(task, bank_ds)
+        if name == "init":  # the rebuilt model must be the run's: same k-NN at initialisation
+            query, query_y = _embed(task, query_ds)
+            scores = knn_predict(torch.from_numpy(bank), torch.from_numpy(bank_y), torch.from_numpy(query),
+                                 dm.num_classes, task.hparams.knn_k, task.hparams.knn_temperature)
+            knn0 = knn_accuracy(scores, torch.from_numpy(query_y), (1,))[1]
+            recorded = results["metrics"]["test/knn_top1_init"]
+            if abs(knn0 - recorded) > 1e-6:
+                raise SystemExit(f"{run_dir}: the rebuilt initial model's k-NN top-1 {knn0:.4f} differs from the "
+                                 f"recorded {recorded:.4f}; not the run's initialisation")
+        factors = scene_factors(bank_ds, bank_y, dm.num_classes)
+        out[name] = {k: explained_share(bank, z) for k, z in factors.items()}
+    return out
+
+
+def summarise(shares: dict[tuple[str, str], dict[int, dict[str, dict[str, float]]]]) -> str:
+    lines = ["| set | PE | n | factor | R² % at init | R² % trained | change (paired) |", "|---|---|---:|---|---|---|---|"]
+    for (ds, pe) in sorted(shares, key=lambda k: (k[0], pe_sort_key(k[1]))):
+        seeds = shares[(ds, pe)]
+        for factor in FACTORS:
+            if factor not in next(iter(seeds.values()))["init"]:
+                continue
+            a = [100 * seeds[s]["init"][factor] for s in sorted(seeds)]
+            b = [100 * seeds[s]["trained"][factor] for s in sorted(seeds)]
+            change, _ = _paired([y - x for x, y in zip(a, b)])
+            lines.append(f"| {ds} | {pe} | {len(seeds)} | {factor} | {_ci(a)} | {_ci(b)} | {change} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", required=True, help="the study's directory (runs with last.ckpt)")
+    ap.add_argument("--out", help="also write the markdown table here")
+    args = ap.parse_args(argv)
+    data, _ = load(args.results)
+    shares: dict[tuple[str, str], dict[int, dict]] = defaultdict(dict)
+    skipped = []
+    for (ds, pe), seeds in data.items():
+        for seed, res in seeds.items():
+            run_dir = Path(args.results) / ds / pe / res["config"]["model"] / f"seed{seed}"
+            if not (run_dir / "last.ckpt").is_file():
+                skipped.append(str(run_dir))
+                continue
+            shares[(ds, pe)][seed] = diagnose(run_dir, res)
+    if not shares:
+        print(f"no complete run with a last.ckpt under {args.results}", file=sys.stderr)
+        return 2
+    text = summarise(shares)
+    if skipped:
+        text += f"\nNo checkpoint, left out: {', '.join(sorted(skipped))}\n"
+    print(text, end="")
+    if args.out:
+        atomic_write_bytes(args.out, text.encode())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
