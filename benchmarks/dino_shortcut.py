@@ -18,11 +18,16 @@ intensity of the background gradient), ``object size``, ``object position`` (y, 
 ``object brightness`` (mean of its colour). A feature space that serves k-NN on the class has a
 large ``class`` share; one ruled by a nuisance has a large share for that nuisance.
 
+Each run's shares are written to ``<run dir>/dino_shortcut.json`` and read from there on the next
+call (``--recompute`` ignores them), so the table regenerates from committed files without the
+checkpoints:
+
     python benchmarks/dino_shortcut.py --results results/dino [--out docs/dino_shortcut.md]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -31,13 +36,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from pebench.io import atomic_write_bytes
+from pebench.io import atomic_write_bytes, atomic_write_json
 from pebench.leaderboard.render import pe_sort_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dino_findings import _ci, _paired, load  # noqa: E402  (benchmarks/ is the script's directory)
 
 FACTORS = ("class", "background", "object size", "object position", "object brightness")
+CACHE = "dino_shortcut.json"
 
 
 def explained_share(feats: np.ndarray, factor: np.ndarray) -> float:
@@ -126,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", required=True, help="the study's directory (runs with last.ckpt)")
     ap.add_argument("--out", help="also write the markdown table here")
+    ap.add_argument("--recompute", action="store_true", help=f"ignore the runs' {CACHE} files (needs last.ckpt)")
     args = ap.parse_args(argv)
     data, _ = load(args.results)
     shares: dict[tuple[str, str], dict[int, dict]] = defaultdict(dict)
@@ -133,16 +140,20 @@ def main(argv: list[str] | None = None) -> int:
     for (ds, pe), seeds in data.items():
         for seed, res in seeds.items():
             run_dir = Path(args.results) / ds / pe / res["config"]["model"] / f"seed{seed}"
-            if not (run_dir / "last.ckpt").is_file():
-                skipped.append(str(run_dir))
-                continue
-            shares[(ds, pe)][seed] = diagnose(run_dir, res)
+            cache = run_dir / CACHE
+            if cache.is_file() and not args.recompute:
+                shares[(ds, pe)][seed] = json.loads(cache.read_text())
+            elif (run_dir / "last.ckpt").is_file():
+                shares[(ds, pe)][seed] = diagnose(run_dir, res)
+                atomic_write_json(cache, shares[(ds, pe)][seed])
+            else:
+                skipped.append(run_dir.relative_to(args.results).as_posix())
     if not shares:
-        print(f"no complete run with a last.ckpt under {args.results}", file=sys.stderr)
+        print(f"no complete run with a {CACHE} or a last.ckpt under {args.results}", file=sys.stderr)
         return 2
     text = summarise(shares)
     if skipped:
-        text += f"\nNo checkpoint, left out: {', '.join(sorted(skipped))}\n"
+        text += f"\nNo {CACHE} and no checkpoint, left out: {', '.join(sorted(skipped))}\n"
     print(text, end="")
     if args.out:
         atomic_write_bytes(args.out, text.encode())
