@@ -22,7 +22,7 @@ Each run's shares are written to ``<run dir>/dino_shortcut.json`` and read from 
 call (``--recompute`` ignores them), so the table regenerates from committed files without the
 checkpoints:
 
-    python benchmarks/dino_shortcut.py --results results/dino [--out docs/dino_shortcut.md]
+    python benchmarks/dino_shortcut.py --results results/dino [--readme README.md]
 """
 from __future__ import annotations
 
@@ -41,9 +41,11 @@ from pebench.leaderboard.render import pe_sort_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dino_findings import _ci, _paired, load  # noqa: E402  (benchmarks/ is the script's directory)
+from probe_findings import replace_block  # noqa: E402
 
 FACTORS = ("class", "background", "object size", "object position", "object brightness")
 CACHE = "dino_shortcut.json"
+START, END = "<!-- dino-shortcut:start -->", "<!-- dino-shortcut:end -->"
 
 
 def explained_share(feats: np.ndarray, factor: np.ndarray) -> float:
@@ -131,7 +133,7 @@ def summarise(shares: dict[tuple[str, str], dict[int, dict[str, dict[str, float]
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", required=True, help="the study's directory (runs with last.ckpt)")
-    ap.add_argument("--out", help="also write the markdown table here")
+    ap.add_argument("--readme", metavar="FILE", help="write between the dino-shortcut markers of FILE instead of printing")
     ap.add_argument("--recompute", action="store_true", help=f"ignore the runs' {CACHE} files (needs last.ckpt)")
     args = ap.parse_args(argv)
     data, _ = load(args.results)
@@ -154,9 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     text = summarise(shares)
     if skipped:
         text += f"\nNo {CACHE} and no checkpoint, left out: {', '.join(sorted(skipped))}\n"
-    print(text, end="")
-    if args.out:
-        atomic_write_bytes(args.out, text.encode())
+    if args.readme:
+        doc = Path(args.readme).read_text(encoding="utf-8")
+        atomic_write_bytes(args.readme, replace_block(doc, text.rstrip("\n"), START, END).encode("utf-8"))
+    else:
+        print(text, end="")
     return 0
 
 

@@ -49,8 +49,11 @@ def test_diagnosis_of_a_tiny_objects_run(shortcut, tmp_path):
                "--out", str(out), "--no-progress-bar", "--analyses", "none", "--deterministic"])
     assert rc in (0, None)
     md = tmp_path / "shortcut.md"
-    assert shortcut.main(["--results", str(out), "--out", str(md)]) == 0  # stops if the rebuilt init differs
-    rows = [line.split(" | ") for line in md.read_text().splitlines() if line.startswith("| objects")]
+    md.write_text(f"before\n{shortcut.START}\nold\n{shortcut.END}\nafter\n")
+    assert shortcut.main(["--results", str(out), "--readme", str(md)]) == 0  # stops if the rebuilt init differs
+    text = md.read_text()
+    assert text.startswith(f"before\n{shortcut.START}\n| set |") and text.endswith(f"|\n{shortcut.END}\nafter\n")
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| objects")]
     assert [r[3] for r in rows] == list(shortcut.FACTORS)
     for r in rows:
         for cell in r[4:6]:
@@ -67,5 +70,17 @@ def test_diagnosis_of_a_tiny_objects_run(shortcut, tmp_path):
     res.write_text(original)
     next(out.rglob("last.ckpt")).unlink()
     again = tmp_path / "again.md"
-    assert shortcut.main(["--results", str(out), "--out", str(again)]) == 0
+    again.write_text(f"before\n{shortcut.START}\n{shortcut.END}\nafter\n")
+    assert shortcut.main(["--results", str(out), "--readme", str(again)]) == 0
     assert again.read_text() == md.read_text()
+
+
+RESULTS = REPO / "results" / "dino"
+
+
+@pytest.mark.skipif(not list(RESULTS.glob("*/*/*/seed*/dino_shortcut.json")), reason="no committed diagnosis")
+def test_readme_dino_shortcut_regenerates_from_the_committed_results(shortcut, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text((REPO / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    assert shortcut.main(["--results", str(RESULTS), "--readme", str(readme)]) == 0
+    assert readme.read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
