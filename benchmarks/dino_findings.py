@@ -110,6 +110,7 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
     lines.append("|---|---|---:|---:|---|---|---|---|---|---|---|")
     learned: dict[tuple[str, str], bool] = {}
     gain_sides: dict[tuple[str, str], str] = {}
+    linear_gains: dict[tuple[str, str], str] = {}
     dips: dict[tuple[str, str], dict[int, float]] = {}
     for key in keys:
         runs = data[key]
@@ -121,6 +122,7 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
         gain_text, gain_side = _paired([b - a for a, b in zip(k0, k1)])
         learned[key] = gain_side == "above"
         gain_sides[key] = gain_side
+        linear_gains[key] = _paired([b - a for a, b in zip(l0, l1)])[0]
         e0 = np.array([runs[s]["eed_checkpoints"][0]["eed_percent"] for s in seeds], dtype=float)  # (S, L)
         e1 = np.array([runs[s]["eed_checkpoints"][-1]["eed_percent"] for s in seeds], dtype=float)
         d0 = [dip(list(e)) for e in e0]
@@ -136,6 +138,10 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
     for key in keys:
         word = {"above": "yes", "below": "no: k-NN fell", "neither": "not shown"}[gain_sides[key]]
         lines.append(f"  - {key[0]} / {key[1]}: **{word}**")
+    lines.append("- **Linear-probe gain** over the same model at initialisation (the same frozen features read by "
+                 "logistic regression instead of k-NN; measured, not the criterion above):")
+    for key in keys:
+        lines.append(f"  - {key[0]} / {key[1]}: {linear_gains[key]}")
     lines.append("- **Object-centric data has a mid-depth EED dip** (the EED study on CIFAR-100 / Tiny ImageNet; "
                  "dip at the last checkpoint above 0):")
     for key in [k for k in keys if k[0] == "objects"]:
