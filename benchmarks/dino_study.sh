@@ -6,6 +6,10 @@
 # (README: departures from the official recipe): every crop grayscale, milder crops, teacher
 # temperature 0.04 throughout, teacher momentum 0.99 -> 1, peak lr 1e-3, head 512-512-128 -> 1024.
 # EED / SSDC per layer at initialisation and after every epoch. A rerun skips complete runs.
+# Each run records the commit checked out when it starts: to keep committing while the study runs,
+# run it from a worktree of one commit with its own editable install (git worktree add; python -m venv
+# --system-site-packages; pip install --no-deps -e <worktree>; BENCH=<venv>/bin/bench), as the
+# findings report every commit the runs were made at.
 # Then: python benchmarks/dino_findings.py --results $OUT/dino --readme README.md --png docs/dino_eed.png
 set -euo pipefail
 OUT=${OUT:-results}

@@ -50,6 +50,9 @@ def test_verdicts_follow_the_paired_intervals(findings):
     # objects dip minus textures dip, paired by seed: 36 - (-(1 + s)) ... all well above 0
     assert text.count("**reproduced**") == 2
     assert "objects / pape: +" in text                               # PE vs none is measured, with no verdict
+    assert "Every run was made at commit `unknown`." in text  # the synthetic runs record no commit
+    data[("textures", "none")][0]["git_sha"] = "0123456789abcdef"
+    assert "made at 2 different commits: `0123456`, `unknown`." in findings.summarise(data)
     # the linear probe's gain is reported for every cell, measured (0.5 -> 0.6 in every run: +10 points)
     linear = text.split("**Linear-probe gain**", 1)[1].split("- **Object-centric", 1)[0]
     assert linear.count("+10.0 [+10.0, +10.0]") == 4
