@@ -39,7 +39,6 @@ import torch
 from pebench.io import atomic_write_bytes, atomic_write_json
 from pebench.leaderboard.render import pe_sort_key
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dino_findings import _ci, _paired, load  # noqa: E402  (benchmarks/ is the script's directory)
 from probe_findings import replace_block  # noqa: E402
 
