@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from pebench.io import atomic_write_bytes, atomic_write_json
 from pebench.leaderboard.render import pe_sort_key
@@ -71,47 +70,34 @@ def scene_factors(dataset: Any, labels: np.ndarray, num_classes: int) -> dict[st
     return out
 
 
-@torch.no_grad()
-def _embed(task: Any, dataset: Any, batch: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    task.eval()
-    feats, labels = [], []
-    for start in range(0, len(dataset), batch):
-        items = [dataset[i] for i in range(start, min(len(dataset), start + batch))]
-        x = torch.stack([torch.as_tensor(it[0]) for it in items])  # (b, 3, S, S)
-        feats.append(task.embed(x).double().numpy())
-        labels.append(np.array([int(it[1]) for it in items]))
-    return np.concatenate(feats), np.concatenate(labels)
-
-
 def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
-    """``{"init": {factor: R²}, "trained": {...}}`` for one run (see the module docstring)."""
+    """``{"init": {factor: R²}, "trained": {...}}`` for one run (see the module docstring).
+
+    Features come from the task's own evaluation path (``_collect`` over the bank loader, the teacher
+    in eval mode), so they are the ones the run's k-NN read."""
     import tempfile
 
     from pebench.config import merge
-    from pebench.datamodules.multicrop import eval_split_dataset, plain_train_dataset
+    from pebench.datamodules.multicrop import plain_train_dataset
     from pebench.models.tasks.dino import DinoTask
-    from pebench.models.tasks.knn import knn_accuracy, knn_predict
     from pebench.run import prepare
 
     with tempfile.TemporaryDirectory() as tmp:  # prepare() seeds and builds as `bench run` does; writes nothing here
         parts = prepare(merge(results["config"], {"out": tmp, "devices": 1, "accelerator": "cpu"}))
     dm, init = parts["dm"], parts["task"]
     trained = DinoTask.load_from_checkpoint(run_dir / "last.ckpt", map_location="cpu")
-    bank_ds, query_ds = plain_train_dataset(dm.base), eval_split_dataset(dm.base)
     out: dict[str, dict[str, float]] = {}
     for name, task in (("init", init), ("trained", trained)):
-        bank, bank_y = _embed(task, bank_ds)
+        bank = task._collect(dm.bank_dataloader())  # ((N, D), (N,)), in dataset order
         if name == "init":  # the rebuilt model must be the run's: same k-NN at initialisation
-            query, query_y = _embed(task, query_ds)
-            scores = knn_predict(torch.from_numpy(bank), torch.from_numpy(bank_y), torch.from_numpy(query),
-                                 dm.num_classes, task.hparams.knn_k, task.hparams.knn_temperature)
-            knn0 = knn_accuracy(scores, torch.from_numpy(query_y), (1,))[1]
+            knn0 = task.evaluate_sets(bank, task._collect(dm.query_dataloader()), suffix="_init")["test/knn_top1_init"]
             recorded = results["metrics"]["test/knn_top1_init"]
             if abs(knn0 - recorded) > 1e-6:
                 raise SystemExit(f"{run_dir}: the rebuilt initial model's k-NN top-1 {knn0:.4f} differs from the "
                                  f"recorded {recorded:.4f}; not the run's initialisation")
-        factors = scene_factors(bank_ds, bank_y, dm.num_classes)
-        out[name] = {k: explained_share(bank, z) for k, z in factors.items()}
+        feats, labels = bank[0].double().numpy(), bank[1].numpy()
+        factors = scene_factors(plain_train_dataset(dm.base), labels, dm.num_classes)
+        out[name] = {k: explained_share(feats, z) for k, z in factors.items()}
     return out
 
 
