@@ -102,12 +102,9 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
                  f"{first['eed_checkpoints'][-1].get('probe_size')} validation images; means over seeds with 95 % "
                  f"bootstrap intervals.")
     shas = sorted({(run.get("git_sha") or "unknown")[:7] for key in keys for run in data[key].values()})
-    if len(shas) == 1:
-        lines.append("")
-        lines.append(f"Every run was made at commit `{shas[0]}`.")
-    else:  # a study is one commit's; say so when it is not
-        lines.append("")
-        lines.append(f"The runs were made at {len(shas)} different commits: " + ", ".join(f"`{c}`" for c in shas) + ".")
+    lines.append("")  # a study is one commit's; say so when it is not
+    lines.append(f"Every run was made at commit `{shas[0]}`." if len(shas) == 1 else
+                 f"The runs were made at {len(shas)} different commits: " + ", ".join(f"`{c}`" for c in shas) + ".")
     if missing:
         lines.append("")
         lines.append(f"Not in the table ({len(missing)} runs that did not complete): " + "; ".join(missing) + ".")

@@ -108,16 +108,12 @@ class ObjectsDataModule(SquareImageSplitsDataModule):
                  background: Sequence[float] = (0.0, 0.6), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.train_size, self.val_size, self.noise = int(train_size), int(val_size), float(noise)
-        self.object_size = _pair("object_size", object_size, float)
-        self.clutter = _pair("clutter", clutter, int)
-        self.background = _pair("background", background, float)
-        if not 0.0 <= self.background[0] <= self.background[1] <= 1.0:
-            raise ValueError(f"background must be [lo, hi] with 0 <= lo <= hi <= 1 (intensity), got {list(background)}")
-        if not 0.0 < self.object_size[0] <= self.object_size[1] <= 0.5:
-            raise ValueError(f"object_size must be [lo, hi] with 0 < lo <= hi <= 0.5 (half-size, fraction of "
-                             f"the image side), got {list(object_size)}")
-        if not 0 <= self.clutter[0] <= self.clutter[1]:
-            raise ValueError(f"clutter must be [lo, hi] with 0 <= lo <= hi (number of small shapes), got {list(clutter)}")
+        self.object_size = _range("object_size", object_size, float, lambda lo, hi: 0.0 < lo <= hi <= 0.5,
+                                  "0 < lo <= hi <= 0.5 (half-size, fraction of the image side)")
+        self.clutter = _range("clutter", clutter, int, lambda lo, hi: 0 <= lo <= hi,
+                              "0 <= lo <= hi (number of small shapes)")
+        self.background = _range("background", background, float, lambda lo, hi: 0.0 <= lo <= hi <= 1.0,
+                                 "0 <= lo <= hi <= 1 (intensity)")
         self._side(self.resolution)
 
     @property
@@ -130,9 +126,12 @@ class ObjectsDataModule(SquareImageSplitsDataModule):
                                 partial(render_objects, noise=self.noise), size, self.seed, split, self._res(resolution))
 
 
-def _pair(name: str, value: Any, kind: type) -> tuple[Any, Any]:
+def _range(name: str, value: Any, kind: type, valid: Any, rule: str) -> tuple[Any, Any]:
+    """``value`` as ``(lo, hi)`` of ``kind``; ``ValueError`` naming ``rule`` unless ``valid(lo, hi)``."""
     try:
         lo, hi = (kind(v) for v in value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a pair [lo, hi], got {value!r}") from None
+    if not valid(lo, hi):
+        raise ValueError(f"{name} must be [lo, hi] with {rule}, got {list(value)}")
     return lo, hi
