@@ -25,7 +25,7 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
 def _start(tmp_path: Path, name: str, extra_env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
-    cfg = tmp_path / "tiny.yaml"
+    cfg = tmp_path / f"{name}.yaml"  # one file per run: the other process may be reading its own
     cfg.write_text(yaml.safe_dump(TINY))
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "LOCAL_RANK", "RANK", "WORLD_SIZE", "ATEN_CPU_CAPABILITY", "MKL_CBWR",
@@ -49,7 +49,13 @@ def _finish(proc: subprocess.Popen, out: Path) -> dict:
 def test_deterministic_runs_are_bit_identical_across_processes_and_kernel_paths(tmp_path):
     # both processes at once: their start-up overlaps, and neither can see the other's numbers
     started = [_start(tmp_path, "a", {}), _start(tmp_path, "b", {"ATEN_CPU_CAPABILITY": "avx512"})]
-    a, b = (_finish(*s) for s in started)
+    try:
+        a, b = (_finish(*s) for s in started)
+    finally:  # a failed first run leaves no second one running after the test
+        for proc, _ in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert a["status"] == b["status"] == "complete"
     assert set(a["metrics"]) >= {"val/acc1", "val/loss"}
     for key in ("metrics", "geometry", "robustness"):
