@@ -38,8 +38,9 @@ import numpy as np
 from pebench.io import atomic_write_bytes, atomic_write_json
 from pebench.leaderboard.render import pe_sort_key
 
-from dino_findings import _ci, _paired, load  # noqa: E402  (benchmarks/ is the script's directory)
-from probe_findings import replace_block  # noqa: E402
+# sibling scripts: benchmarks/ is on sys.path as the directory of the script being run
+from dino_findings import _ci, _paired, load
+from probe_findings import replace_block
 
 FACTORS = ("class", "background", "object size", "object position", "object brightness")
 CACHE = "dino_shortcut.json"
@@ -87,6 +88,7 @@ def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
     dm, init = parts["dm"], parts["task"]
     trained = DinoTask.load_from_checkpoint(run_dir / "last.ckpt", map_location="cpu")
     out: dict[str, dict[str, float]] = {}
+    factors = None  # the bank is read in dataset order, so both models share the labels and the factors
     for name, task in (("init", init), ("trained", trained)):
         bank = task._collect(dm.bank_dataloader())  # ((N, D), (N,)), in dataset order
         if name == "init":  # the rebuilt model must be the run's: same k-NN at initialisation
@@ -95,9 +97,9 @@ def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
             if abs(knn0 - recorded) > 1e-6:
                 raise SystemExit(f"{run_dir}: the rebuilt initial model's k-NN top-1 {knn0:.4f} differs from the "
                                  f"recorded {recorded:.4f}; not the run's initialisation")
-        feats, labels = bank[0].double().numpy(), bank[1].numpy()
-        factors = scene_factors(plain_train_dataset(dm.base), labels, dm.num_classes)
-        out[name] = {k: explained_share(feats, z) for k, z in factors.items()}
+        if factors is None:
+            factors = scene_factors(plain_train_dataset(dm.base), bank[1].numpy(), dm.num_classes)
+        out[name] = {k: explained_share(bank[0].double().numpy(), z) for k, z in factors.items()}
     return out
 
 

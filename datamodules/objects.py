@@ -16,7 +16,7 @@ sets), default 32 px with patch 4.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -126,7 +126,7 @@ class ObjectsDataModule(SquareImageSplitsDataModule):
                                 partial(render_objects, noise=self.noise), size, self.seed, split, self._res(resolution))
 
 
-def _range(name: str, value: Any, kind: type, valid: Any, rule: str) -> tuple[Any, Any]:
+def _range(name: str, value: Any, kind: type, valid: Callable[[Any, Any], bool], rule: str) -> tuple[Any, Any]:
     """``value`` as ``(lo, hi)`` of ``kind``; ``ValueError`` naming ``rule`` unless ``valid(lo, hi)``."""
     try:
         lo, hi = (kind(v) for v in value)
