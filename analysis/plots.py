@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from pebench.io import default_file_mode
+from pebench.core.io import default_file_mode
 
 __all__ = ["plot_geometry", "plot_alpha_sweep", "plot_extrapolation", "plot_robustness", "plot_eed_checkpoints",
            "save_plot", "run_info", "run_label", "shift_label"]

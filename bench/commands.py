@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError, list_presets, load_yaml_config, merge
-from .io import atomic_write_json, read_json
+from .core.io import atomic_write_json, read_json
 from .summary import format_table
 
 __all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf"]

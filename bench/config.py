@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from .core.errors import ConfigError
+
 __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_presets", "merge",
            "resolve", "config_to_dict", "run_dir_for", "variant_name", "tokens_suffix", "parse_analyses", "ANALYSES",
            "check_resolution_syntax",
@@ -46,10 +48,6 @@ def parse_bool(value: Any) -> bool | None:
         return value
     word = str(value).strip().lower()
     return True if word in ("1", "true", "yes", "on") else False if word in ("0", "false", "no", "off") else None
-
-
-class ConfigError(ValueError):
-    """A malformed or conflicting run configuration (exit code 2 in the CLI)."""
 
 
 @dataclass

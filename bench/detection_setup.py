@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import ConfigError
+from .core.errors import ConfigError
 from .tasks import analyses_except
 
 __all__ = ["DETECTION_OPTIONS", "build_detection_task", "detection_analyses"]

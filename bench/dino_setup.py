@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import ConfigError
+from .core.errors import ConfigError
 from .tasks import geometry_only
 
 __all__ = ["DINO_OPTIONS", "CROP_GEOMETRY", "prepare_dino_data", "build_dino_task", "dino_analyses"]

@@ -11,7 +11,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from .config import ConfigError
+from .core.errors import ConfigError
 
 __all__ = ["DDP_TIMEOUT", "MULTI_NODE_ENV", "_ddp_strategy", "_ddp_timeout", "_is_rendezvous_failure",
            "_rendezvous_message", "_check_multi_node", "_indivisible"]

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .config import ConfigError
+from .core.errors import ConfigError
 
 __all__ = ["NON_RESULT_KEYS", "REPLICATE_KEYS", "RUN_LOCK_NAME", "grouping_fingerprint", "fingerprint", "fingerprint_keys", "config_differences",
            "previous_config", "check_same_configuration", "run_dir_lock", "RunDirBusy"]

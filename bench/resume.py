@@ -18,7 +18,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from .io import atomic_write_bytes, read_json
+from .core.io import atomic_write_bytes, read_json
 
 __all__ = ["_last_checkpoint", "_AtomicCheckpointIO", "_resume_path", "_epochs_done", "RunInterrupted",
            "_InterruptSignals", "_resume_command"]

@@ -52,7 +52,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
 from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
-from .io import atomic_write_json, atomic_write_yaml
+from .core.io import atomic_write_json, atomic_write_yaml
 from ._loaders import install_samplers, restore_loaders
 from .numerics import flush_denormals, numerics_record
 from .distributed import DDP_TIMEOUT  # noqa: F401  (re-exported: the default DDP timeout)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import ConfigError
+from .core.errors import ConfigError
 from .tasks import analyses_except
 
 __all__ = ["build_segmentation_task", "segmentation_analyses", "segmentation_options"]

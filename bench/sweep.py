@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pebench.io import atomic_write_json
-from pebench.sweep_lock import RunLock
+from pebench.core.io import atomic_write_json
+from pebench.core.locks import RunLock
 
 __all__ = [
     "RunSpec",

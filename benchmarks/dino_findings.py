@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pebench.io import atomic_write_bytes
+from pebench.core.io import atomic_write_bytes
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import bootstrap_mean_ci, paired_bootstrap, paired_t_p

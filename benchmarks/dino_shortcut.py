@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from pebench.io import atomic_write_bytes, atomic_write_json
+from pebench.core.io import atomic_write_bytes, atomic_write_json
 from pebench.leaderboard.render import pe_sort_key
 
 # sibling scripts: benchmarks/ is on sys.path as the directory of the script being run

@@ -30,7 +30,7 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats
 
-from pebench.io import atomic_write_bytes
+from pebench.core.io import atomic_write_bytes
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import bootstrap_mean_ci, paired_bootstrap

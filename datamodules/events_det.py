@@ -50,7 +50,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pebench.io import publish_dir
+from pebench.core.io import publish_dir
 
 from .base import float_option, int_option
 from .gen1 import BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, Gen1DataModule, write_dat

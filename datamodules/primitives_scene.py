@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pebench.io import publish_dir
+from pebench.core.io import publish_dir
 
 from .base import int_option, float_option
 from .registry import register_datamodule

@@ -1,7 +1,7 @@
 """String-to-class lookup for datamodules (the CLI's ``--dataset`` values)."""
 from __future__ import annotations
 
-from pebench.registry import Registry
+from pebench.core.registry import Registry
 
 from .base import BenchDataModule
 

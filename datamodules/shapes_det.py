@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pebench.io import publish_dir
+from pebench.core.io import publish_dir
 
 from .base import int_option
 from .coco import CocoFormatDataModule

@@ -1,7 +1,7 @@
 """String-to-class lookup for positional encodings (the CLI's ``--pe`` values)."""
 from __future__ import annotations
 
-from pebench.registry import Registry
+from pebench.core.registry import Registry
 
 from .base import PositionalEncoding
 from .options import SHARED_KWARGS, check_pe_options

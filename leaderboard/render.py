@@ -42,7 +42,7 @@ import re
 from collections import defaultdict
 from typing import Callable, Iterable, Sequence
 
-from pebench.io import atomic_write_text
+from pebench.core.io import atomic_write_text
 
 from .collect import RunRecord, collect_results, finite
 from .stats import bootstrap_mean_ci, paired_bootstrap, paired_differences, paired_t_p, sign_flip_p

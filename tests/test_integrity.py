@@ -17,7 +17,7 @@ import pytest
 from pebench.cli import main
 from pebench.integrity import (NON_RESULT_KEYS, RUN_LOCK_NAME, config_differences, fingerprint, run_dir_lock,
                                RunDirBusy)
-from pebench.io import atomic_write_bytes, atomic_write_json
+from pebench.core.io import atomic_write_bytes, atomic_write_json
 
 from ddp_support import child_env, free_port
 

@@ -329,8 +329,8 @@ def test_skipped_sample_count_survives_resume():
 
 
 def test_publish_dir_is_all_or_nothing(tmp_path):
-    """The embedded sets' cache folders appear whole or not at all (pebench.io.publish_dir)."""
-    from pebench.io import publish_dir
+    """The embedded sets' cache folders appear whole or not at all (pebench.core.io.publish_dir)."""
+    from pebench.core.io import publish_dir
 
     root = tmp_path / "cache" / "set"
     with pytest.raises(RuntimeError):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pebench.io import atomic_write_json
+from pebench.core.io import atomic_write_json
 from pebench.sweep import RunLock, RunSpec, plan_sweep, run_sweep
 
 
