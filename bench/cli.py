@@ -10,19 +10,21 @@ launcher re-executes either form with the same arguments for ranks > 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-import yaml
 
-from .config import (ANALYSES, TASKS, ConfigError, check_resolution_syntax, config_to_yaml, load_preset, load_yaml_config,
-                     merge, resolve)
+from .config import (RunConfig, check_resolution_syntax, config_to_yaml, load_preset, load_yaml_config, merge,
+                     resolve)
+from .core.errors import ConfigError
+from .core.options import add_flags, flag_values
 from .perf import PERF_COMMANDS
 
-__all__ = ["main", "build_parser", "run_config_from_args"]
+__all__ = ["main", "build_parser", "run_config_from_args", "cli_reference"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,143 +32,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ConfigError(message)
-
-
-def _kv(text: str) -> tuple[str, Any]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    k, v = text.split("=", 1)
-    if not k:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return k, yaml.safe_load(v)
-    except yaml.YAMLError:
-        return k, v
-
-
-#: run flag -> (config key, argparse kwargs); every flag has help text
-RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
-    ("--dataset", "dataset", dict(metavar="NAME", help="dataset to train on (see `bench list`); default: shapes")),
-    ("--pe", "pe", dict(metavar="NAME", help="positional encoding (see `bench list`); default: the best registered "
-                                              "of pape, rope-axial, ape")),
-    ("--model", "model", dict(metavar="NAME", help="ViT preset (see `bench list`); default: vit-nano")),
-    ("--epochs", "epochs", dict(type=int, metavar="N", help="training epochs")),
-    ("--batch-size", "batch_size", dict(type=int, metavar="B", help="global batch size; with W processes "
-                                                                      "(devices x nodes) each loads B/W")),
-    ("--lr", "lr", dict(type=float, metavar="X", help="peak learning rate (AdamW, warm-up then cosine)")),
-    ("--weight-decay", "weight_decay", dict(type=float, metavar="X", help="AdamW weight decay")),
-    ("--warmup-epochs", "warmup_epochs", dict(type=float, metavar="N", help="linear warm-up length in epochs")),
-    ("--label-smoothing", "label_smoothing", dict(type=float, metavar="X", help="cross-entropy label smoothing")),
-    ("--layer-decay", "layer_decay", dict(type=float, metavar="X", help="layer-wise learning-rate decay factor")),
-    ("--drop-path", "drop_path", dict(type=float, metavar="X", help="stochastic depth rate")),
-    ("--task", "task", dict(choices=list(TASKS),
-                            help="what to train (default: the dataset's own task, classification for most): "
-                                 "supervised classification, DINO self-supervised (k-NN / linear probe on "
-                                 "frozen features, EED per checkpoint), detection (COCO-style boxes) or "
-                                 "segmentation (per-point labels)")),
-    ("--task-option", "task_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
-                                           help="task setting, e.g. n_local=6 or out_dim=4096 for --task dino "
-                                                "(repeatable; keys: the README's DINO section)")),
-    ("--seed", "seed", dict(type=int, metavar="S", help="random seed (also the run directory's seed<S>)")),
-    ("--resolution", "resolution", dict(metavar="R", help="input resolution: side S or 'AxB' (video/events: "
-                                                            "frames x side; points: points x groups)")),
-    ("--data-root", "data_root", dict(metavar="PATH", help="root directory of a real dataset")),
-    ("--data-option", "data", dict(type=_kv, action="append", metavar="KEY=VALUE",
-                                   help="extra datamodule option, e.g. train_size=512 (repeatable; keys: "
-                                        "`bench list datasets --options`)")),
-    ("--num-workers", "num_workers", dict(type=int, metavar="N", help="data-loading worker processes per rank")),
-    ("--out", "out", dict(metavar="DIR", help="root of run directories; default: runs")),
-    ("--devices", "devices", dict(metavar="N", help="devices per node (an integer, or auto)")),
-    ("--accelerator", "accelerator", dict(metavar="A", help="cpu, gpu, mps or auto")),
-    ("--strategy", "strategy", dict(metavar="S", help="Lightning strategy, e.g. ddp (auto: single device)")),
-    ("--num-nodes", "num_nodes", dict(type=int, metavar="K", help="number of nodes (multi-node DDP)")),
-    ("--precision", "precision", dict(metavar="P", help="Lightning precision: 32-true, bf16-mixed, 16-mixed")),
-    ("--fast-dev-run", "fast_dev_run", dict(action=argparse.BooleanOptionalAction,
-                                            help="one training and one validation batch (smoke test; "
-                                                 "analyses off unless --analyses is given)")),
-    ("--limit-train-batches", "limit_train_batches", dict(type=float, metavar="X",
-                                                          help="fraction (<=1) or number of training batches per epoch")),
-    ("--limit-val-batches", "limit_val_batches", dict(type=float, metavar="X",
-                                                      help="fraction (<=1) or number of validation batches")),
-    ("--max-time", "max_time", dict(metavar="DD:HH:MM:SS", help="stop training after this wall time")),
-    ("--analyses", "analyses", dict(metavar="LIST", help=f"comma list of {','.join(ANALYSES)}, or none / all; "
-                                                         "default: all that apply on synthetic datasets, "
-                                                         "geometry on real ones")),
-    ("--extrapolation-resolutions", "extrapolation_resolutions",
-     dict(metavar="LIST", help="resolutions for the extrapolation analysis, e.g. 24,32,48,64")),
-    ("--max-skipped-fraction", "max_skipped_fraction",
-     dict(type=float, metavar="X", help="largest fraction of a split's samples that may be missing (exit 2 "
-                                         "before training) or corrupt (status incomplete) (default: 0.05)")),
-    ("--rpt", "rpt", dict(action=argparse.BooleanOptionalAction,
-                          help="random permutation training (run directory <pe>+rpt)")),
-    ("--class-token", "class_token", dict(action=argparse.BooleanOptionalAction, help="prepend a CLS token")),
-    ("--pool", "pool", dict(choices=["mean", "cls"], help="head pooling: mean of patch tokens or the CLS token")),
-    ("--pe-option", "pe_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
-                                       help="PE constructor option, e.g. impl=naive (repeatable; keys: "
-                                            "`bench list pes --options`)")),
-    ("--analysis-option", "analysis_options", dict(type=_kv, action="append", metavar="KEY=VALUE",
-                                                   help="analysis setting, e.g. ssdc_tap=block_out or "
-                                                        "rpi_permutations=16 (repeatable)")),
-    ("--compile", "compile", dict(action=argparse.BooleanOptionalAction,
-                                  help="torch.compile the backbone (in place: checkpoints stay loadable without it); "
-                                       "the first steps pay the compilation (tens of seconds; needs a C++ compiler "
-                                       "on CPU)")),
-    ("--deterministic", "deterministic", dict(action=argparse.BooleanOptionalAction,
-                                              help="use deterministic algorithms (slower on GPU)")),
-    ("--logger", "logger", dict(choices=["csv", "tensorboard", "wandb"],
-                                help="experiment logger; metrics.csv is always written. tensorboard needs the "
-                                     "tensorboard extra; wandb (Weights & Biases, offline unless WANDB_MODE=online) "
-                                     "needs the wandb extra")),
-    ("--tensorboard", "tensorboard", dict(action=argparse.BooleanOptionalAction,
-                                          help="same as --logger tensorboard (needs the tensorboard extra)")),
-    ("--progress-bar", "progress_bar", dict(action=argparse.BooleanOptionalAction, help="show the TQDM progress bar")),
-]
-
-
-def _config_defaults() -> dict[str, Any]:
-    """RunConfig's field defaults (the embedded default run), for ``bench run --help``."""
-    import dataclasses
-
-    from .config import RunConfig
-
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(RunConfig):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            out[f.name] = f.default_factory()  # type: ignore[misc]
-    return out
-
-
-#: what a ``None`` default means, for the flags where it is not simply "not set"
-_NONE_MEANS = {"resolution": "the dataset's", "extrapolation_resolutions": "sizes derived from the training size",
-               "limit_train_batches": "all", "limit_val_batches": "all", "layer_decay": "none (no decay)"}
-
-
-def _with_default(help_text: str, key: str, defaults: dict[str, Any]) -> str:
-    """Append ``(default: X)`` unless the help already states the default."""
-    if "default" in help_text or key not in defaults:
-        return help_text
-    d = defaults[key]
-    if key in _NONE_MEANS and d is None:
-        shown = _NONE_MEANS[key]
-    elif isinstance(d, bool):
-        shown = "on" if d else "off"
-    elif d is None:
-        shown = "none"
-    elif isinstance(d, (dict, list)) and not d:
-        shown = "none"
-    else:
-        shown = str(d)
-    return f"{help_text} (default: {shown})"
-
-
-def _add_run_flags(p: argparse.ArgumentParser) -> None:
-    defaults = _config_defaults()
-    for flag, key, kw in RUN_FLAGS:
-        kw = dict(kw)
-        kw["help"] = _with_default(kw.get("help", ""), key, defaults)
-        p.add_argument(flag, dest=key, default=None, **kw)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE", help="YAML file of run options (e.g. a run's config.yaml)")
     p.add_argument("--preset", metavar="NAME", help="shipped preset pebench/presets/NAME.yaml")
     p.add_argument("--print-config", action="store_true", help="print the resolved configuration as YAML and exit")
-    _add_run_flags(p)
+    add_flags(p, RunConfig)
 
     p = sub.add_parser("list", help="list datasets, positional encodings, models and presets",
                        description="List datasets (modality, data root layout), PEs (modalities), models, presets.")
@@ -273,16 +138,11 @@ def _merged_config(args: argparse.Namespace):
     if getattr(args, "config", None):
         layers.append(load_yaml_config(args.config))
     base = merge(*layers)
-    flags: dict[str, Any] = {}
-    for _, key, _ in RUN_FLAGS:
-        v = getattr(args, key, None)
-        if v is None:
-            continue
-        if key in ("pe_options", "data", "analysis_options", "task_options"):  # KEY=VALUE pairs update the file's mapping
-            v = {**getattr(base, key), **dict(v)}
-        flags[key] = v
-    from dataclasses import asdict
-    return merge(asdict(base), flags)
+    flags = flag_values(args, RunConfig)
+    for key, value in flags.items():
+        if isinstance(value, dict):  # KEY=VALUE pairs update the file's mapping
+            flags[key] = {**getattr(base, key), **value}
+    return merge(dataclasses.asdict(base), flags)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -349,6 +209,37 @@ def _cmd_card(args: argparse.Namespace) -> int:
     return 0
 
 
+def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
+    """The command-line reference in markdown, made from the parser (``docs/cli.md`` is this text:
+    ``bench --markdown-reference > docs/cli.md``; a test keeps the two equal)."""
+    parser = parser or build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {c.dest: c.help for c in sub._choices_actions}
+    lines = ["# Command-line reference", "",
+             "Generated from the parser (`bench --markdown-reference > docs/cli.md`); every `bench run` option",
+             "is declared once, in `bench/config.py` (`RunConfig`), with its type, default, help and bounds.",
+             "User mistakes print one line `bench: error: ...` and exit with code 2.", ""]
+    for name, p in sub.choices.items():
+        lines += [f"## `bench {name}`", "", " ".join(str(p.description or helps.get(name) or "").split()), "",
+                  "| option | meaning |", "|---|---|"]
+        for action in p._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            if action.option_strings:
+                flags = ", ".join(action.option_strings)
+                if action.nargs != 0 and not isinstance(action, argparse.BooleanOptionalAction):
+                    flags += f" {action.metavar or action.dest.upper()}"
+            else:
+                flags = str(action.metavar or action.dest).upper()
+            text = " ".join(str(action.help or "").split())
+            if action.choices and not isinstance(action, argparse.BooleanOptionalAction):
+                text += f" (one of: {', '.join(map(str, action.choices))})"
+            text = text.replace('|', chr(92) + '|').replace('<', '&lt;')
+            lines.append(f"| `{flags}` | {text} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bench`` console script; returns the exit code."""
     from . import commands
@@ -357,6 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["perf"] and (len(argv) == 1 or (argv[1].startswith("-") and argv[1] not in ("-h", "--help"))):
         argv.insert(1, "all")  # `bench perf [--json FILE ...]` runs every suite
+    if argv == ["--markdown-reference"]:
+        sys.stdout.write(cli_reference(parser))
+        return 0
     try:
         args, extra = parser.parse_known_args(argv)
         if args.command is None:

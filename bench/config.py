@@ -13,13 +13,14 @@ import dataclasses
 import importlib.resources
 import math
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
 from .core.errors import ConfigError
+from .core.options import check_bounds, option
 
 __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_presets", "merge",
            "resolve", "config_to_dict", "run_dir_for", "variant_name", "tokens_suffix", "parse_analyses", "ANALYSES",
@@ -55,52 +56,93 @@ class RunConfig:
     """Every option of a run. The defaults are the embedded default run (``bench run``)."""
 
     # what to train
-    dataset: str = "shapes"
-    pe: str | None = None                     # None: best registered of DEFAULT_PE_PREFERENCE
-    model: str = "vit-nano"
-    pe_options: dict = field(default_factory=dict)
-    class_token: bool = False
-    pool: str = "mean"
-    rpt: bool = False
-    drop_path: float = 0.0
-    task: str | None = None               # None: the dataset's default_task (TASKS; pebench.tasks)
-    task_options: dict = field(default_factory=dict)  # e.g. n_local, out_dim for --task dino
+    dataset: str = option("shapes", 'dataset to train on (see `bench list`); default: shapes', metavar='NAME')
+    pe: str | None = option(None,
+                            'positional encoding (see `bench list`); default: the best registered of pape, '
+                            'rope-axial, ape', metavar='NAME')
+    model: str = option("vit-nano", 'ViT preset (see `bench list`); default: vit-nano', metavar='NAME')
+    pe_options: dict = option({},
+                              'PE constructor option, e.g. impl=naive (repeatable; keys: `bench list pes '
+                              '--options`)', flag='--pe-option', metavar='KEY=VALUE')
+    class_token: bool = option(False, 'prepend a CLS token')
+    pool: str = option("mean", 'head pooling: mean of patch tokens or the CLS token', choices=('mean', 'cls'))
+    rpt: bool = option(False, 'random permutation training (run directory <pe>+rpt)')
+    drop_path: float = option(0.0, 'stochastic depth rate', metavar='X',
+                              bounds=(0.0, True, 1.0, False, 'the stochastic-depth rate'))
+    task: str | None = option(None,
+                              "what to train (default: the dataset's own task, classification for most): supervised "
+                              "classification, DINO self-supervised (k-NN / linear probe on frozen features, EED "
+                              "per checkpoint), detection (COCO-style boxes) or segmentation (per-point labels)")
+    task_options: dict = option({},
+                                "task setting, e.g. n_local=6 or out_dim=4096 for --task dino (repeatable; keys: "
+                                "the README's DINO section)", flag='--task-option', metavar='KEY=VALUE')
     # data
-    resolution: int | str | None = None       # None: the dataset's default
-    data_root: str | None = None
-    data: dict = field(default_factory=dict)  # extra datamodule kwargs (e.g. train_size)
-    num_workers: int = 0
+    resolution: int | str | None = option(None,
+                                          "input resolution: side S or 'AxB' (video/events: frames x side; points: "
+                                          "points x groups)", metavar='R', none_means="the dataset's")
+    data_root: str | None = option(None, 'root directory of a real dataset', metavar='PATH')
+    data: dict = option({},
+                        'extra datamodule option, e.g. train_size=512 (repeatable; keys: `bench list datasets '
+                        '--options`)', flag='--data-option', metavar='KEY=VALUE')
+    num_workers: int = option(0, 'data-loading worker processes per rank', metavar='N')
     # optimisation
-    epochs: int = 4
-    batch_size: int = 64                      # global batch; each of W ranks gets batch_size // W
-    lr: float = 2e-3
-    weight_decay: float = 0.05
-    warmup_epochs: float = 1.0
-    label_smoothing: float = 0.0
-    layer_decay: float | None = None
-    seed: int = 0
+    epochs: int = option(4, 'training epochs', metavar='N')
+    batch_size: int = option(64, 'global batch size; with W processes (devices x nodes) each loads B/W', metavar='B')
+    lr: float = option(2e-3, 'peak learning rate (AdamW, warm-up then cosine)', metavar='X',
+                       bounds=(0.0, False, math.inf, False, 'the peak learning rate'))
+    weight_decay: float = option(0.05, 'AdamW weight decay', metavar='X',
+                                 bounds=(0.0, True, math.inf, False, 'the AdamW weight decay'))
+    warmup_epochs: float = option(1.0, 'linear warm-up length in epochs', metavar='N',
+                                  bounds=(0.0, True, math.inf, False, 'the warm-up length in epochs'))
+    label_smoothing: float = option(0.0, 'cross-entropy label smoothing', metavar='X',
+                                    bounds=(0.0, True, 1.0, False, 'the label-smoothing factor'))
+    layer_decay: float | None = option(None, 'layer-wise learning-rate decay factor', metavar='X',
+                                       bounds=(0.0, False, 1.0, True, 'the layer-wise lr decay factor'),
+                                       none_means='none (no decay)')
+    seed: int = option(0, "random seed (also the run directory's seed<S>)", metavar='S')
     # trainer
-    devices: int | str = 1
-    accelerator: str = "auto"
-    strategy: str = "auto"
-    num_nodes: int = 1
-    precision: str = "32-true"
-    deterministic: bool = False
-    compile: bool = False                     # torch.compile the backbone (nn.Module.compile, in place)
-    fast_dev_run: bool = False
-    limit_train_batches: float | None = None
-    limit_val_batches: float | None = None
-    max_time: str | None = None               # "DD:HH:MM:SS"
-    progress_bar: bool = True
-    tensorboard: bool = False                 # alias of logger="tensorboard" (kept for old config files)
-    logger: str = "csv"                       # csv | tensorboard | wandb (metrics.csv is always written)
+    devices: int | str = option(1, 'devices per node (an integer, or auto)', metavar='N')
+    accelerator: str = option("auto", 'cpu, gpu, mps or auto', metavar='A')
+    strategy: str = option("auto", 'Lightning strategy, e.g. ddp (auto: single device)', metavar='S')
+    num_nodes: int = option(1, 'number of nodes (multi-node DDP)', metavar='K')
+    precision: str = option("32-true", 'Lightning precision: 32-true, bf16-mixed, 16-mixed', metavar='P')
+    deterministic: bool = option(False, 'use deterministic algorithms (slower on GPU)')
+    compile: bool = option(False,
+                           'torch.compile the backbone (in place: checkpoints stay loadable without it); the first '
+                           'steps pay the compilation (tens of seconds; needs a C++ compiler on CPU)')
+    fast_dev_run: bool = option(False,
+                                'one training and one validation batch (smoke test; analyses off unless --analyses '
+                                'is given)')
+    limit_train_batches: float | None = option(None, 'fraction (<=1) or number of training batches per epoch',
+                                               metavar='X',
+                                               bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
+                                               none_means='all')
+    limit_val_batches: float | None = option(None, 'fraction (<=1) or number of validation batches', metavar='X',
+                                             bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
+                                             none_means='all')
+    max_time: str | None = option(None, 'stop training after this wall time', metavar='DD:HH:MM:SS')
+    progress_bar: bool = option(True, 'show the TQDM progress bar')
+    tensorboard: bool = option(False, 'same as --logger tensorboard (needs the tensorboard extra)')
+    logger: str = option("csv",
+                         'experiment logger; metrics.csv is always written. tensorboard needs the tensorboard '
+                         'extra; wandb (Weights & Biases, offline unless WANDB_MODE=online) needs the wandb extra',
+                         choices=('csv', 'tensorboard', 'wandb'))
     # outputs and analyses
-    out: str = "runs"
-    analyses: str = "auto"                    # auto | none | all | comma list of ANALYSES
-    extrapolation_resolutions: list | None = None
-    analysis_options: dict = field(default_factory=dict)  # e.g. ssdc_tap, rpi_permutations (ANALYSIS_OPTIONS)
+    out: str = option("runs", 'root of run directories; default: runs', metavar='DIR')
+    analyses: str = option("auto",
+                           'comma list of geometry,robustness,alpha,extrapolation, or none / all; default: all that '
+                           'apply on synthetic datasets, geometry on real ones', metavar='LIST')
+    extrapolation_resolutions: list | None = option(None,
+                                                    'resolutions for the extrapolation analysis, e.g. 24,32,48,64',
+                                                    metavar='LIST', none_means='sizes derived from the training size')
+    analysis_options: dict = option({},
+                                    'analysis setting, e.g. ssdc_tap=block_out or rpi_permutations=16 (repeatable)',
+                                    flag='--analysis-option', metavar='KEY=VALUE')
     # data integrity: above this fraction of a split's samples missing or corrupt, the run is not complete
-    max_skipped_fraction: float = 0.05
+    max_skipped_fraction: float = option(0.05,
+                                         "largest fraction of a split's samples that may be missing (exit 2 before "
+                                         "training) or corrupt (status incomplete) (default: 0.05)", metavar='X',
+                                         bounds=(0.0, True, 1.0, True, "the largest fraction of a split's samples that may be missing or corrupt"))
 
 
 _HINTS: dict[str, Any] | None = None
@@ -306,35 +348,12 @@ def _check_analysis_options(opts: dict) -> None:
         raise ConfigError(f"analysis option rpi_null must be true or false, got {opts['rpi_null']!r}")
 
 
-#: float options: name -> (lowest, lowest allowed, highest, highest allowed, what it is)
-_RANGES: dict[str, tuple[float, bool, float, bool, str]] = {
-    "lr": (0.0, False, math.inf, False, "the peak learning rate"),
-    "weight_decay": (0.0, True, math.inf, False, "the AdamW weight decay"),
-    "warmup_epochs": (0.0, True, math.inf, False, "the warm-up length in epochs"),
-    "label_smoothing": (0.0, True, 1.0, False, "the label-smoothing factor"),
-    "drop_path": (0.0, True, 1.0, False, "the stochastic-depth rate"),
-    "layer_decay": (0.0, False, 1.0, True, "the layer-wise lr decay factor"),
-    "limit_train_batches": (0.0, False, math.inf, False, "a fraction (<= 1) or a number of batches"),
-    "limit_val_batches": (0.0, False, math.inf, False, "a fraction (<= 1) or a number of batches"),
-    "max_skipped_fraction": (0.0, True, 1.0, True, "the largest fraction of a split's samples that may be "
-                                                    "missing or corrupt"),
-}
-
-
 def _check_numbers(cfg: RunConfig) -> None:
-    """Every float option finite and inside its range (one-line :class:`ConfigError` otherwise)."""
-    for name, (lo, lo_in, hi, hi_in, what) in _RANGES.items():
+    """Every float option finite and inside its declared ``bounds`` (one-line :class:`ConfigError` otherwise)."""
+    check_bounds(cfg, ConfigError)
+    for name in ("limit_train_batches", "limit_val_batches"):
         v = getattr(cfg, name)
-        if v is None:
-            continue
-        lo_s = f"{'>=' if lo_in else '>'} {lo:g}"
-        hi_s = "" if math.isinf(hi) else f" and {'<=' if hi_in else '<'} {hi:g}"
-        hi_s += " and finite"
-        ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-              and (v >= lo if lo_in else v > lo) and (v <= hi if hi_in else v < hi))
-        if not ok:
-            raise ConfigError(f"{name} must be {lo_s}{hi_s} ({what}), got {v!r}")
-        if name.startswith("limit_") and v > 1 and v != int(v):
+        if v is not None and v > 1 and v != int(v):
             raise ConfigError(f"{name} must be a fraction (<= 1) or a whole number of batches, got {v!r}")
 
 

@@ -326,9 +326,12 @@ def _check_data_root(dm: Any, max_fraction: float) -> None:
                                 f"expected layout: {dm.expected_layout}")
 
 
-def prepare(cfg: RunConfig) -> dict[str, Any]:
+def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     """Validate everything that can be validated without touching the disk; build the pieces.
 
+    ``check_run_dir``: also check, before Lightning prints anything, that the output root is writable
+    and that the run directory holds no run of another configuration (``bench run`` does; rebuilding a
+    run's model for an analysis does not).
     Raises ``ValueError`` subclasses for user errors (the CLI turns them into exit code 2).
     """
     from pebench.datamodules import get_datamodule_class
@@ -381,8 +384,11 @@ def prepare(cfg: RunConfig) -> dict[str, Any]:
         task.backbone.compile()  # nn.Module.compile: forward compiled in place, state_dict keys unchanged
     if isinstance(cfg.devices, int) and cfg.devices > 0 and cfg.batch_size % (cfg.devices * cfg.num_nodes):
         _indivisible(cfg.batch_size, cfg.devices * cfg.num_nodes)
-    _quiet_lightning()
     run_dir = run_dir_for(cfg)
+    if check_run_dir:  # user errors before the Trainer's banners
+        check_same_configuration(run_dir, config_to_dict(cfg))  # resume / re-run only the same configuration
+        check_writable(cfg.out)
+    _quiet_lightning()
     strategy = _ddp_strategy() if cfg.strategy == "ddp" else cfg.strategy
     counter = _ValSampleCounter()
     callbacks: list[Callback] = [counter, _StepSeed(cfg.seed), _last_checkpoint(run_dir)]
@@ -462,13 +468,10 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     """Train and evaluate one configuration; returns the results dict (see README)."""
     t0 = time.time()
     flush_denormals()  # CPU: denormals to zero (PaPE's logits underflow; see pebench.numerics)
-    parts = prepare(cfg)
+    parts = prepare(cfg, check_run_dir=True)
     cfg, dm, task, trainer, run_dir = parts["cfg"], parts["dm"], parts["task"], parts["trainer"], parts["run_dir"]
     rank0 = trainer.global_rank == 0
     config = config_to_dict(cfg)
-    if rank0:
-        check_same_configuration(run_dir, config)  # resume / re-run only the same configuration
-        check_writable(cfg.out)
     ckpt = _resume_path(run_dir)
     results: dict[str, Any] = {
         "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "model": cfg.model, "seed": cfg.seed,

@@ -9,9 +9,6 @@ from .base import ALL_MODALITIES, IdentityLayerPE, LayerPE, PEConfigError, Posit
 from .options import PEOption, pe_options, variant_label
 from .registry import build_pe, get_pe_class, list_pes, register_pe
 
-# Importing a PE module registers it. Keep this list in the CLI's preferred order.
-from . import none, ape, sincos, rope_axial, rope_mixed, lookhere, alibi, pape, pape_ri  # noqa: E402,F401
-
 __all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",
            "batch_coords", "build_pe", "list_pes", "get_pe_class", "register_pe", "PEOption", "pe_options",
            "variant_label"]

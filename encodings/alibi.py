@@ -52,7 +52,7 @@ class ALiBiLayer(BiasLayerPE):
         return self._finish(bias)
 
 
-@register_pe("alibi")
+@register_pe("alibi", order=60)
 class ALiBi(PositionalEncoding):
     """n-D ALiBi with fixed geometric slopes (no parameters)."""
 

@@ -33,6 +33,7 @@ from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
 from .base import PEConfigError, PositionalEncoding, batch_coords
+from .coords import is_canonical_grid_coords
 from .options import PEOption
 from .registry import register_pe
 
@@ -56,12 +57,10 @@ def grid_table_lookup(table: Tensor, coords: Tensor, grid: Sequence[int]) -> Ten
 
 
 def _is_canonical(coords: Tensor, grid: Sequence[int]) -> bool:
-    # imported lazily: pebench.models imports pebench.encodings
-    from pebench.models.tokenizers import is_canonical_grid_coords
     return is_canonical_grid_coords(coords, grid)
 
 
-@register_pe("ape")
+@register_pe("ape", order=10)
 class LearnedAPE(PositionalEncoding):
     additive = True
     options = (

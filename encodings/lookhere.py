@@ -163,7 +163,7 @@ class LookHereLayer(BiasLayerPE):
         return self._finish(torch.stack(heads, dim=1))  # (B|1, H, P + N, P + N)
 
 
-@register_pe("lookhere")
+@register_pe("lookhere", order=50)
 class LookHere(PositionalEncoding):
     """LookHere, LH-90 layout (see the module docstring); ``self.heads`` lists the layout."""
 

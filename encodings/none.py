@@ -11,6 +11,6 @@ from .registry import register_pe
 __all__ = ["NoPE"]
 
 
-@register_pe("none")
+@register_pe("none", order=0)
 class NoPE(PositionalEncoding):
     """No positional information at all (identity everywhere)."""

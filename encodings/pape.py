@@ -367,7 +367,7 @@ class PaPELayer(AugmentedLayerPE):
         return s + ((a * u - b) * u).sum(-1, keepdim=True)  # + const_i
 
 
-@register_pe("pape")
+@register_pe("pape", order=70)
 class PaPE(PositionalEncoding):
     """PaPE; the default is the published parameterisation (see the module docstring)."""
 

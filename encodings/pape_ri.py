@@ -104,7 +104,7 @@ class PaPERILayer(AugmentedLayerPE):
         return g.unsqueeze(-1) * d2.unsqueeze(1)  # (B, H, N, N)
 
 
-@register_pe("pape-ri")
+@register_pe("pape-ri", order=80)
 class PaPERI(PositionalEncoding):
     """Rotation-invariant PaPE; the default is the published method (see the module docstring)."""
 

@@ -8,7 +8,9 @@ from .options import SHARED_KWARGS, check_pe_options
 
 __all__ = ["register_pe", "build_pe", "list_pes", "get_pe_class"]
 
-_PES: Registry[PositionalEncoding] = Registry("PE")
+#: PEs register themselves with ``@register_pe(name, order=...)`` in their own module (one file per PE);
+#: a module of this package is imported the first time its PE is asked for. ``order``: the CLI's listing order.
+_PES: Registry[PositionalEncoding] = Registry("PE", package="pebench.encodings")
 
 #: Class decorator: make a PE available as ``build_pe(name)`` and ``bench run --pe name``.
 register_pe = _PES.register

@@ -85,7 +85,7 @@ class AxialRoPELayer(LayerPE):
         return apply_rot_embed(q, sin, cos), apply_rot_embed(k, sin, cos)
 
 
-@register_pe("rope-axial")
+@register_pe("rope-axial", order=30)
 class AxialRoPE(PositionalEncoding):
     """Axial RoPE (no parameters). Option: ``base`` (default 100)."""
     options = (PEOption("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),)

@@ -82,7 +82,7 @@ class MixedRoPELayer(LayerPE):
         return apply_rope(q, k, self.angles(coords, q.shape[0], q.dtype), self.num_prefix_tokens)
 
 
-@register_pe("rope-mixed")
+@register_pe("rope-mixed", order=40)
 class MixedRoPE(PositionalEncoding):
     """RoPE-Mixed. Option: ``theta`` (init magnitude base, default 10 as in the paper)."""
     options = (PEOption("theta", "float", 10.0, "frequency base of the initial frequency vectors"),)

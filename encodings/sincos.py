@@ -39,7 +39,7 @@ def sincos_embedding(coords: Tensor, dim: int, base: float = 10000.0) -> Tensor:
     return emb
 
 
-@register_pe("sincos")
+@register_pe("sincos", order=20)
 class SinCosPE(PositionalEncoding):
     """Fixed sinusoidal table evaluated at the tokens' coords (no parameters)."""
     options = (PEOption("base", "float", 10000.0, "frequency base of the sinusoids"),)

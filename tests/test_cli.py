@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pebench.cli import RUN_FLAGS, build_parser, main
+from pebench.cli import build_parser, main
+from pebench.config import RunConfig
+from pebench.core.options import declared_options, flag_of
 from pebench.datamodules import get_datamodule_class, list_datamodules
 from pebench.run import load_registries
 
@@ -93,7 +95,7 @@ def test_run_help_mentions_every_flag(capsys):
                 "--deterministic", "--tensorboard", "--class-token", "--pool", "--pe-option", "--num-workers",
                 "--label-smoothing", "--weight-decay", "--warmup-epochs", "--layer-decay",
                 "--extrapolation-resolutions"]
-    for flag in required + [f for f, _, _ in RUN_FLAGS]:
+    for flag in required + [flag_of(f, opt) for f, opt in declared_options(RunConfig)]:
         assert flag in text, flag
 
 
