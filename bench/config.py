@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import yaml
 
 from .core.errors import ConfigError
-from .core.options import check_bounds, option
+from .core.options import check_bounds, option, parse_bool
 
 __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_presets", "merge",
            "resolve", "config_to_dict", "run_dir_for", "variant_name", "tokens_suffix", "parse_analyses", "ANALYSES",
@@ -41,14 +41,6 @@ LOGGERS = ("csv", "tensorboard", "wandb")
 ANALYSES = ("geometry", "robustness", "alpha", "extrapolation")
 #: the default run uses the first of these PEs that is registered
 DEFAULT_PE_PREFERENCE = ("pape", "rope-axial", "ape")
-
-
-def parse_bool(value: Any) -> bool | None:
-    """``True``/``False`` from a bool or a word (1/true/yes/on, 0/false/no/off, any case); ``None`` otherwise."""
-    if isinstance(value, bool):
-        return value
-    word = str(value).strip().lower()
-    return True if word in ("1", "true", "yes", "on") else False if word in ("0", "false", "no", "off") else None
 
 
 @dataclass

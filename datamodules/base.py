@@ -39,6 +39,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from pebench.core.options import parse_bool
+
 __all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES", "int_option", "float_option"]
 
 log = logging.getLogger(__name__)
@@ -68,8 +70,6 @@ def parse_resolution(value: int | str | None) -> tuple[int, ...] | None:
 
 def bool_option(dataset: str, key: str, value: Any) -> bool:
     """A true/false datamodule option (``--data-option KEY=VALUE``), else one-line ``ValueError``."""
-    from pebench.config import parse_bool
-
     flag = parse_bool(value)
     if flag is None:
         raise ValueError(f"{dataset}: data option {key} must be true or false, got {value!r}")

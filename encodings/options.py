@@ -6,10 +6,13 @@ attribute. That one declaration is what
 
 * :func:`check_pe_options` validates (``build_pe`` calls it: unknown keys, wrong types, values
   outside ``choices``),
-* :func:`pe_options` lists (key, type, default, choices, one-line meaning; ``bench list pes``
-  can print it), and
-* :func:`variant_label` compares against to name a variant: ``pape`` when every option is at
+* :func:`describe_options` lists (key, type, default, choices, one-line meaning; ``bench list pes``
+  prints it), and
+* :func:`variant_label_of` compares against to name a variant: ``pape`` when every option is at
   its default, ``pape[init=pebench]`` otherwise.
+
+These take the PE class; the by-name versions (``pe_options``, ``variant_label``) are in
+:mod:`.registry`, which looks the class up.
 
 The tests check that each declaration agrees with its class's constructor signature (same keys,
 same defaults), so the two cannot drift apart.
@@ -20,7 +23,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-__all__ = ["PEOption", "SHARED_KWARGS", "check_pe_options", "pe_options", "variant_label", "format_option_value"]
+from .base import PEConfigError
+
+__all__ = ["PEOption", "SHARED_KWARGS", "check_pe_options", "describe_options", "variant_label_of", "format_option_value"]
 
 #: Constructor arguments every PE takes from the backbone (not user options).
 SHARED_KWARGS = ("dim", "num_heads", "depth", "spatial_dims", "num_prefix_tokens", "grid")
@@ -82,25 +87,15 @@ class PEOption:
                 "help": self.help}
 
 
-def _cls(pe: str | type) -> type:
-    if isinstance(pe, str):
-        from .registry import get_pe_class  # the registry imports base, which imports nothing here
-        return get_pe_class(pe)
-    return pe
-
-
 def _declared(cls: type) -> dict[str, PEOption]:
     return {o.key: o for o in getattr(cls, "options", ())}
 
 
-def check_pe_options(pe: str | type, options: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate user options of PE ``pe`` (a name or class) against its declaration and return
+def check_pe_options(cls: type, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate user options of the PE class ``cls`` against its declaration and return
     them coerced to their canonical types. Unknown keys raise ``TypeError`` (as an unexpected
     keyword argument would); a value of the wrong type or outside ``choices`` raises
     :class:`~pebench.encodings.base.PEConfigError`."""
-    from .base import PEConfigError
-
-    cls = _cls(pe)
     spec = _declared(cls)
     out = {}
     for key, value in options.items():
@@ -114,10 +109,10 @@ def check_pe_options(pe: str | type, options: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-def pe_options(pe: str | type) -> list[dict[str, Any]]:
-    """The options of PE ``pe``: one dict per option with ``key``, ``type``, ``default``,
+def describe_options(cls: type) -> list[dict[str, Any]]:
+    """The options of the PE class ``cls``: one dict per option with ``key``, ``type``, ``default``,
     ``choices`` and ``help`` (one line), in declaration order."""
-    return [o.describe() for o in getattr(_cls(pe), "options", ())]
+    return [o.describe() for o in getattr(cls, "options", ())]
 
 
 def format_option_value(value: Any) -> str:
@@ -139,20 +134,17 @@ def _same(opt: PEOption, value: Any) -> bool:
         return False
 
 
-def variant_label(pe: str, pe_options: Mapping[str, Any] | None) -> str:
+def variant_label_of(cls: type | None, pe: str, pe_options: Mapping[str, Any] | None) -> str:
     """Label of a PE variant: ``pe`` when every option equals its default, else
     ``pe[k=v,...]`` with the non-default options sorted by key.
 
     ``1`` equals ``1.0`` and a list equals the tuple with the same items (a YAML config gives
     lists). Keys the PE does not declare (or every key, if ``pe`` is not a registered PE) count
-    as non-default, so a label never hides a setting.
+    as non-default, so a label never hides a setting. ``cls``: the PE's class (``None``: not registered).
     """
     if not pe_options:
         return pe
-    try:
-        spec = _declared(_cls(pe))
-    except ValueError:  # unknown PE name
-        spec = {}
+    spec = _declared(cls) if cls is not None else {}
     diff = {k: v for k, v in pe_options.items() if k not in spec or not _same(spec[k], v)}
     for k in diff:
         if k in spec:

@@ -177,8 +177,8 @@ def test_task_setup_registry_picks_the_datasets_task_and_lists_valid_ones(tmp_pa
 
 
 def test_true_false_data_options_accept_words_and_reject_others(capsys):
-    """One parser (pebench.config.parse_bool) for config keys and datamodule flags."""
-    from pebench.config import parse_bool
+    """One parser (pebench.core.options.parse_bool) for config keys and datamodule flags."""
+    from pebench.core.options import parse_bool
     from pebench.datamodules.base import bool_option
 
     assert [parse_bool(v) for v in (True, "Yes", " on", "0", "FALSE", "maybe", 2)] == [True, True, True, False,

@@ -22,7 +22,15 @@ from typing import Any
 
 import yaml
 
-__all__ = ["Option", "option", "declared_options", "add_flags", "flag_values", "check_bounds", "parse_key_value"]
+__all__ = ["Option", "option", "parse_bool", "declared_options", "add_flags", "flag_values", "check_bounds", "parse_key_value"]
+
+
+def parse_bool(value: Any) -> bool | None:
+    """``True``/``False`` from a bool or a word (1/true/yes/on, 0/false/no/off, any case); ``None`` otherwise."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    return True if word in ("1", "true", "yes", "on") else False if word in ("0", "false", "no", "off") else None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,11 @@ only when a name is asked for (lazy by name: ``rope-axial`` first tries the modu
 or when all names are (``names()`` imports every module under the package, recursively). So
 ``bench --help`` imports no entry at all, and adding an entry is adding one module.
 
+Entries outside this repository (your own PE, dataset or task in your own package) are plugins: list
+their modules in the environment variable ``PEBENCH_PLUGINS`` (comma-separated module names) or
+declare them under the entry-point group ``pebench.plugins`` of your package; they are imported the
+first time a name is not found or all names are asked for (docs/extending.md).
+
 Unknown names raise ``ValueError("unknown PE 'x'; available: ...")``, with a "did you mean" when a
 registered name is close.
 """
@@ -20,10 +25,34 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.metadata
+import os
 import pkgutil
 from typing import Any, Callable, Generic, Iterable, TypeVar
 
-__all__ = ["Registry", "unknown_name_message"]
+__all__ = ["Registry", "unknown_name_message", "load_plugins", "PLUGINS_ENV", "PLUGINS_GROUP"]
+
+#: environment variable listing plugin modules (comma-separated), imported before an unknown name fails
+PLUGINS_ENV = "PEBENCH_PLUGINS"
+#: entry-point group of installed plugin packages (``[project.entry-points."pebench.plugins"]``)
+PLUGINS_GROUP = "pebench.plugins"
+_plugins_loaded: set[str] = set()
+
+
+def load_plugins() -> None:
+    """Import every plugin module named in ``$PEBENCH_PLUGINS`` or the ``pebench.plugins`` entry points
+    (each once); a plugin that cannot be imported is an error naming it."""
+    names = [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+    names += [ep.value.split(":")[0] for ep in importlib.metadata.entry_points(group=PLUGINS_GROUP)]
+    for module in names:
+        if module in _plugins_loaded:
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(f"pebench plugin {module!r} (from ${PLUGINS_ENV} or the {PLUGINS_GROUP!r} entry "
+                             f"points) cannot be imported: {e}") from None
+        _plugins_loaded.add(module)
 
 T = TypeVar("T")
 
@@ -96,8 +125,8 @@ class Registry(Generic[T]):
     def _lookup(self, name: str) -> T | None:
         if name not in self._entries and self.package and not self._all_imported:
             self._import_module_named(name)
-            if name not in self._entries:
-                self._import_all()
+        if name not in self._entries:
+            self._import_all()
         return self._entries.get(name)
 
     def _import_module_named(self, name: str) -> None:
@@ -110,6 +139,7 @@ class Registry(Generic[T]):
                 raise
 
     def _import_all(self) -> None:
+        load_plugins()
         if self._all_imported:
             return
         root = importlib.import_module(str(self.package))
