@@ -11,6 +11,7 @@ from typing import Any
 
 from .config import ConfigError, list_presets, load_yaml_config, merge
 from .core.io import atomic_write_json, read_json
+from .perf import PERF_COMMANDS
 from .summary import format_table
 
 __all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf"]
@@ -309,9 +310,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------- perf
 def cmd_perf(args: argparse.Namespace) -> int:
-    from pebench.perf import PERF_COMMANDS as perf_commands
-    fn = perf_commands.get(args.what)
+    fn = PERF_COMMANDS.get(args.what)
     if fn is None:
-        raise ConfigError(f"unknown benchmark {args.what!r}; available: {', '.join(perf_commands)}")
+        raise ConfigError(f"unknown benchmark {args.what!r}; available: {', '.join(PERF_COMMANDS)}")
     rc = fn(list(args.args))
     return int(rc or 0)

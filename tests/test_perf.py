@@ -1,12 +1,21 @@
-"""Smoke test of the ``bench perf`` machinery (issue #7): tiny sizes, JSON schema only (no timing asserts)."""
+"""Smoke test of the ``bench perf`` machinery (issue #7): tiny sizes, JSON schema only (no timing asserts);
+the suite registry (names known without torch, each suite's module registers its names)."""
 from __future__ import annotations
 
+import importlib
 import json
+import subprocess
+import sys
 
-from pebench.perf import PERF_COMMANDS, format_markdown, interleaved, record
-from pebench.perf_attention import bench_budget
-from pebench.perf_data import bench_analysis
-from pebench.perf_model import bench_pe_overhead
+import pytest
+
+from pebench.perf import PERF_COMMANDS
+from pebench.perf.attention import bench_budget
+from pebench.perf.data import bench_analysis
+from pebench.perf.model import bench_pe_overhead
+from pebench.perf.report import format_markdown, record
+from pebench.perf.suites import ALL_SUITES, SUITE_MODULES, SUITES, load_suite
+from pebench.perf.timing import interleaved
 
 
 def test_perf_commands_and_schema(tmp_path, monkeypatch):
@@ -22,7 +31,7 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
     # geometry needs a model + dataset: too slow for a smoke test
     suites = {"pe-overhead": bench_pe_overhead, "attention-budget": bench_budget,
               "analysis": lambda quick, tiny: bench_analysis(quick, tiny, with_geometry=False)}
-    monkeypatch.setattr(perf, "_suites", lambda: suites)
+    monkeypatch.setattr(perf, "load_suite", suites.__getitem__)
     js, md = tmp_path / "perf.json", tmp_path / "perf.md"
     assert perf._run("smoke", ["attention-budget", "pe-overhead", "analysis"],
                      ["--tiny", "--json", str(js), "--md", str(md)]) == 0
@@ -52,3 +61,27 @@ def test_bench_perf_cli_defaults_to_all(tmp_path):
     names = [r["name"] for r in json.loads(js.read_text())]
     for prefix in ("backbone", "attention fwd+bwd", "pe-overhead", "analysis geometry", "data"):
         assert any(n.startswith(prefix) for n in names), prefix
+
+
+def test_perf_suite_names_without_torch(tmp_path):
+    """`bench --help` lists the suites: importing pebench.perf (and the CLI) must not import torch."""
+    code = ("import sys, pebench.perf, pebench.cli; "
+            "bad = [m for m in ('torch', 'lightning', 'timm') if m in sys.modules]; "
+            "print(list(pebench.perf.PERF_COMMANDS)); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == str(["all", *SUITE_MODULES, "attention"])
+
+
+def test_perf_suite_modules_register_their_suites():
+    """Each suite module registers exactly the suites SUITE_MODULES assigns to it; `all` runs known suites."""
+    assert set(ALL_SUITES) <= set(SUITE_MODULES) and len(set(ALL_SUITES)) == len(ALL_SUITES)
+    for module in sorted(set(SUITE_MODULES.values())):
+        mod = importlib.import_module(f"pebench.perf.{module}")
+        registered = {name for name in SUITES.names() if SUITES.get(name).__module__ == mod.__name__}
+        assert registered == {n for n, m in SUITE_MODULES.items() if m == module}, module
+    for name in SUITE_MODULES:
+        assert load_suite(name) is SUITES.get(name) and callable(load_suite(name))
+    with pytest.raises(ValueError, match="unknown perf suite 'no-such-suite'.*backbone"):
+        load_suite("no-such-suite")

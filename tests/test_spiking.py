@@ -426,7 +426,7 @@ def test_spiking_and_frames_runs_get_their_own_run_dirs_and_rows(tmp_path, monke
 
 @pytest.mark.slow
 def test_bench_perf_data_spiking_row():
-    from pebench.perf_data import bench_spiking, spiking_stream
+    from pebench.perf.data import bench_spiking, spiking_stream
 
     ev = spiking_stream(20_000, duration_us=1_000_000)
     assert len(ev) == 20_000 and np.all(np.diff(ev["t"]) >= 0) and ev["x"].max() < 128

@@ -29,10 +29,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from .perf import interleaved, record
-from .perf_model import train_step_fn
+import pebench
+from pebench.analysis import eed, ssdc
+from pebench.config import RunConfig, resolve
+from pebench.datamodules import get_datamodule_class
+from pebench.datamodules.event_transforms import SpikingOptions
+from pebench.datamodules.synthetic_events import EVENT_DTYPE
+from pebench.models import ClassificationTask, grid_coords
+from pebench.models.spiking import pad_collate
+from pebench.models.tokenizers import farthest_point_sample, knn_group
+from pebench.run import load_registries, train_grid_for
+
+from .model import train_step_fn
+from .report import record
+from .suites import SUITES
+from .timing import interleaved
 
 __all__ = ["bench_analysis", "bench_data", "bench_e2e", "loader_rate", "spiking_stream"]
 
@@ -40,10 +54,6 @@ E2E_BUDGET_S = 180.0
 
 
 def _default_setup(tiny: bool, val_size: int | None = None) -> tuple[Any, Any, Any]:
-    from pebench.config import RunConfig, resolve
-    from pebench.datamodules import get_datamodule_class
-    from pebench.models import ClassificationTask
-    from pebench.run import load_registries, train_grid_for
     load_registries()
     cfg = resolve(RunConfig())
     data = {"train_size": 64, "val_size": 32} if tiny else {}
@@ -63,14 +73,13 @@ def _default_setup(tiny: bool, val_size: int | None = None) -> tuple[Any, Any, A
 GEOMETRY_VAL_SIZES = (512, 5120)
 
 
+@SUITES.register("analysis")
 def bench_analysis(quick: bool = False, tiny: bool = False, with_geometry: bool = True) -> list[dict]:
-    from pebench.analysis import eed, ssdc
-    from pebench.models import grid_coords
     rows = []
     geometry = None
     try:
         if with_geometry:
-            from pebench.analysis.geometry import geometry
+            from pebench.analysis.geometry import geometry  # deferred: optional, the suite runs without it
     except ImportError as e:
         print(f"  skip geometry overhead: pebench.analysis.geometry is not available ({e})", flush=True)
     for val_size in ((None,) if tiny else GEOMETRY_VAL_SIZES[:1] if quick else GEOMETRY_VAL_SIZES):
@@ -129,7 +138,6 @@ def loader_rate(loader, min_time: float, max_batches: int | None = None) -> tupl
 
 def _fixtures():
     """tests/fixtures_real.py of the source checkout (pebench is installed editable), or None."""
-    import pebench
     path = Path(pebench.__file__).resolve().parent.parent / "tests" / "fixtures_real.py"
     if not path.exists():
         return None
@@ -159,9 +167,8 @@ def _cases(tiny: bool, tmp: str) -> list[tuple[str, str, dict, int]]:
     return cases
 
 
+@SUITES.register("data")
 def bench_data(quick: bool = False, tiny: bool = False) -> list[dict]:
-    from pebench.datamodules import get_datamodule_class
-    from pebench.run import train_grid_for
     rows = []
     min_time = 0.2 if tiny else 1.5 if quick else 3.0
     with tempfile.TemporaryDirectory(prefix="pebench-perf-") as tmp:
@@ -170,7 +177,6 @@ def bench_data(quick: bool = False, tiny: bool = False) -> list[dict]:
             dm = cls(batch_size=16 if tiny else 64, **kw)  # num_workers: the default (0)
             rate, batch = loader_rate(dm.train_dataloader(), min_time)
             x, y = batch[0][:cap], batch[1][:cap]
-            from pebench.models import ClassificationTask
             torch.manual_seed(0)
             task = ClassificationTask(dm.modality, dm.num_classes, in_chans=dm.in_chans, model="vit-nano", pe="none",
                                       patch_size=dm.patch_size, tubelet=dm.tubelet, num_groups=dm.num_groups,
@@ -187,7 +193,6 @@ def bench_data(quick: bool = False, tiny: bool = False) -> list[dict]:
             rows.append(record(f"data {label}", "loader samples/s", "vit-nano train samples/s", rate, model_rate,
                                "samples/s", target=1.0, note=note))
             if dm.modality == "points":
-                from pebench.models.tokenizers import farthest_point_sample, knn_group
                 pts = x.float()
                 G, k = task.tokenizer.num_groups, task.tokenizer.group_size
 
@@ -205,9 +210,6 @@ def bench_data(quick: bool = False, tiny: bool = False) -> list[dict]:
 
 def spiking_stream(n: int = 500_000, side: int = 128, duration_us: int = 6_000_000, seed: int = 0):
     """A DvsGesture-scale stream: ``n`` uniform events (x, y, polarity, t sorted) on ``side x side``."""
-    import numpy as np
-
-    from pebench.datamodules.synthetic_events import EVENT_DTYPE
     rng = np.random.default_rng(seed)
     ev = np.empty(n, EVENT_DTYPE)
     ev["x"], ev["y"], ev["p"] = rng.integers(0, side, n), rng.integers(0, side, n), rng.random(n) < 0.5
@@ -217,10 +219,6 @@ def spiking_stream(n: int = 500_000, side: int = 128, duration_us: int = 6_000_0
 
 def bench_spiking(quick: bool = False, tiny: bool = False) -> list[dict]:
     """Spiking-patch tokenizer alone (DvsGesture settings) vs vit-nano training at its token count."""
-    from pebench.datamodules.event_transforms import SpikingOptions
-    from pebench.models import ClassificationTask
-    from pebench.models.spiking import pad_collate
-
     n_ev = 50_000 if tiny else 500_000
     opts = SpikingOptions(patch=16, threshold=256, refractory_ms=100.0, time_scale_ms=50.0, buckets=8, max_tokens=512)
     streams = [spiking_stream(n_ev, seed=s) for s in range(2)]
@@ -246,6 +244,7 @@ def bench_spiking(quick: bool = False, tiny: bool = False) -> list[dict]:
     return [row]
 
 
+@SUITES.register("e2e")
 def bench_e2e(quick: bool = False, tiny: bool = False) -> list[dict]:
     exe = shutil.which("bench")
     cmd = [exe] if exe else [sys.executable, "-c", "import sys; from pebench.cli import main; sys.exit(main())"]

@@ -2,9 +2,9 @@
 
 Usage (module API; the CLI wires it as ``bench perf attention``)::
 
-    from pebench.perf_attention import run, main
+    from pebench.perf.attention import run, main
     rows = run(n_tokens=(256, 1024), head_dim=64, heads=2, json_path="perf.json")
-    python -c "from pebench.perf_attention import main; main()" --tokens 256,1024 --json perf.json
+    python -m pebench.perf.attention --tokens 256,1024 --json perf.json
 
 What is measured, for each token count N and each registered PE (plus ``pape`` with
 ``impl="naive"`` for N <= ``naive_max_tokens``; bigger N are skipped with a note because the
@@ -24,7 +24,7 @@ naive path is O(N^2 m) and holds several N x N tensors):
   (inputs, parameters). On CUDA: ``torch.cuda.max_memory_allocated`` minus the allocation at
   the start. On CPU: the step runs under ``torch.profiler`` with ``profile_memory=True``; its
   ``[memory]`` allocation/free events (bytes, +/-) are summed in time order and the running
-  maximum is the peak. (``tracemalloc`` cannot see torch's allocator; RSS is too coarse.)
+  maximum is the peak (:func:`pebench.perf.timing.peak_bytes`).
 
 Output: a markdown table (ratios to plain SDPA, ``none``, and to ``rope-axial``) printed to
 stdout, and with ``json_path`` a JSON list of rows
@@ -42,12 +42,16 @@ import time
 from typing import Callable, Sequence
 
 import torch
-
 import torch.nn.functional as F
 
 from pebench.encodings import LayerPE, build_pe, list_pes
 from pebench.encodings.pape import augmented_width, pape_extra_dims
 from pebench.models import Attention, grid_coords
+
+from ..core.io import atomic_write_text
+from .report import record
+from .suites import SUITES
+from .timing import interleaved, peak_bytes
 
 __all__ = ["run", "main", "square_grid", "format_table", "attention_step", "bench_budget"]
 
@@ -64,19 +68,6 @@ def square_grid(n: int) -> tuple[int, int]:
 
 def _default_repeats(n: int) -> int:
     return 10 if n <= 256 else 5 if n <= 1024 else 3 if n <= 4096 else 1
-
-
-def _cpu_peak_bytes(fn) -> int:
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    cur = peak = 0
-    for e in sorted(events, key=lambda e: e.start_ns()):
-        cur += e.nbytes()
-        peak = max(peak, cur)
-    return peak
 
 
 def _pape_2d_width(head_dim: int) -> int:
@@ -130,14 +121,7 @@ def _measure(pe_name: str, impl: str | None, n: int, head_dim: int, heads: int, 
 
     # memory-profiled step: the warm-up, or (repeats == 1, big N) the single timed step too
     t0 = time.perf_counter()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        base = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        step()
-        peak = torch.cuda.max_memory_allocated(device) - base
-    else:
-        peak = _cpu_peak_bytes(step)
+    peak = peak_bytes(step, device)
     times = [(time.perf_counter() - t0) * 1e3] if repeats == 1 else []
     for _ in range(repeats if repeats > 1 else 0):
         t0 = time.perf_counter()
@@ -206,19 +190,16 @@ def run(n_tokens: Sequence[int] = DEFAULT_TOKENS, head_dim: int = 64, heads: int
               f"{str(dtype).replace('torch.', '')}, torch {torch.__version__}, {torch.get_num_threads()} threads\n")
         print(table)
     if json_path is not None:
-        tmp = f"{json_path}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(rows, f, indent=1)
-        os.replace(tmp, json_path)
+        atomic_write_text(json_path, json.dumps(rows, indent=1))
     return rows
 
 
+@SUITES.register("attention-budget")
 def bench_budget(quick: bool = False, tiny: bool = False) -> list[dict]:
     """docs/ARCHITECTURE.md §6 attention budgets as ``bench perf`` records: PaPE (sdpa) forward+backward time
     vs ``rope-axial`` at N = 1024, head dim 64 (target <= 1.15x), the kernel floor of that ratio
     (``none`` with q/k zero-padded to PaPE's head dim), and PaPE's peak memory at 4N vs N (linear
     in N: about 4x; an N x N tensor would make it ~16x)."""
-    from .perf import interleaved, record
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     n, hd = (64, 16) if tiny else (1024, 64)
     reps = 2 if tiny else 10 if quick else 60
@@ -240,15 +221,7 @@ def bench_budget(quick: bool = False, tiny: bool = False) -> list[dict]:
                    t["pape"] * 1e3, t["none"] * 1e3, "ms", higher_is_better=False)]
     peak = {}
     for m in (n, 4 * n):
-        step = attention_step("pape", "sdpa", m, hd, 1, dev)
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-            base = torch.cuda.memory_allocated(dev)
-            torch.cuda.reset_peak_memory_stats(dev)
-            step()
-            peak[m] = (torch.cuda.max_memory_allocated(dev) - base) / 2 ** 20
-        else:
-            peak[m] = _cpu_peak_bytes(step) / 2 ** 20
+        peak[m] = peak_bytes(attention_step("pape", "sdpa", m, hd, 1, dev), dev) / 2 ** 20
     rows.append(record(f"attention peak memory pape N={4 * n} vs N={n}", f"N={4 * n}", f"N={n}", peak[4 * n],
                        peak[n], "MB", higher_is_better=False, target=4.5,
                        note="linear in N means ~4x; any N x N tensor would make it ~16x"))

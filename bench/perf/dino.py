@@ -18,17 +18,20 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .perf import interleaved, record
+from pebench.analysis.geometry import geometry
+from pebench.datamodules import build_datamodule
+from pebench.models.dino_head import dino_loss, ema_update, update_center
+from pebench.models.tasks.dino import DinoTask
+
+from .report import record
+from .suites import SUITES
+from .timing import interleaved
 
 __all__ = ["bench_dino"]
 
 
+@SUITES.register("dino")
 def bench_dino(quick: bool = False, tiny: bool = False) -> list[dict]:
-    from pebench.analysis.geometry import geometry
-    from pebench.datamodules import build_datamodule
-    from pebench.models.dino_head import dino_loss, ema_update, update_center
-    from pebench.models.tasks.dino import DinoTask
-
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model, batch, n_local = ("vit-nano", 4, 2) if tiny else ("vit-nano12", 64 if dev.type == "cpu" else 256, 4)
     reps = 1 if tiny else 3 if quick else 5

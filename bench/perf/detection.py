@@ -16,7 +16,7 @@
   loader keeps up with the model without worker processes.
 
 The two training steps are timed interleaved (A, B, A, B, ...) in one process after warm-up
-steps that are not timed (:func:`pebench.perf.interleaved`); the dataset is written into a
+steps that are not timed (:func:`pebench.perf.timing.interleaved`); the dataset is written into a
 temporary cache folder (not ``~/.cache/pebench``) and removed afterwards.
 """
 from __future__ import annotations
@@ -26,7 +26,15 @@ import tempfile
 import torch
 import torch.nn.functional as F
 
-from .perf import interleaved, record
+from pebench.datamodules import get_datamodule_class
+from pebench.models import ClassificationTask
+from pebench.models.tasks.detection import DetectionTask
+from pebench.run import load_registries, train_grid_for
+
+from .data import loader_rate
+from .report import record
+from .suites import SUITES
+from .timing import interleaved
 
 __all__ = ["bench_detection"]
 
@@ -34,13 +42,8 @@ __all__ = ["bench_detection"]
 PE = "pape"
 
 
+@SUITES.register("detection")
 def bench_detection(quick: bool = False, tiny: bool = False) -> list[dict]:
-    from pebench.datamodules import get_datamodule_class
-    from pebench.models import ClassificationTask
-    from pebench.models.tasks.detection import DetectionTask
-    from pebench.perf_data import loader_rate
-    from pebench.run import load_registries, train_grid_for
-
     load_registries()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     batch = 4 if tiny else 16  # 16: the README's shapes-det runs (--batch-size 16)

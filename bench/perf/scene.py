@@ -13,7 +13,7 @@
   Peak = memory allocated during the step on top of what existed before it: on CUDA
   ``torch.cuda.max_memory_allocated``; on CPU the step runs under ``torch.profiler`` with
   ``profile_memory=True`` and its allocation / free events are summed in time order
-  (:func:`pebench.perf_attention._cpu_peak_bytes`; ``tracemalloc`` cannot see torch's allocator).
+  (:func:`pebench.perf.timing.peak_bytes`; ``tracemalloc`` cannot see torch's allocator).
   On CPU full attention is measured up to :data:`FULL_CPU_MAX_TOKENS` tokens only (``alibi``'s
   bias alone is 4 GiB per layer at 16k tokens); above that the full-attention value is
   **extrapolated** and labelled so: the windowed peak measured at that size plus full attention's
@@ -32,7 +32,12 @@ import time
 import numpy as np
 import torch
 
-from .perf import interleaved, record
+from pebench.models.scene_tokenizer import fps_knn_patches, grid_sample, serialize_patches
+from pebench.models.tasks.segmentation import SegmentationTask
+
+from .report import record
+from .suites import SUITES
+from .timing import interleaved, peak_bytes
 
 __all__ = ["bench_scene", "synthetic_scene", "memory_rows", "FULL_CPU_MAX_TOKENS"]
 
@@ -52,10 +57,8 @@ def synthetic_scene(n: int, seed: int = 0) -> np.ndarray:
     return np.concatenate([floor, wall]).astype(np.float32)
 
 
+@SUITES.register("scene")
 def bench_scene(quick: bool = False, tiny: bool = False) -> list[dict]:
-    from pebench.models.scene_tokenizer import fps_knn_patches, grid_sample, serialize_patches
-    from pebench.models.tasks.segmentation import SegmentationTask
-
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     n, k, reps = (3000, 16, 1) if tiny else (30_000, 64, 2) if quick else (100_000, 64, 3)
     raw = synthetic_scene(n)
@@ -101,8 +104,6 @@ def bench_scene(quick: bool = False, tiny: bool = False) -> list[dict]:
 
 def _scene_batch(tokens: int, k: int, dev: torch.device) -> tuple[dict, torch.Tensor]:
     """One scene of exactly ``tokens * k`` grid-sampled points (``tokens`` serialized patches)."""
-    from pebench.models.scene_tokenizer import grid_sample
-
     pts = synthetic_scene(tokens * k, seed=1)
     keep = grid_sample(pts, 0.02)[: tokens * k]
     coord = torch.from_numpy(pts[keep]).unsqueeze(0).to(dev)  # (1, M, 3) m
@@ -111,24 +112,8 @@ def _scene_batch(tokens: int, k: int, dev: torch.device) -> tuple[dict, torch.Te
     return inp, torch.randint(0, 20, inp["mask"].shape, device=dev)
 
 
-def _peak_mib(fn, dev: torch.device) -> float:
-    """Memory allocated during ``fn()`` on top of what existed before it, MiB."""
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-        base = torch.cuda.memory_allocated(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
-        fn()
-        torch.cuda.synchronize(dev)
-        return (torch.cuda.max_memory_allocated(dev) - base) / 2 ** 20
-    from .perf_attention import _cpu_peak_bytes
-
-    return _cpu_peak_bytes(fn) / 2 ** 20
-
-
 def memory_rows(quick: bool = False, tiny: bool = False, dev: torch.device | None = None) -> list[dict]:
     """Peak memory of one segmentation training step, windowed vs full attention (module docstring)."""
-    from pebench.models.tasks.segmentation import SegmentationTask
-
     dev = dev or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sizes = (64, 256) if tiny else (1024, 4096) if quick else (1024, 4096, 16384)
     window, k = (32 if tiny else MEMORY_WINDOW), MEMORY_K
@@ -152,7 +137,7 @@ def memory_rows(quick: bool = False, tiny: bool = False, dev: torch.device | Non
                     task.zero_grad(set_to_none=True)
 
                 t0 = time.perf_counter()
-                (win if w else full)[tokens] = _peak_mib(step, dev)
+                (win if w else full)[tokens] = peak_bytes(step, dev) / 2 ** 20
                 secs[tokens, w] = time.perf_counter() - t0
         measured = sorted(full)
         extrapolated = [t for t in sizes if t not in full]

@@ -16,9 +16,17 @@ from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
+from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
 
-from .perf import interleaved, record
+from pebench.encodings import list_pes
+from pebench.models import VIT_PRESETS, ClassificationHead, ClassificationTask, ImageTokenizer, build_backbone
+
+from .report import record
+from .suites import SUITES
+from .timing import interleaved
 
 __all__ = ["PeClassifier", "build_timm", "train_step_fn", "infer_fn", "bench_backbone", "bench_pe_overhead",
            "sdpa_backends"]
@@ -34,7 +42,6 @@ class PeClassifier(nn.Module):
     def __init__(self, model: str, pe: str, img: int, patch: int, num_classes: int = NUM_CLASSES,
                  **pe_options: Any) -> None:
         super().__init__()
-        from pebench.models import VIT_PRESETS, ClassificationHead, ImageTokenizer, build_backbone
         dim = VIT_PRESETS[model].embed_dim
         self.tokenizer = ImageTokenizer(dim, patch, 3)
         self.backbone = build_backbone(model, pe=pe, spatial_dims=2, grid=(img // patch,) * 2, **pe_options)
@@ -46,9 +53,6 @@ class PeClassifier(nn.Module):
 
 
 def build_timm(model: str, img: int, patch: int, pos_embed: bool, num_classes: int = NUM_CLASSES) -> nn.Module:
-    from timm.models.vision_transformer import VisionTransformer
-
-    from pebench.models import VIT_PRESETS
     c = VIT_PRESETS[model]
     return VisionTransformer(img_size=img, patch_size=patch, num_classes=num_classes, embed_dim=c.embed_dim,
                              depth=c.depth, num_heads=c.num_heads, mlp_ratio=c.mlp_ratio, qkv_bias=True,
@@ -83,6 +87,7 @@ def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@SUITES.register("backbone")
 def bench_backbone(quick: bool = False, tiny: bool = False) -> list[dict]:
     dev = _device()
     setups = (("vit-nano", 16, 4, 2),) if tiny else BACKBONE_SETUPS
@@ -137,7 +142,6 @@ _CPU_KERNELS = {"aten::_scaled_dot_product_flash_attention_for_cpu": "flash (cpu
 
 def _cpu_sdpa_kernel(model: nn.Module, x: Tensor) -> dict[str, Any]:
     """The SDPA kernel(s) a CPU forward of ``model`` actually ran, read from the profiler's op names."""
-    from torch.profiler import ProfilerActivity, profile
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
         model(x)
     ran = sorted({_CPU_KERNELS[e.name] for e in prof.events() if e.name in _CPU_KERNELS})
@@ -153,7 +157,6 @@ def sdpa_backends(model: nn.Module, x: Tensor, dtype: torch.dtype = torch.float3
     first that works in its priority order (flash > efficient > math on current torch)."""
     if x.device.type != "cuda":
         return _cpu_sdpa_kernel(model, x)
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     calls: list = []
     with _capture_sdpa(calls), torch.no_grad():
         model(x)
@@ -180,10 +183,10 @@ def sdpa_backends(model: nn.Module, x: Tensor, dtype: torch.dtype = torch.float3
     return {"backend": chosen, "accepted": [n for n, v_ in ok.items() if v_], "why": "; ".join(why) or "-"}
 
 
+@SUITES.register("pe-overhead")
 def bench_pe_overhead(quick: bool = False, tiny: bool = False) -> list[dict]:
     """Training-step samples/s of every registered PE relative to ``none`` on vit-nano at 32 px
     (64 tokens) and 64 px (256 tokens); batch sizes give the same tokens per step."""
-    from pebench.encodings import list_pes
     dev = _device()
     pes = ["none", "ape", "rope-axial"] if tiny else list_pes()
     pes = ["none"] + [p for p in pes if p != "none"]
@@ -223,7 +226,6 @@ def bench_pe_overhead(quick: bool = False, tiny: bool = False) -> list[dict]:
 
 def model_consumption(task_kwargs: dict, x: Tensor, y: Tensor, reps: int) -> float:
     """Training-step samples/s of a ``ClassificationTask`` (vit-nano, ``pe=none``) on ``x``."""
-    from pebench.models import ClassificationTask
     torch.manual_seed(0)
     task = ClassificationTask(model="vit-nano", pe="none", **task_kwargs)
     t = interleaved({"m": train_step_fn(task, x, y)}, reps, warmup=1)["m"]
