@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from pebench.datamodules import get_datamodule_class, list_datamodules
+from pebench.encodings import get_pe_class, list_pes
+
 REPO = Path(__file__).resolve().parents[1]
 README_MAX_LINES = 250
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "results").rglob("REPORT.md")])
@@ -110,8 +113,6 @@ def _table_names(section: str) -> set[str]:
 
 
 def test_readme_pe_table_lists_every_registered_pe():
-    from pebench.encodings import get_pe_class, list_pes
-
     assert _table_names("Positional encodings") == set(list_pes())
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for name in list_pes():  # the modalities and additive columns are the classes' own
@@ -122,8 +123,6 @@ def test_readme_pe_table_lists_every_registered_pe():
 
 
 def test_readme_dataset_table_lists_every_registered_dataset():
-    from pebench.datamodules import get_datamodule_class, list_datamodules
-
     assert _table_names("Datasets") == set(list_datamodules())
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for row in readme.split("## Datasets\n", 1)[1].split("\n## ", 1)[0].splitlines()[2:]:

@@ -1,6 +1,8 @@
 """The committed LEADERBOARD.md is exactly what `bench leaderboard` makes of the committed results."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -37,8 +39,6 @@ def test_committed_results_have_three_seeds_per_complete_row():
 def test_probe_reports_regenerate_from_the_committed_results(tmp_path):
     """results/embedded/REPORT.md (probe tables and verdicts) and results/probe-lr/REPORT.md (learning-rate
     selection) are exactly what benchmarks/probe_findings.py makes of the committed runs."""
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location("probe_findings", REPO / "benchmarks" / "probe_findings.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -54,8 +54,6 @@ def test_probe_reports_regenerate_from_the_committed_results(tmp_path):
 def test_ssdc_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
     """results/embedded/probe-anchoring/REPORT.md (the SSDC / EED claims on probe-anchoring) is exactly what
     benchmarks/ssdc_findings.py makes of the committed results."""
-    import importlib
-
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     mod = importlib.import_module("ssdc_findings")
     report = tmp_path / "REPORT.md"
@@ -68,8 +66,6 @@ def test_ssdc_report_regenerates_from_the_committed_results(tmp_path, monkeypatc
 def test_shapes_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
     """results/embedded/shapes/REPORT.md (the SSDC / EED claims on shapes) is exactly what benchmarks/findings.py
     makes of the committed results."""
-    import importlib
-
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     mod = importlib.import_module("findings")
     report = tmp_path / "REPORT.md"
