@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The committed detection results (README "Detection"; LEADERBOARD.md's shapes-det and events-det
+# The committed detection results (docs/tasks.md "Detection"; LEADERBOARD.md's shapes-det and events-det
 # tables): the embedded COCO-format and GEN1-format sets, `none` (the no-PE baseline) and `pape`,
 # seeds 0-2, vit-nano, on 2 worker processes of 1 thread each, with the detection task's default
 # analyses. A rerun skips complete runs. Then: bench leaderboard --results $OUT/embedded ...

@@ -20,9 +20,10 @@ large ``class`` share; one ruled by a nuisance has a large share for that nuisan
 
 Each run's shares are written to ``<run dir>/dino_shortcut.json`` and read from there on the next
 call (``--recompute`` ignores them), so the table regenerates from committed files without the
-checkpoints:
+checkpoints; it is printed, and ``--report`` writes the study's whole report (results/dino/REPORT.md,
+the same file benchmarks/dino_findings.py writes):
 
-    python benchmarks/dino_shortcut.py --results results/dino [--readme README.md]
+    python benchmarks/dino_shortcut.py --results results/dino [--report results/dino/REPORT.md]
 """
 from __future__ import annotations
 
@@ -35,16 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from pebench.core.io import atomic_write_bytes, atomic_write_json
-from pebench.leaderboard.render import pe_sort_key
+from pebench.core.io import atomic_write_json
 
 # sibling scripts: benchmarks/ is on sys.path as the directory of the script being run
-from dino_findings import _ci, _paired, load
-from probe_findings import replace_block
+from dino_findings import CACHE, FACTORS, load, report, run_dir, shortcut_text
+from reports import write_report
 
-FACTORS = ("class", "background", "object size", "object position", "object brightness")
-CACHE = "dino_shortcut.json"
-START, END = "<!-- dino-shortcut:start -->", "<!-- dino-shortcut:end -->"
+__all__ = ["CACHE", "FACTORS", "diagnose", "explained_share", "scene_factors"]
 
 
 def explained_share(feats: np.ndarray, factor: np.ndarray) -> float:
@@ -103,24 +101,10 @@ def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
     return out
 
 
-def summarise(shares: dict[tuple[str, str], dict[int, dict[str, dict[str, float]]]]) -> str:
-    lines = ["| set | PE | n | factor | R² % at init | R² % trained | change (paired) |", "|---|---|---:|---|---|---|---|"]
-    for (ds, pe) in sorted(shares, key=lambda k: (k[0], pe_sort_key(k[1]))):
-        seeds = shares[(ds, pe)]
-        for factor in FACTORS:
-            if factor not in next(iter(seeds.values()))["init"]:
-                continue
-            a = [100 * seeds[s]["init"][factor] for s in sorted(seeds)]
-            b = [100 * seeds[s]["trained"][factor] for s in sorted(seeds)]
-            change, _ = _paired([y - x for x, y in zip(a, b)])
-            lines.append(f"| {ds} | {pe} | {len(seeds)} | {factor} | {_ci(a)} | {_ci(b)} | {change} |")
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", required=True, help="the study's directory (runs with last.ckpt)")
-    ap.add_argument("--readme", metavar="FILE", help="write between the dino-shortcut markers of FILE instead of printing")
+    ap.add_argument("--report", metavar="FILE", help="also write the study's report (results/dino/REPORT.md) to FILE")
     ap.add_argument("--recompute", action="store_true", help=f"ignore the runs' {CACHE} files (needs last.ckpt)")
     args = ap.parse_args(argv)
     data, _ = load(args.results)
@@ -128,26 +112,21 @@ def main(argv: list[str] | None = None) -> int:
     skipped = []
     for (ds, pe), seeds in data.items():
         for seed, res in seeds.items():
-            run_dir = Path(args.results) / ds / pe / res["config"]["model"] / f"seed{seed}"
-            cache = run_dir / CACHE
+            where = run_dir(args.results, ds, pe, res, seed)
+            cache = where / CACHE
             if cache.is_file() and not args.recompute:
                 shares[(ds, pe)][seed] = json.loads(cache.read_text())
-            elif (run_dir / "last.ckpt").is_file():
-                shares[(ds, pe)][seed] = diagnose(run_dir, res)
+            elif (where / "last.ckpt").is_file():
+                shares[(ds, pe)][seed] = diagnose(where, res)
                 atomic_write_json(cache, shares[(ds, pe)][seed])
             else:
-                skipped.append(run_dir.relative_to(args.results).as_posix())
+                skipped.append(where.relative_to(args.results).as_posix())
     if not shares:
         print(f"no complete run with a {CACHE} or a last.ckpt under {args.results}", file=sys.stderr)
         return 2
-    text = summarise(shares)
-    if skipped:
-        text += f"\nNo {CACHE} and no checkpoint, left out: {', '.join(sorted(skipped))}\n"
-    if args.readme:
-        doc = Path(args.readme).read_text(encoding="utf-8")
-        atomic_write_bytes(args.readme, replace_block(doc, text.rstrip("\n"), START, END).encode("utf-8"))
-    else:
-        print(text, end="")
+    print(shortcut_text(shares, skipped), end="")
+    if args.report:
+        write_report(args.report, report(args.results))
     return 0
 
 

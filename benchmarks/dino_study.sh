@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The committed DINO / EED study (README "Self-supervised DINO"; benchmarks/dino_findings.py reads it):
+# The committed DINO / EED study (results/dino/REPORT.md, written by benchmarks/dino_findings.py):
 # `--task dino` on the embedded texture-centric and object-centric sets, the PEs none, ape, sincos,
 # rope-axial and pape, seeds 0-2, vit-nano (4 blocks), 4 epochs of 32 steps at batch 64, on 2 worker
 # processes of 1 thread each. The recipe is the one measured to raise k-NN on `textures` in CPU minutes
-# (README: departures from the official recipe): every crop grayscale, milder crops, teacher
+# (results/dino/REPORT.md: departures from the official recipe): every crop grayscale, milder crops, teacher
 # temperature 0.04 throughout, teacher momentum 0.99 -> 1, peak lr 1e-3, head 512-512-128 -> 1024.
 # EED / SSDC per layer at initialisation and after every epoch. A rerun skips complete runs.
 # Each run records the commit checked out when it starts: to keep committing while the study runs,
 # run it from a worktree of one commit with its own editable install (git worktree add; python -m venv
 # --system-site-packages; pip install --no-deps -e <worktree>; BENCH=<venv>/bin/bench), as the
 # findings report every commit the runs were made at.
-# Then: python benchmarks/dino_findings.py --results $OUT/dino --readme README.md --png docs/dino_eed.png
+# Then: python benchmarks/dino_findings.py --results $OUT/dino --report results/dino/REPORT.md --png docs/dino_eed.png
 set -euo pipefail
 OUT=${OUT:-results}
 BENCH=${BENCH:-bench}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The committed probe sweep (README "Probes"), in two stages on 2 worker processes of 1 thread each:
+# The committed probe sweep (results/embedded/REPORT.md), in two stages on 2 worker processes of 1 thread each:
 #   1. learning-rate selection: every PE at each learning rate of LRS on probe-decay (a probe every PE
 #      can learn in principle), held-out seed 100, validation split;
 #   2. the sweep: PROBES x PEs x seeds 0..4, each PE at its chosen learning rate
@@ -11,8 +11,9 @@
 # on probe-anchoring (SSDC / RPI, FS under JPEG and blur; the alpha sweep for ADDITIVE PEs), none elsewhere.
 # BENCH is the bench executable (e.g. one installed from a worktree at the sweep's commit).
 # Complete runs with the same configuration are skipped, so a rerun resumes. The start and end times
-# go to $OUT/probe_sweep_time.txt (the README quotes the measured wall time). Then:
-#   python benchmarks/probe_findings.py --results $OUT/embedded --lr-results $OUT/probe-lr
+# go to $OUT/probe_sweep_time.txt (results/embedded/REPORT.md quotes the measured wall time). Then:
+#   python benchmarks/probe_findings.py --results $OUT/embedded --lr-results $OUT/probe-lr \
+#       --report $OUT/embedded/REPORT.md --lr-report $OUT/probe-lr/REPORT.md
 #   bench leaderboard --results $OUT/embedded --reference rope-axial,none
 set -euo pipefail
 OUT=${OUT:-results}

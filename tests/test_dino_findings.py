@@ -1,5 +1,5 @@
 """benchmarks/dino_findings.py: the mid-depth dip, the verdict rules, and (when the study is committed)
-that the README's DINO block is exactly what the script makes of the committed runs."""
+that results/dino/REPORT.md is exactly what the script makes of the committed runs."""
 from __future__ import annotations
 
 import importlib
@@ -63,11 +63,10 @@ def test_no_runs_says_so(findings):
 
 
 @pytest.mark.skipif(not RESULTS.exists(), reason="no committed DINO study")
-def test_readme_dino_findings_regenerate_from_the_committed_results(findings, tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text((REPO / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
-    assert findings.main(["--results", str(RESULTS), "--readme", str(readme)]) == 0
-    assert readme.read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
+def test_dino_report_regenerates_from_the_committed_results(findings, tmp_path):
+    report = tmp_path / "REPORT.md"
+    assert findings.main(["--results", str(RESULTS), "--report", str(report)]) == 0
+    assert report.read_text(encoding="utf-8") == (RESULTS / "REPORT.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.skipif(not RESULTS.exists(), reason="no committed DINO study")

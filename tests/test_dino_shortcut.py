@@ -40,7 +40,7 @@ def test_scalar_share_of_one_feature_is_the_squared_correlation(shortcut):
 
 
 @pytest.mark.slow
-def test_diagnosis_of_a_tiny_objects_run(shortcut, tmp_path):
+def test_diagnosis_of_a_tiny_objects_run(shortcut, tmp_path, capsys):
     out = tmp_path / "dino"
     rc = main(["run", "--task", "dino", "--dataset", "objects", "--pe", "rope-axial", "--model", "vit-nano",
                "--epochs", "1", "--warmup-epochs", "0", "--batch-size", "8", "--data-option", "train_size=32",
@@ -48,11 +48,12 @@ def test_diagnosis_of_a_tiny_objects_run(shortcut, tmp_path):
                "--task-option", "out_dim=32", "--task-option", "head_hidden=32", "--task-option", "head_bottleneck=16",
                "--out", str(out), "--no-progress-bar", "--analyses", "none", "--deterministic"])
     assert rc in (0, None)
-    md = tmp_path / "shortcut.md"
-    md.write_text(f"before\n{shortcut.START}\nold\n{shortcut.END}\nafter\n")
-    assert shortcut.main(["--results", str(out), "--readme", str(md)]) == 0  # stops if the rebuilt init differs
-    text = md.read_text()
-    assert text.startswith(f"before\n{shortcut.START}\n| set |") and text.endswith(f"|\n{shortcut.END}\nafter\n")
+    capsys.readouterr()
+    report = tmp_path / "REPORT.md"
+    assert shortcut.main(["--results", str(out), "--report", str(report)]) == 0  # stops if the rebuilt init differs
+    text = capsys.readouterr().out
+    assert text.startswith("| set |") and text.endswith("|\n")
+    assert text.strip("\n") in report.read_text()  # the report carries the printed table
     rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| objects")]
     assert [r[3] for r in rows] == list(shortcut.FACTORS)
     for r in rows:
@@ -69,18 +70,15 @@ def test_diagnosis_of_a_tiny_objects_run(shortcut, tmp_path):
     # without the checkpoint the table regenerates from the run's cached shares
     res.write_text(original)
     next(out.rglob("last.ckpt")).unlink()
-    again = tmp_path / "again.md"
-    again.write_text(f"before\n{shortcut.START}\n{shortcut.END}\nafter\n")
-    assert shortcut.main(["--results", str(out), "--readme", str(again)]) == 0
-    assert again.read_text() == md.read_text()
+    assert shortcut.main(["--results", str(out)]) == 0
+    assert capsys.readouterr().out == text
 
 
 RESULTS = REPO / "results" / "dino"
 
 
 @pytest.mark.skipif(not list(RESULTS.glob("*/*/*/seed*/dino_shortcut.json")), reason="no committed diagnosis")
-def test_readme_dino_shortcut_regenerates_from_the_committed_results(shortcut, tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text((REPO / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
-    assert shortcut.main(["--results", str(RESULTS), "--readme", str(readme)]) == 0
-    assert readme.read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
+def test_dino_report_regenerates_from_the_committed_shares(shortcut, tmp_path):
+    report = tmp_path / "REPORT.md"
+    assert shortcut.main(["--results", str(RESULTS), "--report", str(report)]) == 0
+    assert report.read_text(encoding="utf-8") == (RESULTS / "REPORT.md").read_text(encoding="utf-8")

@@ -1,6 +1,8 @@
 """The committed LEADERBOARD.md is exactly what `bench leaderboard` makes of the committed results."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -34,29 +36,39 @@ def test_committed_results_have_three_seeds_per_complete_row():
 
 
 @pytest.mark.skipif(not list((REPO / RESULTS).glob("probe-*")), reason="no committed probe results")
-def test_readme_probe_findings_regenerate_from_the_committed_results(tmp_path):
-    """The README's probe tables and verdicts are exactly what benchmarks/probe_findings.py makes of them."""
-    import importlib.util
-
+def test_probe_reports_regenerate_from_the_committed_results(tmp_path):
+    """results/embedded/REPORT.md (probe tables and verdicts) and results/probe-lr/REPORT.md (learning-rate
+    selection) are exactly what benchmarks/probe_findings.py makes of the committed runs."""
     spec = importlib.util.spec_from_file_location("probe_findings", REPO / "benchmarks" / "probe_findings.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    readme = tmp_path / "README.md"
-    readme.write_text((REPO / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    report, lr_report = tmp_path / "REPORT.md", tmp_path / "LR_REPORT.md"
     assert mod.main(["--results", str(REPO / RESULTS), "--lr-results", str(REPO / "results" / "probe-lr"),
-                     "--readme", str(readme)]) == 0
-    assert readme.read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
+                     "--report", str(report), "--lr-report", str(lr_report)]) == 0
+    assert report.read_text(encoding="utf-8") == (REPO / RESULTS / "REPORT.md").read_text(encoding="utf-8")
+    assert lr_report.read_text(encoding="utf-8") == (REPO / "results" / "probe-lr" / "REPORT.md").read_text(
+        encoding="utf-8")
 
 
 @pytest.mark.skipif(not (REPO / RESULTS / "probe-anchoring").exists(), reason="no committed probe-anchoring results")
-def test_readme_ssdc_findings_regenerate_from_the_committed_results(tmp_path, monkeypatch):
-    """The README's SSDC / EED claims on probe-anchoring are exactly what benchmarks/ssdc_findings.py makes of
-    the committed results."""
-    import importlib
-
+def test_ssdc_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/embedded/probe-anchoring/REPORT.md (the SSDC / EED claims on probe-anchoring) is exactly what
+    benchmarks/ssdc_findings.py makes of the committed results."""
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     mod = importlib.import_module("ssdc_findings")
-    readme = tmp_path / "README.md"
-    readme.write_text((REPO / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
-    assert mod.main(["--results", str(REPO / RESULTS), "--readme", str(readme)]) == 0
-    assert readme.read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    committed = REPO / RESULTS / "probe-anchoring" / "REPORT.md"
+    assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not (REPO / RESULTS / "shapes").exists(), reason="no committed shapes results")
+def test_shapes_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/embedded/shapes/REPORT.md (the SSDC / EED claims on shapes) is exactly what benchmarks/findings.py
+    makes of the committed results."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("findings")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    committed = REPO / RESULTS / "shapes" / "REPORT.md"
+    assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")

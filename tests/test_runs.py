@@ -334,11 +334,11 @@ def test_list_datasets_options_match_what_the_constructor_accepts(capsys):
 
 # ------------------------------------------------------------------------------------- self-contained
 def test_repository_refers_only_to_documents_it_contains():
-    """Code and docs cite docs/ARCHITECTURE.md, not design notes kept outside the repository."""
+    """Code and docs cite docs/architecture.md, not design notes kept outside the repository."""
     import re
 
     repo = Path(__file__).resolve().parents[1]
-    assert (repo / "docs" / "ARCHITECTURE.md").is_file()
+    assert (repo / "docs" / "architecture.md").is_file()
     external = re.compile("DESIGN" + r"(\.md|\s*§|\s*\\u00a7)|DEVELOPERS" + r"\.md")
     files = [repo / "README.md", repo / "pyproject.toml"]
     for folder in ("bench", "encodings", "models", "datamodules", "analysis", "leaderboard", "tests", "docs",
