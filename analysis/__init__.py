@@ -1,6 +1,6 @@
 """Representation geometry (SSDC, EED), interventions, robustness and extrapolation analyses.
 
-Exact definitions: docs/ARCHITECTURE.md §4.
+Exact definitions: docs/architecture.md §4.
 
 * :func:`ssdc` / :class:`SSDCMetric`: Spatial Similarity–Distance Correlation, from
   "Positional encodings anchor the spatial structure of vision transformers".

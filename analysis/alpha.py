@@ -1,4 +1,4 @@
-"""α sweep of additive PEs (docs/ARCHITECTURE.md §4): scale the added PE by α at inference.
+"""α sweep of additive PEs (docs/architecture.md §4): scale the added PE by α at inference.
 
 For each α in :data:`ALPHAS` (1, .8, .7, .6, .5, .4, .2, 0) the PE's ``alpha`` is set, and the
 sweep records, side by side:

@@ -1,5 +1,5 @@
 """Robustness (FS) and resolution extrapolation for the dense tasks: 2-D detection (COCO mAP) and 3-D
-scene segmentation (mIoU) (docs/ARCHITECTURE.md §4; the classification versions are
+scene segmentation (mIoU) (docs/architecture.md §4; the classification versions are
 :mod:`.robustness` and :mod:`.extrapolation`, which hand a detection or segmentation task to this
 module, so ``bench run --analyses robustness,extrapolation`` and the ``results.json`` keys
 ``robustness`` / ``extrapolation`` are the same for every task).

@@ -1,4 +1,4 @@
-"""Effective Encoding Dimension (EED), docs/ARCHITECTURE.md §4.
+"""Effective Encoding Dimension (EED), docs/architecture.md §4.
 
 EED follows "The inductive bottleneck in vision transformers" (Effective Encoding Dimension),
 which uses the entropy effective rank of Roy & Vetterli (2007, "The effective rank: a measure

@@ -1,4 +1,4 @@
-"""Resolution extrapolation (docs/ARCHITECTURE.md §4): one trained checkpoint evaluated at several input sizes.
+"""Resolution extrapolation (docs/architecture.md §4): one trained checkpoint evaluated at several input sizes.
 
 :func:`evaluate_extrapolation` evaluates top-1 accuracy on ``datamodule.eval_dataloader(res)``
 for each resolution. Nothing is re-fitted: each PE applies its own native rule (APE interpolates

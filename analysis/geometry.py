@@ -1,5 +1,5 @@
 """Layer-wise representation geometry of a trained model: SSDC, SSDC under RPI with a null band
-at initialisation, EED% and the top-1 eigenvalue share (docs/ARCHITECTURE.md §4).
+at initialisation, EED% and the top-1 eigenvalue share (docs/architecture.md §4).
 
 SSDC follows the protocol of "Positional encodings anchor the spatial structure of vision
 transformers" (Mannes et al.) as its public code computes it:

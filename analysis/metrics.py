@@ -1,4 +1,4 @@
-"""torchmetrics versions of the per-layer geometry measures (SSDC, EED), docs/ARCHITECTURE.md §4.
+"""torchmetrics versions of the per-layer geometry measures (SSDC, EED), docs/architecture.md §4.
 
 SSDC ("Positional encodings anchor the spatial structure of vision transformers") and EED
 ("The inductive bottleneck in vision transformers"; entropy effective rank of Roy & Vetterli,

@@ -1,4 +1,4 @@
-"""Robustness to content shifts: fragility ``FS = 1 − A_shift / A_clean`` (docs/ARCHITECTURE.md §4).
+"""Robustness to content shifts: fragility ``FS = 1 − A_shift / A_clean`` (docs/architecture.md §4).
 
 Shifts per modality (defaults; every one is a *content* perturbation that leaves token
 positions alone):

@@ -1,4 +1,4 @@
-"""Spatial Similarity–Distance Correlation (SSDC), docs/ARCHITECTURE.md §4.
+"""Spatial Similarity–Distance Correlation (SSDC), docs/architecture.md §4.
 
 SSDC follows "Positional encodings anchor the spatial structure of vision transformers": for
 one layer, the cosine-similarity matrix of the L2-normalised *patch* tokens, averaged over the
@@ -318,7 +318,7 @@ def ssdc_from_similarity(S: Tensor, coords: Tensor, distance: str = "l1", *,
 
 
 def ssdc(tokens: Tensor, coords: Tensor, distance: str = "l1", *, decimals: int | None = 9) -> float:
-    """SSDC of one layer's patch tokens (docs/ARCHITECTURE.md §4).
+    """SSDC of one layer's patch tokens (docs/architecture.md §4).
 
     Args:
         tokens: ``(B, N, D)`` or ``(N, D)`` patch tokens (no CLS / prefix tokens).

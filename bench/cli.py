@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="card of a trained image checkpoint (e.g. <run>/last.ckpt) instead of fresh PEs")
 
     p = sub.add_parser("perf", help="performance benchmarks: bench perf [WHAT] [--json FILE] [--md FILE] [--quick]",
-                       description="Performance benchmarks (budgets: docs/ARCHITECTURE.md §6); "
+                       description="Performance benchmarks (budgets: docs/architecture.md §6); "
                                    "`bench perf WHAT --help` for each one's options. Without WHAT: `all` "
                                    "(every suite but `attention`, "
                                    "about 4 minutes on a 2-core CPU).")

@@ -1,6 +1,6 @@
 """Training curves from the CSV logger: ``curves.png`` per run and a per-sweep comparison.
 
-``bench run`` always writes ``metrics.csv`` with Lightning's ``CSVLogger`` (docs/ARCHITECTURE.md
+``bench run`` always writes ``metrics.csv`` with Lightning's ``CSVLogger`` (docs/architecture.md
 §5). Rows are sparse: a training row holds the epoch means (``train/loss_epoch``,
 ``train/acc1``), a validation row the validation metrics (``val/loss``, ``val/acc1``, ...), and
 step rows hold ``train/loss_step``. This module turns that into one value per (metric, epoch):

@@ -1,6 +1,6 @@
 """``bench run``: validate a :class:`RunConfig`, train, validate, analyse, write the run directory.
 
-Run directory (docs/ARCHITECTURE.md §5): ``<out>/<dataset>/<pe-variant>/<model>/seed<S>/`` with
+Run directory (docs/architecture.md §5): ``<out>/<dataset>/<pe-variant>/<model>/seed<S>/`` with
 ``config.yaml`` (resolved, written at start), ``results.json`` (``status`` ``running`` at start,
 ``complete`` / ``incomplete`` / ``failed`` at the end), ``metrics.csv`` (CSVLogger), ``last.ckpt``
 (every epoch), analysis plots ``*.png``. Only global rank 0 writes, always atomically.

@@ -1,7 +1,7 @@
 """``bench runs``: list run directories and inspect one, from their ``results.json`` files alone.
 
 Reads only JSON, YAML and directory listings, never torch, so it answers in well under a second
-even for a results tree of hundreds of runs (docs/ARCHITECTURE.md §5 describes the files).
+even for a results tree of hundreds of runs (docs/architecture.md §5 describes the files).
 
 * ``bench runs [--results DIR] [--dataset D] [--pe P] [--model M] [--status S]``: one row per
   ``<DIR>/**/results.json``: dataset, PE variant, model, seed, status, primary metric and its

@@ -1,7 +1,7 @@
 """Sweeps: run the grid datasets × PEs × seeds, resumable, retrying, safe for parallel workers.
 
 Each (dataset, pe, seed) maps to the run directory ``<out>/<dataset>/<pe>/<model>/seed<S>``
-(docs/ARCHITECTURE.md §5). A PE may name a variant: ``ape+rpt`` runs ``bench run --pe ape --rpt``, whose
+(docs/architecture.md §5). A PE may name a variant: ``ape+rpt`` runs ``bench run --pe ape --rpt``, whose
 directory is ``<out>/<dataset>/ape+rpt/<model>/seed<S>``, exactly where ``bench run`` writes it.
 :func:`run_sweep` walks the plan and, per run,
 

@@ -1,4 +1,4 @@
-"""Skip-and-count handling of corrupt samples for the real datasets (docs/ARCHITECTURE.md §7).
+"""Skip-and-count handling of corrupt samples for the real datasets (docs/architecture.md §7).
 
 Contract (all real-dataset readers in pebench follow it):
 

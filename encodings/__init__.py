@@ -1,4 +1,4 @@
-"""Positional encodings for ViTs (docs/ARCHITECTURE.md §3): one file per PE, a shared interface, a registry.
+"""Positional encodings for ViTs (docs/architecture.md §3): one file per PE, a shared interface, a registry.
 
     from pebench.encodings import build_pe, list_pes
     pe = build_pe("ape", dim=128, num_heads=4, depth=4, spatial_dims=2, grid=(8, 8))

@@ -1,6 +1,6 @@
 """PaPE's per-token query augmentation as one autograd node with a hand-written backward.
 
-Why (issue #7, docs/ARCHITECTURE.md §6): the augmentation is a dozen small ops on ``(B*N, H*m)`` tensors;
+Why (issue #7, docs/architecture.md §6): the augmentation is a dozen small ops on ``(B*N, H*m)`` tensors;
 through autograd each adds a node and a few kernel launches, which on CPU cost about as much as
 the arithmetic (``bench perf attention-budget``). This function computes the same thing as the
 composite in :meth:`pebench.encodings.pape.PaPELayer.augment_reference` with fewer kernels; the

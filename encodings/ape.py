@@ -21,7 +21,7 @@ Worth 16x16 Words").
   0.768, 0.887, 0.916), one seed each on a heavily loaded 2-core machine. The shapes task
   needs position (``none`` stays at chance there too).
 * CLS: prefix tokens get no position (the backbone adds them after ``encode_tokens``).
-* ``alpha`` scales the added embedding at inference (docs/ARCHITECTURE.md §4).
+* ``alpha`` scales the added embedding at inference (docs/architecture.md §4).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The positional-encoding interface every PE in pebench implements (docs/ARCHITECTURE.md §3).
+"""The positional-encoding interface every PE in pebench implements (docs/architecture.md §3).
 
 A PE has a model-level part (:class:`PositionalEncoding`) and a per-layer part
 (:class:`LayerPE`). Position is carried by ``coords`` (float, patch units), never by token
@@ -128,7 +128,7 @@ class PositionalEncoding(nn.Module):
         self.spatial_dims = spatial_dims
         self.num_prefix_tokens = num_prefix_tokens
         self.train_grid = tuple(int(g) for g in grid) if grid is not None else None
-        #: Inference-time scale of additive PEs (docs/ARCHITECTURE.md §4, alpha scaling).
+        #: Inference-time scale of additive PEs (docs/architecture.md §4, alpha scaling).
         self.alpha = 1.0
 
     def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:

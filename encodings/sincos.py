@@ -10,7 +10,7 @@ in the per-axis n-D form of MAE (He et al., CVPR 2022) / "simple ViT" (Beyer et 
 * The embedding is a closed-form function of the coords, so it is defined for any grid,
   unseen grids (extrapolation = evaluate the formula) and non-grid tokens (point centres).
 * CLS: prefix tokens get no position (the backbone prepends them after ``encode_tokens``).
-* ``alpha`` scales the added embedding (docs/ARCHITECTURE.md §4).
+* ``alpha`` scales the added embedding (docs/architecture.md §4).
 """
 from __future__ import annotations
 

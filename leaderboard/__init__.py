@@ -1,4 +1,4 @@
-"""Results collection -> deterministic leaderboard markdown (docs/ARCHITECTURE.md §5).
+"""Results collection -> deterministic leaderboard markdown (docs/architecture.md §5).
 
 Entry points::
 

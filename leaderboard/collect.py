@@ -1,4 +1,4 @@
-"""Collect ``results.json`` files written by ``bench run`` (docs/ARCHITECTURE.md §5) into validated records.
+"""Collect ``results.json`` files written by ``bench run`` (docs/architecture.md §5) into validated records.
 
 Layout: ``<out>/<dataset>/<pe>/<model>/seed<S>/results.json``; the collector does not rely on the
 layout and finds every ``results.json`` below the root (recursively). It never raises on a bad

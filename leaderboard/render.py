@@ -1,4 +1,4 @@
-"""Render collected runs as a deterministic markdown leaderboard (docs/ARCHITECTURE.md §5).
+"""Render collected runs as a deterministic markdown leaderboard (docs/architecture.md §5).
 
 Output depends only on the records and problem lines given (no timestamps, no dict-order or
 filesystem-order dependence), so regenerating from the same result files gives identical bytes.
@@ -52,7 +52,7 @@ __all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_
 CANONICAL_PE_ORDER: tuple[str, ...] = (
     "none", "ape", "sincos", "rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri",
 )
-#: Fragility columns always present (image shifts, docs/ARCHITECTURE.md §4); other shift kinds follow sorted.
+#: Fragility columns always present (image shifts, docs/architecture.md §4); other shift kinds follow sorted.
 DEFAULT_SHIFTS: tuple[str, ...] = ("jpeg", "blur")
 MISSING = "—"
 #: FS reported as undefined (clean accuracy within 2 standard errors of chance)

@@ -1,4 +1,4 @@
-"""Tokenizers: modality input -> :class:`TokenBatch` ``(x, coords, grid, mask)`` (docs/ARCHITECTURE.md §2).
+"""Tokenizers: modality input -> :class:`TokenBatch` ``(x, coords, grid, mask)`` (docs/architecture.md §2).
 
 * images  ``(B, C, H, W)``        -> patches (timm ``PatchEmbed``), coords ``(y, x)``
 * video   ``(B, C, T, H, W)``     -> tubelets ``t x p x p`` (Conv3d), coords ``(t, y, x)``

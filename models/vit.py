@@ -1,4 +1,4 @@
-"""A ViT backbone with a pluggable positional encoding (docs/ARCHITECTURE.md §2-3).
+"""A ViT backbone with a pluggable positional encoding (docs/architecture.md §2-3).
 
 The backbone takes *tokens* (from a tokenizer) and their ``coords``; it never looks at token
 index. Every attention call goes through ``torch.nn.functional.scaled_dot_product_attention``

@@ -1,4 +1,4 @@
-"""Exactness tests for the per-layer geometry measures (docs/ARCHITECTURE.md §4): SSDC and EED.
+"""Exactness tests for the per-layer geometry measures (docs/architecture.md §4): SSDC and EED.
 
 References are computed independently in numpy/scipy (``scipy.stats.spearmanr`` over the i<j
 pairs, ``np.linalg.eigvalsh(np.cov(X.T))``). The DDP test spawns 2 gloo processes on CPU.

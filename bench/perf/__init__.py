@@ -1,10 +1,10 @@
-"""``bench perf``: performance benchmarks of pebench (issue #7; docs/ARCHITECTURE.md §6 budgets).
+"""``bench perf``: performance benchmarks of pebench (issue #7; docs/architecture.md §6 budgets).
 
 ``PERF_COMMANDS`` maps ``bench perf WHAT`` to ``fn(argv) -> exit code``:
 
 * ``backbone``    pebench ViT (tokenizer + backbone + head) vs timm ``VisionTransformer`` of the
   same shape: training-step and inference samples/s (:mod:`pebench.perf.model`).
-* ``attention-budget`` docs/ARCHITECTURE.md §6: PaPE attention forward+backward vs RoPE at N = 1024, head
+* ``attention-budget`` docs/architecture.md §6: PaPE attention forward+backward vs RoPE at N = 1024, head
   dim 64, the kernel floor of that ratio, PaPE peak memory at 4N vs N (:mod:`pebench.perf.attention`).
 * ``pe-overhead`` training-step samples/s of every registered PE relative to ``none``; on CUDA
   also the SDPA backend each PE gets and why (:mod:`pebench.perf.model`).

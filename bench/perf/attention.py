@@ -196,7 +196,7 @@ def run(n_tokens: Sequence[int] = DEFAULT_TOKENS, head_dim: int = 64, heads: int
 
 @SUITES.register("attention-budget")
 def bench_budget(quick: bool = False, tiny: bool = False) -> list[dict]:
-    """docs/ARCHITECTURE.md §6 attention budgets as ``bench perf`` records: PaPE (sdpa) forward+backward time
+    """docs/architecture.md §6 attention budgets as ``bench perf`` records: PaPE (sdpa) forward+backward time
     vs ``rope-axial`` at N = 1024, head dim 64 (target <= 1.15x), the kernel floor of that ratio
     (``none`` with q/k zero-padded to PaPE's head dim), and PaPE's peak memory at 4N vs N (linear
     in N: about 4x; an N x N tensor would make it ~16x)."""
@@ -211,7 +211,7 @@ def bench_budget(quick: bool = False, tiny: bool = False) -> list[dict]:
     width = hd + _pape_2d_width(hd)
     rows = [record(f"attention fwd+bwd N={n} d={hd} pape vs rope-axial", "pape (sdpa)", "rope-axial",
                    t["pape"] * 1e3, t["rope-axial"] * 1e3, "ms", higher_is_better=False, target=1.15,
-                   note=f"docs/ARCHITECTURE.md §6 budget; batch 1, 1 head, {torch.get_num_threads()} threads, interleaved medians "
+                   note=f"docs/architecture.md §6 budget; batch 1, 1 head, {torch.get_num_threads()} threads, interleaved medians "
                         f"of {reps}"),
             record(f"attention fwd+bwd N={n} d={hd} kernel floor", f"none, q/k padded to {width}", "rope-axial",
                    t["pad8"] * 1e3, t["rope-axial"] * 1e3, "ms", higher_is_better=False,

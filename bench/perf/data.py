@@ -256,5 +256,5 @@ def bench_e2e(quick: bool = False, tiny: bool = False) -> list[dict]:
     note = "bench run with no arguments (subprocess, includes interpreter start-up and analyses)"
     if proc.returncode:
         note += f"; FAILED rc={proc.returncode}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
-    return [record("e2e bench run (defaults)", "wall time", "budget (docs/ARCHITECTURE.md §6)", wall, E2E_BUDGET_S, "s",
+    return [record("e2e bench run (defaults)", "wall time", "budget (docs/architecture.md §6)", wall, E2E_BUDGET_S, "s",
                    higher_is_better=False, target=1.0, note=note)]

@@ -1,5 +1,5 @@
 """``bench perf startup``: wall time of ``bench --help`` and ``bench run --help`` in fresh processes
-against the 1-second budget (docs/ARCHITECTURE.md §6): argument parsing must not import torch."""
+against the 1-second budget (docs/architecture.md §6): argument parsing must not import torch."""
 from __future__ import annotations
 
 import shutil
@@ -14,7 +14,7 @@ from .timing import interleaved
 
 __all__ = ["STARTUP_BUDGET_S", "bench_startup"]
 
-#: ``bench --help`` budget (docs/ARCHITECTURE.md §6), seconds of wall time
+#: ``bench --help`` budget (docs/architecture.md §6), seconds of wall time
 STARTUP_BUDGET_S = 1.0
 
 

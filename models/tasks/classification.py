@@ -4,7 +4,7 @@
 AdamW with linear warm-up + cosine decay (optional layer-wise lr decay), and torchmetrics
 top-1 / top-5 / mean-class accuracy, which reduce exactly across DDP ranks.
 
-Interventions (docs/ARCHITECTURE.md §2): ``rpt=True`` permutes token *content* against coords with a fresh
+Interventions (docs/architecture.md §2): ``rpt=True`` permutes token *content* against coords with a fresh
 permutation on every training forward (RPT); ``forward(..., content_perm=perm)`` does the same
 with a given permutation at inference (RPI). Analyses read per-block tokens through
 :meth:`ClassificationTask.features` (``forward_intermediates``; no hooks).

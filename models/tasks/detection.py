@@ -1,4 +1,4 @@
-"""``detection``: 2-D object detection on the PE-pluggable ViT (docs/ARCHITECTURE.md §8).
+"""``detection``: 2-D object detection on the PE-pluggable ViT (docs/architecture.md §8).
 
 tokenizer (:func:`~.classification.build_tokenizer`: patches for images, tubelets for binned events,
 spiking-patch tokens for event streams with ``tokens=spiking``) -> backbone (any ``--pe``; coords in
