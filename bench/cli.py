@@ -210,15 +210,15 @@ def _cmd_card(args: argparse.Namespace) -> int:
 
 
 def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
-    """The command-line reference in markdown, made from the parser (``docs/cli.md`` is this text:
-    ``bench --markdown-reference > docs/cli.md``; a test keeps the two equal)."""
+    """Every command's flags in markdown, made from the parser (``docs/cli_flags.md`` is this text:
+    ``bench --markdown-reference > docs/cli_flags.md``; a test keeps the two equal)."""
     parser = parser or build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {c.dest: c.help for c in sub._choices_actions}
-    lines = ["# Command-line reference", "",
-             "Generated from the parser (`bench --markdown-reference > docs/cli.md`); every `bench run` option",
-             "is declared once, in `bench/config.py` (`RunConfig`), with its type, default, help and bounds.",
-             "User mistakes print one line `bench: error: ...` and exit with code 2.", ""]
+    lines = ["# Every flag of `bench`", "",
+             "Generated from the parser (`bench --markdown-reference > docs/cli_flags.md`; a test keeps this file",
+             "equal to it). Every `bench run` option is declared once, in `bench/config.py` (`RunConfig`), with its",
+             "type, default, help and bounds; what the commands do and write is in [cli.md](cli.md).", ""]
     for name, p in sub.choices.items():
         lines += [f"## `bench {name}`", "", " ".join(str(p.description or helps.get(name) or "").split()), "",
                   "| option | meaning |", "|---|---|"]

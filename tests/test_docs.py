@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pebench.datamodules import get_datamodule_class, list_datamodules
+from pebench.cli import cli_reference
 from pebench.encodings import get_pe_class, list_pes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,3 +146,9 @@ def test_readme_shows_every_command():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     missing = [n for n in names if f"\nbench {n} " not in readme]
     assert not missing, f"README.md has no example of: {missing}"
+
+
+def test_cli_flags_reference_is_generated_from_the_parser():
+    """docs/cli_flags.md is exactly what `bench --markdown-reference` prints (options declared once)."""
+    assert (REPO / "docs" / "cli_flags.md").read_text() == cli_reference(), \
+        "regenerate with: bench --markdown-reference > docs/cli_flags.md"
