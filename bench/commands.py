@@ -1,5 +1,5 @@
 """``bench list | runs | leaderboard | sweep | eval | perf`` (``bench run`` lives in ``cli.py``/``run.py``;
-``bench runs`` in ``runs.py``)."""
+``bench runs`` in ``pebench.leaderboard.runs``)."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,7 @@ from typing import Any
 
 from .config import ConfigError, list_presets, load_yaml_config, merge
 from .core.io import atomic_write_json, read_json
-from .summary import format_table
+from pebench.leaderboard.summary import format_table
 
 __all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf"]
 
@@ -133,7 +133,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------- runs
 def cmd_runs(args: argparse.Namespace) -> int:
-    from .runs import cmd_runs as _cmd_runs
+    from pebench.leaderboard.runs import cmd_runs as _cmd_runs
     return _cmd_runs(args)
 
 
@@ -144,7 +144,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         raise ConfigError(f"results directory {args.results!r} does not exist")
     write_leaderboard(args.results, args.out, reference=getattr(args, "reference", "none"))
     print(f"wrote {args.out}")
-    from .curves import write_sweep_curves
+    from pebench.leaderboard.curves import write_sweep_curves
 
     out = Path(args.out)
     curves = write_sweep_curves(args.results, out.with_name(f"{out.stem}_curves.png"))
@@ -246,7 +246,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from .config import config_to_dict
     from .run import _git_sha
-    from .runs import add_provenance
+    from pebench.leaderboard.runs import add_provenance
     from pebench.analysis.extrapolation import check_resolutions
     from pebench.datamodules import get_datamodule_class
 
@@ -302,7 +302,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"bench: note: replaced the extrapolation rows of {entry['replaced']['added_by']} "
               f"({entry['replaced']['samples']} samples per size); they are kept in results.json "
               f"provenance", file=sys.stderr)
-    from .summary import format_summary
+    from pebench.leaderboard.summary import format_summary
     print(format_summary({k: v for k, v in results.items() if k not in ("geometry", "robustness", "alpha_sweep")}))
     return 0
 

@@ -442,7 +442,7 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict)
 def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
     """``curves.png`` from metrics.csv and, for DINO, ``eed_checkpoints.png`` (rank 0); a plotting failure is a
     warning, not a failed run."""
-    from .curves import write_run_curves
+    from pebench.leaderboard.curves import write_run_curves
 
     try:
         write_run_curves(run_dir, results)

@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from .core.io import atomic_write_bytes
+from pebench.core.io import atomic_write_bytes
 
 __all__ = ["read_history", "epoch_series", "plot_run_curves", "write_run_curves", "sweep_series",
            "plot_sweep_curves", "write_sweep_curves", "run_title"]
