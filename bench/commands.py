@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, list_presets, load_yaml_config, merge
+from .config import ConfigError, RunConfig, config_to_dict, list_presets, load_yaml_config, merge
 from .core.io import atomic_write_json, read_json
 from pebench.leaderboard.summary import format_table
 
@@ -142,7 +142,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pebench.leaderboard import write_leaderboard
     if not Path(args.results).is_dir():
         raise ConfigError(f"results directory {args.results!r} does not exist")
-    write_leaderboard(args.results, args.out, reference=getattr(args, "reference", "none"))
+    # RunConfig's defaults fill the keys that files without a recorded fingerprint lack (torch-free)
+    write_leaderboard(args.results, args.out, reference=getattr(args, "reference", "none"),
+                      config_defaults=config_to_dict(RunConfig()))
     print(f"wrote {args.out}")
     from pebench.leaderboard.curves import write_sweep_curves
 
@@ -171,7 +173,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     from pebench.encodings import get_pe_class, list_pes
 
     from .cli import build_parser, run_config_from_args
-    from .config import config_to_dict, variant_name
+    from .config import variant_name
     from .integrity import fingerprint
     from .tasks import resolve_task
     from .run import check_writable, load_registries
@@ -244,7 +246,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from pebench.analysis import evaluate_extrapolation, plot_extrapolation, save_plot
     from pebench.analysis.plots import run_info
 
-    from .config import config_to_dict
     from .run import _git_sha
     from pebench.leaderboard.runs import add_provenance
     from pebench.analysis.extrapolation import check_resolutions
