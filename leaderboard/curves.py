@@ -97,8 +97,8 @@ def run_title(res: dict[str, Any]) -> str:
 
 
 def _figure(nrows: int, ncols: int, width: float = 5.0, height: float = 3.4):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # deferred: ~0.5 s to import, paid only
+    from matplotlib.figure import Figure  # deferred: when a figure is drawn
 
     fig = Figure(figsize=(width * ncols, height * nrows), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
