@@ -27,11 +27,11 @@ Rules
   the recorded one, or for older files that of their ``config``, with ``config_defaults`` for the
   keys it lacks) and ``git_sha``; the renderer never averages records whose fingerprints or code
   versions differ.
+* Two complete runs with the same (dataset, model, label, seed, fingerprint, git_sha) are
+  duplicates: the first by path order is kept, the other is reported.
 
 Nothing here imports torch or the PE, model and dataset packages: everything a table states is read
 from the result files.
-* Two complete runs with the same (dataset, model, label, seed, fingerprint, git_sha) are
-  duplicates: the first by path order is kept, the other is reported.
 """
 from __future__ import annotations
 
