@@ -153,7 +153,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from lightning.pytorch.utilities import rank_zero_only
 
     from .run import load_registries, run
-    from .summary import format_summary
+    from pebench.leaderboard.summary import format_summary
 
     load_registries()
     cfg = run_config_from_args(args)

@@ -1,5 +1,5 @@
 """``bench list | runs | leaderboard | sweep | eval | perf`` (``bench run`` lives in ``cli.py``/``run.py``;
-``bench runs`` in ``runs.py``)."""
+``bench runs`` in ``pebench.leaderboard.runs``)."""
 from __future__ import annotations
 
 import argparse
@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, list_presets, load_yaml_config, merge
+from .config import ConfigError, RunConfig, config_to_dict, list_presets, load_yaml_config, merge
 from .core.io import atomic_write_json, read_json
 from .perf import PERF_COMMANDS
-from .summary import format_table
+from pebench.leaderboard.summary import format_table
 
 __all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf"]
 
@@ -134,7 +134,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------- runs
 def cmd_runs(args: argparse.Namespace) -> int:
-    from .runs import cmd_runs as _cmd_runs
+    from pebench.leaderboard.runs import cmd_runs as _cmd_runs
     return _cmd_runs(args)
 
 
@@ -143,9 +143,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pebench.leaderboard import write_leaderboard
     if not Path(args.results).is_dir():
         raise ConfigError(f"results directory {args.results!r} does not exist")
-    write_leaderboard(args.results, args.out, reference=getattr(args, "reference", "none"))
+    # RunConfig's defaults fill the keys that files without a recorded fingerprint lack (torch-free)
+    write_leaderboard(args.results, args.out, reference=getattr(args, "reference", "none"),
+                      config_defaults=config_to_dict(RunConfig()))
     print(f"wrote {args.out}")
-    from .curves import write_sweep_curves
+    from pebench.leaderboard.curves import write_sweep_curves
 
     out = Path(args.out)
     curves = write_sweep_curves(args.results, out.with_name(f"{out.stem}_curves.png"))
@@ -172,7 +174,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     from pebench.encodings import get_pe_class, list_pes
 
     from .cli import build_parser, run_config_from_args
-    from .config import config_to_dict, variant_name
+    from .config import variant_name
     from .integrity import fingerprint
     from .tasks import resolve_task
     from .run import check_writable, load_registries
@@ -245,9 +247,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from pebench.analysis import evaluate_extrapolation, plot_extrapolation, save_plot
     from pebench.analysis.plots import run_info
 
-    from .config import config_to_dict
     from .run import _git_sha
-    from .runs import add_provenance
+    from pebench.leaderboard.runs import add_provenance
     from pebench.analysis.extrapolation import check_resolutions
     from pebench.datamodules import get_datamodule_class
 
@@ -303,7 +304,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"bench: note: replaced the extrapolation rows of {entry['replaced']['added_by']} "
               f"({entry['replaced']['samples']} samples per size); they are kept in results.json "
               f"provenance", file=sys.stderr)
-    from .summary import format_summary
+    from pebench.leaderboard.summary import format_summary
     print(format_summary({k: v for k, v in results.items() if k not in ("geometry", "robustness", "alpha_sweep")}))
     return 0
 

@@ -60,14 +60,15 @@ from .distributed import _check_multi_node, _ddp_strategy, _indivisible, _is_ren
 from .resume import (RunInterrupted, _AtomicCheckpointIO, _epochs_done, _InterruptSignals, _last_checkpoint,
                      _resume_command, _resume_path)
 
-__all__ = ["run", "prepare", "check_writable", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for"]
+__all__ = ["run", "prepare", "check_writable", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for",
+           "dataset_info"]
 
 #: analysis name (``--analyses``) -> results.json key
 ANALYSIS_KEYS = {"geometry": "geometry", "robustness": "robustness", "alpha": "alpha_sweep",
                  "extrapolation": "extrapolation"}
-RESULT_KEYS = ("dataset", "pe", "variant", "model", "seed", "task", "status", "primary_metric", "metrics",
+RESULT_KEYS = ("dataset", "pe", "variant", "pe_label", "model", "seed", "task", "status", "primary_metric", "metrics",
                "val_samples", "skipped_samples", "analyses", "config", "versions", "git_sha", "wall_time_s",
-               "n_params", "run_dir", "resumed_from")
+               "n_params", "run_dir", "resumed_from", "dataset_info")
 _SYNTHETIC_MODULES = ("shapes", "moving_shapes", "synthetic_events", "primitives")
 
 
@@ -335,7 +336,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     Raises ``ValueError`` subclasses for user errors (the CLI turns them into exit code 2).
     """
     from pebench.datamodules import get_datamodule_class
-    from pebench.encodings import PEConfigError, get_pe_class
+    from pebench.encodings import PEConfigError, get_pe_class, variant_label
     from pebench.models import list_models
 
     from .tasks import get_task_setup, resolve_task
@@ -412,7 +413,15 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
         _indivisible(cfg.batch_size, world)
     dm.batch_size = cfg.batch_size // world  # per-rank batch; the global batch stays cfg.batch_size
     return {"cfg": cfg, "dm": dm, "task": task, "setup": setup, "trainer": trainer, "run_dir": run_dir, "analyses": analyses,
-            "explicit_analyses": explicit, "counter": counter}
+            "explicit_analyses": explicit, "counter": counter,
+            "pe_label": variant_label(cfg.pe, cfg.pe_options), "dataset_info": dataset_info(dm_cls)}
+
+
+def dataset_info(dm_cls: type) -> dict[str, Any]:
+    """What ``results.json`` records about the dataset for readers that do not import datamodules (the
+    leaderboard): ``no_pe_bound``, the exact no-PE ceiling of a probe's test split (null for other sets)."""
+    bound = getattr(dm_cls, "no_pe_bound", None)
+    return {"no_pe_bound": bound() if callable(bound) else None}
 
 
 def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict) -> tuple[dict, bool]:
@@ -448,7 +457,7 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict)
 def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
     """``curves.png`` from metrics.csv and, for DINO, ``eed_checkpoints.png`` (rank 0); a plotting failure is a
     warning, not a failed run."""
-    from .curves import write_run_curves
+    from pebench.leaderboard.curves import write_run_curves
 
     try:
         write_run_curves(run_dir, results)
@@ -474,14 +483,15 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     config = config_to_dict(cfg)
     ckpt = _resume_path(run_dir)
     results: dict[str, Any] = {
-        "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "model": cfg.model, "seed": cfg.seed,
-        "task": cfg.task, "status": "running", "metrics": {},
+        "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "pe_label": parts["pe_label"],
+        "model": cfg.model, "seed": cfg.seed, "task": cfg.task, "status": "running", "metrics": {},
         "primary_metric": parts["setup"].primary_metric(dm),
         "skipped_samples": {}, "analyses": parts["analyses"], "config": config, "versions": _versions(),
         "numerics": numerics_record(),
         "git_sha": _git_sha(), "wall_time_s": None, "n_params": sum(p.numel() for p in task.parameters()),
         "run_dir": str(run_dir), "resumed_from": None, "val_samples": None,
         "fingerprint": fingerprint(config), "fingerprint_keys": fingerprint_keys(config),
+        "dataset_info": parts["dataset_info"],
     }
     if ckpt is not None:
         try:

@@ -1,4 +1,12 @@
-"""Results collection -> deterministic leaderboard markdown (docs/architecture.md §5).
+"""Everything that reads result files (docs/architecture.md §5), without importing torch.
+
+* :mod:`.collect`, :mod:`.render`, :mod:`.stats`: ``results.json`` files -> deterministic leaderboard markdown;
+* :mod:`.runs`: ``bench runs [show RUN]``; :mod:`.summary`: the plain-text tables ``bench run`` prints at the end;
+* :mod:`.curves`: training curves from ``metrics.csv`` (``curves.png``, the leaderboard's comparison plot).
+
+Everything shown is read from the files (``bench run`` records what only the PE and dataset classes
+know, e.g. ``pe_label`` and ``dataset_info``); of pebench this package imports only ``pebench.core``
+(``tests/test_import_weight.py`` checks it).
 
 Entry points::
 

@@ -16,15 +16,22 @@ Rules
 * Optional analysis sections (``geometry``, ``robustness``, ``extrapolation``) with a wrong shape
   are dropped *individually* and reported; the run's metrics still count. Non-finite numbers
   (``NaN`` as written by ``json.dumps(allow_nan=True)``) are kept; the renderer prints them.
-* The row label names the PE variant: ``pebench.encodings.variant_label(pe, config.pe_options)``
-  (the PE, plus its non-default options), then ``+rpt`` when trained with random permutations
-  (``rpt`` true, in ``config`` or at top level, or ``+rpt`` in the ``variant``), then the token
-  kind when it is not the dataset's default (``+spiking``: the ``variant``'s other suffixes).
-* Each record carries its configuration ``fingerprint`` (``pebench.integrity.grouping_fingerprint``:
-  the recorded one, or for older files that of their ``config``) and ``git_sha``; the renderer
-  never averages records whose fingerprints or code versions differ.
+* The row label names the PE variant: the ``pe_label`` that ``bench run`` recorded (the PE, plus
+  its non-default options: ``pebench.encodings.variant_label``), then ``+rpt`` when trained with
+  random permutations (``rpt`` true, in ``config`` or at top level, or ``+rpt`` in the ``variant``),
+  then the token kind when it is not the dataset's default (``+spiking``: the ``variant``'s other
+  suffixes). A file without ``pe_label`` (written before it was recorded) is labelled with the PE
+  alone when its ``config.pe_options`` is empty, else with every option (``pe[k=v,...]``, sorted),
+  since which ones are defaults is known only to the PE classes, which this package does not import.
+* Each record carries its configuration ``fingerprint`` (``pebench.core.fingerprint.grouping_fingerprint``:
+  the recorded one, or for older files that of their ``config``, with ``config_defaults`` for the
+  keys it lacks) and ``git_sha``; the renderer never averages records whose fingerprints or code
+  versions differ.
 * Two complete runs with the same (dataset, model, label, seed, fingerprint, git_sha) are
   duplicates: the first by path order is kept, the other is reported.
+
+Nothing here imports torch or the PE, model and dataset packages: everything a table states is read
+from the result files.
 """
 from __future__ import annotations
 
@@ -33,7 +40,9 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+from pebench.core.fingerprint import grouping_fingerprint
 
 __all__ = ["RunRecord", "collect_results", "REQUIRED_KEYS"]
 
@@ -207,17 +216,18 @@ def _parse_extrapolation(v: Any) -> tuple[dict[str, float | None] | None, str | 
     return out, None
 
 
-def _variant_label(pe: str, options: dict[str, Any]) -> str:
+def _pe_label(data: dict[str, Any], pe: str, options: dict[str, Any]) -> str:
+    """The recorded ``pe_label``; for older files the PE, plus every option when it has any."""
+    recorded = data.get("pe_label")
+    if isinstance(recorded, str) and recorded:
+        return recorded
     if not options:
         return pe
-    try:
-        from pebench.encodings import variant_label
-    except ImportError:  # no PE registry importable: every option counts as non-default
-        return pe + "[" + ",".join(f"{k}={options[k]}" for k in sorted(options)) + "]"
-    return variant_label(pe, options)
+    return pe + "[" + ",".join(f"{k}={options[k]}" for k in sorted(options)) + "]"
 
 
 def _label(data: dict[str, Any]) -> str:
+    """The row label: ``<pe label>[+rpt][+<tokens>]`` (see the module docstring)."""
     pe = data["pe"]
     cfg = data.get("config") if isinstance(data.get("config"), dict) else {}
     variant = data.get("variant")
@@ -225,19 +235,17 @@ def _label(data: dict[str, Any]) -> str:
     parts = variant[len(pe):].split("+")[1:] if isinstance(variant, str) and variant.startswith(pe) else []
     rpt = data.get("rpt") is True or cfg.get("rpt") is True or "rpt" in parts
     opts = cfg.get("pe_options") if isinstance(cfg.get("pe_options"), dict) else {}
-    base = _variant_label(pe, opts)
+    base = _pe_label(data, pe, opts)
     return (f"{base}+rpt" if rpt else base) + "".join(f"+{p}" for p in parts if p != "rpt")
 
 
-def _provenance(data: dict[str, Any]) -> tuple[str | None, str | None]:
+def _provenance(data: dict[str, Any], config_defaults: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
     """(configuration fingerprint, git sha) of a results dict; None where unknown."""
-    from pebench.integrity import grouping_fingerprint
-
     sha = data.get("git_sha")
-    return grouping_fingerprint(data), sha if isinstance(sha, str) and sha else None
+    return grouping_fingerprint(data, config_defaults), sha if isinstance(sha, str) and sha else None
 
 
-def _load(path: Path, rel: str, problems: list[str]) -> RunRecord | None:
+def _load(path: Path, rel: str, problems: list[str], config_defaults: Mapping[str, Any] | None) -> RunRecord | None:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -291,7 +299,7 @@ def _load(path: Path, rel: str, problems: list[str]) -> RunRecord | None:
         sections[key] = value
 
     skipped = data.get("skipped_samples")
-    fp, sha = _provenance(data)
+    fp, sha = _provenance(data, config_defaults)
     return RunRecord(
         path=rel, status=status, dataset=data["dataset"], pe=data["pe"], label=_label(data),
         model=data["model"], seed=data["seed"], task=data["task"], primary_metric=data["primary_metric"],
@@ -301,8 +309,14 @@ def _load(path: Path, rel: str, problems: list[str]) -> RunRecord | None:
     )
 
 
-def collect_results(root: str | os.PathLike) -> tuple[list[RunRecord], list[str]]:
+def collect_results(root: str | os.PathLike,
+                    config_defaults: Mapping[str, Any] | None = None) -> tuple[list[RunRecord], list[str]]:
     """Find and parse every ``results.json`` below ``root``.
+
+    ``config_defaults``: the run configuration's default values (``bench leaderboard`` passes
+    ``RunConfig``'s), used only for files that recorded no ``fingerprint``: a configuration key such
+    a file lacks had its default value then. Without them such a file's fingerprint is that of its
+    ``config`` as written.
 
     Returns ``(runs, problems)``: ``runs`` holds complete *and* incomplete records (check
     ``RunRecord.complete``), sorted by path; ``problems`` holds one human-readable line per skipped
@@ -320,7 +334,7 @@ def collect_results(root: str | os.PathLike) -> tuple[list[RunRecord], list[str]
         if not path.is_file():
             continue
         rel = path.relative_to(root_path).as_posix()
-        record = _load(path, rel, problems)
+        record = _load(path, rel, problems, config_defaults)
         if record is None:
             continue
         if record.complete:

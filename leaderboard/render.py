@@ -32,6 +32,10 @@ Cell conventions (also printed in the header):
   is split this way is no reference (its Δ cells read ``—``).
 * ``—`` marks a value no run of the row reports; ``n/a`` an FS the runs report as undefined
   (clean accuracy within 2 standard errors of chance).
+* a probe's section states its exact no-PE ceiling, as ``bench run`` recorded it in
+  ``dataset_info.no_pe_bound`` (the first run by path that has one).
+
+Nothing here imports torch or the PE, model and dataset packages.
 """
 from __future__ import annotations
 
@@ -40,8 +44,9 @@ import math
 import os
 import re
 from collections import defaultdict
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from pebench.core.fingerprint import config_differences
 from pebench.core.io import atomic_write_text
 
 from .collect import RunRecord, collect_results, finite
@@ -182,11 +187,10 @@ def _short(v: object) -> str:
     return text if len(text) <= 24 else text[:21] + "..."
 
 
-def _provenance_tags(runs: Sequence[RunRecord]) -> dict[str, str]:
+def _provenance_tags(runs: Sequence[RunRecord], config_defaults: Mapping[str, Any] | None) -> dict[str, str]:
     """run path -> "" or the tag that separates it from runs of the same (model, PE variant) made
-    with another configuration (the differing settings) or another commit (``@sha``)."""
-    from pebench.integrity import config_differences
-
+    with another configuration (the differing settings; a key one configuration lacks counts as its
+    value in ``config_defaults``) or another commit (``@sha``)."""
     rows: dict[tuple, list[RunRecord]] = defaultdict(list)
     for r in runs:
         rows[(r.model, r.pe, r.label)].append(r)
@@ -201,7 +205,7 @@ def _provenance_tags(runs: Sequence[RunRecord]) -> dict[str, str]:
         keys: list[str] = []
         if split_config and all(configs.values()):
             first, *rest = [configs[fp] for fp in sorted(configs)]
-            keys = sorted({k for c in rest for k in config_differences(first, c)} - {"seed"})
+            keys = sorted({k for c in rest for k in config_differences(first, c, config_defaults)} - {"seed"})
         for r in members:
             parts = []
             if split_config:
@@ -219,24 +223,23 @@ def _tokens_part(label: str) -> str:
     return "".join(f"+{p}" for p in label.split("+")[1:] if p != "rpt")
 
 
-def _ceiling_note(dataset: str) -> str:
-    """`` No-PE ceiling ...`` for a registered dataset that computes one (the probes), else ``""``."""
-    try:
-        from pebench.datamodules import get_datamodule_class
-        from pebench.run import load_registries
+def _no_pe_bound(run: RunRecord) -> float | None:
+    info = run.raw.get("dataset_info")
+    value = info.get("no_pe_bound") if isinstance(info, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-        load_registries()
-        bound = getattr(get_datamodule_class(dataset), "no_pe_bound", None)
-        value = bound() if callable(bound) else None
-    except Exception:  # noqa: BLE001 - an unregistered dataset (results from elsewhere) has no note
-        return ""
+
+def _ceiling_note(runs: Sequence[RunRecord]) -> str:
+    """`` No-PE ceiling ...`` when a run of the dataset recorded one (the probes), else ``""``."""
+    value = next((v for v in (_no_pe_bound(r) for r in sorted(runs, key=lambda r: r.path)) if v is not None), None)
     return "" if value is None else (f" No-PE ceiling of the test split (exact: no function of the multiset of "
                                      f"patch contents does better): {100 * value:.1f} %.")
 
 
-def _table(runs: list[RunRecord], reference: str | None = None) -> list[str]:
+def _table(runs: list[RunRecord], reference: str | None = None,
+           config_defaults: Mapping[str, Any] | None = None) -> list[str]:
     # a row: one (model, PE variant, configuration fingerprint, code version); see _provenance_tags
-    tags = _provenance_tags(runs)
+    tags = _provenance_tags(runs, config_defaults)
     groups: dict[tuple[str, str, str, str], list[RunRecord]] = defaultdict(list)
     for r in runs:
         groups[(r.model, r.pe, r.label, tags[r.path])].append(r)  # type: ignore[index]
@@ -306,11 +309,13 @@ def _problem_line(line: str) -> str:
 
 
 def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], results_label: str = "DIR",
-                       reference: str | None = "none") -> str:
+                       reference: str | None = "none", config_defaults: Mapping[str, Any] | None = None) -> str:
     """Markdown leaderboard from ``collect_results`` output; deterministic for equal inputs.
 
     ``results_label`` is what the header shows after ``--results`` (the CLI passes the directory
     as the user gave it; it is part of the output, so keep it stable for byte-identical output).
+    ``config_defaults``: as for :func:`collect_results`; here they decide which settings a row that
+    is split by configuration names.
     """
     complete = [r for r in runs if r.complete]
     incomplete = sorted((r for r in runs if not r.complete), key=lambda r: r.path)
@@ -349,8 +354,8 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         ds_runs = by_dataset[dataset]
         tasks = ", ".join(f"`{t}`" for t in sorted({r.task for r in ds_runs}))  # type: ignore[type-var]
         prim = ", ".join(f"`{p}`" for p in sorted({r.primary_metric for r in ds_runs}))  # type: ignore[type-var]
-        out += ["", f"## {dataset}", "", f"Task: {tasks}. Primary metric: {prim}.{_ceiling_note(dataset)}", ""]
-        out += _table(ds_runs, reference)
+        out += ["", f"## {dataset}", "", f"Task: {tasks}. Primary metric: {prim}.{_ceiling_note(ds_runs)}", ""]
+        out += _table(ds_runs, reference, config_defaults)
     if incomplete:
         out += ["", "## Incomplete runs", "", "Not counted in the tables above.", "",
                 "| Path | Status |", "|---|---|"]
@@ -362,12 +367,13 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
 
 
 def write_leaderboard(results_root: str | os.PathLike, out_path: str | os.PathLike,
-                      reference: str | None = "none") -> str:
+                      reference: str | None = "none", config_defaults: Mapping[str, Any] | None = None) -> str:
     """Collect ``results_root``, render, write ``out_path`` atomically; return the markdown.
 
     Raises ``FileNotFoundError`` when ``results_root`` is not a directory.
     """
-    runs, problems = collect_results(results_root)
-    text = render_leaderboard(runs, problems, results_label=os.fspath(results_root), reference=reference)
+    runs, problems = collect_results(results_root, config_defaults)
+    text = render_leaderboard(runs, problems, results_label=os.fspath(results_root), reference=reference,
+                              config_defaults=config_defaults)
     atomic_write_text(out_path, text)
     return text

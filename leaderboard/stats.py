@@ -90,7 +90,7 @@ def sign_flip_p(diffs: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, se
 def paired_t_p(diffs: Sequence[float]) -> float:
     """Two-sided paired t-test p-value of ``mean(diffs) = 0``; NaN below 2 pairs. All differences equal:
     0 when they are non-zero (no spread to doubt them), 1 when they are 0."""
-    from scipy import stats
+    from scipy import stats  # deferred: scipy.stats takes about 1 s to import; `bench runs` never needs it
 
     d = np.asarray(list(diffs), dtype=np.float64)
     if d.size < 2:

@@ -188,10 +188,35 @@ def test_runs_of_different_configurations_or_commits_are_never_averaged(tmp_path
 
 
 def test_row_label_names_non_default_pe_options(tmp_path: Path) -> None:
+    """The label starts with the ``pe_label`` bench run recorded; an older file without one names every
+    option it has (which are defaults only the PE classes know, and the leaderboard imports none)."""
     from pebench.encodings import variant_label
 
     root = tmp_path / "runs"
     opts = {"init": "pebench"}
-    _write(root, "x/seed0", _result("mix", "pape", 0, config={"pe": "pape", "pe_options": opts, "rpt": True}))
+    _write(root, "x/seed0", _result("mix", "pape", 0, config={"pe": "pape", "pe_options": opts, "rpt": True},
+                                    pe_label=variant_label("pape", opts)))
+    _write(root, "y/seed0", _result("mix", "ape", 0, config={"pe_options": {"b": 2, "a": 1}}))
+    _write(root, "z/seed0", _result("mix", "sincos", 0, config={"pe_options": {}}))
     runs, _ = collect_results(root)
-    assert runs[0].label == variant_label("pape", opts) + "+rpt"
+    assert [r.label for r in runs] == [variant_label("pape", opts) + "+rpt", "ape[a=1,b=2]", "sincos"]
+
+
+def test_files_without_a_fingerprint_take_missing_keys_from_the_defaults_given(tmp_path: Path) -> None:
+    """An older file's configuration lacks keys added since; `bench leaderboard` counts them as
+    RunConfig's defaults (as integrity does), so its seeds share a row with runs that record them."""
+    from pebench.cli import main
+    from pebench.config import RunConfig, config_to_dict
+
+    defaults = config_to_dict(RunConfig())
+    root = tmp_path / "runs"
+    _write(root, "mix/ape/seed0", _result("mix", "ape", 0, config={"epochs": 4}))
+    _write(root, "mix/ape/seed1", _result("mix", "ape", 1, config={"epochs": 4, "lr": defaults["lr"]}))
+    runs, problems = collect_results(root, config_defaults=defaults)
+    assert [r[1:3] for r in _rows(render_leaderboard(runs, problems, config_defaults=defaults), "mix")[2:]] == [
+        ["ape", "2"]]
+    runs, problems = collect_results(root)  # without defaults: a missing key differs from any value
+    assert {r[1] for r in _rows(render_leaderboard(runs, problems), "mix")[2:]} == {
+        "ape (lr=null)", f"ape (lr={defaults['lr']})"}
+    assert main(["leaderboard", "--results", str(root), "--out", str(tmp_path / "LB.md")]) == 0
+    assert [r[1:3] for r in _rows((tmp_path / "LB.md").read_text(encoding="utf-8"), "mix")[2:]] == [["ape", "2"]]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,22 @@ def test_committed_leaderboard_regenerates_byte_identical():
     reference = head.split("--reference ", 1)[1].strip() if "--reference " in head else "none"
     text = render_leaderboard(runs, problems, results_label=RESULTS, reference=reference)
     assert text == committed
+
+
+@pytest.mark.skipif(not (REPO / "results").exists(), reason="no committed results")
+def test_committed_results_record_what_the_leaderboard_reads():
+    """Every committed results.json holds ``pe_label`` and ``dataset_info`` with the values bench run records
+    now (benchmarks/backfill_result_keys.py added them to the files written before they were recorded)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("backfill", REPO / "benchmarks" / "backfill_result_keys.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.load_registries()
+    for path in sorted((REPO / "results").glob("**/results.json")):
+        results = json.loads(path.read_text(encoding="utf-8"))
+        missing = mod.added_keys({k: v for k, v in results.items() if k not in ("pe_label", "dataset_info")})
+        assert {k: results.get(k) for k in missing} == missing, path
 
 
 @pytest.mark.skipif(not (REPO / RESULTS).exists(), reason="no committed results")

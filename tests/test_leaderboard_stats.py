@@ -78,12 +78,12 @@ def test_sign_flip_is_exact():
     assert sign_flip_p([0.0, 0.0]) == 1.0
 
 
-def _write(root, dataset, pe, seed, acc):
+def _write(root, dataset, pe, seed, acc, **extra):
     d = root / dataset / pe / "vit-nano" / f"seed{seed}"
     d.mkdir(parents=True)
     (d / "results.json").write_text(json.dumps({
         "dataset": dataset, "pe": pe, "model": "vit-nano", "seed": seed, "task": "classification",
-        "status": "complete", "primary_metric": "test/acc1", "metrics": {"test/acc1": acc}}))
+        "status": "complete", "primary_metric": "test/acc1", "metrics": {"test/acc1": acc}, **extra}))
 
 
 def _row(text, label):
@@ -137,7 +137,16 @@ def test_paired_t_p_matches_scipy_and_marks_only_when_both_agree():
 
 
 def test_probe_sections_state_the_no_pe_ceiling(tmp_path):
+    """The ceiling is the one bench run recorded (``dataset_info.no_pe_bound``); sections of runs that
+    recorded none (other datasets, older files) state none."""
     for s in range(2):
-        _write(tmp_path, "probe-decay", "rope-axial", s, 0.8 + 0.01 * s)
+        _write(tmp_path, "probe-decay", "rope-axial", s, 0.8 + 0.01 * s, dataset_info={"no_pe_bound": 0.5})
+        _write(tmp_path, "probe-context", "rope-axial", s, 0.8, dataset_info={"no_pe_bound": 1 / 3})
+        _write(tmp_path, "shapes", "rope-axial", s, 0.8, dataset_info={"no_pe_bound": None})
+        _write(tmp_path, "probe-old", "rope-axial", s, 0.8)
     text = render_leaderboard(*collect_results(tmp_path))
-    assert "No-PE ceiling of the test split" in text and ": 50.0 %." in text
+    notes = {line.split("## ", 1)[1]: next(l for l in text.split(line, 1)[1].splitlines() if l.startswith("Task:"))
+             for line in text.splitlines() if line.startswith("## ")}
+    ceiling = " No-PE ceiling of the test split (exact: no function of the multiset of patch contents does better): "
+    assert notes["probe-decay"].endswith(ceiling + "50.0 %.") and notes["probe-context"].endswith(ceiling + "33.3 %.")
+    assert "No-PE ceiling" not in notes["shapes"] and "No-PE ceiling" not in notes["probe-old"]

@@ -72,6 +72,15 @@ def tiny_run(tmp_path_factory):
     return root, run_dir, json.loads((run_dir / "results.json").read_text())
 
 
+def test_dataset_info_records_the_probes_no_pe_ceiling():
+    """What results.json's ``dataset_info`` holds: the leaderboard states it without importing datamodules."""
+    from pebench.run import dataset_info
+
+    assert dataset_info(get_datamodule_class("probe-decay")) == {"no_pe_bound": 0.5}
+    assert dataset_info(get_datamodule_class("probe-context")) == {"no_pe_bound": 1 / 3}
+    assert dataset_info(get_datamodule_class("shapes")) == {"no_pe_bound": None}
+
+
 @pytest.mark.slow
 def test_results_json_schema_and_files(tiny_run):
     root, run_dir, res = tiny_run
@@ -81,6 +90,7 @@ def test_results_json_schema_and_files(tiny_run):
     assert set(res["metrics"]) >= {"val/acc1", "val/mean_class_acc", "val/loss"}
     assert all(0.0 <= res["metrics"][k] <= 1.0 for k in res["metrics"] if "acc" in k)
     assert res["variant"] == "ape" and res["seed"] == 0 and res["model"] == "vit-nano"
+    assert res["pe_label"] == "ape" and res["dataset_info"] == {"no_pe_bound": None}  # read by the leaderboard
     assert res["val_samples"] == 40
     assert set(res["versions"]) >= {"python", "torch", "lightning", "timm", "torchmetrics", "pebench"}
     assert res["n_params"] > 0 and res["wall_time_s"] > 0

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pebench.cli import build_parser, main
-from pebench.curves import epoch_series, read_history, sweep_series, write_run_curves, write_sweep_curves
-from pebench.runs import RUN_COLUMNS, collect_runs, not_complete_reason
+from pebench.leaderboard.curves import epoch_series, read_history, sweep_series, write_run_curves, write_sweep_curves
+from pebench.leaderboard.runs import RUN_COLUMNS, collect_runs, not_complete_reason
 
 HEADER = "epoch,step,train/acc1,train/loss_epoch,train/loss_step,val/acc1,val/loss\n"
 
@@ -238,7 +238,7 @@ def test_wandb_offline_run_writes_curves_and_local_files(tmp_path, monkeypatch, 
 
 # ------------------------------------------------------------------------------------- provenance
 def test_add_provenance_keeps_replaced_rows():
-    from pebench.runs import add_provenance
+    from pebench.leaderboard.runs import add_provenance
 
     res = {"extrapolation": [{"resolution": "32", "acc1": 0.5, "n_samples": 128}]}
     new = [{"resolution": "32", "acc1": 0.6, "n_samples": 512}, {"resolution": "48", "acc1": 0.4, "n_samples": 512}]

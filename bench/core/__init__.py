@@ -4,5 +4,6 @@
   perf suites), with lazy import by name and "did you mean" errors;
 * :mod:`.io`: atomic file writes (temp file + ``os.replace``);
 * :mod:`.errors`: user errors (one line, exit code 2 in the CLI);
-* :mod:`.locks`: lock files that claim a run directory across processes and hosts.
+* :mod:`.locks`: lock files that claim a run directory across processes and hosts;
+* :mod:`.fingerprint`: configuration fingerprints (which runs are seeds of one experiment).
 """

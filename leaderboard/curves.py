@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from .core.io import atomic_write_bytes
+from pebench.core.io import atomic_write_bytes
 
 __all__ = ["read_history", "epoch_series", "plot_run_curves", "write_run_curves", "sweep_series",
            "plot_sweep_curves", "write_sweep_curves", "run_title"]
@@ -97,8 +97,8 @@ def run_title(res: dict[str, Any]) -> str:
 
 
 def _figure(nrows: int, ncols: int, width: float = 5.0, height: float = 3.4):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # deferred: ~0.5 s to import, paid only
+    from matplotlib.figure import Figure  # deferred: when a figure is drawn
 
     fig = Figure(figsize=(width * ncols, height * nrows), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)

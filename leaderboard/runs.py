@@ -13,13 +13,14 @@ even for a results tree of hundreds of runs (docs/architecture.md §5 describes 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
-from .core.errors import ConfigError
+from pebench.core.errors import ConfigError
 from .summary import format_summary, format_table
 
 __all__ = ["collect_runs", "run_row", "not_complete_reason", "format_runs", "format_run", "cmd_runs",
@@ -206,8 +207,6 @@ def add_provenance(results: dict[str, Any], section: str, value: Any, command: s
     it: section, sample count (per evaluated size), command line, code version (git sha) and UTC
     time. Rows it replaces are kept in the entry (``replaced``: the old value with its sample
     count), never dropped. Returns the entry."""
-    import datetime
-
     entry: dict[str, Any] = {
         "section": section, "command": command, "samples": _samples(value), "git_sha": git_sha,
         "time": now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -1,0 +1,73 @@
+"""Configuration fingerprints: which runs are seeds of one experiment (torch-free, no pebench imports).
+
+``fingerprint(config)`` is the SHA-256 of a resolved run configuration (a ``config_to_dict``
+mapping) without the keys in :data:`NON_RESULT_KEYS` and the replicate key ``seed``, serialised as
+canonical JSON (sorted keys, no whitespace). Runs with the same fingerprint are seeds of one
+experiment, which the leaderboard may average.
+
+A configuration written by an older version may lack keys added since; such a key had its default
+value then (options are only ever added with the old behaviour as default). The functions that
+compare or re-fingerprint stored configurations therefore take ``defaults``: the current run
+configuration's default values (``pebench.integrity`` passes ``RunConfig``'s). Without them a
+missing key counts as different from any value.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Mapping
+
+__all__ = ["NON_RESULT_KEYS", "REPLICATE_KEYS", "fingerprint_keys", "fingerprint", "grouping_fingerprint",
+           "config_differences"]
+
+#: Configuration keys that do not change what a run computes, left out of the fingerprint:
+#: where results are written or read from (``out``; ``data_root``: the same data set at another path),
+#: how fast data loads (``num_workers``: each worker is seeded from the run's seed; the sample
+#: stream is statistically the same), what is shown or logged (``progress_bar``, ``tensorboard``, ``logger``),
+#: a wall-clock budget (``max_time``: a run stopped by it is not ``complete``, and resuming with a
+#: larger one continues to the same end point), which analyses to run (``analyses``: it adds or
+#: leaves out sections, the numbers of a section do not depend on it) and the threshold above which
+#: skipped samples make a run not complete (``max_skipped_fraction``: it changes the status, not a
+#: number). Everything else is kept, including ``devices``, ``num_nodes``, ``strategy``,
+#: ``accelerator`` and ``precision`` (the per-rank batch composition and the arithmetic change with
+#: them), ``analysis_options`` and ``extrapolation_resolutions`` (they change analysis numbers).
+NON_RESULT_KEYS: tuple[str, ...] = ("out", "data_root", "num_workers", "progress_bar", "tensorboard", "logger",
+                                    "max_time", "analyses", "max_skipped_fraction")
+#: keys that index replicates of one experiment: compared on resume, left out of the fingerprint
+REPLICATE_KEYS: tuple[str, ...] = ("seed",)
+
+
+def fingerprint_keys(config: Mapping[str, Any]) -> list[str]:
+    """The keys of ``config`` that enter the fingerprint, sorted."""
+    return sorted(k for k in config if k not in NON_RESULT_KEYS and k not in REPLICATE_KEYS)
+
+
+def fingerprint(config: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``config`` without :data:`NON_RESULT_KEYS` and
+    :data:`REPLICATE_KEYS`."""
+    sub = {k: config[k] for k in fingerprint_keys(config)}
+    text = json.dumps(sub, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def grouping_fingerprint(results: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str | None:
+    """The fingerprint of a ``results.json`` dict: the recorded ``fingerprint``, else (files written
+    before fingerprints were recorded) that of its ``config`` with ``defaults`` for keys it lacks;
+    ``None`` without either."""
+    fp = results.get("fingerprint")
+    if isinstance(fp, str) and fp:
+        return fp
+    cfg = results.get("config")
+    if isinstance(cfg, Mapping):
+        return fingerprint({**(defaults or {}), **cfg})
+    return None
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any],
+                       defaults: Mapping[str, Any] | None = None) -> list[str]:
+    """Fingerprinted and replicate keys whose values differ between ``old`` and ``new``, sorted (a
+    key missing on one side counts as its value in ``defaults``, else as different)."""
+    keys = set(fingerprint_keys(old)) | set(fingerprint_keys(new)) | set(REPLICATE_KEYS)
+    old, new = {**(defaults or {}), **old}, {**(defaults or {}), **new}
+    canon = lambda v: json.dumps(v, sort_keys=True, default=str)  # noqa: E731
+    return sorted(k for k in keys if k not in old or k not in new or canon(old[k]) != canon(new[k]))
