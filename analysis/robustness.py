@@ -18,7 +18,7 @@ events      ``noise``         spurious events: Poisson counts with mean ``rate �
 events      ``dropout``,      ``tokens=spiking`` (events as events): on the raw stream before
 (spiking)   ``noise``,        tokenization, each event dropped with p = 0.5; uniform background
             ``time_jitter``   events, 0.5 × the stream's count; Gaussian time jitter σ = 10 ms
-                              (``pebench.datamodules.event_transforms``)
+                              (``pebench.datamodules.events.event_transforms``)
 points      ``jitter``        Gaussian jitter σ = 0.02 on every coordinate
 points      ``point_dropout`` 50% of the points of each cloud dropped and replaced by duplicates of
                               randomly chosen kept points (the point count is unchanged)
@@ -337,7 +337,7 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     modality = getattr(task, "modality", getattr(datamodule, "modality", "image"))
     spiking = getattr(datamodule, "tokens", "frames") == "spiking"
     if spiking:  # events as events: the raw streams are perturbed, then tokenized (event_transforms)
-        from pebench.datamodules.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
+        from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
         names = list(shifts) if shifts is not None else list(STREAM_SHIFT_PARAMS)
         prm = {s: {**STREAM_SHIFT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
     else:

@@ -207,7 +207,7 @@ def spiking_stream(n: int = 500_000, side: int = 128, duration_us: int = 6_000_0
     """A DvsGesture-scale stream: ``n`` uniform events (x, y, polarity, t sorted) on ``side x side``."""
     import numpy as np
 
-    from pebench.datamodules.synthetic_events import EVENT_DTYPE
+    from pebench.datamodules.synthetic.synthetic_events import EVENT_DTYPE
     rng = np.random.default_rng(seed)
     ev = np.empty(n, EVENT_DTYPE)
     ev["x"], ev["y"], ev["p"] = rng.integers(0, side, n), rng.integers(0, side, n), rng.random(n) < 0.5
@@ -217,7 +217,7 @@ def spiking_stream(n: int = 500_000, side: int = 128, duration_us: int = 6_000_0
 
 def bench_spiking(quick: bool = False, tiny: bool = False) -> list[dict]:
     """Spiking-patch tokenizer alone (DvsGesture settings) vs vit-nano training at its token count."""
-    from pebench.datamodules.event_transforms import SpikingOptions
+    from pebench.datamodules.events.event_transforms import SpikingOptions
     from pebench.models import ClassificationTask
     from pebench.models.spiking import pad_collate
 

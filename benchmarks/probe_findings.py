@@ -29,7 +29,7 @@ from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import bootstrap_mean_ci, paired_bootstrap
 
-#: the exact no-PE ceilings of the test splits (pebench.datamodules.probes; tests check the two agree)
+#: the exact no-PE ceilings of the test splits (pebench.datamodules.probes.probes; tests check the two agree)
 CEILING = {"probe-translation": 0.25, "probe-rotation": 0.25, "probe-decay": 0.5, "probe-context": 1 / 3,
            "probe-extrapolation": 0.25, "probe-anchoring": 0.5}
 #: a PE "learned" a probe when its mean validation accuracy is at least this share of the way from the
