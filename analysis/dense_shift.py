@@ -86,8 +86,8 @@ import torch
 from torch import Tensor
 
 from .geometry import evaluating, finite_or_none, task_device
-from .robustness import (DEFAULT_PARAMS, PERTURBATIONS, SHIFTS, _shift_seed, capped_batches, image_codec,
-                         point_jitter)
+from .robustness import (DEFAULT_PARAMS, PERTURBATIONS, SHIFTS, _shift_seed, capped_batches, point_jitter,
+                         shift_context)
 
 __all__ = ["DENSE_TASKS", "dense_task", "MAP_FLOOR", "SCENE_SHIFTS", "SCENE_GAP_M", "map_fs_reason",
            "miou_fs_reason", "majority_miou", "dense_fragility", "robustness", "default_resolutions",
@@ -287,7 +287,7 @@ def _detection_robustness(task: Any, dm: Any, seed: int, max_samples: int | None
     else:
         names = list(shifts) if shifts is not None else list(SHIFTS[getattr(task, "modality", "image")])
         prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
-    ctx = {"codec": image_codec(dm), "log_counts": bool(getattr(dm, "log_counts", False))}
+    ctx = shift_context(dm, names)
     gens = {s: torch.Generator().manual_seed(_shift_seed(seed, k)) for k, s in enumerate(names)}
     evs = {s: CocoEvaluator() for s in ["clean", *names]}
     cats, filt = dm.label_to_category_id, getattr(dm, "filter_predictions", None)

@@ -183,6 +183,7 @@ class SpikingGestureDataset(SkippingDataset):
 @register_datamodule("dvsgesture")
 class DVSGestureDataModule(BenchDataModule):
     modality: ClassVar[str] = "events"
+    in_chans: ClassVar[int] = 2  # polarities
     needs_data_root: ClassVar[bool] = True
     expected_layout: ClassVar[str] = LAYOUT
     default_resolution: ClassVar[int | str] = 128
@@ -228,7 +229,7 @@ class DVSGestureDataModule(BenchDataModule):
 
     def input_shape(self, resolution: tuple[int, ...] | None = None) -> tuple[int, ...]:
         t, s = self.bins_and_size(resolution)
-        return (2, t, s, s)
+        return (self.in_chans, t, s, s)
 
     def tonic_dataset(self, train: bool):
         if train not in self._tonic:

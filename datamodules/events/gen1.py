@@ -277,6 +277,7 @@ class Gen1DataModule(BenchDataModule):
 
     name: ClassVar[str] = "gen1"
     modality: ClassVar[str] = "events"
+    in_chans: ClassVar[int] = 2  # polarities
     needs_data_root: ClassVar[bool] = True
     expected_layout: ClassVar[str] = LAYOUT
     default_task: ClassVar[str] = "detection"
@@ -383,7 +384,7 @@ class Gen1DataModule(BenchDataModule):
 
     def input_shape(self, resolution: tuple[int, ...] | None = None) -> tuple[int, ...]:
         t, _, (hp, wp) = self.geometry(resolution)
-        return (2, t, hp, wp)
+        return (self.in_chans, t, hp, wp)
 
     # ---- samples ----------------------------------------------------------------------------
     def split_dir(self, split: str) -> str:

@@ -116,6 +116,7 @@ class CIFAR100DataModule(ImageDataModule):
 
     def make_dataset(self, split: str, train: bool, resolution: tuple[int, ...] | None = None):
         hw = image_hw(resolution or self.resolution)
-        tf = train_transform(hw, self.rrc_scale) if train else eval_transform(hw, self.crop_ratio)
+        mean, std = self.normalisation()
+        tf = train_transform(hw, self.rrc_scale, mean, std) if train else eval_transform(hw, self.crop_ratio, mean, std)
         data, targets = self.arrays("train" if split == "train" else "test")
         return CIFARArrayDataset(data, targets, tf, hw)

@@ -121,6 +121,7 @@ class CocoFormatDataModule(BenchDataModule):
     ``has_test_split = True``."""
 
     modality: ClassVar[str] = "image"
+    in_chans: ClassVar[int] = 3
     needs_data_root: ClassVar[bool] = True
     default_task: ClassVar[str] = "detection"
     tasks: ClassVar[tuple[str, ...]] = ("detection",)
@@ -214,7 +215,7 @@ class CocoFormatDataModule(BenchDataModule):
 
     # ---- BenchDataModule --------------------------------------------------------------------
     def input_shape(self, resolution: tuple[int, ...] | None = None) -> tuple[int, ...]:
-        return (3, *image_hw((self._check_resolution(resolution or self.resolution),)))
+        return (self.in_chans, *image_hw((self._check_resolution(resolution or self.resolution),)))
 
     def make_dataset(self, split: str, train: bool, resolution: Any = None) -> CocoDetectionDataset:
         res = self.resolution if resolution is None else (

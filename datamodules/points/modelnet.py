@@ -176,6 +176,7 @@ class PointCloudDataset(SkippingDataset):
 @register_datamodule("modelnet40")
 class ModelNet40DataModule(BenchDataModule):
     modality: ClassVar[str] = "points"
+    in_chans: ClassVar[int] = 3  # coordinates
     needs_data_root: ClassVar[bool] = True
     expected_layout: ClassVar[str] = LAYOUT
     default_resolution: ClassVar[int | str] = 1024

@@ -109,7 +109,7 @@ class MotionProbeDataModule(ProbeDataModule):
 
     def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
         s = self._side(resolution) or self.resolution[1]
-        return (3, MotionProbe.frames, s, s)
+        return (self.in_chans, MotionProbe.frames, s, s)
 
     def val_dataset(self, resolution: Any = None) -> Dataset:
         side = self._side(resolution)

@@ -279,6 +279,7 @@ class PartsProbeDataModule(ProbeSplits, BenchDataModule):
     ``test_size``, ``distractors``, ``floor``, ``data_seed`` (default: the run's seed)."""
 
     modality = "points"
+    in_chans = 3  # coordinates
     needs_data_root = False
     patch_size = 1
     tubelet = 1

@@ -13,11 +13,11 @@ import numpy as np
 from ..synthetic._render import SPLITS
 from ..base import int_option
 
-__all__ = ["PATCH", "GLYPH_KINDS", "NUISANCE", "glyph_mask", "render_probe", "ProbeGenerator", "ProbeSplits",
-           "direction_label"]
+__all__ = ["PATCH", "PIXEL_MEAN", "PIXEL_STD", "GLYPH_KINDS", "NUISANCE", "glyph_mask", "render_probe",
+           "ProbeGenerator", "ProbeSplits", "direction_label"]
 
 PATCH = 4
-_MEAN, _STD = 0.3, 0.35  # rough pixel statistics of the probe canvases (for normalisation)
+PIXEL_MEAN, PIXEL_STD = 0.3, 0.35  # rough pixel statistics of the probe canvases, for standardising
 
 _GLYPHS_4 = {
     "disc": (".##.", "####", "####", ".##."),
@@ -92,7 +92,7 @@ def render_probe(scene: dict[str, Any], side: int | None = None) -> np.ndarray:
         else:
             patch[:] = col[:, None, None]
             patch[:, m] = bg[:, None]
-    img = (img - _MEAN) / _STD
+    img = (img - PIXEL_MEAN) / PIXEL_STD
     if side is not None and side != native:
         idx = np.minimum(((np.arange(side) + 0.5) * native / side).astype(np.int64), native - 1)
         img = img[:, idx][:, :, idx]

@@ -79,8 +79,8 @@ import torch
 from torch.utils.data import Dataset
 
 from ..base import BenchDataModule, parse_resolution
-from .probe_scenes import (_DIRS, GLYPH_KINDS, PATCH, ProbeGenerator, ProbeSplits, _cells, _dist, _free,
-                           _place_distractors, direction_label, glyph_mask, render_probe)
+from .probe_scenes import (_DIRS, GLYPH_KINDS, PATCH, PIXEL_MEAN, PIXEL_STD, ProbeGenerator, ProbeSplits, _cells,
+                           _dist, _free, _place_distractors, direction_label, glyph_mask, render_probe)
 from ..registry import register_datamodule
 
 __all__ = ["PATCH", "GLYPH_KINDS", "glyph_mask", "ProbeGenerator", "ProbeDataset", "ProbeDataModule",
@@ -344,6 +344,8 @@ class ProbeDataModule(ProbeSplits, BenchDataModule):
     has_test_split: ClassVar[bool] = True
     generator: ClassVar[type[ProbeGenerator]] = ProbeGenerator
     default_resolution = 32
+    in_chans = 3
+    mean, std = PIXEL_MEAN, PIXEL_STD
 
     def __init__(self, train_size: int = 6400, val_size: int = 600, test_size: int = 1200,
                  distractors: int | None = None, nuisance: str = "colour", data_seed: int | None = None,
@@ -370,7 +372,7 @@ class ProbeDataModule(ProbeSplits, BenchDataModule):
 
     def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
         s = self._side(resolution) or self.resolution[0]
-        return (3, s, s)
+        return (self.in_chans, s, s)
 
     def train_dataset(self) -> Dataset:
         return ProbeDataset(self.gen, "train", self.train_size, self.data_seed)

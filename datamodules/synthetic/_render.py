@@ -143,8 +143,8 @@ class SyntheticSplitsDataModule(BenchDataModule):
 
 
 class SquareImageSplitsDataModule(SyntheticSplitsDataModule):
-    """A synthetic image set rendered as square ``(3, S, S)`` images at any side ``S`` (training
-    side from ``resolution``; validation/test at any side, for extrapolation)."""
+    """A synthetic image set rendered as square ``(C, S, S)`` images (``C = in_chans``) at any side
+    ``S`` (training side from ``resolution``; validation/test at any side, for extrapolation)."""
 
     def _side(self, resolution: tuple[int, ...]) -> int:
         if len(resolution) == 2 and resolution[0] != resolution[1]:
@@ -159,4 +159,4 @@ class SquareImageSplitsDataModule(SyntheticSplitsDataModule):
 
     def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
         s = self._res(resolution)[0]
-        return (3, s, s)
+        return (self.in_chans, s, s)

@@ -29,7 +29,7 @@ __all__ = ["MovingShapesDataModule", "moving_shapes_scene", "render_moving_shape
 NUM_CLASSES = 8
 #: unit displacement (dy, dx) of directions east, north, west, south (y down)
 DIRECTIONS = np.array([[0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [1.0, 0.0]], dtype=np.float32)
-_MEAN, _STD = 0.15, 0.22
+PIXEL_MEAN, PIXEL_STD = 0.15, 0.22  # pixel statistics of the clips, for standardising
 _PATH_S = np.linspace(0.0, 1.0, 6)[:, None]  # path points checked for collisions
 
 
@@ -68,8 +68,9 @@ def positions_at(scene: dict[str, Any], t: np.ndarray) -> np.ndarray:
 
 
 def render_moving_shapes(scene: dict[str, Any], resolution: tuple[int, ...], rng: np.random.Generator,
-                         noise: float = 0.05) -> np.ndarray:
-    """Scene -> ``(3, T, S, S)`` float32 clip (normalised); ``resolution = (T, S)``."""
+                         noise: float = 0.05, mean: float = PIXEL_MEAN, std: float = PIXEL_STD) -> np.ndarray:
+    """Scene -> ``(3, T, S, S)`` float32 clip standardised as ``(x - mean) / std``;
+    ``resolution = (T, S)``."""
     frames, side = resolution
     c = (np.arange(side, dtype=np.float32) + 0.5) / side
     ca, sa = np.cos(scene["bg_angle"]), np.sin(scene["bg_angle"])
@@ -83,7 +84,7 @@ def render_moving_shapes(scene: dict[str, Any], resolution: tuple[int, ...], rng
         clip = clip * (1 - alpha) + scene["colours"][k][:, None, None, None] * alpha
     if noise > 0:
         clip = clip + noise * rng.standard_normal(clip.shape, dtype=np.float32)
-    return ((clip - _MEAN) / _STD).astype(np.float32)
+    return ((clip - mean) / std).astype(np.float32)
 
 
 @register_datamodule("moving-shapes")
@@ -96,6 +97,8 @@ class MovingShapesDataModule(SyntheticSplitsDataModule):
     patch_size = 4
     tubelet = 2
     num_groups = 64
+    in_chans = 3
+    mean, std = PIXEL_MEAN, PIXEL_STD
 
     def __init__(self, train_size: int = 4096, val_size: int = 512, frames: int = 8, noise: float = 0.05,
                  **kwargs: Any) -> None:
@@ -121,9 +124,9 @@ class MovingShapesDataModule(SyntheticSplitsDataModule):
 
     def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
         t, s = self._res(resolution)
-        return (3, t, s, s)
+        return (self.in_chans, t, s, s)
 
     def _dataset(self, split: str, size: int, resolution: Any) -> SyntheticDataset:
-        return SyntheticDataset(moving_shapes_scene, partial(render_moving_shapes, noise=self.noise),
-                                size, self.seed, split, self._res(resolution))
+        render = partial(render_moving_shapes, noise=self.noise, mean=self.mean, std=self.std)
+        return SyntheticDataset(moving_shapes_scene, render, size, self.seed, split, self._res(resolution))
 

@@ -100,8 +100,10 @@ class ObjectsDataModule(SquareImageSplitsDataModule):
     patch_size = 4
     tubelet = 1
     num_groups = 64
+    in_chans = 3
+    mean, std = IMAGENET_MEAN, IMAGENET_STD
     #: (mean, std) the inputs are normalised with (the multi-crop de-normalises with them)
-    pixel_stats = (IMAGENET_MEAN, IMAGENET_STD)
+    pixel_stats = (mean, std)
 
     def __init__(self, train_size: int = 2048, val_size: int = 512, noise: float = 0.04,
                  object_size: Sequence[float] = (0.18, 0.30), clutter: Sequence[int] = (6, 12),

@@ -116,6 +116,7 @@ class PrimitivesDataModule(SyntheticSplitsDataModule):
     """Eight 3-D primitives as point clouds; see the module docstring."""
 
     modality = "points"
+    in_chans = 3  # coordinates
     needs_data_root = False
     default_resolution = 1024
     patch_size = 1

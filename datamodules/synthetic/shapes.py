@@ -13,7 +13,9 @@ near chance (1/8) on either task.
 
 Scenes are drawn in normalised coordinates, so any side length renders the same scene
 (``resolution`` ``S`` or ``"HxW"`` with H = W). Inputs are ``(3, S, S)`` float32, roughly zero
-mean and unit variance.
+mean and unit variance: standardised with the datamodule's declared ``mean`` / ``std``. A subclass
+that declares ``in_chans = 1`` (and its own ``mean`` / ``std``) renders the same scenes in
+grayscale (ITU-R BT.601 luma), ``(1, S, S)``.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from ..registry import register_datamodule
 __all__ = ["ShapesDataModule", "shapes_scene", "render_shapes"]
 
 NUM_CLASSES = 8
-_MEAN, _STD = 0.15, 0.14  # pixel statistics of the default scenes (for normalisation)
+PIXEL_MEAN, PIXEL_STD = 0.15, 0.14  # pixel statistics of the default (colour) scenes, for standardising
+LUMA = (0.299, 0.587, 0.114)  # RGB -> gray weights (ITU-R BT.601)
 
 
 def _place_octant(rng: np.random.Generator, label: int, margin_deg: float) -> tuple[np.ndarray, np.ndarray]:
@@ -81,8 +84,10 @@ def shapes_scene(rng: np.random.Generator, distractors: int = 0, task: str = "mi
 
 
 def render_shapes(scene: dict[str, Any], resolution: tuple[int, ...], rng: np.random.Generator,
-                  noise: float = 0.05) -> np.ndarray:
-    """Scene -> ``(3, S, S)`` float32 image (normalised)."""
+                  noise: float = 0.05, mean: float = PIXEL_MEAN, std: float = PIXEL_STD,
+                  chans: int = 3) -> np.ndarray:
+    """Scene -> ``(chans, S, S)`` float32 image standardised as ``(x - mean) / std``; ``chans`` 3
+    (RGB) or 1 (gray)."""
     side = resolution[0]
     c = (np.arange(side, dtype=np.float32) + 0.5) / side
     ca, sa = np.cos(scene["bg_angle"]), np.sin(scene["bg_angle"])
@@ -92,9 +97,11 @@ def render_shapes(scene: dict[str, Any], resolution: tuple[int, ...], rng: np.ra
     for kind, (cy, cx), r, col in zip(scene["kinds"], scene["centres"], scene["radii"], scene["colours"]):
         alpha = shape_alpha(kind, cy, cx, r, side)[None]  # (1, S, S)
         img = img * (1 - alpha) + col[:, None, None] * alpha
+    if chans == 1:
+        img = np.tensordot(np.asarray(LUMA, dtype=img.dtype), img, axes=1)[None]  # (1, S, S)
     if noise > 0:
         img = img + noise * rng.standard_normal(img.shape, dtype=np.float32)
-    return ((img - _MEAN) / _STD).astype(np.float32)
+    return ((img - mean) / std).astype(np.float32)
 
 
 @register_datamodule("shapes")
@@ -107,12 +114,20 @@ class ShapesDataModule(SquareImageSplitsDataModule):
     patch_size = 4
     tubelet = 1
     num_groups = 64
+    in_chans = 3
+    mean, std = PIXEL_MEAN, PIXEL_STD
 
     def __init__(self, train_size: int = 4096, val_size: int = 512, distractors: int = 0,
                  noise: float = 0.05, task: str = "mixed", **kwargs: Any) -> None:
         if task not in ("mixed", "octant"):
             raise ValueError(f"unknown shapes task {task!r}; available: mixed, octant")
         super().__init__(**kwargs)
+        if self.in_chans not in (1, 3):
+            raise ValueError(f"{self.name} renders RGB (in_chans 3) or gray (1) images, not {self.in_chans} channels")
+        mean, std = self.normalisation()  # per channel
+        if len(set(mean)) != 1 or len(set(std)) != 1:
+            raise ValueError(f"{self.name}: mean and std must be one value shared by every channel")
+        self.pixel_mean, self.pixel_std = mean[0], std[0]
         self.task = task
         self.train_size = int_option(self.name, "train_size", train_size)
         self.val_size = int_option(self.name, "val_size", val_size)
@@ -127,6 +142,7 @@ class ShapesDataModule(SquareImageSplitsDataModule):
     def _dataset(self, split: str, size: int, resolution: Any) -> SyntheticDataset:
         # partials of module-level functions (not lambdas) so datasets pickle into spawned workers
         return SyntheticDataset(partial(shapes_scene, distractors=self.distractors, task=self.task),
-                                partial(render_shapes, noise=self.noise),
+                                partial(render_shapes, noise=self.noise, mean=self.pixel_mean,
+                                        std=self.pixel_std, chans=self.in_chans),
                                 size, self.seed, split, self._res(resolution))
 

@@ -297,6 +297,7 @@ class SyntheticEventsDataModule(SyntheticSplitsDataModule):
     """8 DVS-like classes (quadrant jumps or gestures); see the module docstring."""
 
     modality = "events"
+    in_chans = 2  # polarities
     needs_data_root = False
     default_resolution = "8x32"
     patch_size = 4
@@ -347,7 +348,7 @@ class SyntheticEventsDataModule(SyntheticSplitsDataModule):
 
     def input_shape(self, resolution: Any = None) -> tuple[int, ...]:
         t, s = self._res(resolution)
-        return (2, t, s, s)
+        return (self.in_chans, t, s, s)
 
     def _dataset(self, split: str, size: int, resolution: Any) -> EventDataset:
         scene_fn = SCENE_FNS.get(self.scene, events_scene)

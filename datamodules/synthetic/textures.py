@@ -122,7 +122,10 @@ class TexturesDataModule(SquareImageSplitsDataModule):
     patch_size = 4
     tubelet = 1
     num_groups = 64
-    pixel_stats = (IMAGENET_MEAN, IMAGENET_STD)
+    in_chans = 3
+    mean, std = IMAGENET_MEAN, IMAGENET_STD
+    #: (mean, std) the inputs are normalised with (the multi-crop de-normalises with them)
+    pixel_stats = (mean, std)
 
     def __init__(self, train_size: int = 2048, val_size: int = 512, noise: float = 0.03, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -112,6 +112,9 @@ class VideoClipDataset(SkippingDataset):
 @register_datamodule("ucf101")
 class UCF101DataModule(BenchDataModule):
     modality: ClassVar[str] = "video"
+    in_chans: ClassVar[int] = 3
+    mean: ClassVar[tuple[float, ...]] = IMAGENET_MEAN
+    std: ClassVar[tuple[float, ...]] = IMAGENET_STD
     needs_data_root: ClassVar[bool] = True
     expected_layout: ClassVar[str] = ("<root>/UCF-101/<Class>/v_*.avi and "
                                       "<root>/ucfTrainTestlist/{classInd.txt,trainlist0k.txt,testlist0k.txt}")
@@ -158,7 +161,7 @@ class UCF101DataModule(BenchDataModule):
 
     def input_shape(self, resolution: tuple[int, ...] | None = None) -> tuple[int, ...]:
         t, s = self.frames_and_size(resolution)
-        return (3, t, s, s)
+        return (self.in_chans, t, s, s)
 
     # ---- data -------------------------------------------------------------------------
     def samples(self, split: str) -> list[tuple[str, int]]:
