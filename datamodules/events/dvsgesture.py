@@ -43,8 +43,8 @@ import torch
 from .._image_common import require_dir
 from ..base import BenchDataModule, DataRootError
 from ..corrupt import SkippingDataset
-from .event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
 from ..registry import register_datamodule
+from .event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
 
 __all__ = ["DVSGestureDataModule", "OfflineDVSGesture", "EventFrameDataset", "SpikingGestureDataset",
            "event_transform", "FLIP_LABEL"]

@@ -92,10 +92,10 @@ import torch
 from .._image_common import require_dir
 from ..base import BenchDataModule, DataRootError, float_option, int_option, parse_resolution
 from ..corrupt import SkippingDataset
+from ..registry import register_datamodule
 from .event_transforms import SPIKING_HELP, SpikingOptions, parse_tokens
 from .prophesee_dat import (EVENT_DTYPE, RAW_DTYPE, DatHeader, DatRecording, read_dat, read_dat_header,
                             write_dat)
-from ..registry import register_datamodule
 
 __all__ = ["Gen1DataModule", "Gen1Dataset", "DatHeader", "DatRecording", "read_dat_header", "read_dat", "write_dat",
            "load_boxes", "BBOX_DTYPE", "BBOX_DTYPE_TS", "RAW_DTYPE", "EVENT_DTYPE", "crop_to_frame",

@@ -32,8 +32,8 @@ import numpy as np
 from pebench.core.io import publish_dir
 
 from ..base import int_option
-from .coco import CocoFormatDataModule
 from ..registry import register_datamodule
+from .coco import CocoFormatDataModule
 
 __all__ = ["ShapesDetDataModule", "write_shapes_det", "CATEGORIES"]
 

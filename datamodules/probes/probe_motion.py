@@ -13,9 +13,9 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from ..base import parse_resolution
+from ..registry import register_datamodule
 from .probe_scenes import _DIRS, GLYPH_KINDS, PATCH, ProbeGenerator, _cells, _free, render_probe
 from .probes import ProbeDataModule, ProbeDataset
-from ..registry import register_datamodule
 
 __all__ = ["MotionProbe", "MotionProbeDataModule"]
 

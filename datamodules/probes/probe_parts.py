@@ -60,11 +60,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..synthetic._render import SPLITS
 from ..base import BenchDataModule, bool_option, int_option, parse_resolution
+from ..registry import register_datamodule
+from ..synthetic._render import SPLITS
 from ..synthetic.primitives import sample_surface
 from .probe_scenes import ProbeSplits
-from ..registry import register_datamodule
 
 __all__ = ["PartsProbe", "PartsDataset", "PartsProbeDataModule", "direction_label_3d", "PART_POINTS", "DIRECTIONS"]
 

@@ -10,8 +10,8 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from ..synthetic._render import SPLITS
 from ..base import int_option
+from ..synthetic._render import SPLITS
 
 __all__ = ["PATCH", "PIXEL_MEAN", "PIXEL_STD", "GLYPH_KINDS", "NUISANCE", "glyph_mask", "render_probe",
            "ProbeGenerator", "ProbeSplits", "direction_label"]

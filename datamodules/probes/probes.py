@@ -79,9 +79,9 @@ import torch
 from torch.utils.data import Dataset
 
 from ..base import BenchDataModule, parse_resolution
+from ..registry import register_datamodule
 from .probe_scenes import (_DIRS, GLYPH_KINDS, PATCH, PIXEL_MEAN, PIXEL_STD, ProbeGenerator, ProbeSplits, _cells,
                            _dist, _free, _place_distractors, direction_label, glyph_mask, render_probe)
-from ..registry import register_datamodule
 
 __all__ = ["PATCH", "GLYPH_KINDS", "glyph_mask", "ProbeGenerator", "ProbeDataset", "ProbeDataModule",
            "PROBES", "multiset_ceiling", "render_probe"]

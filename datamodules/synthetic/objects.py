@@ -21,8 +21,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .._image_common import IMAGENET_MEAN, IMAGENET_STD
-from ._render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour, shape_alpha
 from ..registry import register_datamodule
+from ._render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour, shape_alpha
 
 __all__ = ["ObjectsDataModule", "objects_scene", "render_objects", "OBJECT_KINDS", "NUM_OBJECT_CLASSES"]
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size
 from ..base import parse_resolution, float_option, int_option
 from ..registry import register_datamodule
+from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size
 
 __all__ = ["PrimitivesDataModule", "PRIMITIVES", "primitives_scene", "render_primitive", "sample_surface"]
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ._render import SquareImageSplitsDataModule, SyntheticDataset, random_colour, shape_alpha
 from ..base import float_option, int_option
 from ..registry import register_datamodule
+from ._render import SquareImageSplitsDataModule, SyntheticDataset, random_colour, shape_alpha
 
 __all__ = ["ShapesDataModule", "shapes_scene", "render_shapes"]
 

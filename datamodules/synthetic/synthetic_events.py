@@ -66,10 +66,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, shape_alpha
 from ..base import parse_resolution, float_option, int_option
 from ..events.event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
 from ..registry import register_datamodule
+from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, shape_alpha
 
 __all__ = ["SyntheticEventsDataModule", "EventDataset", "SpikingEventDataset", "EVENT_DTYPE", "GESTURES",
            "events_scene", "jumps_scene", "render_events", "contrast_events", "events_to_voxels", "SCENES",
