@@ -86,8 +86,8 @@ import torch
 from torch import Tensor
 
 from .geometry import evaluating, finite_or_none, task_device
-from .robustness import (DEFAULT_PARAMS, PERTURBATIONS, SHIFTS, _shift_seed, capped_batches, image_codec,
-                         point_jitter)
+from .robustness import (DEFAULT_PARAMS, PERTURBATIONS, SHIFTS, _shift_seed, capped_batches, point_jitter,
+                         shift_context)
 
 __all__ = ["DENSE_TASKS", "dense_task", "MAP_FLOOR", "SCENE_SHIFTS", "SCENE_GAP_M", "map_fs_reason",
            "miou_fs_reason", "majority_miou", "dense_fragility", "robustness", "default_resolutions",
@@ -161,7 +161,7 @@ def _unpad(inputs: dict[str, Tensor], target: Tensor) -> list[tuple[Tensor, Tens
 
 
 def _repad(scenes: Sequence[tuple[Tensor, Tensor, Tensor]]) -> tuple[dict[str, Tensor], Tensor]:
-    from pebench.datamodules.scene_common import scene_collate
+    from pebench.datamodules.scenes.scene_common import scene_collate
 
     inputs, target, _ = scene_collate([(c.cpu(), f.cpu(), t.cpu()) for c, f, t in scenes])
     return inputs, target
@@ -262,9 +262,9 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
 
 def _stream_loaders(dm: Any, params: dict[str, dict], seed: int) -> dict[str, Any]:
     """One validation loader per raw-stream shift (``tokens=spiking``), each dataset with its own
-    :class:`~pebench.datamodules.event_transforms.StreamShift` over the sensor's ``(H, W)`` (GEN1's is
+    :class:`~pebench.datamodules.events.event_transforms.StreamShift` over the sensor's ``(H, W)`` (GEN1's is
     not square, so ``stream_shift_loaders``' square side does not apply)."""
-    from pebench.datamodules.event_transforms import StreamShift
+    from pebench.datamodules.events.event_transforms import StreamShift
 
     out = {}
     for k, (name, prm) in enumerate(params.items()):
@@ -281,13 +281,13 @@ def _detection_robustness(task: Any, dm: Any, seed: int, max_samples: int | None
 
     spiking = getattr(dm, "tokens", "frames") == "spiking"
     if spiking:  # events as events: the raw streams are perturbed before tokenization (as for classification)
-        from pebench.datamodules.event_transforms import STREAM_SHIFT_PARAMS
+        from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS
         names = list(shifts) if shifts is not None else list(STREAM_SHIFT_PARAMS)
         prm = {s: {**STREAM_SHIFT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
     else:
         names = list(shifts) if shifts is not None else list(SHIFTS[getattr(task, "modality", "image")])
         prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
-    ctx = {"codec": image_codec(dm), "log_counts": bool(getattr(dm, "log_counts", False))}
+    ctx = shift_context(dm, names)
     gens = {s: torch.Generator().manual_seed(_shift_seed(seed, k)) for k, s in enumerate(names)}
     evs = {s: CocoEvaluator() for s in ["clean", *names]}
     cats, filt = dm.label_to_category_id, getattr(dm, "filter_predictions", None)

@@ -18,7 +18,7 @@ events      ``noise``         spurious events: Poisson counts with mean ``rate �
 events      ``dropout``,      ``tokens=spiking`` (events as events): on the raw stream before
 (spiking)   ``noise``,        tokenization, each event dropped with p = 0.5; uniform background
             ``time_jitter``   events, 0.5 × the stream's count; Gaussian time jitter σ = 10 ms
-                              (``pebench.datamodules.event_transforms``)
+                              (``pebench.datamodules.events.event_transforms``)
 points      ``jitter``        Gaussian jitter σ = 0.02 on every coordinate
 points      ``point_dropout`` 50% of the points of each cloud dropped and replaced by duplicates of
                               randomly chosen kept points (the point count is unchanged)
@@ -26,15 +26,13 @@ points      ``point_dropout`` 50% of the points of each cloud dropped and replac
 
 The event and point shifts are the documented content-perturbation analogues of JPEG/blur.
 
-JPEG needs uint8 images but inputs arrive normalised. The de-normalisation is taken from the
-datamodule, in this order: its ``denormalize(x)`` / ``normalize(x)`` methods; its ``mean`` /
-``std`` attributes; the module constants ``_MEAN``/``_STD`` (the embedded synthetic sets) or
-``IMAGENET_MEAN``/``IMAGENET_STD`` (the real image sets) of a module in its class hierarchy.
-Values are clamped to [0, 1] before quantising. When none is found, each image is min-max
-scaled to [0, 255] and mapped back with the same affine map. Blur is linear and commutes with
-the per-channel affine normalisation (reflect padding), so it runs on the normalised input.
-Event inputs compressed as ``log1p(count)`` (datamodule ``log_counts = True``) are expanded to
-counts, perturbed and compressed again.
+JPEG needs uint8 images but inputs arrive normalised: the datamodule's declared ``mean`` / ``std``
+(:meth:`pebench.datamodules.BenchDataModule.normalisation`) are inverted and values clamped to
+[0, 1] before quantising; a dataset that declares no normalisation is an error naming it. When no
+datamodule is given, each image is min-max scaled to [0, 255] and mapped back with the same affine
+map. Blur is linear and commutes with the per-channel affine normalisation (reflect padding), so it
+runs on the normalised input. Event inputs compressed as ``log1p(count)`` (datamodule
+``log_counts = True``) are expanded to counts, perturbed and compressed again.
 
 Randomness: one ``torch.Generator`` per shift, seeded from the config seed and the shift's
 index, consumed batch by batch in loader order, so results are deterministic. The evaluation
@@ -49,7 +47,6 @@ same rule at every α.
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from typing import Any, Callable, Iterator
 
@@ -58,9 +55,10 @@ from torch import Tensor
 
 from .geometry import evaluating, finite_or_none, task_device
 
-__all__ = ["robustness", "fragility", "fs_undefined_reason", "num_classes_of", "SHIFTS", "PERTURBATIONS", "DEFAULT_PARAMS", "perturb", "logits_in_chunks",
-           "image_codec", "jpeg", "gaussian_blur", "blur_kernel_size", "event_dropout", "event_noise",
-           "point_jitter", "point_dropout", "first_shift"]
+__all__ = ["robustness", "fragility", "fs_undefined_reason", "num_classes_of", "SHIFTS", "PERTURBATIONS",
+           "DEFAULT_PARAMS", "perturb", "logits_in_chunks", "image_codec", "shift_context", "CODEC_SHIFTS", "jpeg",
+           "gaussian_blur", "blur_kernel_size", "event_dropout", "event_noise", "point_jitter", "point_dropout",
+           "first_shift"]
 
 #: shifts per modality, in the order they are reported (the first is the alpha sweep's FS)
 SHIFTS: dict[str, tuple[str, ...]] = {"image": ("jpeg", "blur"), "video": ("jpeg", "blur"),
@@ -120,31 +118,30 @@ def num_classes_of(task: Any, datamodule: Any = None) -> int | None:
 
 # ------------------------------------------------------------------------------- images
 def image_codec(datamodule: Any) -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]] | None:
-    """``(to_unit, from_unit)`` maps between the datamodule's normalised inputs and [0, 1], or
-    ``None`` when the datamodule exposes no normalisation (see the module docstring)."""
+    """``(to_unit, from_unit)`` maps between the datamodule's normalised inputs and [0, 1] from its
+    declared ``mean`` / ``std``, or ``None`` (per-image min-max) when no datamodule is given;
+    ``ValueError`` naming a dataset that declares no normalisation (see the module docstring)."""
     if datamodule is None:
         return None
-    den, nor = getattr(datamodule, "denormalize", None), getattr(datamodule, "normalize", None)
-    if callable(den) and callable(nor):
-        return den, nor
-    mean, std = getattr(datamodule, "mean", None), getattr(datamodule, "std", None)
-    if mean is None or std is None:
-        for cls in type(datamodule).__mro__:
-            mod = sys.modules.get(cls.__module__)
-            for a, b in (("_MEAN", "_STD"), ("IMAGENET_MEAN", "IMAGENET_STD")):
-                if mod is not None and hasattr(mod, a) and hasattr(mod, b):
-                    mean, std = getattr(mod, a), getattr(mod, b)
-                    break
-            if mean is not None:
-                break
-    if mean is None or std is None:
-        return None
+    mean, std = datamodule.normalisation()  # per channel
 
-    def shape(v: Any, x: Tensor) -> Tensor:
+    def shape(v: tuple[float, ...], x: Tensor) -> Tensor:
         t = torch.as_tensor(v, dtype=x.dtype, device=x.device)
-        return t.view(-1, *([1] * (x.dim() - 2))) if t.dim() == 1 else t  # channel axis at dim 1 of (B, C, ...)
+        return t.view(-1, *([1] * (x.dim() - 2)))  # channel axis at dim 1 of (B, C, ...)
 
     return (lambda x: x * shape(std, x) + shape(mean, x)), (lambda u: (u - shape(mean, u)) / shape(std, u))
+
+
+#: shifts that map inputs to pixels in [0, 1] and back (they need :func:`image_codec`)
+CODEC_SHIFTS = ("jpeg",)
+
+
+def shift_context(datamodule: Any, names: Any) -> dict[str, Any]:
+    """What the perturbations of shifts ``names`` need from the datamodule: the image codec (only
+    when one of them is in ``CODEC_SHIFTS``) and whether event inputs are ``log1p`` counts."""
+    need_codec = any(n in CODEC_SHIFTS for n in names)
+    return {"codec": image_codec(datamodule) if need_codec else None,
+            "log_counts": bool(getattr(datamodule, "log_counts", False))}
 
 
 def _frames(x: Tensor) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
@@ -270,7 +267,7 @@ def perturb(name: str, x: Tensor, generator: torch.Generator | None = None, para
     if name not in PERTURBATIONS:
         raise ValueError(f"unknown shift {name!r}; available: {', '.join(PERTURBATIONS)}")
     p = {**DEFAULT_PARAMS.get(name, {}), **(params or {})}
-    ctx = {"codec": image_codec(datamodule), "log_counts": bool(getattr(datamodule, "log_counts", False))}
+    ctx = shift_context(datamodule, [name])
     return PERTURBATIONS[name](x, generator or torch.Generator().manual_seed(0), p, ctx)
 
 
@@ -337,13 +334,13 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     modality = getattr(task, "modality", getattr(datamodule, "modality", "image"))
     spiking = getattr(datamodule, "tokens", "frames") == "spiking"
     if spiking:  # events as events: the raw streams are perturbed, then tokenized (event_transforms)
-        from pebench.datamodules.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
+        from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
         names = list(shifts) if shifts is not None else list(STREAM_SHIFT_PARAMS)
         prm = {s: {**STREAM_SHIFT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
     else:
         names = list(shifts) if shifts is not None else list(SHIFTS[modality])
         prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
-    ctx = {"codec": image_codec(datamodule), "log_counts": bool(getattr(datamodule, "log_counts", False))}
+    ctx = shift_context(datamodule, names)
     gens = {s: torch.Generator().manual_seed(_shift_seed(seed, k)) for k, s in enumerate(names)}
     device = task_device(task)
     correct = {s: 0 for s in ["clean", *names]}

@@ -367,7 +367,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
         raise ConfigError(f"invalid data options for dataset {cfg.dataset!r}: {e}") from None
     dm = setup.prepare_data(cfg, dm)  # e.g. DINO's multi-crop views + k-NN loaders around the dataset's
     if getattr(dm, "tokens", "frames") == "spiking":
-        from pebench.datamodules.event_transforms import spiking_analyses
+        from pebench.datamodules.events.event_transforms import spiking_analyses
         analyses = spiking_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]))
     grid = train_grid_for(dm)
     _check_data_root(dm, cfg.max_skipped_fraction)

@@ -1,6 +1,7 @@
 """Shared pieces of the real image datasets: transforms, a skip-corrupt image list, a base module.
 
-Input normalisation (all image datasets): float ``(3, H, W)``, ImageNet mean/std.
+Input normalisation (all image datasets): float ``(3, H, W)``, standardised with the datamodule's
+declared ``mean`` / ``std`` (ImageNet's, :class:`ImageDataModule`).
 
 * train: ``RandomResizedCrop(size, scale=rrc_scale)`` + horizontal flip (torchvision.transforms.v2)
 * eval:  ``Resize(short side = size / crop_ratio)`` + ``CenterCrop(size)`` (crop_ratio 0.875 is the
@@ -60,19 +61,21 @@ def image_hw(resolution: Sequence[int]) -> tuple[int, int]:
     return (resolution[0], resolution[0]) if len(resolution) == 1 else (resolution[0], resolution[1])
 
 
-def _to_float_normalised() -> list:
-    return [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+def _to_float_normalised(mean: Sequence[float], std: Sequence[float]) -> list:
+    return [v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]
 
 
-def train_transform(hw: tuple[int, int], scale: tuple[float, float] = (0.08, 1.0)) -> Callable:
+def train_transform(hw: tuple[int, int], scale: tuple[float, float] = (0.08, 1.0),
+                    mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> Callable:
     return v2.Compose([v2.ToImage(), v2.RandomResizedCrop(hw, scale=scale, antialias=True),
-                       v2.RandomHorizontalFlip(), *_to_float_normalised()[1:]])
+                       v2.RandomHorizontalFlip(), *_to_float_normalised(mean, std)])
 
 
-def eval_transform(hw: tuple[int, int], crop_ratio: float = 0.875) -> Callable:
+def eval_transform(hw: tuple[int, int], crop_ratio: float = 0.875, mean: Sequence[float] = IMAGENET_MEAN,
+                   std: Sequence[float] = IMAGENET_STD) -> Callable:
     short = int(round(max(hw) / crop_ratio))  # max: a non-square crop never needs padding
     return v2.Compose([v2.ToImage(), v2.Resize(short, antialias=True), v2.CenterCrop(hw),
-                       *_to_float_normalised()[1:]])
+                       *_to_float_normalised(mean, std)])
 
 
 def pil_rgb(path: str) -> Image.Image:
@@ -107,6 +110,9 @@ class ImageDataModule(BenchDataModule):
     """Base of the real image datasets: subclasses implement :meth:`validate` and ``scan`` (see below)."""
 
     modality: ClassVar[str] = "image"
+    in_chans: ClassVar[int] = 3  # every image is converted to RGB (pil_rgb)
+    mean: ClassVar[tuple[float, ...]] = IMAGENET_MEAN
+    std: ClassVar[tuple[float, ...]] = IMAGENET_STD
     needs_data_root: ClassVar[bool] = True
     default_resolution: ClassVar[int | str] = 224
     patch_size: ClassVar[int] = 16
@@ -134,7 +140,7 @@ class ImageDataModule(BenchDataModule):
         return self.n_classes
 
     def input_shape(self, resolution: tuple[int, ...] | None = None) -> tuple[int, ...]:
-        return (3, *image_hw(resolution or self.resolution))
+        return (self.in_chans, *image_hw(resolution or self.resolution))
 
     def samples(self, split: str) -> list[tuple[str, int]]:
         if split not in self._samples:
@@ -147,7 +153,8 @@ class ImageDataModule(BenchDataModule):
 
     def make_dataset(self, split: str, train: bool, resolution: tuple[int, ...] | None = None):
         hw = image_hw(resolution or self.resolution)
-        tf = train_transform(hw, self.rrc_scale) if train else eval_transform(hw, self.crop_ratio)
+        mean, std = self.normalisation()
+        tf = train_transform(hw, self.rrc_scale, mean, std) if train else eval_transform(hw, self.crop_ratio, mean, std)
         return ImageListDataset(self.samples(split), tf, hw)
 
     def train_dataset(self):

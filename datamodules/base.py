@@ -13,6 +13,16 @@ points    ``(B, M, 3)``            number of points ``M`` (``"MxG"``: points x g
 
 Labels are ``(B,)`` long class indices.
 
+What a dataset declares about its inputs (class attributes, read by models and analyses):
+
+* ``in_chans``: channels ``C`` above (colour channels, event polarities; for points the coordinates
+  a point tokenizer receives). Every dataset declares it; :meth:`~BenchDataModule.input_shape`
+  derives the channel axis from it.
+* ``mean`` / ``std``: the standardisation ``(x - mean) / std`` the inputs went through, one value
+  shared by every channel or one per channel; ``None`` when the inputs are not standardised
+  (events, points). Analyses that need the raw pixels back (the JPEG shift) read them through
+  :meth:`~BenchDataModule.normalisation`, which names the dataset when it declares none.
+
 Skipped samples, by reason (``results.json`` ``skipped_samples.by_reason``):
 
 * ``missing``: a file named by the dataset's own list files (UCF101 train/test lists, Tiny
@@ -122,12 +132,20 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
     #: (pebench.tasks)
     default_task: ClassVar[str] = "classification"
     tasks: ClassVar[tuple[str, ...]] = ("classification", "dino")
+    #: channels of one input (see the module docstring); every dataset declares it
+    in_chans: ClassVar[int]
+    #: the inputs' standardisation ``(x - mean) / std``: one value for every channel or one per
+    #: channel; ``None``: not standardised (see the module docstring)
+    mean: ClassVar[float | tuple[float, ...] | None] = None
+    std: ClassVar[float | tuple[float, ...] | None] = None
 
     def __init__(self, batch_size: int = 64, num_workers: int = 0, seed: int = 0,
                  resolution: int | str | None = None, data_root: str | None = None, **kwargs: Any) -> None:
         super().__init__()
         if kwargs:
             raise TypeError(f"{type(self).__name__} got unknown options: {', '.join(sorted(kwargs))}")
+        if not hasattr(type(self), "in_chans"):
+            raise TypeError(f"dataset {self.name!r} ({type(self).__name__}) declares no channel count (in_chans)")
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.seed = seed
@@ -145,9 +163,21 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
     def num_classes(self) -> int:
         """Number of classes of the classification task."""
 
-    @property
-    def in_chans(self) -> int:
-        return {"image": 3, "video": 3, "events": 2, "points": 3}[self.modality]
+    def normalisation(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The declared ``(mean, std)``, one value per input channel (a shared value repeated);
+        ``ValueError`` naming the dataset when it declares none or not one per channel."""
+        if self.mean is None or self.std is None:
+            raise ValueError(f"dataset {self.name!r} ({type(self).__name__}) declares no input normalisation "
+                             "(class attributes mean and std)")
+        out = []
+        for what, v in (("mean", self.mean), ("std", self.std)):
+            vals = (float(v),) * self.in_chans if isinstance(v, (int, float)) else tuple(float(x) for x in v)
+            if len(vals) != self.in_chans:
+                raise ValueError(f"dataset {self.name!r}: {what} has {len(vals)} values for {self.in_chans} channels")
+            out.append(vals)
+        if any(s <= 0 for s in out[1]):
+            raise ValueError(f"dataset {self.name!r}: std must be positive, got {self.std!r}")
+        return out[0], out[1]
 
     @property
     def spatial_dims(self) -> int:

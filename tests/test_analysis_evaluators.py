@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-import pebench.datamodules.primitives  # noqa: F401  (registers the synthetic sets)
-import pebench.datamodules.shapes  # noqa: F401
+import pebench.datamodules.synthetic.primitives  # noqa: F401  (registers the synthetic sets)
+import pebench.datamodules.synthetic.shapes  # noqa: F401
 from pebench.analysis import evaluators, robustness as rob_mod
 from pebench.analysis.alpha import ALPHAS, alpha_sweep
 from pebench.analysis.evaluators import run_analyses

@@ -16,7 +16,7 @@ from pebench.analysis import dense_shift as ds
 from pebench.analysis.robustness import PERTURBATIONS, robustness
 from pebench.analysis.extrapolation import check_resolutions, default_resolutions, evaluate_extrapolation
 from pebench.datamodules import build_datamodule
-from pebench.datamodules.scene_common import scene_collate
+from pebench.datamodules.scenes.scene_common import scene_collate
 
 
 # ------------------------------------------------------------------------------- definitions

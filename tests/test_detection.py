@@ -234,7 +234,7 @@ def test_shapes_det_fast_dev_run_every_pe_family(tmp_path, det_cache):
 
 
 def test_shapes_det_cache_is_deterministic_and_read_by_the_coco_reader(tmp_path, det_cache):
-    from pebench.datamodules.coco import CocoFormatDataModule
+    from pebench.datamodules.images.coco import CocoFormatDataModule
 
     a = build_datamodule("shapes-det", train_size=3, val_size=2, test_size=2, cache_dir=str(tmp_path / "a"))
     b = build_datamodule("shapes-det", train_size=3, val_size=2, test_size=2, cache_dir=str(tmp_path / "b"))

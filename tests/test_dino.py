@@ -219,7 +219,7 @@ def test_embedded_sets_are_deterministic(name, classes):
 
 
 def test_objects_size_and_clutter_options():
-    from pebench.datamodules.objects import objects_scene
+    from pebench.datamodules.synthetic.objects import objects_scene
 
     for i in range(20):
         big = objects_scene(np.random.default_rng([0, 0, i]), object_size=(0.35, 0.45), clutter=(0, 2),

@@ -16,7 +16,7 @@ import torch
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
-from pebench.datamodules.gen1 import (BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, DatRecording, load_boxes, read_dat,
+from pebench.datamodules.events.gen1 import (BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, DatRecording, load_boxes, read_dat,
                                       write_dat)
 
 H, W = 240, 304

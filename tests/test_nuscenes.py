@@ -23,7 +23,7 @@ import fixtures_nuscenes as FX  # noqa: E402
 
 from pebench.analysis.miou import SegmentationMetrics  # noqa: E402
 from pebench.datamodules import DataRootError, build_datamodule  # noqa: E402
-from pebench.datamodules import nuscenes as N  # noqa: E402
+from pebench.datamodules.scenes import nuscenes as N  # noqa: E402
 
 #: fine class name -> the lidarseg challenge class (None = ignore), written out by hand from the
 #: challenge's definition so the devkit's mapper is checked, not trusted

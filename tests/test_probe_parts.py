@@ -11,7 +11,7 @@ import torch
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule, get_datamodule_class
-from pebench.datamodules.probe_parts import PART_POINTS, group_multiset_ceiling
+from pebench.datamodules.probes.probe_parts import PART_POINTS, group_multiset_ceiling
 from pebench.models import ClassificationTask, PointTokenizer
 from pebench.models.tokenizers import farthest_point_sample, knn_group, point_groups
 

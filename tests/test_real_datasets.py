@@ -14,7 +14,7 @@ import fixtures_real as F  # noqa: E402
 
 from pebench.datamodules import DataRootError, build_datamodule  # noqa: E402
 from pebench.datamodules.corrupt import skip_corrupt_collate  # noqa: E402
-from pebench.datamodules.imagenet import IMAGENET100_WNIDS  # noqa: E402
+from pebench.datamodules.images.imagenet import IMAGENET100_WNIDS  # noqa: E402
 
 
 def _batches(dm, which="val"):
@@ -129,7 +129,7 @@ def test_ucf101_clips_and_folds(tmp_path):
     assert dm3.samples("test") != dm.samples("test")
     xt, _, _ = next(iter(dm3.test_dataloader()))
     assert xt.shape == (3, 3, 3, 4, 32, 32)  # (B, K clips, C, T, S, S)
-    from pebench.datamodules.ucf101 import clip_indices, clip_starts
+    from pebench.datamodules.video.ucf101 import clip_indices, clip_starts
     assert clip_starts(13, 4, 2, 1) == [3] and clip_indices(13, 4, 2, 3) == [3, 5, 7, 9]
     assert clip_indices(5, 4, 2, 0) == [0, 2, 4, 4] and clip_starts(13, 4, 2, 3) == [0, 3, 6]
     # the clip is the decoded frames, resized + normalised (S = 32 -> resize to 37, centre crop)
@@ -149,7 +149,7 @@ def test_dvsgesture_matches_tonic(tmp_path, monkeypatch):
     assert x.shape == (3, 2, 4, 32, 32) and dm.num_classes == 11
     # stock tonic class on the same folder (its archive check bypassed), same transform
     monkeypatch.setattr(tonic.datasets.DVSGesture, "_check_exists", lambda self: True)
-    from pebench.datamodules.dvsgesture import event_transform
+    from pebench.datamodules.events.dvsgesture import event_transform
     ref = tonic.datasets.DVSGesture(str(root), train=False, transform=event_transform(4, 32))
     assert y.tolist() == list(ref.targets)
     for i in range(len(ref)):

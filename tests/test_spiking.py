@@ -13,9 +13,9 @@ import torch
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
-from pebench.datamodules.event_transforms import (STREAM_SHIFTS, spiking_analyses, stream_dropout, stream_noise,
+from pebench.datamodules.events.event_transforms import (STREAM_SHIFTS, spiking_analyses, stream_dropout, stream_noise,
                                                   stream_time_jitter)
-from pebench.datamodules.synthetic_events import EVENT_DTYPE, FLIP_LABEL, QUADRANT_ORIGINS, jumps_scene
+from pebench.datamodules.synthetic.synthetic_events import EVENT_DTYPE, FLIP_LABEL, QUADRANT_ORIGINS, jumps_scene
 from pebench.encodings import get_pe_class, list_pes
 from pebench.models import ClassificationHead, build_backbone
 from pebench.models.spiking import EventTokens, SpikingPatchTokenizer, age_bucket, pad_collate, spiking_patches
@@ -242,7 +242,7 @@ def test_jumps_scene_labels_and_flip_remap():
 
 
 def test_hops_scene_jumps_whole_patches_in_its_direction():
-    from pebench.datamodules.synthetic_events import HOP_DIRECTIONS, hops_scene, scene_alpha
+    from pebench.datamodules.synthetic.synthetic_events import HOP_DIRECTIONS, hops_scene, scene_alpha
 
     rng = np.random.default_rng(0)
     side, patch = 32, 4  # 8 blocks = 8 patches
@@ -265,7 +265,7 @@ def test_hops_scene_jumps_whole_patches_in_its_direction():
 
 
 def test_rotation_augmentation():
-    from pebench.datamodules.event_transforms import Augment, rotate_events
+    from pebench.datamodules.events.event_transforms import Augment, rotate_events
 
     ev = stream([(31, 15, 1, 10), (16, 0, 0, 20), (0, 0, 1, 30)])
     r = rotate_events(ev, (32, 32, 2), 90.0)  # counter-clockwise on screen (y down)
@@ -273,7 +273,7 @@ def test_rotation_augmentation():
     assert r["p"].tolist() == [True, False, True]
     assert np.array_equal(rotate_events(ev, (32, 32, 2), 0.0), ev)
     assert len(rotate_events(ev, (32, 32, 2), 45.0)) == 2  # the corner pixel leaves the sensor
-    from pebench.datamodules.event_transforms import random_rotate
+    from pebench.datamodules.events.event_transforms import random_rotate
 
     np.random.seed(0)
     angle = np.random.uniform(-15, 15)
@@ -358,7 +358,7 @@ def test_fast_dev_run_dvsgesture_fixture_spiking(pe, tmp_path):
 
 def test_robustness_perturbs_streams_before_tokenization():
     from pebench.analysis.robustness import robustness
-    from pebench.datamodules.event_transforms import stream_shift_loaders
+    from pebench.datamodules.events.event_transforms import stream_shift_loaders
     from pebench.models import ClassificationTask
 
     dm = build_datamodule("synthetic-events", tokens="spiking", train_size=8, val_size=8, batch_size=8)
@@ -376,7 +376,7 @@ def test_robustness_perturbs_streams_before_tokenization():
 
 
 def test_dvsgesture_flip_remap_swaps_left_and_right():
-    from pebench.datamodules.dvsgesture import FLIP_LABEL as DVS_FLIP, DVSGestureDataModule
+    from pebench.datamodules.events.dvsgesture import FLIP_LABEL as DVS_FLIP, DVSGestureDataModule
 
     names = DVSGestureDataModule.classes
     for i, j in enumerate(DVS_FLIP):

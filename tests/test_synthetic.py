@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from pebench.datamodules import build_datamodule, list_datamodules
-from pebench.datamodules.moving_shapes import positions_at
-from pebench.datamodules.synthetic_events import EVENT_DTYPE
+from pebench.datamodules.synthetic.moving_shapes import positions_at
+from pebench.datamodules.synthetic.synthetic_events import EVENT_DTYPE
 
 NAMES = ["shapes", "moving-shapes", "synthetic-events", "primitives"]
 SMALL = {"train_size": 64, "val_size": 32, "batch_size": 8}

@@ -36,8 +36,8 @@ import pebench
 from pebench.analysis import eed, ssdc
 from pebench.config import RunConfig, resolve
 from pebench.datamodules import get_datamodule_class
-from pebench.datamodules.event_transforms import SpikingOptions
-from pebench.datamodules.synthetic_events import EVENT_DTYPE
+from pebench.datamodules.events.event_transforms import SpikingOptions
+from pebench.datamodules.synthetic.synthetic_events import EVENT_DTYPE
 from pebench.models import ClassificationTask, grid_coords
 from pebench.models.spiking import pad_collate
 from pebench.models.tokenizers import farthest_point_sample, knn_group

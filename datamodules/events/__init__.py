@@ -1,0 +1,1 @@
+"""Event-camera datasets (classification and detection), the Prophesee .dat reader and event tokens."""

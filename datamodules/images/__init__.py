@@ -1,0 +1,1 @@
+"""Real image datasets (classification and COCO-format detection) and the synthetic COCO-format set."""

@@ -1,0 +1,1 @@
+"""Real point-cloud classification datasets."""
