@@ -89,7 +89,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("presets (bench run --preset NAME)\n" + (format_table(["name"], [[n] for n in names]) if names
                                                        else "(none installed)"))
         return 0
-    from pebench.datamodules import get_datamodule_class, list_datamodules
+    from pebench.datamodules import MODALITIES, get_datamodule_class, list_datamodules
     from pebench.encodings import get_pe_class, list_pes
     from pebench.models import VIT_PRESETS
 
@@ -98,7 +98,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     load_registries()
     if what in ("datasets", "all"):
         rows = []
-        for name in list_datamodules():
+
+        def listing_order(name: str) -> tuple:  # embedded sets first, then real ones; by modality, then name
+            c = get_datamodule_class(name)
+            return c.needs_data_root, MODALITIES.index(c.modality) if c.modality in MODALITIES else 99, name
+
+        for name in sorted(list_datamodules(), key=listing_order):
             c = get_datamodule_class(name)
             synthetic = "(synthetic, generated on the fly)"
             if callable(getattr(c, "no_pe_bound", None)):  # probes: the exact no-PE ceiling of the test split
