@@ -28,7 +28,7 @@ class GrayShapesDataModule(ShapesDataModule):
 def gray_registered(monkeypatch):
     """``shapes-gray`` in the dataset registry for this test only."""
     monkeypatch.setattr(GrayShapesDataModule, "name", "shapes-gray")
-    monkeypatch.setitem(dm_registry._DATASETS._classes, "shapes-gray", GrayShapesDataModule)
+    monkeypatch.setitem(dm_registry._DATASETS._entries, "shapes-gray", GrayShapesDataModule)
     return GrayShapesDataModule
 
 
