@@ -18,7 +18,9 @@ from typing import Any, Sequence
 
 import yaml
 
-from .config import (ANALYSES, TASKS, ConfigError, check_resolution_syntax, config_to_yaml, load_preset, load_yaml_config,
+from pebench.models.tasks import list_tasks
+
+from .config import (ANALYSES, ConfigError, check_resolution_syntax, config_to_yaml, load_preset, load_yaml_config,
                      merge, resolve)
 from .perf import PERF_COMMANDS
 
@@ -59,7 +61,7 @@ RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
     ("--label-smoothing", "label_smoothing", dict(type=float, metavar="X", help="cross-entropy label smoothing")),
     ("--layer-decay", "layer_decay", dict(type=float, metavar="X", help="layer-wise learning-rate decay factor")),
     ("--drop-path", "drop_path", dict(type=float, metavar="X", help="stochastic depth rate")),
-    ("--task", "task", dict(choices=list(TASKS),
+    ("--task", "task", dict(choices=list_tasks(),
                             help="what to train (default: the dataset's own task, classification for most): "
                                  "supervised classification, DINO self-supervised (k-NN / linear probe on "
                                  "frozen features, EED per checkpoint), detection (COCO-style boxes) or "

@@ -26,7 +26,7 @@ __all__ = ["bench_dino"]
 def bench_dino(quick: bool = False, tiny: bool = False) -> list[dict]:
     from pebench.analysis.geometry import geometry
     from pebench.datamodules import build_datamodule
-    from pebench.models.dino_head import dino_loss, ema_update, update_center
+    from pebench.models.tasks.dino.head import dino_loss, ema_update, update_center
     from pebench.models.tasks.dino import DinoTask
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")

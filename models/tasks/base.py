@@ -1,10 +1,18 @@
 """What ``bench run`` does differently per task: one :class:`TaskSetup` per ``--task`` value.
 
+A task is one folder ``models/tasks/<name>/`` (-> ``pebench.models.tasks.<name>``) holding its
+LightningModule, its heads, its metric glue, its own robustness / extrapolation analyses and its setup:
+a :class:`TaskSetup` subclass registered under the folder's name with :func:`register_task`.
+Adding a task is adding a folder; nothing else names it.
+
 ``prepare`` in :mod:`pebench.run` is task-agnostic; everything a task changes goes through its
-setup: which analyses apply, how the dataset's datamodule is wrapped (DINO's multi-crop views),
-how the LightningModule is built, which metric is primary, and what it adds to ``results.json``.
-A task module registers its setup with :func:`register_task_setup` (imported lazily from
-:data:`_SETUP_MODULES`, so ``bench --help`` stays fast).
+setup: which analyses apply, how the dataset's datamodule is wrapped (DINO's multi-crop views), how
+the LightningModule is built, which metric is primary, what it adds to ``results.json``, and which
+robustness / extrapolation functions the post-training analyses call (:meth:`TaskSetup.analysis_hooks`).
+
+:func:`list_tasks` reads the folder names (``pkgutil.iter_modules``) and imports none of them, so
+``bench --help`` stays free of torch; :func:`get_task_setup` imports the named folder, whose import
+registers its setup.
 
 When ``--task`` is not given, the dataset's ``default_task`` class attribute decides
 (``classification`` for every dataset that does not say otherwise; detection and segmentation
@@ -14,17 +22,18 @@ run and the sweep's configuration fingerprint both call it.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any, Callable
+import pkgutil
+import sys
+from typing import Any, Callable, Sequence
 
-from .config import TASKS, ConfigError
+from pebench.core.errors import ConfigError
+from pebench.core.registry import Registry
 
-__all__ = ["TaskSetup", "register_task_setup", "get_task_setup", "resolve_task", "default_task", "geometry_only",
-           "analyses_except"]
+__all__ = ["TaskSetup", "TASK_SETUPS", "register_task", "get_task_setup", "list_tasks", "resolve_task",
+           "default_task", "geometry_only", "analyses_except"]
 
-
-def _keep(analyses: list[str], explicit: bool) -> list[str]:
-    return analyses
+#: task name -> its :class:`TaskSetup` subclass (filled by importing the task's folder)
+TASK_SETUPS: Registry[Any] = Registry("task")
 
 
 def geometry_only(task: str, reason: str) -> Callable[[list[str], bool], list[str]]:
@@ -41,20 +50,21 @@ def geometry_only(task: str, reason: str) -> Callable[[list[str], bool], list[st
     return analyses
 
 
-def analyses_except(task: str, reasons: dict[str, str], opt_in: tuple[str, ...] = ()
+def analyses_except(task: str, reasons: dict[str, str], every: Sequence[str], opt_in: tuple[str, ...] = ()
                     ) -> Callable[[list[str], bool], list[str]]:
     """An ``analyses`` filter for a task where the analyses in ``reasons`` do not apply (each with
-    its reason) and those in ``opt_in`` run only when asked for by name.
+    its reason) and those in ``opt_in`` run only when asked for by name; ``every`` is the list of
+    all analyses (:data:`pebench.analysis.evaluators.ANALYSIS_NAMES`).
 
     Defaults (``explicit`` False) drop both. An explicit request naming one that does not apply is
     a one-line :class:`ConfigError`, except when the request names every analysis (``--analyses
     all``): then the ones that do not apply are dropped."""
-    from .config import ANALYSES
+    every = tuple(every)
 
     def analyses(names: list[str], explicit: bool) -> list[str]:
         bad = [a for a in names if a in reasons]
-        if explicit and bad and not set(ANALYSES) <= set(names):
-            ok = ",".join(a for a in ANALYSES if a not in reasons)
+        if explicit and bad and not set(every) <= set(names):
+            ok = ",".join(a for a in every if a not in reasons)
             raise ConfigError(f"analysis {bad[0]!r} does not apply to --task {task} ({reasons[bad[0]]}); "
                               f"use --analyses {ok} or none")
         return [a for a in names if a not in reasons and (explicit or a not in opt_in)]
@@ -62,86 +72,85 @@ def analyses_except(task: str, reasons: dict[str, str], opt_in: tuple[str, ...] 
     return analyses
 
 
-def _same(cfg: Any, dm: Any) -> Any:
-    return dm
-
-
-def _nothing(task: Any) -> dict[str, Any]:
-    return {}
-
-
-@dataclass(frozen=True)
 class TaskSetup:
-    """How one task plugs into ``bench run``.
+    """How one task plugs into ``bench run`` (subclass it in ``<task>/setup.py`` and register it).
 
     * ``build(cfg, dm, grid)`` -> the LightningModule (``grid``: the training token grid or ``None``);
     * ``prepare_data(cfg, dm)`` -> the datamodule to train on (default: ``dm`` itself);
     * ``analyses(names, explicit)`` -> the analyses that apply (raise :class:`ConfigError` when the
-      user asked explicitly for one that does not);
+      user asked explicitly for one that does not; default: all of ``names``);
     * ``primary_metric(dm)`` -> the metric the leaderboard ranks by;
     * ``extra_results(task)`` -> keys added to ``results.json`` after training;
-    * ``options``: the keys ``--task-option`` accepts (empty: the task takes none).
+    * ``analysis_hooks()`` -> the task's robustness / extrapolation functions
+      (:class:`pebench.analysis.evaluators.TaskAnalyses`; default: the classification ones);
+    * ``checkpoint_class()`` -> the LightningModule class ``bench eval`` loads a checkpoint into, or
+      ``None`` when ``bench eval`` does not apply to the task;
+    * ``options``: the keys ``--task-option`` accepts (empty: the task takes none);
+    * ``dense``: the task predicts per box / per point rather than one label per sample (its
+      robustness and extrapolation read its own metric, not top-1 accuracy).
     """
 
-    name: str
-    build: Callable[[Any, Any, Any], Any]
-    primary_metric: Callable[[Any], str]
-    prepare_data: Callable[[Any, Any], Any] = _same
-    analyses: Callable[[list[str], bool], list[str]] = _keep
-    extra_results: Callable[[Any], dict[str, Any]] = _nothing
+    name: str = ""  # set by the registry
     options: tuple[str, ...] = ()
+    dense: bool = False
+
+    def build(self, cfg: Any, dm: Any, grid: Any) -> Any:
+        raise NotImplementedError
+
+    def primary_metric(self, dm: Any) -> str:
+        raise NotImplementedError
+
+    def prepare_data(self, cfg: Any, dm: Any) -> Any:
+        return dm
+
+    def analyses(self, names: list[str], explicit: bool) -> list[str]:
+        return names
+
+    def extra_results(self, task: Any) -> dict[str, Any]:
+        return {}
+
+    def analysis_hooks(self) -> Any:
+        from pebench.analysis.evaluators import CLASSIFICATION_ANALYSES  # deferred: list_tasks stays free of torch
+
+        return CLASSIFICATION_ANALYSES
+
+    def checkpoint_class(self) -> type | None:
+        return None
 
 
-_SETUPS: dict[str, TaskSetup] = {}
-#: task name -> module whose import registers its setup
-_SETUP_MODULES = {
-    "classification": "pebench.tasks",
-    "dino": "pebench.dino_setup",
-    "detection": "pebench.detection_setup",
-    "segmentation": "pebench.segmentation_setup",
-}
+def register_task(name: str) -> Callable[[type[TaskSetup]], type[TaskSetup]]:
+    """Class decorator: register a :class:`TaskSetup` subclass as task ``name`` (its folder's name)."""
+    return TASK_SETUPS.register(name)
 
 
-def register_task_setup(setup: TaskSetup) -> TaskSetup:
-    if setup.name not in TASKS:
-        raise ValueError(f"task {setup.name!r} is not listed in pebench.config.TASKS")
-    _SETUPS[setup.name] = setup
-    return setup
+def list_tasks() -> list[str]:
+    """The task names: the sub-packages of :mod:`pebench.models.tasks` (none of them is imported)."""
+    package = sys.modules[__package__]  # read at call time: a test may extend its __path__
+    return [m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg]
 
 
 def get_task_setup(name: str) -> TaskSetup:
-    if name not in _SETUPS:
-        available_tasks()  # imports the setup modules
-    if name not in _SETUPS:
-        raise ConfigError(f"unknown task {name!r}; available: {', '.join(available_tasks())}")
-    return _SETUPS[name]
-
-
-def available_tasks() -> list[str]:
-    """Tasks whose setup module is importable (a name in TASKS without one is not offered)."""
-    for name in TASKS:
-        if name not in _SETUPS and name in _SETUP_MODULES:
-            try:
-                importlib.import_module(_SETUP_MODULES[name])
-            except ModuleNotFoundError as e:
-                if e.name != _SETUP_MODULES[name]:
-                    raise
-    return [name for name in TASKS if name in _SETUPS]
+    """The setup of task ``name``: imports its folder (which registers it) on first use."""
+    if name not in TASK_SETUPS.names():
+        if name not in list_tasks():
+            raise ConfigError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
+        importlib.import_module(f"pebench.models.tasks.{name}")  # deferred: start-up time (torch)
+        if name not in TASK_SETUPS.names():
+            raise ValueError(f"the task folder {name!r} registers no task of its name (@register_task({name!r}))")
+    return TASK_SETUPS.get(name)()
 
 
 def default_task(dataset: str) -> str:
     """The task a dataset trains when ``--task`` is not given (its ``default_task``)."""
-    from pebench.datamodules import get_datamodule_class
-    from .run import load_registries
+    from pebench.datamodules import get_datamodule_class  # deferred: list_tasks stays free of torch
 
-    load_registries()
     return str(getattr(get_datamodule_class(dataset), "default_task", "classification"))
 
 
 def resolve_task(cfg: Any) -> Any:
     """Fill ``cfg.task`` from the dataset when it is ``None``; check the dataset supports the task and
     that ``task_options`` are ones the task accepts. Returns ``cfg`` (changed in place)."""
-    from pebench.datamodules import get_datamodule_class
+    from pebench.datamodules import get_datamodule_class  # deferred: list_tasks stays free of torch
 
     if cfg.task is None:
         cfg.task = default_task(cfg.dataset)
@@ -158,24 +167,3 @@ def resolve_task(cfg: Any) -> Any:
         raise ConfigError(f"unknown task option {unknown[0]!r} for --task {cfg.task}; available: "
                           f"{', '.join(setup.options)}")
     return cfg
-
-
-# ------------------------------------------------------------------------------ classification
-def _build_classification(cfg: Any, dm: Any, grid: Any) -> Any:
-    from pebench.models import ClassificationTask
-
-    return ClassificationTask(
-        modality=dm.modality, num_classes=dm.num_classes, in_chans=dm.in_chans, model=cfg.model, pe=cfg.pe,
-        pe_options=cfg.pe_options, patch_size=dm.patch_size, tubelet=dm.tubelet, num_groups=dm.num_groups,
-        train_grid=grid, class_token=cfg.class_token, pool=cfg.pool, lr=cfg.lr, weight_decay=cfg.weight_decay,
-        warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs, label_smoothing=cfg.label_smoothing, rpt=cfg.rpt,
-        layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, tokens=getattr(dm, "tokens", "frames"),
-        tokenizer_options=dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else None)
-
-
-def _classification_metric(dm: Any) -> str:
-    return "test/acc1" if getattr(dm, "has_test_split", False) else "val/acc1"
-
-
-register_task_setup(TaskSetup("classification", build=_build_classification,
-                              primary_metric=_classification_metric))
