@@ -1,6 +1,6 @@
 """``detection``: 2-D object detection on the PE-pluggable ViT (docs/ARCHITECTURE.md §8).
 
-tokenizer (:func:`~.classification.build_tokenizer`: patches for images, tubelets for binned events,
+tokenizer (:func:`~pebench.models.tasks.classification.build_tokenizer`: patches for images, tubelets for binned events,
 spiking-patch tokens for event streams with ``tokens=spiking``) -> backbone (any ``--pe``; coords in
 patch units as everywhere) -> the last block's tokens as a ``(B, D, H/p, W/p)`` map (event tubelets
 ``(T', H', W')`` are averaged over ``T'``; tokens off a grid are scattered into their cells by
