@@ -33,7 +33,7 @@ __all__ = ["TaskSetup", "TASK_SETUPS", "register_task", "get_task_setup", "list_
            "default_task", "geometry_only", "analyses_except"]
 
 #: task name -> its :class:`TaskSetup` subclass (filled by importing the task's folder)
-TASK_SETUPS: Registry[Any] = Registry("task")
+TASK_SETUPS: Registry[TaskSetup] = Registry("task")
 
 
 def geometry_only(task: str, reason: str) -> Callable[[list[str], bool], list[str]]:
