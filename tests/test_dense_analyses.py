@@ -81,7 +81,6 @@ class _OracleDetector(nn.Module):
     """Returns each image's ground-truth boxes (input frame) with score 1 while the input is not
     blacked out; a blacked-out image (all values < -50) gets no detections."""
 
-    task_name = "detection"
     modality = "image"
 
     def __init__(self) -> None:
@@ -167,7 +166,6 @@ class _SceneDM:
 
 
 class _OracleSegmenter(nn.Module):
-    task_name = "segmentation"
     modality = "points"
 
     def __init__(self) -> None:

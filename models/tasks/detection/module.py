@@ -89,8 +89,6 @@ def _split(batch: Sequence[Any]) -> tuple[Tensor, list[dict], int]:
 
 
 class DetectionTask(SkippedSampleCount, L.LightningModule):
-    task_name = "detection"
-
     def __init__(self, modality: str = "image", num_classes: int = 80, in_chans: int = 3, model: str = "vit-nano",
                  pe: str = "none", pe_options: dict | None = None, patch_size: int = 16, tubelet: int = 2,
                  train_grid: Sequence[int] | None = None, class_token: bool = False, lr: float = 1e-3,

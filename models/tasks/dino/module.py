@@ -62,8 +62,6 @@ __all__ = ["DinoTask"]
 
 
 class DinoTask(SkippedSampleCount, L.LightningModule):
-    task_name = "dino"
-
     def __init__(self, modality: str = "image", num_classes: int = 10, in_chans: int = 3, model: str = "vit-nano",
                  pe: str = "none", pe_options: dict | None = None, patch_size: int = 4,
                  train_grid: Sequence[int] | None = None, class_token: bool = False, pool: str = "mean",

@@ -63,7 +63,6 @@ SEGMENTATION_DEFAULTS: dict[str, Any] = {"patching": "serialize", "patch_size": 
 
 
 class SegmentationTask(SkippedSampleCount, L.LightningModule):
-    task_name = "segmentation"
     modality = "points"
 
     def __init__(self, num_classes: int, feat_dim: int, class_names: Sequence[str] | None = None,
