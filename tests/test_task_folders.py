@@ -43,7 +43,7 @@ def test_each_folder_registers_the_task_of_its_name():
         assert setup.name == name and type(setup).__module__.startswith(f"pebench.models.tasks.{name}.")
     assert get_task_setup("detection").dense and get_task_setup("segmentation").dense
     assert not get_task_setup("classification").dense and get_task_setup("dino").checkpoint_class() is None
-    with pytest.raises(ConfigError, match="unknown task 'nope'; available: classification, detection"):
+    with pytest.raises(ConfigError, match="unknown task 'nope'; available: .*classification"):
         get_task_setup("nope")
 
 
