@@ -29,7 +29,7 @@ from .robustness import fragility, fs_undefined_reason, perturb, SHIFTS
 from .alpha import alpha_sweep, ALPHAS
 from .extrapolation import evaluate_extrapolation, default_resolutions
 from .plots import plot_geometry, plot_robustness, plot_alpha_sweep, plot_extrapolation, save_plot
-from .evaluators import run_analyses
+from .evaluators import TaskAnalyses, run_analyses
 
 __all__ = [
     "ssdc",
@@ -57,4 +57,5 @@ __all__ = [
     "plot_extrapolation",
     "save_plot",
     "run_analyses",
+    "TaskAnalyses",
 ]

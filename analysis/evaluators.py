@@ -37,20 +37,25 @@ optional ``analysis_options`` mapping (``probe_size`` is also accepted at the to
   validation set).
 
 Wall times per analysis are returned under ``"analysis_times_s"`` (not a results section).
+
+A task with its own metric (detection: mAP, segmentation: mIoU) passes its own robustness and
+extrapolation functions as a :class:`TaskAnalyses` (its setup's ``analysis_hooks()``); without one the
+classification functions run. This package names no task: the tasks sit above it.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .alpha import alpha_sweep
-from .extrapolation import default_resolutions, evaluate_extrapolation
+from .extrapolation import check_resolutions, default_resolutions, evaluate_extrapolation
 from .geometry import DEFAULT_EED_TAP, DEFAULT_PROBE_SIZE, DEFAULT_RPI_PERMUTATIONS, DEFAULT_TAP, geometry
 from .plots import plot_alpha_sweep, plot_extrapolation, plot_geometry, plot_robustness, run_info, save_plot
 from .robustness import robustness
 
-__all__ = ["run_analyses", "ANALYSIS_NAMES", "RESULT_KEYS", "DEFAULT_OPTIONS"]
+__all__ = ["run_analyses", "TaskAnalyses", "CLASSIFICATION_ANALYSES", "ANALYSIS_NAMES", "RESULT_KEYS", "DEFAULT_OPTIONS"]
 
 ANALYSIS_NAMES = ("geometry", "robustness", "alpha", "extrapolation")
 #: analysis name -> results.json key
@@ -61,6 +66,26 @@ DEFAULT_OPTIONS: dict[str, Any] = {"probe_size": DEFAULT_PROBE_SIZE, "ssdc_tap":
                                    "rpi_permutations": DEFAULT_RPI_PERMUTATIONS, "rpi_null": True,
                                    "robustness_samples": None, "alpha_samples": 128, "alpha_probe_size": None,
                                    "extrapolation_samples": 128}
+
+
+@dataclass(frozen=True)
+class TaskAnalyses:
+    """The robustness and extrapolation functions of a task (defaults: the classification ones).
+
+    * ``robustness(task, datamodule, seed=, max_samples=)`` -> the ``robustness`` section;
+    * ``default_resolutions(datamodule, task)`` -> the extrapolation settings when the run gives none;
+    * ``check_resolutions(task, datamodule, resolutions)``: raise one ``ValueError`` line for a bad one;
+    * ``evaluate_extrapolation(task, datamodule, resolutions, max_samples=)`` -> the ``extrapolation`` rows.
+    """
+
+    robustness: Callable[..., dict[str, Any]] = robustness
+    default_resolutions: Callable[[Any, Any], list[str]] = default_resolutions
+    check_resolutions: Callable[[Any, Any, Any], None] = check_resolutions
+    evaluate_extrapolation: Callable[..., list[dict[str, Any]]] = evaluate_extrapolation
+
+
+#: the classification analyses (a setup whose ``analysis_hooks()`` is ``None``)
+CLASSIFICATION_ANALYSES = TaskAnalyses()
 
 
 def _names(analyses: str | Iterable[str] | None, additive: bool) -> list[str]:
@@ -101,12 +126,14 @@ def _options(config: dict | None) -> dict[str, Any]:
 
 
 def run_analyses(task: Any, datamodule: Any, analyses: str | Iterable[str], run_dir: str | Path | None,
-                 config: dict | None = None) -> dict[str, Any]:
+                 config: dict | None = None, hooks: TaskAnalyses | None = None) -> dict[str, Any]:
     """Run the named analyses; returns ``{results.json key: section, "analysis_times_s": {...}}``.
 
     ``run_dir=None`` skips the plots. A non-additive PE with ``alpha`` requested explicitly gets
-    ``"alpha_sweep": None`` (not applicable); with ``all`` the key is left out.
+    ``"alpha_sweep": None`` (not applicable); with ``all`` the key is left out. ``hooks``: the task's
+    robustness / extrapolation functions (``None``: the classification ones).
     """
+    hooks = hooks or CLASSIFICATION_ANALYSES
     additive = bool(getattr(task.backbone.pe, "additive", False))
     names = _names(analyses, additive)
     cfg = dict(config or {})
@@ -130,7 +157,7 @@ def run_analyses(task: Any, datamodule: Any, analyses: str | Iterable[str], run_
                            rpi_permutations=int(opts["rpi_permutations"]), null=_flag(opts["rpi_null"]))
             plot(plot_geometry, res, "geometry.png")
         elif name == "robustness":
-            res = robustness(task, datamodule, seed=seed, max_samples=opts["robustness_samples"])
+            res = hooks.robustness(task, datamodule, seed=seed, max_samples=opts["robustness_samples"])
             plot(plot_robustness, res, "robustness.png")
         elif name == "alpha":
             alpha_probe = opts["alpha_probe_size"] if opts["alpha_probe_size"] is not None else opts["probe_size"]
@@ -139,8 +166,9 @@ def run_analyses(task: Any, datamodule: Any, analyses: str | Iterable[str], run_
                               rpi_permutations=int(opts["rpi_permutations"]), distance=opts["ssdc_distance"])
             plot(plot_alpha_sweep, res, "alpha_sweep.png")
         else:
-            resolutions = list(cfg.get("extrapolation_resolutions") or []) or default_resolutions(datamodule, task)
-            res = evaluate_extrapolation(task, datamodule, resolutions, max_samples=opts["extrapolation_samples"])
+            resolutions = (list(cfg.get("extrapolation_resolutions") or [])
+                           or hooks.default_resolutions(datamodule, task))
+            res = hooks.evaluate_extrapolation(task, datamodule, resolutions, max_samples=opts["extrapolation_samples"])
             plot(plot_extrapolation, res, "extrapolation.png")
         out[RESULT_KEYS[name]] = res
         times[name] = round(time.perf_counter() - t0, 3)

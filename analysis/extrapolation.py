@@ -53,13 +53,7 @@ def _round_to(v: float, m: int) -> int:
 
 
 def default_resolutions(datamodule: Any, task: Any = None) -> list[str]:
-    """Default extrapolation sizes for the datamodule's modality (see the module docstring); a
-    detection or segmentation ``task``: :func:`.dense_shift.default_resolutions`."""
-    from .dense_shift import dense_task
-
-    if dense_task(task) is not None:
-        from . import dense_shift
-        return dense_shift.default_resolutions(datamodule, task)
+    """Default extrapolation sizes for the datamodule's modality (see the module docstring)."""
     modality = datamodule.modality
     res = tuple(datamodule.resolution)
     p = int(getattr(datamodule, "patch_size", 1))
@@ -112,13 +106,8 @@ def check_resolutions(task: Any, datamodule: Any, resolutions: Sequence[str | in
     resolution :func:`evaluate_extrapolation` would turn into an error row: not ``S`` / ``AxB``
     positive integers, not divisible by the patch (tubelet) size, more groups than points. ``bench
     run`` and ``bench eval`` call it before anything is written, so a bad size is a user error up
-    front rather than a row in ``results.json``. Segmentation settings (``FxK``) are checked by
-    :func:`.dense_shift.check_resolutions`."""
-    from .dense_shift import dense_task
-
-    if dense_task(task) == "segmentation":
-        from . import dense_shift
-        return dense_shift.check_resolutions(task, datamodule, resolutions)
+    front rather than a row in ``results.json``. A task whose settings are not sizes (segmentation's
+    ``FxK``) brings its own check through its setup (:class:`~.evaluators.TaskAnalyses`)."""
     points = task.modality == "points"
     groups0 = int(task.tokenizer.num_groups) if points else None
     try:
@@ -143,13 +132,8 @@ def check_resolutions(task: Any, datamodule: Any, resolutions: Sequence[str | in
 
 def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[str | int],
                            max_samples: int | None = None) -> list[dict[str, Any]]:
-    """Top-1 accuracy at each resolution (see the module docstring); a detection or segmentation task:
-    its primary metric per size / scene setting (:func:`.dense_shift.evaluate_extrapolation`)."""
-    from .dense_shift import dense_task
-
-    if dense_task(task) is not None:
-        from . import dense_shift
-        return dense_shift.evaluate_extrapolation(task, datamodule, resolutions, max_samples=max_samples)
+    """Top-1 accuracy at each resolution (see the module docstring). A task with its own metric
+    (detection, segmentation) brings its own function through its setup (:class:`~.evaluators.TaskAnalyses`)."""
     device = task_device(task)
     rows: list[dict[str, Any]] = []
     points = task.modality == "points"

@@ -55,10 +55,10 @@ from torch import Tensor
 
 from .geometry import evaluating, finite_or_none, task_device
 
-__all__ = ["robustness", "fragility", "fs_undefined_reason", "num_classes_of", "SHIFTS", "PERTURBATIONS",
-           "DEFAULT_PARAMS", "perturb", "logits_in_chunks", "image_codec", "shift_context", "CODEC_SHIFTS", "jpeg",
-           "gaussian_blur", "blur_kernel_size", "event_dropout", "event_noise", "point_jitter", "point_dropout",
-           "first_shift"]
+__all__ = ["robustness", "fragility", "dense_fragility", "fs_undefined_reason", "num_classes_of", "SHIFTS",
+           "PERTURBATIONS", "DEFAULT_PARAMS", "perturb", "logits_in_chunks", "image_codec", "shift_context",
+           "CODEC_SHIFTS", "jpeg", "gaussian_blur", "blur_kernel_size", "event_dropout", "event_noise",
+           "point_jitter", "point_dropout", "first_shift"]
 
 #: shifts per modality, in the order they are reported (the first is the alpha sweep's FS)
 SHIFTS: dict[str, tuple[str, ...]] = {"image": ("jpeg", "blur"), "video": ("jpeg", "blur"),
@@ -102,6 +102,14 @@ def fragility(acc_clean: float, acc_shift: float, n: int | None = None,
     if fs_undefined_reason(acc_clean, n, num_classes) is not None:
         return None
     return 1.0 - acc_shift / acc_clean
+
+
+def dense_fragility(clean: float | None, shifted: float | None, reason: str | None) -> float | None:
+    """``FS = 1 − shifted / clean`` on a dense task's metric (mAP, mIoU); ``None`` when ``reason`` (the task's
+    own rule, e.g. a clean mAP below its floor) says it is undefined."""
+    if reason is not None or clean is None or shifted is None:
+        return None
+    return finite_or_none(1.0 - float(shifted) / float(clean))
 
 
 def num_classes_of(task: Any, datamodule: Any = None) -> int | None:
@@ -323,14 +331,9 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     "<shift>": {"acc": a_s, "fs": fs, "fs_reason": why | None, "params": {...}}, ...}``; ``fs`` is
     ``None`` with a ``fs_reason`` when FS is undefined (:func:`fs_undefined_reason`).
 
-    A detection or segmentation task is handed to :func:`.dense_shift.robustness` (FS on mAP / mIoU).
+    A task with its own metric (detection, segmentation) brings its own robustness function through its
+    setup (:class:`~.evaluators.TaskAnalyses`).
     """
-    from .dense_shift import dense_task
-
-    if dense_task(task) is not None:
-        from . import dense_shift
-        return dense_shift.robustness(task, datamodule, seed=seed, max_samples=max_samples, shifts=shifts,
-                                      params=params, loader=loader)
     modality = getattr(task, "modality", getattr(datamodule, "modality", "image"))
     spiking = getattr(datamodule, "tokens", "frames") == "spiking"
     if spiking:  # events as events: the raw streams are perturbed, then tokenized (event_transforms)

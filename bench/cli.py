@@ -175,7 +175,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     A class whose module was never imported cannot have been raised, so ``sys.modules`` suffices.
     """
     errs: list[type[BaseException]] = [ConfigError]
-    for mod, name in (("pebench.encodings", "PEConfigError"), ("pebench.models", "ResolutionError"),
+    for mod, name in (("pebench.encodings", "PEConfigError"), ("pebench.models.tokenizers", "ResolutionError"),
                       ("pebench.datamodules", "DataRootError")):
         cls = getattr(sys.modules.get(mod), name, None)
         if isinstance(cls, type) and issubclass(cls, BaseException):

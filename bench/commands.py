@@ -181,7 +181,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     from .cli import build_parser, run_config_from_args
     from .config import variant_name
     from .integrity import fingerprint
-    from .tasks import resolve_task
+    from pebench.models.tasks import resolve_task
     from .run import check_writable, load_registries
 
     from pebench import sweep
@@ -245,21 +245,18 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
 
 # ----------------------------------------------------------------------------------- eval
 def cmd_eval(args: argparse.Namespace) -> int:
-    import importlib
-
     import torch
 
-    from pebench.analysis import evaluate_extrapolation, plot_extrapolation, save_plot
+    from pebench.analysis import plot_extrapolation, save_plot
     from pebench.analysis.plots import run_info
 
     from .run import _git_sha
     from pebench.leaderboard.runs import add_provenance
-    from pebench.analysis.extrapolation import check_resolutions
     from pebench.datamodules import get_datamodule_class
+    from pebench.models.tasks import default_task, get_task_setup, list_tasks
 
     from .numerics import flush_denormals
     from .run import load_registries
-    from .tasks import default_task
 
     flush_denormals()  # as in bench run (see pebench.numerics)
     run_dir = Path(args.run)
@@ -270,16 +267,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(f"no checkpoint {str(ckpt)!r}; train the run first")
     load_registries()
     cfg = merge(load_yaml_config(cfg_path))
-    # the task class per --task: top-1 (classification), mAP (detection), mIoU (segmentation) per size
-    task_classes = {"classification": ("pebench.models", "ClassificationTask"),
-                    "detection": ("pebench.models.tasks.detection", "DetectionTask"),
-                    "segmentation": ("pebench.models.tasks.segmentation", "SegmentationTask")}
+    # the task's LightningModule and its extrapolation: top-1 (classification), mAP (detection), mIoU
+    # (segmentation) per size
     task_name = cfg.task or default_task(cfg.dataset)
-    if task_name not in task_classes:  # e.g. dino: no metric at other resolutions
-        raise ConfigError(f"bench eval re-evaluates classification, detection and segmentation checkpoints "
-                          f"(their metric at other resolutions); {str(run_dir)!r} is a --task {task_name} run")
-    module, cls_name = task_classes[task_name]
-    task_cls = getattr(importlib.import_module(module), cls_name)
+    setup = get_task_setup(task_name)
+    task_cls = setup.checkpoint_class()
+    if task_cls is None:  # e.g. dino: no metric at other resolutions
+        able = [t for t in list_tasks() if get_task_setup(t).checkpoint_class() is not None]
+        able_text = " and ".join([", ".join(able[:-1]), able[-1]] if len(able) > 1 else able)
+        raise ConfigError(f"bench eval re-evaluates {able_text} checkpoints (their metric at other "
+                          f"resolutions); {str(run_dir)!r} is a --task {task_name} run")
+    hooks = setup.analysis_hooks()
     resolutions = _csv(args.resolutions) or list(cfg.extrapolation_resolutions or [])
     if not resolutions:
         raise ConfigError("no resolutions given: pass --resolutions, e.g. 24,32,48")
@@ -296,8 +294,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if torch.cuda.is_available():
         task = task.cuda()
     task.eval()
-    check_resolutions(task, dm, resolutions)  # a size the model cannot take: exit 2, results.json untouched
-    rows = evaluate_extrapolation(task, dm, resolutions)
+    hooks.check_resolutions(task, dm, resolutions)  # a size the model cannot take: exit 2, results.json untouched
+    rows = hooks.evaluate_extrapolation(task, dm, resolutions)
     res_path = run_dir / "results.json"
     results: dict[str, Any] = read_json(res_path) if res_path.is_file() else {}
     command = f"bench eval --run {args.run}" + (f" --resolutions {args.resolutions}" if args.resolutions else "")

@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from pebench.models.tasks import list_tasks
+
 from .core.errors import ConfigError
 from .core.options import check_bounds, option, parse_bool
 
@@ -31,9 +33,6 @@ __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_
 #: keeps the two in step)
 ANALYSIS_OPTIONS = ("probe_size", "ssdc_tap", "eed_tap", "ssdc_distance", "rpi_permutations", "rpi_null",
                     "robustness_samples", "alpha_samples", "alpha_probe_size", "extrapolation_samples")
-
-#: ``--task`` values (one LightningModule each in pebench.models.tasks)
-TASKS = ("classification", "dino", "detection", "segmentation")
 
 #: ``--logger`` values (the CSV logger's metrics.csv is written in every case)
 LOGGERS = ("csv", "tensorboard", "wandb")
@@ -298,8 +297,8 @@ def resolve(cfg: RunConfig) -> RunConfig:
                           "(got --pe none)")
     if cfg.pool == "cls" and not cfg.class_token:
         raise ConfigError("conflicting flags: --pool cls needs --class-token")
-    if cfg.task is not None and cfg.task not in TASKS:
-        raise ConfigError(f"unknown task {cfg.task!r}; available: {', '.join(TASKS)}")
+    if cfg.task is not None and cfg.task not in list_tasks():
+        raise ConfigError(f"unknown task {cfg.task!r}; available: {', '.join(list_tasks())}")
     if cfg.pool not in ("mean", "cls"):
         raise ConfigError(f"unknown pool {cfg.pool!r}; available: mean, cls")
     for name in ("epochs", "batch_size", "num_nodes"):

@@ -338,8 +338,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     from pebench.datamodules import get_datamodule_class
     from pebench.encodings import PEConfigError, get_pe_class, variant_label
     from pebench.models import list_models
-
-    from .tasks import get_task_setup, resolve_task
+    from pebench.models.tasks import get_task_setup, resolve_task
 
     load_registries()
     cfg = resolve(cfg)
@@ -379,8 +378,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
             raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None
         raise
     if cfg.extrapolation_resolutions and "extrapolation" in analyses:  # bad sizes fail now, not as rows later
-        from pebench.analysis.extrapolation import check_resolutions
-        check_resolutions(task, dm, cfg.extrapolation_resolutions)
+        setup.analysis_hooks().check_resolutions(task, dm, cfg.extrapolation_resolutions)
     if cfg.compile:
         task.backbone.compile()  # nn.Module.compile: forward compiled in place, state_dict keys unchanged
     if isinstance(cfg.devices, int) and cfg.devices > 0 and cfg.batch_size % (cfg.devices * cfg.num_nodes):
@@ -424,8 +422,10 @@ def dataset_info(dm_cls: type) -> dict[str, Any]:
     return {"no_pe_bound": bound() if callable(bound) else None}
 
 
-def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict) -> tuple[dict, bool]:
-    """Run each requested analysis; -> (results.json entries, all finished)."""
+def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict, hooks: Any = None
+              ) -> tuple[dict, bool]:
+    """Run each requested analysis (``hooks``: the task's robustness / extrapolation functions, see
+    :class:`pebench.analysis.evaluators.TaskAnalyses`); -> (results.json entries, all finished)."""
     if not names:
         return {"analyses": []}, True
     analysis = importlib.import_module("pebench.analysis")
@@ -437,7 +437,7 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict)
     task.eval()
     for name in names:
         try:
-            res = fn(task, dm, [name], run_dir, config) or {}
+            res = fn(task, dm, [name], run_dir, config, hooks=hooks) or {}
         except Exception as e:  # noqa: BLE001 - recorded; the run is then not "complete"
             errors[name] = f"{type(e).__name__}: {e}"
             print(f"bench: warning: analysis {name!r} failed: {errors[name]}", file=sys.stderr)
@@ -555,7 +555,8 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             results["incomplete_reason"] = data_problem
             print(f"bench: warning: {data_problem}", file=sys.stderr)
         no_samples = results["val_samples"] == 0 or (parts["counter"].train_skipped and not parts["counter"].train_kept)
-        extra, finished = _analyses(task, dm, [] if no_samples else parts["analyses"], run_dir, config)
+        extra, finished = _analyses(task, dm, [] if no_samples else parts["analyses"], run_dir, config,
+                                    hooks=parts["setup"].analysis_hooks())
         results.update(extra)
         complete = finished or (extra.get("analyses") == "unavailable" and not parts["explicit_analyses"])
         complete = complete and not data_problem

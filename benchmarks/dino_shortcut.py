@@ -77,7 +77,7 @@ def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
     import tempfile
 
     from pebench.config import merge
-    from pebench.datamodules.multicrop import plain_train_dataset
+    from pebench.models.tasks.dino.multicrop import plain_train_dataset
     from pebench.models.tasks.dino import DinoTask
     from pebench.run import prepare
 

@@ -1,5 +1,6 @@
 """Robustness (FS on mAP / mIoU) and extrapolation for the detection and segmentation tasks
-(``pebench.analysis.dense_shift``): the definitions on hand-computed values, oracle models through
+(``pebench.models.tasks.detection.shift`` / ``segmentation.shift``, reached through each task setup's
+``analysis_hooks``): the definitions on hand-computed values, oracle models through
 the real evaluation paths (perfect predictions -> metric 1.0 and FS 0), a larger token grid for a
 relative PE and for APE's resampled table, and ``bench run --analyses robustness,extrapolation``
 end to end on ``shapes-det`` and ``primitives-scene``."""
@@ -12,31 +13,32 @@ import pytest
 import torch
 from torch import nn
 
-from pebench.analysis import dense_shift as ds
-from pebench.analysis.robustness import PERTURBATIONS, robustness
-from pebench.analysis.extrapolation import check_resolutions, default_resolutions, evaluate_extrapolation
+from pebench.analysis.robustness import PERTURBATIONS, dense_fragility
 from pebench.datamodules import build_datamodule
 from pebench.datamodules.scenes.scene_common import scene_collate
+from pebench.models.tasks import get_task_setup
+from pebench.models.tasks.detection import shift as det
+from pebench.models.tasks.segmentation import shift as seg
 
 
 # ------------------------------------------------------------------------------- definitions
 def test_fs_and_floor_definitions_on_hand_computed_values():
-    assert ds.dense_fragility(0.2, 0.15, None) == pytest.approx(0.25)
-    assert ds.dense_fragility(0.2, 0.15, "undefined") is None
-    assert ds.map_fs_reason(0.0099) is not None and ds.map_fs_reason(0.01) is None
-    assert ds.map_fs_reason(float("nan")) is not None
+    assert dense_fragility(0.2, 0.15, None) == pytest.approx(0.25)
+    assert dense_fragility(0.2, 0.15, "undefined") is None
+    assert det.map_fs_reason(0.0099) is not None and det.map_fs_reason(0.01) is None
+    assert det.map_fs_reason(float("nan")) is not None
     # rows target, columns prediction; supports 6, 3, 1. Predicting class 0 everywhere: IoU_0 = 6 / 10,
     # classes 1 and 2 present with IoU 0 -> mIoU (0.6 + 0 + 0) / 3 = 0.2
     cm = torch.tensor([[5, 1, 0], [2, 1, 0], [0, 0, 1]])
-    assert ds.majority_miou(cm) == pytest.approx(0.2)
-    assert ds.miou_fs_reason(0.2, 0.2) is not None and ds.miou_fs_reason(0.21, 0.2) is None
-    assert ds.miou_fs_reason(0.0, None) is not None
+    assert seg.majority_miou(cm) == pytest.approx(0.2)
+    assert seg.miou_fs_reason(0.2, 0.2) is not None and seg.miou_fs_reason(0.21, 0.2) is None
+    assert seg.miou_fs_reason(0.0, None) is not None
 
 
 def test_dense_tasks_run_robustness_and_extrapolation_by_default_and_refuse_alpha_by_name():
     from pebench.config import ANALYSES, ConfigError
-    from pebench.detection_setup import detection_analyses
-    from pebench.segmentation_setup import segmentation_analyses
+    from pebench.models.tasks.detection.setup import detection_analyses
+    from pebench.models.tasks.segmentation.setup import segmentation_analyses
 
     for keep in (detection_analyses, segmentation_analyses):
         assert keep(list(ANALYSES), False) == ["geometry", "robustness", "extrapolation"]  # the defaults
@@ -50,27 +52,27 @@ def test_scene_dropout_removes_exactly_round_p_n_points_and_keeps_labels_with_po
     coord = torch.arange(30, dtype=torch.float32).reshape(10, 3)
     scenes = [(coord, coord[:, :1] * 2, torch.arange(10)), (coord[:5], coord[:5, :1] * 2, torch.arange(5))]
     inputs, target, _ = scene_collate(scenes)
-    out, t = ds.scene_dropout(inputs, target, 0.4, torch.Generator().manual_seed(0))
+    out, t = seg.scene_dropout(inputs, target, 0.4, torch.Generator().manual_seed(0))
     assert out["mask"].sum(1).tolist() == [6, 3]  # 10 - round(4), 5 - round(2)
     for b in range(2):
         m = out["mask"][b]
         assert torch.equal(out["coord"][b][m][:, 0], t[b][m].float() * 3)  # each label stays with its point
         assert torch.equal(out["feat"][b][m][:, 0], out["coord"][b][m][:, 0] * 2)
-    j, tj = ds.scene_jitter(inputs, target, 0.05, torch.Generator().manual_seed(0))
+    j, tj = seg.scene_jitter(inputs, target, 0.05, torch.Generator().manual_seed(0))
     assert torch.equal(tj, target) and 0.01 < (j["coord"] - inputs["coord"]).std() < 0.1
 
 
 def test_tile_scenes_keeps_scene_0_and_places_the_others_apart():
     box = torch.rand(50, 3) * torch.tensor([3.0, 2.0, 1.0])
     scenes = [(box + k, torch.full((50, 1), float(k)), torch.full((50,), k)) for k in range(4)]
-    c, f, t = ds.tile_scenes(scenes)
+    c, f, t = seg.tile_scenes(scenes)
     assert c.shape == (200, 3) and torch.equal(c[:50], scenes[0][0]) and torch.equal(t, torch.cat([s[2] for s in scenes]))
     lo = [c[t == k, :2].min(0).values for k in range(4)]
     hi = [c[t == k, :2].max(0).values for k in range(4)]
     for a in range(4):
         for b in range(a + 1, 4):  # axis-aligned footprints separated by at least the gap on some axis
             gap = torch.maximum(lo[b] - hi[a], lo[a] - hi[b]).max()
-            assert gap >= ds.SCENE_GAP_M - 1e-5
+            assert gap >= seg.SCENE_GAP_M - 1e-5
     assert torch.allclose(c[t == 3, 2], scenes[3][0][:, 2])  # z untouched
 
 
@@ -79,7 +81,6 @@ class _OracleDetector(nn.Module):
     """Returns each image's ground-truth boxes (input frame) with score 1 while the input is not
     blacked out; a blacked-out image (all values < -50) gets no detections."""
 
-    task_name = "detection"
     modality = "image"
 
     def __init__(self) -> None:
@@ -103,7 +104,8 @@ def det_dm(tmp_path_factory):
 def test_perfect_detector_map_1_and_fs_0_then_fs_1_when_blacked_out(det_dm, monkeypatch):
     monkeypatch.setitem(PERTURBATIONS, "identity", lambda x, g, p, ctx: x)
     monkeypatch.setitem(PERTURBATIONS, "blackout", lambda x, g, p, ctx: torch.full_like(x, -100.0))
-    res = robustness(_OracleDetector(), det_dm, shifts=["identity", "blackout", "jpeg"])
+    res = get_task_setup("detection").analysis_hooks().robustness(_OracleDetector(), det_dm,
+                                                                  shifts=["identity", "blackout", "jpeg"])
     assert res["metric"] == "map" and res["n_samples"] == 6
     assert res["clean"] == pytest.approx(1.0)  # boxes mapped back to the original frame match exactly
     assert res["identity"]["fs"] == pytest.approx(0.0) and res["jpeg"]["fs"] == pytest.approx(0.0)
@@ -114,7 +116,7 @@ def test_perfect_detector_map_1_and_fs_0_then_fs_1_when_blacked_out(det_dm, monk
 def test_map_below_the_floor_gives_no_fs(det_dm, monkeypatch):
     monkeypatch.setitem(PERTURBATIONS, "blackout", lambda x, g, p, ctx: torch.full_like(x, -100.0))
     loader = [(torch.full((b[0].shape[0], *b[0].shape[1:]), -100.0), b[1], b[2]) for b in det_dm.eval_dataloader(None)]
-    res = robustness(_OracleDetector(), det_dm, shifts=["blur"], loader=loader)
+    res = det.robustness(_OracleDetector(), det_dm, shifts=["blur"], loader=loader)
     assert res["clean"] == 0.0 and res["blur"]["fs"] is None and "floor" in res["blur"]["fs_reason"]
 
 
@@ -129,6 +131,9 @@ def test_detection_extrapolation_runs_larger_grids(det_dm, pe, monkeypatch):
     torch.manual_seed(0)
     task = DetectionTask(num_classes=3, model="vit-nano", pe=pe, patch_size=8, train_grid=(4, 4), fpn_dim=32,
                          head_convs=1)
+    hooks = get_task_setup("detection").analysis_hooks()
+    default_resolutions, check_resolutions = hooks.default_resolutions, hooks.check_resolutions
+    evaluate_extrapolation = hooks.evaluate_extrapolation
     assert default_resolutions(det_dm, task) == ["32", "48", "64"]
     check_resolutions(task, det_dm, ["48", "64"])
     rows = evaluate_extrapolation(task, det_dm, ["32", "48", "64"], max_samples=2)
@@ -161,7 +166,6 @@ class _SceneDM:
 
 
 class _OracleSegmenter(nn.Module):
-    task_name = "segmentation"
     modality = "points"
 
     def __init__(self) -> None:
@@ -176,7 +180,7 @@ class _OracleSegmenter(nn.Module):
 
 def test_perfect_segmenter_miou_1_and_fs_0_under_jitter_and_dropout():
     dm = _SceneDM()
-    res = robustness(_OracleSegmenter(), dm, seed=3)
+    res = get_task_setup("segmentation").analysis_hooks().robustness(_OracleSegmenter(), dm, seed=3)
     assert res["metric"] == "miou" and res["clean"] == pytest.approx(1.0) and res["n_samples"] == 4
     assert 0.0 < res["majority_miou"] < 0.5
     for s in ("jitter", "point_dropout"):
@@ -190,6 +194,9 @@ def test_segmentation_extrapolation_denser_and_tiled_with_pape():
     torch.manual_seed(0)
     task = SegmentationTask(num_classes=3, feat_dim=1, model="vit-nano", pe="pape", patch_size=8, grid_size=0.1)
     dm = _SceneDM()
+    hooks = get_task_setup("segmentation").analysis_hooks()
+    default_resolutions, check_resolutions = hooks.default_resolutions, hooks.check_resolutions
+    evaluate_extrapolation = hooks.evaluate_extrapolation
     assert default_resolutions(dm, task) == ["1x1", "2x1", "4x1", "1x2", "1x4"]
     with pytest.raises(ValueError, match="FxK"):
         check_resolutions(task, dm, ["2xfoo"])
@@ -229,9 +236,9 @@ def test_bench_run_detection_and_segmentation_with_robustness_and_extrapolation(
         assert r["robustness"]["metric"] == metric and r["robustness"]["n_samples"] == 2
         assert len(r["extrapolation"]) == n and all(row["metric"] == metric for row in r["extrapolation"])
         assert (path.parent / "robustness.png").is_file() and (path.parent / "extrapolation.png").is_file()
-    det = next((tmp_path / "runs" / "shapes-det").rglob("results.json")).parent
-    assert main(["eval", "--run", str(det), "--resolutions", "40"]) == 0  # bench eval: mAP at another size
-    r = json.loads((det / "results.json").read_text())
+    det_run = next((tmp_path / "runs" / "shapes-det").rglob("results.json")).parent
+    assert main(["eval", "--run", str(det_run), "--resolutions", "40"]) == 0  # bench eval: mAP at another size
+    r = json.loads((det_run / "results.json").read_text())
     assert [row["resolution"] for row in r["extrapolation"]] == ["40"] and r["extrapolation"][0]["metric"] == "map"
     assert r["extrapolation"][0]["n_tokens"] == 25 and r["provenance"][-1]["replaced"] is not None
     assert main(["run", "--dataset", "primitives-scene", "--analyses", "alpha", "--pe", "sincos",

@@ -13,10 +13,10 @@ import torchvision.transforms.v2 as v2
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
-from pebench.datamodules.multicrop import DinoDataModule, MultiCropTransform, multicrop_collate
-from pebench.models.dino_head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies,
+from pebench.models.tasks.dino.multicrop import DinoDataModule, MultiCropTransform, multicrop_collate
+from pebench.models.tasks.dino.head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies,
                                       teacher_temperature, update_center)
-from pebench.models.tasks.knn import gather_eval_set, knn_accuracy, knn_predict
+from pebench.models.tasks.dino.knn import gather_eval_set, knn_accuracy, knn_predict
 
 import fixtures_real as F
 from ddp_support import child_env, free_port
@@ -184,7 +184,7 @@ def test_knn_matches_naive_numpy():
 
 
 def test_linear_probe_separates_separable_features():
-    from pebench.models.tasks.knn import linear_probe
+    from pebench.models.tasks.dino.knn import linear_probe
 
     g = torch.Generator().manual_seed(0)
     centres = torch.randn(3, 8, generator=g) * 4

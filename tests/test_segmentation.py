@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from pebench.analysis.miou import SegmentationMetrics, iou_from_confusion
+from pebench.models.tasks.segmentation.miou import SegmentationMetrics, iou_from_confusion
 from pebench.datamodules.scenes.scene_common import IGNORE_INDEX, scene_collate
 from pebench.models.scene_tokenizer import (fps_knn_patches, grid_sample, knn_interpolate, serialize_patches)
 

@@ -223,7 +223,7 @@ class EventsDetDataModule(Gen1DataModule):
         "data_seed": "seed of the written recordings (the same set for every run seed)",
         "cache_dir": "folder of the written files (default ~/.cache/pebench)",
     }
-    #: a lighter detector for CPU runs (bench/detection_setup.py; --task-option overrides it)
+    #: a lighter detector for CPU runs (models/tasks/detection/setup.py; --task-option overrides it)
     detection_defaults: ClassVar[dict] = {"fpn_dim": 64, "head_convs": 2}
     spiking_window_ms: ClassVar[float] = 100.0
 

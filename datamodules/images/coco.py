@@ -19,7 +19,7 @@ together with torchvision transforms v2 (``tv_tensors.BoundingBoxes``, ``Sanitiz
   ``FILTER_EMPTY_ANNOTATIONS``); validation keeps every image.
 * Input: the longer side resized to ``resolution`` (aspect kept) and padded to a square
   (:func:`~.detection_common.resize_pad`); horizontal flip in training. Predictions are mapped back
-  to the original frame before evaluation (``analysis/coco_eval.py``).
+  to the original frame before evaluation (``models/tasks/detection/coco_eval.py``).
 * Files listed in the annotations but missing are dropped and counted (``missing``); undecodable
   images are skipped in the loader and counted (``corrupt``).
 

@@ -1,9 +1,9 @@
-"""``bench run --task segmentation``: build :class:`~pebench.models.tasks.segmentation.SegmentationTask`
+"""``bench run --task segmentation``: build :class:`~.module.SegmentationTask`
 from a RunConfig and a scene datamodule (``scannet``, ``primitives-scene``, ``nuscenes``).
 
 Run options map as for classification (``lr``, ``weight_decay``, ``warmup_epochs``, ``drop_path``,
 ``rpt``); ``--class-token`` does not apply (per-point predictions come from the patch tokens).
-``--task-option KEY=VALUE`` (:data:`~pebench.models.tasks.segmentation.SEGMENTATION_DEFAULTS`):
+``--task-option KEY=VALUE`` (:data:`~.module.SEGMENTATION_DEFAULTS`):
 
 * ``patching``: ``serialize`` (z-order serialization, default) or ``fps`` (FPS + kNN);
 * ``patch_size``: points per patch ``K`` (default: the dataset's, ``tokenizer_options()["patch_size"]``:
@@ -14,7 +14,7 @@ Run options map as for classification (``lr``, ``weight_decay``, ``warmup_epochs
   an integer >= 2 windows the z-order token sequence, needs ``patching=serialize``; README "3-D scene
   segmentation").
 
-Analyses (:mod:`pebench.analysis.dense_shift`): ``geometry`` (SSDC with the Euclidean distance
+Analyses (robustness / extrapolation: :mod:`.shift`): ``geometry`` (SSDC with the Euclidean distance
 between token centres in metres x ``coord_scale``, per scene; EED); ``robustness`` (FS on mIoU under
 point jitter, σ = half the grid-sampling voxel in metres, and point dropout p = 0.5; undefined when
 the clean mIoU is not above the majority-class predictor's); ``extrapolation`` (mIoU with 2x / 4x
@@ -29,24 +29,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core.errors import ConfigError
-from .tasks import analyses_except
+from pebench.analysis.evaluators import ANALYSIS_NAMES, TaskAnalyses
+from pebench.core.errors import ConfigError
+from pebench.models.scene_tokenizer import PATCHINGS
+from pebench.models.tasks.base import TaskSetup, analyses_except, register_task
 
-__all__ = ["build_segmentation_task", "segmentation_analyses", "segmentation_options"]
+from . import shift
+from .module import SEGMENTATION_DEFAULTS, SegmentationTask
 
-
-
-def _defaults() -> dict[str, Any]:
-    from pebench.models.tasks.segmentation import SEGMENTATION_DEFAULTS
-
-    return SEGMENTATION_DEFAULTS
+__all__ = ["SegmentationSetup", "build_segmentation_task", "segmentation_analyses", "segmentation_options",
+           "SEGMENTATION_ANALYSES"]
 
 
 def segmentation_options(cfg: Any, dm: Any = None) -> dict[str, Any]:
     """``cfg.task_options`` over the defaults, validated (one-line :class:`ConfigError`)."""
-    from pebench.models.scene_tokenizer import PATCHINGS
-
-    opts = {**_defaults(), **dict(cfg.task_options)}
+    opts = {**SEGMENTATION_DEFAULTS, **dict(cfg.task_options)}
     if opts["patch_size"] is None:
         tok = dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else {}
         opts["patch_size"] = tok.get("patch_size", 32)
@@ -68,9 +65,7 @@ def segmentation_options(cfg: Any, dm: Any = None) -> dict[str, Any]:
     return opts
 
 
-def build_segmentation_task(cfg: Any, dm: Any, grid: Any) -> Any:
-    from pebench.models.tasks.segmentation import SegmentationTask
-
+def build_segmentation_task(cfg: Any, dm: Any, grid: Any) -> SegmentationTask:
     if getattr(dm, "default_task", None) != "segmentation" or not hasattr(dm, "feat_dim"):
         raise ConfigError(f"--task segmentation needs a scene dataset (scannet, primitives-scene, nuscenes), "
                           f"got {cfg.dataset!r}")
@@ -90,11 +85,13 @@ def build_segmentation_task(cfg: Any, dm: Any, grid: Any) -> Any:
 
 
 #: geometry, robustness (FS on mIoU) and extrapolation (mIoU per scene setting) apply; the α sweep does not
-segmentation_analyses = analyses_except("segmentation", {"alpha": "the alpha sweep reads whole-sample class accuracy"})
+segmentation_analyses = analyses_except("segmentation", {"alpha": "the alpha sweep reads whole-sample class accuracy"},
+                                        every=ANALYSIS_NAMES)
 
-
-def _primary_metric(dm: Any) -> str:
-    return "test/miou" if getattr(dm, "has_test_split", False) else "val/miou"
+#: robustness (FS on mIoU) and extrapolation (mIoU per ``FxK`` scene setting) of :mod:`.shift`
+SEGMENTATION_ANALYSES = TaskAnalyses(robustness=shift.robustness, default_resolutions=shift.default_resolutions,
+                                     check_resolutions=shift.check_resolutions,
+                                     evaluate_extrapolation=shift.evaluate_extrapolation)
 
 
 def _extra_results(task: Any) -> dict[str, Any]:
@@ -110,12 +107,27 @@ def _extra_results(task: Any) -> dict[str, Any]:
     return {"segmentation": out}
 
 
-def _register() -> None:
-    from .tasks import TaskSetup, register_task_setup
+@register_task("segmentation")
+class SegmentationSetup(TaskSetup):
+    """3-D scene segmentation: per-point labels from patch tokens (:class:`~.module.SegmentationTask`)."""
 
-    register_task_setup(TaskSetup("segmentation", build=build_segmentation_task, primary_metric=_primary_metric,
-                                  analyses=segmentation_analyses, extra_results=_extra_results,
-                                  options=tuple(_defaults())))
+    options = tuple(SEGMENTATION_DEFAULTS)
+    dense = True
 
+    def build(self, cfg: Any, dm: Any, grid: Any) -> SegmentationTask:
+        return build_segmentation_task(cfg, dm, grid)
 
-_register()
+    def primary_metric(self, dm: Any) -> str:
+        return "test/miou" if getattr(dm, "has_test_split", False) else "val/miou"
+
+    def analyses(self, names: list[str], explicit: bool) -> list[str]:
+        return segmentation_analyses(names, explicit)
+
+    def extra_results(self, task: Any) -> dict[str, Any]:
+        return _extra_results(task)
+
+    def analysis_hooks(self) -> TaskAnalyses:
+        return SEGMENTATION_ANALYSES
+
+    def checkpoint_class(self) -> type:
+        return SegmentationTask

@@ -33,6 +33,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import Tensor
 
+from pebench.datamodules.detection_common import to_original_frame, xyxy_to_xywh
+
 __all__ = ["CocoEvaluator", "coco_map", "detections_to_coco", "METRIC_NAMES"]
 
 #: metric name -> index in COCOeval.stats
@@ -44,8 +46,6 @@ def detections_to_coco(detections: Sequence[dict], targets: Sequence[dict], labe
     """Model detections (``boxes`` xyxy input frame, ``scores``, ``labels`` contiguous) of a batch ->
     COCO result dicts ``{"image_id", "category_id", "bbox": [x, y, w, h], "score"}`` in the original
     frame."""
-    from pebench.datamodules.detection_common import to_original_frame, xyxy_to_xywh
-
     cat_ids = torch.as_tensor(list(label_to_category_id), dtype=torch.int64)
     out: list[dict] = []
     for det, tgt in zip(detections, targets):

@@ -1,4 +1,4 @@
-"""``bench run --task detection``: the detection task (``models/tasks/detection.py``) from a RunConfig.
+"""``bench run --task detection``: the detection task (:class:`~.module.DetectionTask`) from a RunConfig.
 
 Run options keep their meaning (``lr`` the AdamW peak learning rate, ``weight_decay``,
 ``warmup_epochs``, ``layer_decay``, ``drop_path``, ``resolution`` the padded square input side).
@@ -11,7 +11,7 @@ channels; default the backbone width), ``pyramid_levels`` (3: strides p/2, p, 2p
 used are the task's saved hyper-parameters.
 
 Primary metric ``val/map`` (COCO mAP@[.5:.95] in the original frame); datasets with a held-out test
-split also report ``test/map``. Analyses (:mod:`pebench.analysis.dense_shift`): ``geometry`` (SSDC /
+split also report ``test/map``. Analyses (robustness / extrapolation: :mod:`.shift`): ``geometry`` (SSDC /
 EED on the backbone tokens); ``robustness`` (FS on mAP under JPEG q5 / blur σ 2.5 of the validation
 images, undefined below clean mAP 0.01); ``extrapolation`` (mAP at larger input sides, default
 ``S, 1.5S, 2S``, each PE with its native rule). All three are in the default set. ``alpha`` (the α
@@ -21,10 +21,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core.errors import ConfigError
-from .tasks import analyses_except
+from pebench.analysis.evaluators import ANALYSIS_NAMES, TaskAnalyses
+from pebench.core.errors import ConfigError
+from pebench.models.tasks.base import TaskSetup, analyses_except, register_task
 
-__all__ = ["DETECTION_OPTIONS", "build_detection_task", "detection_analyses"]
+from . import shift
+from .module import DetectionTask
+
+__all__ = ["DETECTION_OPTIONS", "DetectionSetup", "build_detection_task", "detection_analyses", "DETECTION_ANALYSES"]
 
 #: task option -> default (None: derived, see the module docstring)
 DETECTION_OPTIONS: dict[str, Any] = {
@@ -66,9 +70,7 @@ def _options(cfg: Any, dm: Any = None) -> dict[str, Any]:
     return opts
 
 
-def build_detection_task(cfg: Any, dm: Any, grid: Any) -> Any:
-    from pebench.models.tasks.detection import DetectionTask
-
+def build_detection_task(cfg: Any, dm: Any, grid: Any) -> DetectionTask:
     if cfg.pool != "mean":
         raise ConfigError("--pool does not apply to --task detection (it reads the token map, not a pooled token)")
     if cfg.rpt:
@@ -84,24 +86,37 @@ def build_detection_task(cfg: Any, dm: Any, grid: Any) -> Any:
 
 
 #: geometry, robustness (FS on mAP) and extrapolation (mAP per input side) apply; the α sweep does not
-detection_analyses = analyses_except("detection", {"alpha": "the alpha sweep reads class accuracy"})
+detection_analyses = analyses_except("detection", {"alpha": "the alpha sweep reads class accuracy"},
+                                     every=ANALYSIS_NAMES)
+
+#: robustness (FS on mAP) and extrapolation (mAP per input side) of :mod:`.shift`; sizes are checked as
+#: for classification
+DETECTION_ANALYSES = TaskAnalyses(robustness=shift.robustness, default_resolutions=shift.default_resolutions,
+                                  evaluate_extrapolation=shift.evaluate_extrapolation)
 
 
-def _primary(dm: Any) -> str:
-    return "val/map"
+@register_task("detection")
+class DetectionSetup(TaskSetup):
+    """2-D object detection: ViT backbone -> pyramid -> FCOS head (:class:`~.module.DetectionTask`)."""
 
+    options = tuple(DETECTION_OPTIONS)
+    dense = True
 
-def _extra_results(task: Any) -> dict[str, Any]:
-    """Distinct images of each split that the last COCOeval saw (every image once, DDP included)."""
-    return {"detection_images": dict(task.images_evaluated)}
+    def build(self, cfg: Any, dm: Any, grid: Any) -> DetectionTask:
+        return build_detection_task(cfg, dm, grid)
 
+    def primary_metric(self, dm: Any) -> str:
+        return "val/map"
 
-def _register() -> None:
-    from .tasks import TaskSetup, register_task_setup
+    def analyses(self, names: list[str], explicit: bool) -> list[str]:
+        return detection_analyses(names, explicit)
 
-    register_task_setup(TaskSetup("detection", build=build_detection_task, primary_metric=_primary,
-                                  analyses=detection_analyses, extra_results=_extra_results,
-                                  options=tuple(DETECTION_OPTIONS)))
+    def extra_results(self, task: Any) -> dict[str, Any]:
+        """Distinct images of each split that the last COCOeval saw (every image once, DDP included)."""
+        return {"detection_images": dict(task.images_evaluated)}
 
+    def analysis_hooks(self) -> TaskAnalyses:
+        return DETECTION_ANALYSES
 
-_register()
+    def checkpoint_class(self) -> type:
+        return DetectionTask

@@ -23,10 +23,10 @@ from torchmetrics import MetricCollection
 from torchmetrics.aggregation import MeanMetric, SumMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..heads import ClassificationHead
-from ..spiking import EventTokens, SpikingPatchTokenizer
-from ..tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
-from ..vit import VIT_PRESETS, build_backbone
+from pebench.models.heads import ClassificationHead
+from pebench.models.spiking import EventTokens, SpikingPatchTokenizer
+from pebench.models.tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
+from pebench.models.vit import VIT_PRESETS, build_backbone
 
 __all__ = ["ClassificationTask", "NonFiniteLossError", "build_tokenizer", "split_batch"]
 

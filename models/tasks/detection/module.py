@@ -1,16 +1,16 @@
 """``detection``: 2-D object detection on the PE-pluggable ViT (docs/architecture.md §8).
 
-tokenizer (:func:`~.classification.build_tokenizer`: patches for images, tubelets for binned events,
+tokenizer (:func:`~pebench.models.tasks.classification.build_tokenizer`: patches for images, tubelets for binned events,
 spiking-patch tokens for event streams with ``tokens=spiking``) -> backbone (any ``--pe``; coords in
 patch units as everywhere) -> the last block's tokens as a ``(B, D, H/p, W/p)`` map (event tubelets
 ``(T', H', W')`` are averaged over ``T'``; tokens off a grid are scattered into their cells by
 :func:`scatter_token_map`, the mean of each cell's real tokens) -> ViTDet's simple feature pyramid
--> torchvision's FCOS head, losses and post-processing (:mod:`pebench.models.detection_pyramid`).
+-> torchvision's FCOS head, losses and post-processing (:mod:`pebench.models.tasks.detection.pyramid`).
 
 Batches follow ``datamodules/detection_common.py``: ``(inputs, targets[, info])`` with xyxy boxes
 in the input frame. Training logs ``train/loss`` (sum of FCOS's focal classification, GIoU
 regression and centre-ness losses; each also logged). Validation / test log the same losses
-(``val/loss``) and COCO mAP from :class:`~pebench.analysis.coco_eval.CocoEvaluator` against the
+(``val/loss``) and COCO mAP from :class:`~pebench.models.tasks.detection.coco_eval.CocoEvaluator` against the
 datamodule's ``coco_gt(split)`` in the original frame: ``val/map`` (primary), ``val/map_50``,
 ``val/map_75``, ``val/map_small``, ``val/map_medium``, ``val/map_large`` (``test/*`` likewise); the
 number of distinct images each COCOeval saw is logged as ``val/map_images`` (a count, not a
@@ -32,10 +32,14 @@ import torch
 from torch import Tensor
 from torchmetrics.aggregation import MeanMetric, SumMetric
 
-from ..detection_pyramid import Detector
-from ..spiking import EventTokens
-from ..vit import VIT_PRESETS, build_backbone
-from .classification import ClassificationTask, NonFiniteLossError, SkippedSampleCount, build_tokenizer
+from pebench.datamodules.detection_common import content_size
+from pebench.models.spiking import EventTokens
+from pebench.models.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
+                                                        build_tokenizer)
+from pebench.models.vit import VIT_PRESETS, build_backbone
+
+from .coco_eval import CocoEvaluator
+from .pyramid import Detector
 
 __all__ = ["DetectionTask", "scatter_token_map"]
 
@@ -85,8 +89,6 @@ def _split(batch: Sequence[Any]) -> tuple[Tensor, list[dict], int]:
 
 
 class DetectionTask(SkippedSampleCount, L.LightningModule):
-    task_name = "detection"
-
     def __init__(self, modality: str = "image", num_classes: int = 80, in_chans: int = 3, model: str = "vit-nano",
                  pe: str = "none", pe_options: dict | None = None, patch_size: int = 16, tubelet: int = 2,
                  train_grid: Sequence[int] | None = None, class_token: bool = False, lr: float = 1e-3,
@@ -119,7 +121,6 @@ class DetectionTask(SkippedSampleCount, L.LightningModule):
         self._skipped_restored = 0.0
         self.val_loss = MeanMetric()
         self.test_loss = MeanMetric()
-        from pebench.analysis.coco_eval import CocoEvaluator
         self.evaluators = {"val": CocoEvaluator(), "test": CocoEvaluator()}
         #: distinct images in the last COCOeval of each split (written to results.json)
         self.images_evaluated: dict[str, int] = {}
@@ -153,8 +154,6 @@ class DetectionTask(SkippedSampleCount, L.LightningModule):
         return fmap
 
     def _sizes(self, inputs: Any, targets: list[dict] | None) -> tuple[tuple[int, int], list[tuple[int, int]]]:
-        from pebench.datamodules.detection_common import content_size
-
         if isinstance(inputs, EventTokens):  # a padded token batch: the targets give the input frame
             sizes = {tuple(int(v) for v in t["input_hw"]) for t in targets or [] if "input_hw" in t}
             if len(sizes) != 1 or len(targets) != len(inputs):
@@ -253,8 +252,6 @@ class DetectionTask(SkippedSampleCount, L.LightningModule):
     def evaluate_map(self, loader: Any, coco_gt: Any, label_to_category_id: Sequence[int],
                      filter_predictions: Any = None, max_samples: int | None = None) -> tuple[dict[str, float], int]:
         """COCO mAP of this model over ``loader`` (single process; analyses) -> (metrics, images)."""
-        from pebench.analysis.coco_eval import CocoEvaluator
-
         ev = CocoEvaluator()
         was = self.training
         self.eval()

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core.errors import ConfigError
-from .tasks import geometry_only
+from pebench.core.errors import ConfigError
+from pebench.models.tasks.base import TaskSetup, geometry_only, register_task
 
-__all__ = ["DINO_OPTIONS", "CROP_GEOMETRY", "prepare_dino_data", "build_dino_task", "dino_analyses"]
+from .module import DinoTask
+from .multicrop import DinoDataModule
+
+__all__ = ["DINO_OPTIONS", "CROP_GEOMETRY", "DinoSetup", "prepare_dino_data", "build_dino_task", "dino_analyses"]
 
 #: task option -> default (None: derived, see the module docstring)
 DINO_OPTIONS: dict[str, Any] = {
@@ -47,10 +50,8 @@ def _options(cfg: Any) -> dict[str, Any]:
 
 
 def prepare_dino_data(cfg: Any, dm: Any) -> Any:
-    """The dataset's datamodule -> a :class:`~pebench.datamodules.multicrop.DinoDataModule`
+    """The dataset's datamodule -> a :class:`~.multicrop.DinoDataModule`
     (patch size and crop sizes resolved; sizes checked against the patch size)."""
-    from pebench.datamodules.multicrop import DinoDataModule
-
     opts = _options(cfg)
     if dm.modality != "image":
         raise ConfigError(f"--task dino needs an image dataset; {cfg.dataset!r} is {dm.modality} data")
@@ -82,9 +83,7 @@ def prepare_dino_data(cfg: Any, dm: Any) -> Any:
                           tuple(opts["local_scale"]), tuple(float(v) for v in jitter), float(gray))
 
 
-def build_dino_task(cfg: Any, dm: Any, grid: Any) -> Any:
-    from pebench.models.tasks.dino import DinoTask
-
+def build_dino_task(cfg: Any, dm: Any, grid: Any) -> DinoTask:
     opts = _options(cfg)
     keep = {k: v for k, v in opts.items() if k not in ("global_size", "local_size", "n_local", "patch_size",
                                                         "global_scale", "local_scale", "colour_jitter", "grayscale_p")}
@@ -99,17 +98,24 @@ def build_dino_task(cfg: Any, dm: Any, grid: Any) -> Any:
 dino_analyses = geometry_only("dino", "it reads class logits")
 
 
-def _dino_extra_results(task: Any) -> dict[str, Any]:
-    """EED% / SSDC per layer at each checkpoint (models/tasks/dino.py)."""
-    return {"eed_checkpoints": task.eed_history}
+@register_task("dino")
+class DinoSetup(TaskSetup):
+    """Self-supervised DINO pre-training with a k-NN / linear-probe evaluation (:class:`~.module.DinoTask`)."""
 
+    options = tuple(DINO_OPTIONS)
 
-def _register() -> None:
-    from .tasks import TaskSetup, register_task_setup
+    def build(self, cfg: Any, dm: Any, grid: Any) -> DinoTask:
+        return build_dino_task(cfg, dm, grid)
 
-    register_task_setup(TaskSetup("dino", build=build_dino_task, primary_metric=lambda dm: "test/knn_top1",
-                                  prepare_data=prepare_dino_data, analyses=dino_analyses,
-                                  extra_results=_dino_extra_results, options=tuple(DINO_OPTIONS)))
+    def primary_metric(self, dm: Any) -> str:
+        return "test/knn_top1"
 
+    def prepare_data(self, cfg: Any, dm: Any) -> DinoDataModule:
+        return prepare_dino_data(cfg, dm)
 
-_register()
+    def analyses(self, names: list[str], explicit: bool) -> list[str]:
+        return dino_analyses(names, explicit)
+
+    def extra_results(self, task: Any) -> dict[str, Any]:
+        """EED% / SSDC per layer at each checkpoint (:meth:`~.module.DinoTask._record_eed`)."""
+        return {"eed_checkpoints": task.eed_history}

@@ -2,16 +2,16 @@
 Self-Supervised Vision Transformers") on the PE-pluggable ViT, for the EED study of "The inductive
 bottleneck in vision transformers".
 
-Student = tokenizer -> backbone -> pooled token -> :class:`~pebench.models.dino_head.DINOHead`;
+Student = tokenizer -> backbone -> pooled token -> :class:`~pebench.models.tasks.dino.head.DINOHead`;
 the teacher has the same architecture (no stochastic depth), receives no gradient and follows
 the student by EMA. Per training step (``2`` global + ``N`` local views from
-:mod:`pebench.datamodules.multicrop`):
+:mod:`pebench.models.tasks.dino.multicrop`):
 
 * teacher on the 2 global views, student on all views; views of one size go through the
   network as one batch (globals, then locals). Every view is tokenized on its own grid, so local
   crops get their own coords ``0 .. g-1`` and each PE applies its own rule for that grid (APE
   interpolates its table: a confound; a PE that cannot take the grid raises);
-* loss :func:`~pebench.models.dino_head.dino_loss` (teacher temperature warm-up 0.04 -> 0.07,
+* loss :func:`~pebench.models.tasks.dino.head.dino_loss` (teacher temperature warm-up 0.04 -> 0.07,
   student 0.1), then the centre update (momentum 0.9, batch mean all-reduced over DDP ranks);
 * AdamW; lr ``lr x batch / 256`` (``batch`` = the global batch) with linear warm-up and cosine
   decay to ``min_lr``; weight decay cosine 0.04 -> 0.4 on weights only (none on norms, biases,
@@ -49,18 +49,19 @@ import torch
 from torch import Tensor, nn
 from torchmetrics.aggregation import SumMetric
 
-from ..dino_head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies, teacher_temperature,
-                         update_center)
-from ..vit import VIT_PRESETS, build_backbone
-from .classification import ClassificationTask, NonFiniteLossError, SkippedSampleCount, build_tokenizer
+from pebench.analysis.geometry import geometry
+from pebench.models.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
+                                                        build_tokenizer)
+from pebench.models.vit import VIT_PRESETS, build_backbone
+
+from .head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies, teacher_temperature,
+                   update_center)
 from .knn import gather_eval_set, knn_accuracy, knn_predict, linear_probe
 
 __all__ = ["DinoTask"]
 
 
 class DinoTask(SkippedSampleCount, L.LightningModule):
-    task_name = "dino"
-
     def __init__(self, modality: str = "image", num_classes: int = 10, in_chans: int = 3, model: str = "vit-nano",
                  pe: str = "none", pe_options: dict | None = None, patch_size: int = 4,
                  train_grid: Sequence[int] | None = None, class_token: bool = False, pool: str = "mean",
@@ -305,8 +306,6 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
         """EED% / SSDC per layer of the teacher at ``epoch`` (epochs completed), rank 0 only."""
         if any(h["epoch"] == epoch for h in self.eed_history) or not self.trainer.is_global_zero:
             return
-        from pebench.analysis.geometry import geometry
-
         dm = self.trainer.datamodule
         res = geometry(self, dm, probe_size=self.hparams.eed_probe_size, rpi=False)
         keep = ("tap", "layers", "ssdc", "eed_tap", "eed_layers", "eed_percent", "eed_top1_share", "probe_size")

@@ -1,0 +1,169 @@
+"""What ``bench run`` does differently per task: one :class:`TaskSetup` per ``--task`` value.
+
+A task is one folder ``models/tasks/<name>/`` (-> ``pebench.models.tasks.<name>``) holding its
+LightningModule, its heads, its metric glue, its own robustness / extrapolation analyses and its setup:
+a :class:`TaskSetup` subclass registered under the folder's name with :func:`register_task`.
+Adding a task is adding a folder; nothing else names it.
+
+``prepare`` in :mod:`pebench.run` is task-agnostic; everything a task changes goes through its
+setup: which analyses apply, how the dataset's datamodule is wrapped (DINO's multi-crop views), how
+the LightningModule is built, which metric is primary, what it adds to ``results.json``, and which
+robustness / extrapolation functions the post-training analyses call (:meth:`TaskSetup.analysis_hooks`).
+
+:func:`list_tasks` reads the folder names (``pkgutil.iter_modules``) and imports none of them, so
+``bench --help`` stays free of torch; :func:`get_task_setup` imports the named folder, whose import
+registers its setup.
+
+When ``--task`` is not given, the dataset's ``default_task`` class attribute decides
+(``classification`` for every dataset that does not say otherwise; detection and segmentation
+datasets name their own task). :func:`resolve_task` is the one place that applies this rule: the
+run and the sweep's configuration fingerprint both call it.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from typing import Any, Callable, Sequence
+
+from pebench.core.errors import ConfigError
+from pebench.core.registry import Registry
+
+__all__ = ["TaskSetup", "TASK_SETUPS", "register_task", "get_task_setup", "list_tasks", "resolve_task",
+           "default_task", "geometry_only", "analyses_except"]
+
+#: task name -> its :class:`TaskSetup` subclass (filled by importing the task's folder)
+TASK_SETUPS: Registry[TaskSetup] = Registry("task")
+
+
+def geometry_only(task: str, reason: str) -> Callable[[list[str], bool], list[str]]:
+    """An ``analyses`` filter for tasks where only ``geometry`` applies: others are dropped from the
+    defaults, and asking for one explicitly is a one-line :class:`ConfigError` giving ``reason``."""
+
+    def analyses(names: list[str], explicit: bool) -> list[str]:
+        other = [a for a in names if a != "geometry"]
+        if explicit and other:
+            raise ConfigError(f"analysis {other[0]!r} does not apply to --task {task} ({reason}); "
+                              f"use --analyses geometry or none")
+        return [a for a in names if a == "geometry"]
+
+    return analyses
+
+
+def analyses_except(task: str, reasons: dict[str, str], every: Sequence[str], opt_in: tuple[str, ...] = ()
+                    ) -> Callable[[list[str], bool], list[str]]:
+    """An ``analyses`` filter for a task where the analyses in ``reasons`` do not apply (each with
+    its reason) and those in ``opt_in`` run only when asked for by name; ``every`` is the list of
+    all analyses (:data:`pebench.analysis.evaluators.ANALYSIS_NAMES`).
+
+    Defaults (``explicit`` False) drop both. An explicit request naming one that does not apply is
+    a one-line :class:`ConfigError`, except when the request names every analysis (``--analyses
+    all``): then the ones that do not apply are dropped."""
+    every = tuple(every)
+
+    def analyses(names: list[str], explicit: bool) -> list[str]:
+        bad = [a for a in names if a in reasons]
+        if explicit and bad and not set(every) <= set(names):
+            ok = ",".join(a for a in every if a not in reasons)
+            raise ConfigError(f"analysis {bad[0]!r} does not apply to --task {task} ({reasons[bad[0]]}); "
+                              f"use --analyses {ok} or none")
+        return [a for a in names if a not in reasons and (explicit or a not in opt_in)]
+
+    return analyses
+
+
+class TaskSetup:
+    """How one task plugs into ``bench run`` (subclass it in ``<task>/setup.py`` and register it).
+
+    * ``build(cfg, dm, grid)`` -> the LightningModule (``grid``: the training token grid or ``None``);
+    * ``prepare_data(cfg, dm)`` -> the datamodule to train on (default: ``dm`` itself);
+    * ``analyses(names, explicit)`` -> the analyses that apply (raise :class:`ConfigError` when the
+      user asked explicitly for one that does not; default: all of ``names``);
+    * ``primary_metric(dm)`` -> the metric the leaderboard ranks by;
+    * ``extra_results(task)`` -> keys added to ``results.json`` after training;
+    * ``analysis_hooks()`` -> the task's robustness / extrapolation functions
+      (:class:`pebench.analysis.evaluators.TaskAnalyses`; default: the classification ones);
+    * ``checkpoint_class()`` -> the LightningModule class ``bench eval`` loads a checkpoint into, or
+      ``None`` when ``bench eval`` does not apply to the task;
+    * ``options``: the keys ``--task-option`` accepts (empty: the task takes none);
+    * ``dense``: the task predicts per box / per point rather than one label per sample (its
+      robustness and extrapolation read its own metric, not top-1 accuracy).
+    """
+
+    name: str = ""  # set by the registry
+    options: tuple[str, ...] = ()
+    dense: bool = False
+
+    def build(self, cfg: Any, dm: Any, grid: Any) -> Any:
+        raise NotImplementedError
+
+    def primary_metric(self, dm: Any) -> str:
+        raise NotImplementedError
+
+    def prepare_data(self, cfg: Any, dm: Any) -> Any:
+        return dm
+
+    def analyses(self, names: list[str], explicit: bool) -> list[str]:
+        return names
+
+    def extra_results(self, task: Any) -> dict[str, Any]:
+        return {}
+
+    def analysis_hooks(self) -> Any:
+        from pebench.analysis.evaluators import CLASSIFICATION_ANALYSES  # deferred: list_tasks stays free of torch
+
+        return CLASSIFICATION_ANALYSES
+
+    def checkpoint_class(self) -> type | None:
+        return None
+
+
+def register_task(name: str) -> Callable[[type[TaskSetup]], type[TaskSetup]]:
+    """Class decorator: register a :class:`TaskSetup` subclass as task ``name`` (its folder's name)."""
+    return TASK_SETUPS.register(name)
+
+
+def list_tasks() -> list[str]:
+    """The task names: the sub-packages of :mod:`pebench.models.tasks` (none of them is imported)."""
+    package = sys.modules[__package__]  # read at call time: a test may extend its __path__
+    return [m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg]
+
+
+def get_task_setup(name: str) -> TaskSetup:
+    """The setup of task ``name``: imports its folder (which registers it) on first use."""
+    if name not in TASK_SETUPS.names():
+        if name not in list_tasks():
+            raise ConfigError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
+        importlib.import_module(f"pebench.models.tasks.{name}")  # deferred: start-up time (torch)
+        if name not in TASK_SETUPS.names():
+            raise ValueError(f"the task folder {name!r} registers no task of its name (@register_task({name!r}))")
+    return TASK_SETUPS.get(name)()
+
+
+def default_task(dataset: str) -> str:
+    """The task a dataset trains when ``--task`` is not given (its ``default_task``)."""
+    from pebench.datamodules import get_datamodule_class  # deferred: list_tasks stays free of torch
+
+    return str(getattr(get_datamodule_class(dataset), "default_task", "classification"))
+
+
+def resolve_task(cfg: Any) -> Any:
+    """Fill ``cfg.task`` from the dataset when it is ``None``; check the dataset supports the task and
+    that ``task_options`` are ones the task accepts. Returns ``cfg`` (changed in place)."""
+    from pebench.datamodules import get_datamodule_class  # deferred: list_tasks stays free of torch
+
+    if cfg.task is None:
+        cfg.task = default_task(cfg.dataset)
+    setup = get_task_setup(cfg.task)
+    dm_cls = get_datamodule_class(cfg.dataset)
+    supported = tuple(getattr(dm_cls, "tasks", ("classification", "dino")))
+    if cfg.task not in supported:
+        raise ConfigError(f"--task {cfg.task} does not apply to dataset {cfg.dataset!r}; it supports: "
+                          f"{', '.join(supported)}")
+    unknown = sorted(set(cfg.task_options) - set(setup.options))
+    if unknown:
+        if not setup.options:
+            raise ConfigError(f"--task-option does not apply to --task {cfg.task}: it takes no options")
+        raise ConfigError(f"unknown task option {unknown[0]!r} for --task {cfg.task}; available: "
+                          f"{', '.join(setup.options)}")
+    return cfg
