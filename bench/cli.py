@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, metavar="LIST", help="only these models (comma list)")
     p.add_argument("--status", default=None, metavar="LIST",
                    help="only these statuses (comma list): complete, incomplete, failed, interrupted, running, "
-                        "unreadable")
+                        "queued (submitted to SLURM), unreadable")
 
     p = sub.add_parser("leaderboard", help="regenerate the leaderboard markdown from results.json files",
                        description="Collect <results>/**/results.json into a markdown leaderboard.")
