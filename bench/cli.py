@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, metavar="LIST", help="only these models (comma list)")
     p.add_argument("--status", default=None, metavar="LIST",
                    help="only these statuses (comma list): complete, incomplete, failed, interrupted, running, "
-                        "unreadable")
+                        "queued (submitted to SLURM), unreadable")
 
     p = sub.add_parser("leaderboard", help="regenerate the leaderboard markdown from results.json files",
                        description="Collect <results>/**/results.json into a markdown leaderboard.")
@@ -93,6 +93,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preload", action="store_true",
                    help="each worker imports torch/Lightning once and forks every run from itself, saving the "
                         "~7 s import per run (Linux; single-process runs; see pebench.sweep_preload)")
+    p.add_argument("--launcher", choices=["local", "slurm"], default="local",
+                   help="local: run the grid on this machine (default); slurm: submit one SLURM array task per "
+                        "run through submitit and return (see docs/distributed_slurm.md)")
+    p.add_argument("--partition", default=None, metavar="NAME", help="slurm: partition (comma list allowed)")
+    p.add_argument("--time", default=None, metavar="LIMIT",
+                   help="slurm: time limit per array task, e.g. 4:00:00, 90, 1-12:00 (default: 4:00:00); "
+                        "a task that reaches it is requeued and resumes from last.ckpt")
+    p.add_argument("--gpus-per-task", type=int, default=None, metavar="G",
+                   help="slurm: GPUs per process of a run (a DDP run has --devices processes per node); "
+                        "default: 1, or 0 with --accelerator cpu")
+    p.add_argument("--array-parallelism", type=int, default=None, metavar="N",
+                   help="slurm: array tasks running at once (default: 256)")
+    p.add_argument("--slurm-option", action="append", default=None, metavar="KEY=VALUE",
+                   help="slurm: extra sbatch option, repeatable, e.g. --slurm-option mem=32G "
+                        "--slurm-option account=proj")
+    p.add_argument("--slurm-folder", default=None, metavar="DIR",
+                   help="slurm: submitit's job scripts, pickles and logs (default: <out>/slurm_logs/%%j)")
 
     p = sub.add_parser("eval", help="evaluate a trained run at other resolutions (extrapolation)",
                        description="Load <run>/last.ckpt and config.yaml, evaluate at each resolution and "

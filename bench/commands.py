@@ -184,7 +184,16 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     from pebench.models.tasks import resolve_task
     from .run import check_writable, load_registries
 
-    from pebench import sweep
+    from pebench import sweep, sweep_slurm
+    slurm = args.launcher == "slurm"
+    if slurm:  # SLURM flags checked before anything is imported, resolved or created
+        slurm_opts = sweep_slurm.slurm_options(args, args.out)
+        sweep_slurm.check_slurm_commands()
+        if args.workers != 1 or args.preload:
+            raise ConfigError(f"{'--preload' if args.preload else '--workers'} applies to --launcher local; with "
+                              f"--launcher slurm every run is its own array task (see --array-parallelism)")
+    else:
+        sweep_slurm.check_local_launcher(args)
     load_registries()
     # Validate the pass-through flags with the run parser (typos fail now, not in every run).
     run_args, unknown = build_parser().parse_known_args(["run", *extra])
@@ -232,6 +241,15 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
                                  variant=variant_name(c), deterministic=bool(c.deterministic),
                                  single_process=str(c.devices) == "1" and int(c.num_nodes) == 1)
              for s, c in zip(specs, cfgs)]
+    if slurm:
+        for c in cfgs:  # --devices must be a number: it is the count of SLURM tasks per node
+            sweep_slurm.job_resources(c, slurm_opts.gpus_per_task)
+        check_writable(args.out)
+        rows = sweep_slurm.submit_sweep(specs, cfgs, slurm_opts, retries=args.retries)
+        print(format_table(["run", "status", "job"], [[r["key"], r["status"], r["job_id"] or ""] for r in rows]))
+        queued = sum(r["status"] == "queued" for r in rows)
+        print(f"submitted {queued} run(s) to SLURM; `bench runs --results {args.out}` shows their state")
+        return 0
     check_writable(args.out)
     runner = None
     if args.preload:

@@ -46,6 +46,10 @@ calling process makes a final pass itself, so a worker that crashed loses no run
 A worker killed even with SIGKILL takes its ``bench run`` subprocess with it on Linux (the child
 asks for SIGTERM on its parent's death), so a stale lock never hides a run that is still going;
 on other platforms that child keeps running, so stop sweeps there with SIGINT/SIGTERM.
+
+This is the local scheduler (``bench sweep --launcher local``, the default); ``--launcher slurm`` submits
+the same runs as a SLURM job array instead (:mod:`pebench.sweep_slurm`, which reuses :func:`start_run`,
+the retry loop and the summary recording of this module).
 """
 from __future__ import annotations
 
@@ -71,6 +75,7 @@ __all__ = [
     "plan_sweep",
     "run_sweep",
     "default_runner",
+    "start_run",
     "is_run_complete",
     "run_fingerprint",
     "runner_env",
@@ -183,13 +188,19 @@ def runner_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, s
 _INTERRUPT_GRACE_S = 60.0
 
 
+def start_run(spec: RunSpec, preexec_fn: Callable[[], None] = _die_with_parent) -> subprocess.Popen:
+    """Start ``bench run`` for ``spec`` (:meth:`RunSpec.command`, environment :func:`runner_env`) as a
+    subprocess; ``preexec_fn`` runs in the child before the exec (default: :func:`_die_with_parent`)."""
+    return subprocess.Popen(spec.command(), env=runner_env(spec), preexec_fn=preexec_fn)
+
+
 def default_runner(spec: RunSpec) -> int:
     """Run ``bench run ...`` for ``spec`` as a subprocess (``python -m pebench.cli run``); return its
     exit code. The subprocess is terminated if this worker dies (Linux; see ``_die_with_parent``).
     On Ctrl-C it gets SIGINT and time to record ``interrupted``; then ``KeyboardInterrupt`` goes on."""
     import signal
 
-    proc = subprocess.Popen(spec.command(), env=runner_env(spec), preexec_fn=_die_with_parent)
+    proc = start_run(spec)
     try:
         return proc.wait()
     except KeyboardInterrupt:

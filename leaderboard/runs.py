@@ -6,6 +6,8 @@ even for a results tree of hundreds of runs (docs/architecture.md §5 describes 
 * ``bench runs [--results DIR] [--dataset D] [--pe P] [--model M] [--status S]``: one row per
   ``<DIR>/**/results.json``: dataset, PE variant, model, seed, status, primary metric and its
   value, wall time, fingerprint (when the run recorded one), and why a run is not complete.
+  A run submitted by ``bench sweep --launcher slurm`` whose ``bench run`` has not started (or was
+  requeued) is listed from its ``slurm.json``: status ``queued`` with the SLURM job id.
 * ``bench runs show RUN``: one run's status, provenance, metrics, analyses (the same tables as
   the end-of-run summary), resolved configuration and files. ``RUN`` is a run directory, or its
   path relative to ``--results`` (``shapes/pape/vit-nano/seed0``).
@@ -23,7 +25,7 @@ from typing import Any
 from pebench.core.errors import ConfigError
 from .summary import format_summary, format_table
 
-__all__ = ["collect_runs", "run_row", "not_complete_reason", "format_runs", "format_run", "cmd_runs",
+__all__ = ["collect_runs", "run_row", "slurm_row", "not_complete_reason", "format_runs", "format_run", "cmd_runs",
            "add_provenance", "RUN_COLUMNS"]
 
 #: columns of ``bench runs`` (in order)
@@ -92,6 +94,42 @@ def run_row(res: dict[str, Any], rel: str) -> dict[str, Any]:
             "fingerprint": _fingerprint(res), "reason": not_complete_reason(res)}
 
 
+#: state file of a run submitted by ``bench sweep --launcher slurm`` (``pebench.sweep_slurm``)
+SLURM_STATE_NAME = "slurm.json"
+#: ``results.json`` statuses that supersede the SLURM launcher's state: ``bench run`` is going or done
+_RESULTS_SUPERSEDE = ("running", "complete")
+
+
+def _slurm_state(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        with open(run_dir / SLURM_STATE_NAME, encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def slurm_row(state: dict[str, Any], rel: str, res: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A ``bench runs`` row of a run the SLURM launcher queued and ``bench run`` has not (re)started:
+    status ``queued`` (or the task's own state when it ended before ``results.json``)."""
+    parts = Path(rel).parts
+    seed = parts[3][4:] if len(parts) == 4 and parts[3].startswith("seed") else None
+    row = run_row(res, rel) if res else {
+        "run": rel, "dataset": parts[0] if parts else None, "pe": parts[1] if len(parts) > 1 else None,
+        "base_pe": None, "model": parts[2] if len(parts) > 2 else None,
+        "seed": int(seed) if seed and seed.lstrip("-").isdigit() else seed, "metric": "", "value": None,
+        "wall (s)": None, "fingerprint": ""}
+    job, st = state.get("job_id"), str(state.get("state"))
+    if st in ("queued", "requeued"):
+        row["status"] = "queued"
+        row["reason"] = (f"SLURM job {job} requeued (time limit or preemption); resumes from last.ckpt"
+                         if st == "requeued" else f"SLURM job {job} queued")
+    else:
+        row["status"] = st
+        row["reason"] = _short(f"SLURM job {job} {st}; its log is under {state.get('folder')}")
+    return row
+
+
 def _seed_key(v: Any) -> tuple[int, str]:
     return (v, "") if isinstance(v, int) else (1 << 62, str(v))
 
@@ -116,7 +154,16 @@ def collect_runs(root: str | os.PathLike) -> list[dict[str, Any]]:
                          "model": None, "seed": None, "status": "unreadable", "metric": "", "value": None,
                          "wall (s)": None, "fingerprint": "", "reason": _short(f"{type(e).__name__}: {e}")})
             continue
+        state = _slurm_state(path.parent) if res.get("status") not in _RESULTS_SUPERSEDE else None
+        if state is not None and state.get("state") in ("queued", "requeued"):
+            rows.append(slurm_row(state, rel, res))  # resubmitted or requeued: waiting in SLURM's queue
+            continue
         rows.append(run_row(res, rel))
+    for path in sorted(root.rglob(SLURM_STATE_NAME)):  # submitted to SLURM, bench run not started yet
+        if not (path.parent / "results.json").exists():
+            state = _slurm_state(path.parent)
+            if state is not None:
+                rows.append(slurm_row(state, str(path.parent.relative_to(root)) or "."))
     rows.sort(key=lambda r: (str(r["dataset"]), str(r["pe"]), str(r["model"]), _seed_key(r["seed"]), r["run"]))
     return rows
 
