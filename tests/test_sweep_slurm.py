@@ -305,7 +305,7 @@ def test_ddp_run_is_one_array_task_with_a_task_per_rank(tmp_path: Path, fake_slu
 
 def test_bench_runs_reads_slurm_state(tmp_path: Path) -> None:
     """slurm.json stands for a run until results.json says running/complete; a requeued run is queued again."""
-    from pebench.runs import collect_runs
+    from pebench.leaderboard.runs import collect_runs
 
     def put(rel: str, slurm: dict | None = None, results: dict | None = None) -> None:
         d = tmp_path / rel
