@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-from .config import (RunConfig, check_resolution_syntax, config_to_yaml, load_preset, load_yaml_config, merge,
-                     resolve)
+from .config import RunConfig, check_resolution_syntax, config_to_yaml, merged_config, run_config_from_args
 from .core.errors import ConfigError
-from .core.options import add_flags, flag_values
+from .core.options import add_flags
 from .perf import PERF_COMMANDS
 
 __all__ = ["main", "build_parser", "run_config_from_args", "cli_reference"]
@@ -142,28 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_config_from_args(args: argparse.Namespace):
-    """defaults < --preset < --config < flags -> resolved :class:`RunConfig`."""
-    return resolve(_merged_config(args))
-
-
-def _merged_config(args: argparse.Namespace):
-    """defaults < --preset < --config < flags, before :func:`resolve` (which may import torch)."""
-    layers: list[dict[str, Any]] = []
-    if getattr(args, "preset", None):
-        layers.append(load_preset(args.preset))
-    if getattr(args, "config", None):
-        layers.append(load_yaml_config(args.config))
-    base = merge(*layers)
-    flags = flag_values(args, RunConfig)
-    for key, value in flags.items():
-        if isinstance(value, dict):  # KEY=VALUE pairs update the file's mapping
-            flags[key] = {**getattr(base, key), **value}
-    return merge(dataclasses.asdict(base), flags)
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
-    if _merged_config(args).deterministic:
+    if merged_config(args).deterministic:
         from .numerics import pin_cpu_numerics
 
         pin_cpu_numerics()  # before torch is imported: CPU kernel paths pinned (see pebench.numerics)

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, RunConfig, config_to_dict, list_presets, load_yaml_config, merge
+from .config import (ConfigError, RunConfig, config_to_dict, list_presets, load_yaml_config, merge,
+                     run_config_from_args)
 from .core.io import atomic_write_json, read_json
 from .perf import PERF_COMMANDS
 from pebench.leaderboard.summary import format_table
@@ -178,7 +179,6 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     from pebench.datamodules import get_datamodule_class
     from pebench.encodings import get_pe_class, list_pes
 
-    from .cli import build_parser, run_config_from_args
     from .config import variant_name
     from .integrity import fingerprint
     from pebench.models.tasks import resolve_task
@@ -196,7 +196,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
         sweep_slurm.check_local_launcher(args)
     load_registries()
     # Validate the pass-through flags with the run parser (typos fail now, not in every run).
-    run_args, unknown = build_parser().parse_known_args(["run", *extra])
+    run_args, unknown = parser.parse_known_args(["run", *extra])
     if unknown:
         raise ConfigError(f"unrecognized arguments: {' '.join(unknown)}")
     fixed = sorted(k for k in _SWEEP_FIXED if getattr(run_args, k, None) is not None)
@@ -235,7 +235,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     # sweep with one line before anything is created, and each run gets its fingerprint (a complete
     # run is skipped only when it was made with this configuration) and its share of the cores.
     threads = sweep_threads(args.workers)
-    cfgs = [resolve_task(run_config_from_args(build_parser().parse_args(s.command()[3:]))) for s in specs]
+    cfgs = [resolve_task(run_config_from_args(parser.parse_args(s.command()[3:]))) for s in specs]
     # the run directory bench run will write (e.g. <pe>+spiking with --data-option tokens=spiking)
     specs = [dataclasses.replace(s, fingerprint=fingerprint(config_to_dict(c)), threads=threads,
                                  variant=variant_name(c), deterministic=bool(c.deterministic),

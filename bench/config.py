@@ -9,6 +9,7 @@ Unknown keys in a YAML file are a user error (:class:`ConfigError`, exit code 2)
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib.resources
 import math
@@ -22,11 +23,11 @@ import yaml
 from pebench.models.tasks import list_tasks
 
 from .core.errors import ConfigError
-from .core.options import check_bounds, option, parse_bool
+from .core.options import check_bounds, flag_values, option, parse_bool
 
 __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_presets", "merge",
            "resolve", "config_to_dict", "run_dir_for", "variant_name", "tokens_suffix", "parse_analyses", "ANALYSES",
-           "check_resolution_syntax",
+           "check_resolution_syntax", "merged_config", "run_config_from_args",
            "DEFAULT_PE_PREFERENCE"]
 
 #: keys of ``analysis_options`` / ``--analysis-option`` (pebench.analysis.evaluators.DEFAULT_OPTIONS; a test
@@ -400,3 +401,23 @@ def variant_name(cfg: RunConfig) -> str:
 def run_dir_for(cfg: RunConfig) -> Path:
     """``<out>/<dataset>/<pe-variant>/<model>/seed<S>``."""
     return Path(cfg.out) / cfg.dataset / variant_name(cfg) / cfg.model / f"seed{cfg.seed}"
+
+
+def run_config_from_args(args: argparse.Namespace) -> RunConfig:
+    """defaults < --preset < --config < flags -> resolved :class:`RunConfig`."""
+    return resolve(merged_config(args))
+
+
+def merged_config(args: argparse.Namespace) -> RunConfig:
+    """defaults < --preset < --config < flags, before :func:`resolve` (which may import torch)."""
+    layers: list[dict[str, Any]] = []
+    if getattr(args, "preset", None):
+        layers.append(load_preset(args.preset))
+    if getattr(args, "config", None):
+        layers.append(load_yaml_config(args.config))
+    base = merge(*layers)
+    flags = flag_values(args, RunConfig)
+    for key, value in flags.items():
+        if isinstance(value, dict):  # KEY=VALUE pairs update the file's mapping
+            flags[key] = {**getattr(base, key), **value}
+    return merge(dataclasses.asdict(base), flags)

@@ -27,6 +27,7 @@ import yaml
 
 from .core import fingerprint as _fingerprints
 from .core.errors import ConfigError
+from .core.locks import RunLock  # O_EXCL lock file with stale-pid detection
 from .core.fingerprint import NON_RESULT_KEYS, REPLICATE_KEYS, fingerprint, fingerprint_keys
 
 __all__ = ["NON_RESULT_KEYS", "REPLICATE_KEYS", "RUN_LOCK_NAME", "grouping_fingerprint", "fingerprint", "fingerprint_keys", "config_differences",
@@ -111,8 +112,6 @@ def run_dir_lock(run_dir: str | os.PathLike):
 
     Raises :class:`RunDirBusy` naming the holder when another live process holds it.
     """
-    from .sweep import RunLock  # the sweep's O_EXCL lock with stale-pid detection
-
     lock = RunLock(Path(run_dir) / RUN_LOCK_NAME)
     if lock.acquire():
         return lock

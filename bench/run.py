@@ -50,6 +50,9 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from pebench.datamodules import list_datamodules
+from pebench.encodings import list_pes
+
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
 from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
 from .core.io import atomic_write_json, atomic_write_yaml
@@ -69,19 +72,13 @@ ANALYSIS_KEYS = {"geometry": "geometry", "robustness": "robustness", "alpha": "a
 RESULT_KEYS = ("dataset", "pe", "variant", "pe_label", "model", "seed", "task", "status", "primary_metric", "metrics",
                "val_samples", "skipped_samples", "analyses", "config", "versions", "git_sha", "wall_time_s",
                "n_params", "run_dir", "resumed_from", "dataset_info")
-_SYNTHETIC_MODULES = ("shapes", "moving_shapes", "synthetic_events", "primitives")
 
 
 def load_registries() -> None:
-    """Import the PE and dataset registries (and, defensively, the embedded synthetic sets)."""
-    importlib.import_module("pebench.encodings")
-    dms = importlib.import_module("pebench.datamodules")
-    for mod in _SYNTHETIC_MODULES:
-        if mod.replace("_", "-") not in dms.list_datamodules():
-            try:
-                importlib.import_module(f"pebench.datamodules.{mod}")
-            except ImportError:
-                pass
+    """Import every PE and dataset module now (the registries are lazy: this is for a process that
+    forks many runs, e.g. a preloading sweep worker)."""
+    list_pes()
+    list_datamodules()
 
 
 def check_writable(out: str | Path) -> None:

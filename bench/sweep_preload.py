@@ -23,6 +23,7 @@ kernel for SIGTERM when its worker dies.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -33,6 +34,9 @@ from typing import Any
 from pebench.sweep import _INTERRUPT_GRACE_S, RunSpec, _die_with_parent, default_runner, runner_env
 
 __all__ = ["preload_runner", "preloaded_state"]
+
+#: the module whose ``main(argv)`` is ``bench`` (what ``RunSpec.command()`` runs with ``python -m``)
+ENTRY_MODULE = "pebench.cli"
 
 #: what this process preloaded with: {"threads": ..., "deterministic": ...}; empty before the first run
 _preloaded: dict[str, Any] = {}
@@ -63,8 +67,10 @@ def _preload(spec: RunSpec) -> None:
         from pebench.numerics import pin_cpu_numerics
 
         pin_cpu_numerics()  # before torch is imported
-    import pebench.cli  # noqa: F401 - the children call its main()
-    import pebench.run  # torch, Lightning, torchmetrics: the imports every run pays otherwise
+    # The entry point is named, not imported: the sweep sits below the CLI, and its children run
+    # `bench run` exactly as the subprocess runner does (`python -m pebench.cli run ...`).
+    importlib.import_module(ENTRY_MODULE)
+    import pebench.run  # deferred: start-up time (torch, Lightning, torchmetrics: what every run pays otherwise)
 
     pebench.run.load_registries()
     _preloaded.update(_wants(spec))
@@ -77,11 +83,9 @@ def _run_child(spec: RunSpec) -> None:
     try:
         _die_with_parent()
         signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C -> KeyboardInterrupt, as in bench run
-        from pebench.cli import main
-
         argv = spec.command()[3:]  # drop `python -m pebench.cli`
         sys.argv = ["bench", *argv]
-        code = int(main(argv) or 0)
+        code = int(importlib.import_module(ENTRY_MODULE).main(argv) or 0)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # noqa: BLE001 - report and exit like an uncaught exception would

@@ -54,8 +54,8 @@ from pebench.core.io import publish_dir
 
 from ..base import float_option, int_option
 from ..registry import register_datamodule
-from ..synthetic.synthetic_events import contrast_events
-from .gen1 import BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, Gen1DataModule, write_dat
+from .synthetic_events import contrast_events
+from ..events.gen1 import BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, Gen1DataModule, write_dat
 
 __all__ = ["EventsDetDataModule", "write_events_det", "render_recording", "SENSOR_HW"]
 
