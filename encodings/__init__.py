@@ -11,6 +11,9 @@ from .registry import build_pe, get_pe_class, list_pes, register_pe
 
 # Importing a PE module registers it. Keep this list in the CLI's preferred order.
 from . import none, ape, sincos, rope_axial, rope_mixed, lookhere, alibi, pape, pape_ri  # noqa: E402,F401
+from . import liere  # noqa: E402,F401
+from . import comrope  # noqa: E402,F401
+from . import string_pe  # noqa: E402,F401  (``string``; not string.py, which would shadow the stdlib module)
 
 __all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",
            "batch_coords", "build_pe", "list_pes", "get_pe_class", "register_pe", "PEOption", "pe_options",
