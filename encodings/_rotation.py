@@ -9,7 +9,8 @@ with ``s_a`` a fixed per-axis coordinate scale (each PE's rule for normalised po
 remaining ``d - m * b`` channels are not rotated. Prefix (CLS) tokens get the identity.
 
 The exponential is ``torch.matrix_exp`` (exact up to floating point, differentiable), computed in
-float32 or wider. Whether ``R(r_i)^T R(r_j)`` depends on ``r_j - r_i`` only is the PE's business:
+float32 or wider with autocast off (mixed precision would run the products in bf16/fp16); the rotated
+q and k are cast back to their dtype. Whether ``R(r_i)^T R(r_j)`` depends on ``r_j - r_i`` only is the PE's business:
 it does iff the generators ``G[h, a, k]`` of each block commute over ``a``.
 """
 from __future__ import annotations
@@ -21,7 +22,12 @@ from torch import Tensor
 
 from .base import PEConfigError, batch_coords
 
-__all__ = ["skew", "skew_from_upper", "block_rotations", "apply_block_rotation", "grid_coord_scale"]
+__all__ = ["skew", "skew_from_upper", "block_rotations", "apply_block_rotation", "grid_coord_scale", "full_precision"]
+
+
+def full_precision(t: Tensor) -> torch.autocast:
+    """A context with autocast off on ``t``'s device (rotation maths stays in float32 or wider)."""
+    return torch.autocast(t.device.type, enabled=False)
 
 
 def skew(m: Tensor) -> Tensor:
@@ -47,9 +53,10 @@ def block_rotations(coords: Tensor, generators: Tensor, scale: Tensor, batch_siz
     """
     dt = torch.promote_types(dtype, torch.float32)
     b = 1 if coords.dim() == 2 else batch_size
-    c = batch_coords(coords, b).to(dt) * scale.to(device=coords.device, dtype=dt)  # (B|1, N, p)
-    log_r = torch.einsum("znp,hpkij->zhnkij", c, generators.to(dt))  # (B|1, H, N, m, b, b)
-    return torch.linalg.matrix_exp(log_r.contiguous())
+    with full_precision(coords):
+        c = batch_coords(coords, b).to(dt) * scale.to(device=coords.device, dtype=dt)  # (B|1, N, p)
+        log_r = torch.einsum("znp,hpkij->zhnkij", c, generators.to(dt))  # (B|1, H, N, m, b, b)
+        return torch.linalg.matrix_exp(log_r.contiguous())
 
 
 def apply_block_rotation(t: Tensor, rot: Tensor, num_prefix_tokens: int) -> Tensor:
@@ -59,7 +66,8 @@ def apply_block_rotation(t: Tensor, rot: Tensor, num_prefix_tokens: int) -> Tens
     m, b = rot.shape[-3], rot.shape[-1]
     width = m * b
     x = t[:, :, P:, :width].to(rot.dtype).unflatten(-1, (m, b)).unsqueeze(-1)  # (B, H, N, m, b, 1)
-    y = (rot @ x).squeeze(-1).flatten(-2).to(t.dtype)  # (B, H, N, m * b)
+    with full_precision(t):
+        y = (rot @ x).squeeze(-1).flatten(-2).to(t.dtype)  # (B, H, N, m * b)
     patch = torch.cat([y, t[:, :, P:, width:]], dim=-1)  # (B, H, N, d)
     return torch.cat([t[:, :, :P], patch], dim=2)
 

@@ -131,7 +131,8 @@ class AxialRoPELayer(LayerPE):
         dt = torch.promote_types(dtype, torch.float32)
         c = batch_coords(coords, batch_size).to(dt)  # (B, N, p)
         if self.freq_matrix is not None:
-            return (c @ self.freq_matrix.to(device=c.device, dtype=dt)).unsqueeze(1)  # (B, 1, N, d/2)
+            m = self.freq_matrix.to(device=c.device, dtype=dt)  # (p, d/2); elementwise, not matmul: no autocast
+            return (c.unsqueeze(-1) * m).sum(-2).unsqueeze(1)  # (B, 1, N, d/2)
         ang = c.unsqueeze(-1) * self.omega(c.device, dt)  # (B, N, p, F)
         return ang.flatten(-2).unsqueeze(1)  # (B, 1, N, p * F)
 

@@ -20,6 +20,7 @@ which depends on ``r_j - r_i`` only. (Applied the other way round, ``P RoPE(r)``
   ``l_a = c_a - reverse(c_a)``, in O(d log d). Init (pebench's): ``c_a`` entries ``N(0, 1 / (8 d))``,
   so the eigen-frequencies have std 1/2 rad per patch.
 * Coords are in patch units (as rope-axial / rope-mixed); parameters are excluded from weight decay.
+* Computed in float32 or wider with autocast off; the rotated q and k keep their dtype.
 * CLS: prefix tokens get the identity (neither ``P`` nor RoPE).
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from ._rotation import skew_from_upper
+from ._rotation import full_precision, skew_from_upper
 from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .options import PEOption
 from .registry import register_pe
@@ -66,17 +67,22 @@ class CayleySTRINGLayer(LayerPE):
         return cayley(skew_from_upper(self.upper.to(dt), self.head_dim))
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        with full_precision(q):  # P, the angles and the basis change in float32 or wider
+            return self._qk(q, k, coords)
+
+    def _qk(self, q: Tensor, k: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         P = self.num_prefix_tokens
         orth = self.orthogonal(q.dtype)  # (H, d, d)
         dt = orth.dtype
 
-        def change_basis(t: Tensor) -> Tensor:  # P t on patch rows: (B, H, P + N, d)
-            patch = torch.einsum("hij,bhnj->bhni", orth, t[:, :, P:].to(dt)).to(t.dtype)
-            return torch.cat([t[:, :, :P], patch], dim=2)
+        def change_basis(t: Tensor) -> Tensor:  # P t on patch rows: (B, H, P + N, d), in dt
+            t = t.to(dt)
+            return torch.cat([t[:, :, :P], torch.einsum("hij,bhnj->bhni", orth, t[:, :, P:])], dim=2)
 
         c = batch_coords(coords, q.shape[0]).to(dt)  # (B, N, p)
         angles = torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))  # (B, H, N, d/2)
-        return apply_rope(change_basis(q), change_basis(k), angles, P)
+        qr, kr = apply_rope(change_basis(q), change_basis(k), angles, P)
+        return qr.to(q.dtype), kr.to(k.dtype)
 
 
 class CirculantSTRINGLayer(LayerPE):
@@ -95,6 +101,10 @@ class CirculantSTRINGLayer(LayerPE):
         return torch.fft.fft(l).imag  # the real part is 0 (l is real and odd)
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        with full_precision(q):  # the phases and FFTs in float32 or wider
+            return self._qk(q, k, coords)
+
+    def _qk(self, q: Tensor, k: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         P = self.num_prefix_tokens
         lam = self.eigenvalues(q.dtype)  # (p, H, d)
         dt = lam.dtype
