@@ -81,8 +81,9 @@ class LieRELayer(LayerPE):
 class LieRE(PositionalEncoding):
     """LieRE: ``R(r) = expm(sum_a s_a r_a A_a)``, learned dense skew generators per layer and head."""
     options = (
-        PEOption("block_size", "int", None, "generator block size in channels (default: the head dim, one dense block)"),
-        PEOption("per_layer", "bool", True, "one set of generators per block (False: shared by all blocks)"),
+        PEOption("block_size", "int", None,
+                 "generator block size in channels (default: the head dim, one dense block)"),
+        PEOption("per_layer", "bool", True, "one set of generators per block (false: one set shared by all blocks)"),
         PEOption("coord_scale", "floats", None,
                  "per-axis position scale (default: 1/(G-1) per training-grid axis, positions in [0, 1])"),
     )

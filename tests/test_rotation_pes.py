@@ -19,12 +19,13 @@ from pebench.cli import main
 from pebench.encodings import PEConfigError, build_pe, pe_options, variant_label
 from pebench.encodings.rope_axial import LAYOUTS
 from pebench.models import Attention, build_backbone, grid_coords
-from rotation_refs import naive_logits, rotation_matrices
+from rotation_refs import layout_pair_angles, naive_logits, rotation_matrices
 
 #: (PE, options) pairs under test: every new PE and variant, and the non-axial rope-axial layouts
 CASES = [("liere", {}), ("liere", {"block_size": 8, "per_layer": False}), ("comrope", {}),
-         ("comrope", {"variant": "ap", "block_size": 4}), ("comrope", {"block_size": 4, "coord_scale": [0.5, 0.25, 1.0]}),
-         ("string", {}), ("string", {"p_form": "circulant"})] + [("rope-axial", {"layout": l}) for l in LAYOUTS[1:]]
+         ("comrope", {"variant": "ap", "block_size": 4}),
+         ("comrope", {"block_size": 4, "coord_scale": [0.5, 0.25, 1.0]}), ("string", {}),
+         ("string", {"p_form": "circulant"})] + [("rope-axial", {"layout": lay}) for lay in LAYOUTS[1:]]
 IDS = [variant_label(n, o) for n, o in CASES]
 RELATIVE = [(n, o) for n, o in CASES if n != "liere"]
 D, H = 32, 2  # head dim 16
@@ -273,7 +274,6 @@ def test_string_defaults():
 
 
 def test_layouts_published_sections_and_axial_default():
-    from rotation_refs import layout_pair_angles
     # at head dim 128 (64 pairs) the rules give the published sections
     c = torch.eye(3, dtype=torch.float64)  # unit t, y, x
     for layout, sections in (("mrope", (16, 24, 24)), ("mrope-interleaved", (24, 20, 20)),
