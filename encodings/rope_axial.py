@@ -30,7 +30,9 @@ each pair to an axis; pair ``k`` of axis ``a`` is rotated by ``c_a * w_k``:
 * ``videorope`` (Wei et al., ICML 2025, "VideoRoPE: What Makes for Good Video Rotary Position
   Embedding?"): low-frequency temporal allocation, the lowest ``F // 4`` pairs on ``t``, the rest
   alternate ``y, x, y, x, ...``; diagonal layout, the spatial positions are offset by the (scaled) time
-  index, ``(t', y + t', x + t')``; adjustable temporal spacing ``t' = 2 t`` (the paper's ``delta = 2``).
+  index, ``(t', y + t', x + t')``; adjustable temporal spacing ``t' = 2 t``. As read from the official
+  code (Wiselnn570/VideoRoPE: Qwen2-VL's sections, ``t`` on the last quarter, scale factor 2.0 in its
+  evaluation scripts); its centring of ``y`` and ``x`` on the frame adds a constant, which cancels.
 
 With 2-D coords (images: ``y``, ``x``) the ``t`` pairs are not rotated (the time index of a single
 frame is constant, so its relative angle is 0). Qwen's code rotates half-split channel pairs
