@@ -15,6 +15,30 @@ Transformer" (RoPE-Axial), generalised here to ``p`` axes.
 * The angle is a linear function of the coords, so any grid, unseen grids and non-grid
   coords work as-is; logits depend on ``r_j - r_i`` only (translation invariant).
 * CLS: prefix tokens get the identity rotation (angle 0).
+
+Frequency layouts (option ``layout``, for video / events: axis 0 is time ``t``, then ``y``, ``x``).
+``axial`` is the layout above (the default, unchanged). The others use one 1-D RoPE frequency
+ladder over all ``F = d/2`` pairs, ``w_k = base^(-k/F)`` (pair 0 the highest frequency), and assign
+each pair to an axis; pair ``k`` of axis ``a`` is rotated by ``c_a * w_k``:
+
+* ``mrope`` (Qwen2-VL's M-RoPE): contiguous sections ``t | y | x`` from the highest frequency down;
+  Qwen2-VL's sections ``(16, 24, 24)`` of 64 pairs, scaled to ``F`` by the rule ``t = F // 4``,
+  ``y = (F - t) // 2``, ``x = F - t - y`` (F = 16 at vit-nano: 4, 6, 6).
+* ``mrope-interleaved`` (Qwen3-VL): axes cycle ``t, y, x, t, y, x, ...`` from pair 0 while ``y`` and
+  ``x`` have pairs left, the remaining (lowest-frequency) pairs go to ``t``; Qwen3-VL's sections
+  ``(24, 20, 20)`` of 64 pairs, scaled by ``y = x = 5F // 16``, ``t = F - y - x`` (F = 16: 6, 5, 5).
+* ``videorope`` (Wei et al., ICML 2025, "VideoRoPE: What Makes for Good Video Rotary Position
+  Embedding?"): low-frequency temporal allocation, the lowest ``F // 4`` pairs on ``t``, the rest
+  alternate ``y, x, y, x, ...``; diagonal layout, the spatial positions are offset by the (scaled) time
+  index, ``(t', y + t', x + t')``; adjustable temporal spacing ``t' = 2 t``. As read from the official
+  code (Wiselnn570/VideoRoPE: Qwen2-VL's sections, ``t`` on the last quarter, scale factor 2.0 in its
+  evaluation scripts); its centring of ``y`` and ``x`` on the frame adds a constant, which cancels.
+
+With 2-D coords (images: ``y``, ``x``) the ``t`` pairs are not rotated (the time index of a single
+frame is constant, so its relative angle is 0). Qwen's code rotates half-split channel pairs
+(``rotate_half``); pebench pairs adjacent channels, a fixed channel permutation that the qkv
+projection absorbs. ``base`` stays pebench's 100 for every layout (the LLMs' 10^6 is for text
+positions in the thousands). Every layout is linear in the coords, hence exactly relative.
 """
 from __future__ import annotations
 
@@ -29,7 +53,12 @@ from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch
 from .options import PEOption
 from .registry import register_pe
 
-__all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "apply_rope"]
+__all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "apply_rope", "LAYOUTS", "layout_frequencies"]
+
+#: Frequency layouts of ``rope-axial`` (see the module docstring).
+LAYOUTS = ("axial", "mrope", "mrope-interleaved", "videorope")
+#: VideoRoPE's adjustable temporal spacing (its delta).
+VIDEOROPE_TIME_SCALE = 2.0
 
 
 def rope_sin_cos(angles: Tensor, head_dim: int, num_prefix_tokens: int) -> tuple[Tensor, Tensor]:
@@ -45,6 +74,38 @@ def rope_sin_cos(angles: Tensor, head_dim: int, num_prefix_tokens: int) -> tuple
     return sin, cos
 
 
+def _pair_axes(layout: str, n_pairs: int) -> list[int]:
+    """The axis (0 = t, 1 = y, 2 = x) of each of the ``n_pairs`` pairs, highest frequency first."""
+    F_ = n_pairs
+    if layout == "mrope":
+        t = F_ // 4
+        y = (F_ - t) // 2
+        return [0] * t + [1] * y + [2] * (F_ - t - y)
+    if layout == "mrope-interleaved":
+        y = 5 * F_ // 16
+        return [k % 3 if k < 3 * y else 0 for k in range(F_)]
+    if layout == "videorope":
+        t = F_ // 4
+        return [1 + k % 2 for k in range(F_ - t)] + [0] * t
+    raise ValueError(f"no pair assignment for layout {layout!r}")
+
+
+def layout_frequencies(layout: str, head_dim: int, spatial_dims: int, base: float) -> Tensor:
+    """Frequency matrix ``M: (p, d/2)`` float64 of a non-axial layout: pair ``k`` is rotated by
+    ``sum_a c_a M[a, k]`` (see the module docstring)."""
+    if spatial_dims not in (2, 3):
+        raise PEConfigError(f"rope-axial layout {layout!r} needs 2-D or 3-D coords, got p={spatial_dims}")
+    n_pairs = head_dim // 2
+    omega = base ** (-torch.arange(n_pairs, dtype=torch.float64) / n_pairs)  # (F,)
+    axes = _pair_axes(layout, n_pairs)
+    m = torch.zeros(3, n_pairs, dtype=torch.float64)  # rows t, y, x
+    for k, a in enumerate(axes):
+        m[a, k] = omega[k]
+    if layout == "videorope":  # t' = 2 t drives its own pairs and, by the diagonal offset, the spatial ones
+        m[0] = VIDEOROPE_TIME_SCALE * omega
+    return m if spatial_dims == 3 else m[1:]  # images: no time axis (its pairs stay unrotated)
+
+
 def apply_rope(q: Tensor, k: Tensor, angles: Tensor, num_prefix_tokens: int) -> tuple[Tensor, Tensor]:
     """Rotate q, k ``(B, H, P + N, d)`` by pair angles ``(B, H|1, N, F)``."""
     sin, cos = rope_sin_cos(angles, q.shape[-1], num_prefix_tokens)
@@ -52,13 +113,15 @@ def apply_rope(q: Tensor, k: Tensor, angles: Tensor, num_prefix_tokens: int) -> 
 
 
 class AxialRoPELayer(LayerPE):
-    """Stateless per-layer part (all layers share it): rotates q and k."""
+    """Stateless per-layer part (all layers share it): rotates q and k. ``freq_matrix`` ``(p, d/2)``:
+    a non-axial layout's frequencies (:func:`layout_frequencies`); ``None``: the axial layout."""
 
-    def __init__(self, base: float, n_freq: int, num_prefix_tokens: int) -> None:
+    def __init__(self, base: float, n_freq: int, num_prefix_tokens: int, freq_matrix: Tensor | None = None) -> None:
         super().__init__()
         self.base = base
         self.n_freq = n_freq
         self.num_prefix_tokens = num_prefix_tokens
+        self.freq_matrix = freq_matrix  # (p, d/2) float64 or None; a plain attribute (no state_dict entry)
         self._tables = CoordsCache()
 
     def omega(self, device: torch.device, dtype: torch.dtype) -> Tensor:
@@ -66,9 +129,12 @@ class AxialRoPELayer(LayerPE):
         return self.base ** (-torch.arange(self.n_freq, device=device, dtype=dtype) / self.n_freq)
 
     def angles(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
-        """Pair angles ``(B, 1, N, p * F)``, axis-major."""
+        """Pair angles ``(B, 1, N, p * F)``, axis-major (a non-axial layout: ``(B, 1, N, d/2)``)."""
         dt = torch.promote_types(dtype, torch.float32)
         c = batch_coords(coords, batch_size).to(dt)  # (B, N, p)
+        if self.freq_matrix is not None:
+            m = self.freq_matrix.to(device=c.device, dtype=dt)  # (p, d/2); elementwise, not matmul: no autocast
+            return (c.unsqueeze(-1) * m).sum(-2).unsqueeze(1)  # (B, 1, N, d/2)
         ang = c.unsqueeze(-1) * self.omega(c.device, dt)  # (B, N, p, F)
         return ang.flatten(-2).unsqueeze(1)  # (B, 1, N, p * F)
 
@@ -87,11 +153,14 @@ class AxialRoPELayer(LayerPE):
 
 @register_pe("rope-axial", order=30)
 class AxialRoPE(PositionalEncoding):
-    """Axial RoPE (no parameters). Option: ``base`` (default 100)."""
-    options = (PEOption("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),)
+    """Axial RoPE (no parameters). Options: ``base`` (default 100), ``layout`` (default ``axial``)."""
+    options = (PEOption("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),
+               PEOption("layout", "str", "axial", "frequency layout over t/y/x: axial (per-axis ladders), mrope "
+                        "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope", choices=LAYOUTS))
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
-                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, base: float = 100.0) -> None:
+                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, base: float = 100.0,
+                 layout: str = "axial") -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if self.head_dim % 2:
             raise PEConfigError(f"rope-axial needs an even head dim, got {self.head_dim}")
@@ -100,8 +169,12 @@ class AxialRoPE(PositionalEncoding):
             raise PEConfigError(f"rope-axial needs head_dim >= 2 * spatial_dims, got {self.head_dim}, p={spatial_dims}")
         if base <= 1:
             raise PEConfigError(f"rope-axial base must be > 1, got {base}")
+        if layout not in LAYOUTS:
+            raise PEConfigError(f"rope-axial layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
         self.base = float(base)
-        self.rope = AxialRoPELayer(self.base, n_freq, num_prefix_tokens)
+        self.layout = layout
+        matrix = None if layout == "axial" else layout_frequencies(layout, self.head_dim, spatial_dims, self.base)
+        self.rope = AxialRoPELayer(self.base, n_freq, num_prefix_tokens, matrix)
 
     def layer(self, i: int) -> LayerPE:
         return self.rope

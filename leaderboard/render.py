@@ -55,7 +55,8 @@ from .stats import bootstrap_mean_ci, paired_bootstrap, paired_differences, pair
 __all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_sort_key"]
 
 CANONICAL_PE_ORDER: tuple[str, ...] = (
-    "none", "ape", "sincos", "rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri",
+    "none", "ape", "sincos", "rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri", "liere", "comrope",
+    "string",
 )
 #: Fragility columns always present (image shifts, docs/architecture.md §4); other shift kinds follow sorted.
 DEFAULT_SHIFTS: tuple[str, ...] = ("jpeg", "blur")

@@ -23,7 +23,8 @@ def _card(pe: str) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def cards() -> dict[str, dict[str, float]]:
-    return {pe: _card(pe) for pe in ("none", "ape", "sincos", "rope-axial", "alibi", "pape-ri", "lookhere", "pape")}
+    return {pe: _card(pe) for pe in ("none", "ape", "sincos", "rope-axial", "alibi", "pape-ri", "lookhere", "pape",
+                                     "liere", "comrope", "string")}
 
 
 def test_none_is_neutral(cards):
@@ -36,16 +37,16 @@ def test_none_is_neutral(cards):
 
 
 def test_relative_pes_are_shift_invariant_absolute_ones_not(cards):
-    for pe in ("rope-axial", "alibi", "pape-ri", "lookhere", "pape"):
+    for pe in ("rope-axial", "alibi", "pape-ri", "lookhere", "pape", "comrope", "string"):
         assert cards[pe]["shift"] < TOL, pe
-    for pe in ("ape", "sincos"):
+    for pe in ("ape", "sincos", "liere"):  # liere: non-commuting generators, not exactly relative
         assert cards[pe]["shift"] > 1e-2, pe
 
 
 def test_rotation_and_mirror_invariance(cards):
     for pe in ("alibi", "pape-ri"):  # Euclidean distance only
         assert cards[pe]["rot90"] < TOL and cards[pe]["mirror"] < TOL, pe
-    for pe in ("rope-axial", "lookhere", "sincos", "pape"):  # axis- or direction-dependent
+    for pe in ("rope-axial", "lookhere", "sincos", "pape", "liere", "comrope", "string"):  # axis- or direction-dependent
         assert cards[pe]["rot90"] > 1e-2 and cards[pe]["mirror"] > 1e-2, pe
 
 

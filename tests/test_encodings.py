@@ -16,9 +16,12 @@ import torch
 
 from pebench.encodings import PEConfigError, build_pe, get_pe_class, list_pes
 from pebench.models import Attention, build_backbone, grid_coords
+from rotation_refs import rotated_qk
 
-ALL = ["none", "ape", "sincos", "rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri"]
-RELATIVE = ["rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri"]
+ALL = ["none", "ape", "sincos", "rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri", "liere", "comrope",
+       "string"]
+RELATIVE = ["rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri", "comrope", "string"]
+NOT_RELATIVE = ["ape", "sincos", "liere"]  # liere: its generators need not commute (encodings/liere.py)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -30,6 +33,8 @@ def randomise_pe(pe: torch.nn.Module, seed: int = 0) -> None:
             if name.endswith(("a_weight", "b_weight")):
                 prm.copy_(torch.randn(prm.shape, generator=g, dtype=prm.dtype) * 0.3)
             elif name.endswith(("b_bias", "wp")):
+                prm.copy_(torch.randn(prm.shape, generator=g, dtype=prm.dtype) * 0.3)
+            elif name.endswith("upper") and pe.name == "string":  # STRING's S starts at 0 (P = I)
                 prm.copy_(torch.randn(prm.shape, generator=g, dtype=prm.dtype) * 0.3)
 
 
@@ -60,6 +65,9 @@ def pe_terms(name, pe, layer_idx, q, k, x, coords, P):
     dist = diff.pow(2).sum(-1).sqrt()  # (B|1, N, N)
     qp, kp = q[:, :, P:], k[:, :, P:]
     xs = x[:, P:]
+    if name in ("liere", "comrope", "string"):  # full rotation matrices (tests/rotation_refs.py)
+        q, k = rotated_qk(pe, layer_idx, q, k, coords, P)
+        return q, k, None
     if name in ("rope-axial", "rope-mixed"):
         if name == "rope-axial":
             F_ = d // (2 * p)
@@ -232,7 +240,7 @@ def test_translation_invariance(name, p):
             y1 = m(x, coords + shift + 0.37, grid)
     if name in RELATIVE:
         torch.testing.assert_close(y1, y0, rtol=1e-8, atol=1e-8)
-    elif name in ("ape", "sincos"):
+    elif name in NOT_RELATIVE:
         assert (y1 - y0).abs().max() > 1e-3
     else:  # none
         torch.testing.assert_close(y1, y0)

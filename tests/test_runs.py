@@ -305,7 +305,8 @@ def test_list_pes_options_is_the_validated_declaration(capsys):
     for name, o in declared:
         row = listed[(name, o["key"])]
         assert row[2].startswith(o["type"]) and row[4] == o["help"]
-        shown = "none" if o["default"] is None else str(o["default"])
+        d = o["default"]
+        shown = "none" if d is None else ("true" if d else "false") if isinstance(d, bool) else str(d)
         assert row[3] == shown
     # a key that is not listed is rejected by the same declaration
     with pytest.raises((TypeError, PEConfigError)):

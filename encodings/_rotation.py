@@ -1,0 +1,80 @@
+"""Shared pieces of the learned-rotation PEs (``liere``, ``comrope``): block rotations from skew generators.
+
+Both PEs rotate the first ``m * b`` channels of every head by a block-diagonal rotation with ``m``
+blocks of size ``b``: block ``k`` of head ``h`` at position ``r`` is
+
+    R_hk(r) = expm( sum_a  s_a r_a G[h, a, k] ),     G[h, a, k]  (b, b) skew-symmetric,
+
+with ``s_a`` a fixed per-axis coordinate scale (each PE's rule for normalised positions). The
+remaining ``d - m * b`` channels are not rotated. Prefix (CLS) tokens get the identity.
+
+The exponential is ``torch.matrix_exp`` (exact up to floating point, differentiable), computed in
+float32 or wider with autocast off (mixed precision would run the products in bf16/fp16); the rotated
+q and k are cast back to their dtype. Whether ``R(r_i)^T R(r_j)`` depends on ``r_j - r_i`` only is the PE's business:
+it does iff the generators ``G[h, a, k]`` of each block commute over ``a``.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from .base import PEConfigError, batch_coords
+
+__all__ = ["skew", "skew_from_upper", "block_rotations", "apply_block_rotation", "grid_coord_scale", "full_precision"]
+
+
+def full_precision(t: Tensor) -> torch.autocast:
+    """A context with autocast off on ``t``'s device (rotation maths stays in float32 or wider)."""
+    return torch.autocast(t.device.type, enabled=False)
+
+
+def skew(m: Tensor) -> Tensor:
+    """``M - M^T`` over the last two dims (a skew-symmetric matrix from any square one)."""
+    return m - m.transpose(-1, -2)
+
+
+def skew_from_upper(upper: Tensor, b: int) -> Tensor:
+    """The skew-symmetric ``(..., b, b)`` matrix whose strict upper triangle (row-major) is
+    ``upper: (..., b(b-1)/2)``."""
+    rows, cols = torch.triu_indices(b, b, offset=1, device=upper.device)
+    full = upper.new_zeros(*upper.shape[:-1], b, b)
+    full[..., rows, cols] = upper
+    return skew(full)
+
+
+def block_rotations(coords: Tensor, generators: Tensor, scale: Tensor, batch_size: int,
+                    dtype: torch.dtype) -> Tensor:
+    """Rotation blocks ``(B|1, H, N, m, b, b)`` of ``expm(sum_a scale_a c_a G[:, a])``.
+
+    coords ``(N, p)`` (one table for the batch: leading dim 1) or ``(B, N, p)``; generators
+    ``(H, p, m, b, b)``; scale ``(p,)``. Computed in ``dtype`` promoted to float32 or wider.
+    """
+    dt = torch.promote_types(dtype, torch.float32)
+    b = 1 if coords.dim() == 2 else batch_size
+    with full_precision(coords):
+        c = batch_coords(coords, b).to(dt) * scale.to(device=coords.device, dtype=dt)  # (B|1, N, p)
+        log_r = torch.einsum("znp,hpkij->zhnkij", c, generators.to(dt))  # (B|1, H, N, m, b, b)
+        return torch.linalg.matrix_exp(log_r.contiguous())
+
+
+def apply_block_rotation(t: Tensor, rot: Tensor, num_prefix_tokens: int) -> Tensor:
+    """Rotate ``t: (B, H, P + N, d)`` by blocks ``rot: (B|1, H, N, m, b, b)`` (prefix rows and channels
+    past ``m * b`` unchanged); the result has ``t``'s dtype."""
+    P = num_prefix_tokens
+    m, b = rot.shape[-3], rot.shape[-1]
+    width = m * b
+    x = t[:, :, P:, :width].to(rot.dtype).unflatten(-1, (m, b)).unsqueeze(-1)  # (B, H, N, m, b, 1)
+    with full_precision(t):
+        y = (rot @ x).squeeze(-1).flatten(-2).to(t.dtype)  # (B, H, N, m * b)
+    patch = torch.cat([y, t[:, :, P:, width:]], dim=-1)  # (B, H, N, d)
+    return torch.cat([t[:, :, :P], patch], dim=2)
+
+
+def grid_coord_scale(values: Sequence[float], spatial_dims: int) -> Tensor:
+    """Per-axis scale ``(p,)`` from one value per axis (validated finite and > 0)."""
+    vals = [float(v) for v in values]
+    if len(vals) != spatial_dims or not all(v > 0 and v < float("inf") for v in vals):
+        raise PEConfigError(f"coordinate scales must be {spatial_dims} finite values > 0, got {vals}")
+    return torch.tensor(vals, dtype=torch.float64)

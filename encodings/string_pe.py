@@ -1,0 +1,158 @@
+"""``string``: STRING, RoPE with a learned orthogonal change of basis (exactly translation-invariant).
+
+Paper: Schenck et al., ICML 2025, "Learning the RoPEs: Better 2D and 3D Position Encodings with
+STRING". STRING is ``R(r) = expm(sum_a r_a L_a)`` with commuting learned skew generators ``L_a``;
+every such family is ``P^T RoPE(r) P`` for an orthogonal ``P`` and RoPE with learned frequencies,
+and the leading ``P^T`` cancels in ``q^T R(r_i)^T R(r_j) k``. So the rotation applied to q and k is
+
+    R(r) = RoPE(r) P        (P first, then RoPE),   R(r_i)^T R(r_j) = P^T RoPE(r_j - r_i) P,
+
+which depends on ``r_j - r_i`` only. (Applied the other way round, ``P RoPE(r)``, ``P`` would cancel.)
+
+* ``p_form`` ``cayley`` (default, Cayley-STRING): ``P = (I - S)(I + S)^{-1}`` with a learned
+  skew-symmetric ``S`` per layer and head (only its strict upper triangle is stored). ``S`` starts at
+  0, so ``P = I`` and STRING starts as the RoPE it wraps (pebench's init; the learned ``P`` leaves
+  the identity in training). ``RoPE(r)``: RoPE-Mixed's learnable frequencies ``(p, H, d/2)`` per layer
+  with its init (``theta``, default 10; see ``rope-mixed``), so the family is the general STRING.
+* ``p_form`` ``circulant`` (Circulant-STRING): ``L_a = C_a - C_a^T`` with ``C_a`` circulant (learned
+  first column ``c_a``, per layer and head); circulant matrices commute and the DFT diagonalises
+  them (``P`` the Fourier basis), so ``R(r) q = IFFT(exp(sum_a r_a FFT(l_a)) * FFT(q))`` with
+  ``l_a = c_a - reverse(c_a)``, in O(d log d). Init (pebench's): ``c_a`` entries ``N(0, 1 / (8 d))``,
+  so the eigen-frequencies have std 1/2 rad per patch.
+* Coords are in patch units (as rope-axial / rope-mixed); parameters are excluded from weight decay.
+* Computed in float32 or wider with autocast off; the rotated q and k keep their dtype.
+* CLS: prefix tokens get the identity (neither ``P`` nor RoPE).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ._rotation import full_precision, skew_from_upper
+from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .options import PEOption
+from .registry import register_pe
+from .rope_axial import apply_rope
+from .rope_mixed import init_mixed_freqs
+
+__all__ = ["STRING", "CayleySTRINGLayer", "CirculantSTRINGLayer", "cayley", "P_FORMS"]
+
+P_FORMS = ("cayley", "circulant")
+
+
+def cayley(s: Tensor) -> Tensor:
+    """Cayley transform ``(I - S)(I + S)^{-1}`` of skew ``S: (..., d, d)`` (orthogonal, det 1)."""
+    eye = torch.eye(s.shape[-1], dtype=s.dtype, device=s.device)
+    # (I - S) and (I + S)^{-1} commute, so this is also (I + S)^{-1} (I - S): one solve
+    return torch.linalg.solve(eye + s, eye - s)
+
+
+class CayleySTRINGLayer(LayerPE):
+    """``R(r) = RoPE_mixed(r) P``: skew upper triangles ``upper: (H, d(d-1)/2)``, frequencies ``freqs: (p, H, d/2)``."""
+
+    def __init__(self, freqs: Tensor, head_dim: int, num_prefix_tokens: int) -> None:
+        super().__init__()
+        num_heads = freqs.shape[1]
+        self.upper = nn.Parameter(torch.zeros(num_heads, head_dim * (head_dim - 1) // 2))
+        self.freqs = nn.Parameter(freqs)  # (p, H, d/2)
+        self.head_dim = head_dim
+        self.num_prefix_tokens = num_prefix_tokens
+
+    def orthogonal(self, dtype: torch.dtype) -> Tensor:
+        """``P: (H, d, d)`` in ``dtype`` promoted to float32 or wider."""
+        dt = torch.promote_types(dtype, torch.float32)
+        return cayley(skew_from_upper(self.upper.to(dt), self.head_dim))
+
+    def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        with full_precision(q):  # P, the angles and the basis change in float32 or wider
+            return self._qk(q, k, coords)
+
+    def _qk(self, q: Tensor, k: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        P = self.num_prefix_tokens
+        orth = self.orthogonal(q.dtype)  # (H, d, d)
+        dt = orth.dtype
+
+        def change_basis(t: Tensor) -> Tensor:  # P t on patch rows: (B, H, P + N, d), in dt
+            t = t.to(dt)
+            return torch.cat([t[:, :, :P], torch.einsum("hij,bhnj->bhni", orth, t[:, :, P:])], dim=2)
+
+        c = batch_coords(coords, q.shape[0]).to(dt)  # (B, N, p)
+        angles = torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))  # (B, H, N, d/2)
+        qr, kr = apply_rope(change_basis(q), change_basis(k), angles, P)
+        return qr.to(q.dtype), kr.to(k.dtype)
+
+
+class CirculantSTRINGLayer(LayerPE):
+    """``R(r) = expm(sum_a r_a (C_a - C_a^T))``, circulant ``C_a``: first columns ``cols: (p, H, d)``."""
+
+    def __init__(self, cols: Tensor, num_prefix_tokens: int) -> None:
+        super().__init__()
+        self.cols = nn.Parameter(cols)  # (p, H, d)
+        self.num_prefix_tokens = num_prefix_tokens
+
+    def eigenvalues(self, dtype: torch.dtype) -> Tensor:
+        """Imaginary parts ``(p, H, d)`` of the eigenvalues of ``C_a - C_a^T`` (in DFT order)."""
+        dt = torch.promote_types(dtype, torch.float32)
+        c = self.cols.to(dt)
+        l = c - torch.roll(torch.flip(c, dims=[-1]), 1, dims=-1)  # first column of C - C^T
+        return torch.fft.fft(l).imag  # the real part is 0 (l is real and odd)
+
+    def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        with full_precision(q):  # the phases and FFTs in float32 or wider
+            return self._qk(q, k, coords)
+
+    def _qk(self, q: Tensor, k: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        P = self.num_prefix_tokens
+        lam = self.eigenvalues(q.dtype)  # (p, H, d)
+        dt = lam.dtype
+        c = batch_coords(coords, q.shape[0]).to(dt)  # (B, N, p)
+        phase = torch.polar(torch.ones((), dtype=dt, device=lam.device),
+                            torch.einsum("bnp,phd->bhnd", c, lam))  # (B, H, N, d): exp(i sum_a r_a lam_a)
+
+        def rotate(t: Tensor) -> Tensor:
+            patch = torch.fft.ifft(phase * torch.fft.fft(t[:, :, P:].to(dt))).real.to(t.dtype)
+            return torch.cat([t[:, :, :P], patch], dim=2)
+
+        return rotate(q), rotate(k)
+
+
+@register_pe("string", order=110)
+class STRING(PositionalEncoding):
+    """STRING: ``R(r) = RoPE(r) P`` with a learned orthogonal ``P`` (Cayley) or circulant generators."""
+    options = (
+        PEOption("p_form", "str", "cayley", "cayley: P = (I - S)(I + S)^-1 with RoPE-Mixed frequencies; "
+                 "circulant: circulant skew generators (FFT)", choices=P_FORMS),
+        PEOption("theta", "float", 10.0, "cayley: frequency base of the initial RoPE-Mixed frequencies"),
+    )
+
+    def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
+                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, p_form: str = "cayley",
+                 theta: float = 10.0) -> None:
+        super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
+        if p_form not in P_FORMS:
+            raise PEConfigError(f"string p_form must be one of {', '.join(P_FORMS)}, got {p_form!r}")
+        if self.head_dim % 2 or self.head_dim // 2 < spatial_dims:
+            raise PEConfigError(f"string needs an even head dim >= 2 * spatial_dims, got {self.head_dim}, "
+                                f"p={spatial_dims}")
+        if not theta > 1:
+            raise PEConfigError(f"string theta must be > 1, got {theta}")
+        self.p_form, self.theta = p_form, float(theta)
+        d = self.head_dim
+        if p_form == "cayley":
+            layers = (CayleySTRINGLayer(init_mixed_freqs(spatial_dims, num_heads, d, self.theta), d, num_prefix_tokens)
+                      for _ in range(depth))
+        else:
+            std = 1.0 / math.sqrt(8 * d)
+            layers = (CirculantSTRINGLayer(torch.randn(spatial_dims, num_heads, d) * std, num_prefix_tokens)
+                      for _ in range(depth))
+        self.layers = nn.ModuleList(layers)
+
+    def layer(self, i: int) -> LayerPE:
+        return self.layers[i]
+
+    def no_weight_decay(self) -> set[str]:
+        names = ("upper", "freqs") if self.p_form == "cayley" else ("cols",)
+        return {f"layers.{i}.{n}" for i in range(self.depth) for n in names}
