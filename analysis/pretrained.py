@@ -200,8 +200,10 @@ class TimmPE:
 
     @alpha.setter
     def alpha(self, value: float) -> None:
-        if not self.additive:
-            raise ValueError(f"alpha scales an additive APE; {self.name} has none")
+        if not self.additive:  # alpha = 1 (the model as it is) is the only value without an APE
+            if float(value) != 1.0:
+                raise ValueError(f"alpha scales an additive APE; {self.name} has none")
+            return
         pos = self._model.pos_embed  # (1, P' + N, D), P' = prefix entries of the table
         if self._table is None:
             self._table = pos.detach().clone()
