@@ -270,17 +270,30 @@ class TimmTask(nn.Module):
         try:
             self.model = timm.create_model(name, pretrained=False, num_classes=int(num_classes),
                                            dynamic_img_size=True, **options)
-        except TypeError as e:  # an option the model does not take
-            raise ValueError(f"timm model {name!r}: {' '.join(str(e).split())}") from None
+        except (TypeError, AssertionError) as e:  # an option the model does not take, or a bad value
+            raise ValueError(f"timm model {name!r} with options {options}: "
+                             f"{' '.join(str(e).split()) or type(e).__name__}") from None
         if not isinstance(self.model, SUPPORTED_CLASSES):
             raise ValueError(f"timm model {name!r} is a {type(self.model).__name__}; bench analyze reads "
                              f"timm's {' and '.join(c.__name__ for c in SUPPORTED_CLASSES)} models")
         self.backbone = _Backbone(self.model)
         self.tokenizer = _PatchGrid(self.model.patch_embed.patch_size)
-        scale, shift = input_affine or ([1.0] * 3, [0.0] * 3)
-        self.register_buffer("in_scale", torch.tensor(scale, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
-        self.register_buffer("in_shift", torch.tensor(shift, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
-        self.head = nn.Linear(self.backbone.embed_dim, int(head_classes)) if head_classes else None
+        self.register_buffer("in_scale", torch.ones(1, self.in_chans, 1, 1), persistent=False)
+        self.register_buffer("in_shift", torch.zeros(1, self.in_chans, 1, 1), persistent=False)
+        self.set_input_affine(input_affine)
+        width = int(getattr(self.model, "head_hidden_size", self.model.num_features))  # pooled feature size
+        self.head = nn.Linear(width, int(head_classes)) if head_classes else None
+
+    def set_input_affine(self, affine: tuple[Sequence[float], Sequence[float]] | None) -> None:
+        """Set the per-channel map ``x * scale + shift`` from the datamodule's inputs to the model's
+        (``None``: identity); see :func:`input_affine_for`."""
+        scale, shift = affine or ([1.0] * self.in_chans, [0.0] * self.in_chans)
+        if len(scale) != self.in_chans or len(shift) != self.in_chans:
+            raise ValueError(f"input map has {len(scale)} channels; the model takes {self.in_chans}")
+        with torch.no_grad():
+            self.in_scale.copy_(torch.tensor(list(scale), dtype=torch.float32).view(1, -1, 1, 1))
+            self.in_shift.copy_(torch.tensor(list(shift), dtype=torch.float32).view(1, -1, 1, 1))
+        self.hparams["input_affine"] = None if affine is None else ([float(v) for v in scale], [float(v) for v in shift])
 
     @property
     def in_chans(self) -> int:

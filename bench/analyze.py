@@ -116,17 +116,18 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
     if args.head == "native" and num_classes != dm.num_classes:
         raise ConfigError(f"--head native needs a classifier for {dm.num_classes} classes; the checkpoint's has "
                           f"{num_classes}; use --head probe")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(args.seed)
-        probe = TimmTask(name, dict(args.model_option), num_classes=num_classes)  # for the input map only
-        affine = input_affine_for(dm, probe.model)
-        task = TimmTask(name, dict(args.model_option), num_classes=num_classes, input_affine=affine,
-                        head_classes=dm.num_classes if args.head == "probe" else 0)
-    del probe
-    task.load_checkpoint(sd, str(args.checkpoint))
+    task = TimmTask(name, dict(args.model_option), num_classes=num_classes,
+                    head_classes=dm.num_classes if args.head == "probe" else 0)
+    try:
+        task.load_checkpoint(sd, str(args.checkpoint))
+    except ValueError as e:
+        hint = " (a checkpoint made at another img_size / patch_size: pass them with --model-option)" \
+            if "'pos_embed'" in str(e) or "'patch_embed." in str(e) else ""
+        raise type(e)(f"{e}{hint}") from None
     shape = tuple(dm.input_shape())
     if shape[0] != task.in_chans:
         raise ConfigError(f"{args.dataset!r} has {shape[0]} input channels; timm:{name} takes {task.in_chans}")
+    task.set_input_affine(input_affine_for(dm, task.model))
     try:
         task.tokenizer.grid_for(shape[-2:])
     except ValueError as e:
