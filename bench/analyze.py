@@ -107,8 +107,17 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
     dm_cls = get_datamodule_class(args.dataset)
     if dm_cls.modality != "image":
         raise ConfigError(f"bench analyze reads image datasets; {args.dataset!r} is {dm_cls.modality} data")
+    if str(getattr(dm_cls, "default_task", "classification")) != "classification":
+        raise ConfigError(f"bench analyze reads classification datasets; {args.dataset!r} is a "
+                          f"{dm_cls.default_task} dataset")
     dm = dm_cls(batch_size=args.batch_size, num_workers=0, seed=args.seed, resolution=args.resolution,
                 data_root=args.data_root, **dict(args.data_option))
+    if args.head == "probe":
+        try:
+            dm.train_dataset()  # the probe's samples
+        except ValueError as e:
+            raise ConfigError(f"--head probe needs a training split: {e}; use --head native with a "
+                              f"checkpoint trained on these classes") from None
 
     sd = read_state_dict(args.checkpoint)
     head_w = sd.get("head.weight")
