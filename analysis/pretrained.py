@@ -87,11 +87,11 @@ from .geometry import TAPS
 from .robustness import image_codec
 
 __all__ = ["TimmTask", "TimmPE", "CheckpointError", "read_state_dict", "check_state_dict", "file_sha256",
-           "pe_family", "extrapolation_rule", "TAP_SOURCES", "input_affine_for", "fit_probe", "accuracy", "HEADS", "SUPPORTED_CLASSES"]
+           "pe_family", "extrapolation_rule", "TAP_SOURCES", "input_affine_for", "fit_probe", "accuracy",
+           "SUPPORTED_CLASSES", "PROBE_RIDGE"]
 
 #: timm model classes the adapter reads (subclasses included)
 SUPPORTED_CLASSES = (VisionTransformer, Eva)
-HEADS = ("probe", "native")
 #: ridge strength of the linear probe, relative to the mean feature variance (standardised features)
 PROBE_RIDGE = 1e-2
 _ROPE_NAMES = ((RotaryEmbeddingMixed, "rope-mixed"), (RotaryEmbeddingDinoV3, "rope-dinov3"),
@@ -293,7 +293,8 @@ class TimmTask(nn.Module):
         with torch.no_grad():
             self.in_scale.copy_(torch.tensor(list(scale), dtype=torch.float32).view(1, -1, 1, 1))
             self.in_shift.copy_(torch.tensor(list(shift), dtype=torch.float32).view(1, -1, 1, 1))
-        self.hparams["input_affine"] = None if affine is None else ([float(v) for v in scale], [float(v) for v in shift])
+        self.hparams["input_affine"] = None if affine is None else ([float(v) for v in scale],
+                                                                    [float(v) for v in shift])
 
     @property
     def in_chans(self) -> int:
@@ -393,7 +394,8 @@ def _ordered(dataset: Any, n: int | None, batch_size: int) -> DataLoader:
 def fit_probe(task: TimmTask, datamodule: Any, samples: int | None, batch_size: int = 64) -> dict[str, Any]:
     """Fit ``task.head`` as a ridge-regression probe on timm's pooled features of the first
     ``samples`` training samples (in order). Closed form in float64 on standardised features:
-    ``W = (ZᵀZ + λ n I)⁻¹ Zᵀ(Y − Ȳ)``, ``λ =`` :data:`PROBE_RIDGE`. Returns ``{"samples", "train_acc1"}``."""
+    ``W = (ZᵀZ + λ n I)⁻¹ Zᵀ(Y − Ȳ)``, ``λ =`` :data:`PROBE_RIDGE`.
+    Returns ``{"samples", "train_acc1"}``."""
     if task.head is None:
         raise ValueError("fit_probe: the task has no probe head (head_classes = 0)")
     device = next(task.parameters()).device

@@ -1,8 +1,8 @@
 """Regenerate the end-to-end example of docs/analyze.md (``python examples/analyze_timm.py``).
 
 Builds a small timm ViT (``vit_tiny_patch16_224`` at 32 px with 8 px patches and 4 blocks, random
-weights from ``torch.manual_seed(1)``; the RPI null band's twin is initialised from the run's seed 0), saves it as safetensors the way the hub delivers timm
-weights, runs ``bench analyze`` on the embedded ``shapes`` dataset in a temporary directory and
+weights from ``torch.manual_seed(1)``; the RPI null band's twin is initialised from the run's seed
+0), saves it as safetensors the way the hub delivers timm weights, runs ``bench analyze`` on the embedded ``shapes`` dataset in a temporary directory and
 writes the command, its printed summary and the run's ``model_source`` between the
 ``<!-- example:start -->`` / ``<!-- example:end -->`` markers of docs/analyze.md. The summary's
 wall-time row is left out (it differs from run to run); everything else is printed as it comes.

@@ -15,8 +15,10 @@ import timm
 import torch
 from safetensors.torch import save_file
 
-from pebench.analysis.pretrained import CheckpointError, TimmTask, check_state_dict, read_state_dict
+from pebench.analysis.pretrained import CheckpointError, TimmTask, check_state_dict, input_affine_for, read_state_dict
+from pebench.analysis.robustness import image_codec
 from pebench.cli import main
+from pebench.datamodules import get_datamodule_class
 from pebench.runs import collect_runs
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -45,7 +47,7 @@ def _save(model: torch.nn.Module, path: str, how: str) -> None:
     if how == "safetensors":
         save_file(sd, path)
     else:
-        torch.save({"model": sd} if how == "model" else sd, path)
+        torch.save({how: sd} if how in ("model", "state_dict") else sd, path)
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +189,29 @@ def test_four_families_run_the_full_analysis_set(checkpoints, tmp_path, capsys):
     rows = collect_runs(out)
     assert sorted(r["model"] for r in rows) == sorted(f"timm:{n}" for n, *_ in FAMILIES.values())
     assert {r["status"] for r in rows} == {"complete"}
+
+
+def test_inputs_reach_the_model_in_its_own_normalisation(checkpoints):
+    """The datamodule's normalised batch -> [0, 1] -> the model's pretrained_cfg mean / std."""
+    dm = get_datamodule_class("shapes")(batch_size=4, seed=0)
+    task = _task("vit", checkpoints["vit"])
+    task.set_input_affine(input_affine_for(dm, task.model))
+    x = torch.randn(2, 3, 32, 32)
+    cfg = task.model.pretrained_cfg
+    mean, std = torch.tensor(cfg["mean"]).view(1, 3, 1, 1), torch.tensor(cfg["std"]).view(1, 3, 1, 1)
+    torch.testing.assert_close(task._prep(x), (image_codec(dm)[0](x) - mean) / std)
+
+
+def test_native_head(tmp_path, capsys):
+    """--head native uses the checkpoint's classifier; it must have the dataset's class count."""
+    torch.manual_seed(2)
+    for classes in (8, 10):
+        m = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=classes, **SMALL)
+        _save(m, str(tmp_path / f"head{classes}.pth"), "state_dict")
+    base = ["analyze", "--model", "timm:vit_tiny_patch16_224", "--dataset", "shapes", "--out", str(tmp_path / "out"),
+            "--head", "native", "--analyses", "robustness", *_model_args(), *FAST]
+    assert main([*base, "--checkpoint", str(tmp_path / "head10.pth")]) == 2
+    assert "needs a classifier for 8 classes; the checkpoint's has 10" in capsys.readouterr().err
+    assert main([*base, "--checkpoint", str(tmp_path / "head8.pth")]) == 0
+    res = json.loads(next((tmp_path / "out").rglob("results.json")).read_text())
+    assert res["analyses"] == ["robustness"] and "probe/train_acc1" not in res["metrics"]
