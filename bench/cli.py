@@ -1,4 +1,4 @@
-"""The ``bench`` command line: ``run``, ``list``, ``runs``, ``leaderboard``, ``sweep``, ``eval``, ``perf``.
+"""The ``bench`` command line: ``run``, ``list``, ``runs``, ``leaderboard``, ``sweep``, ``eval``, ``analyze``, ``perf``.
 
 ``bench run`` with no arguments trains the embedded default run (see :class:`RunConfig`).
 User mistakes print one line ``bench: error: <message>`` and exit with code 2; a non-finite
@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from .config import RunConfig, check_resolution_syntax, config_to_yaml, merged_config, run_config_from_args
 from .core.errors import ConfigError
-from .core.options import add_flags
+from .core.options import add_flags, parse_key_value
 from .perf import PERF_COMMANDS
 
 __all__ = ["main", "build_parser", "run_config_from_args", "cli_reference"]
@@ -116,6 +116,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True, metavar="DIR", help="run directory (holds config.yaml, last.ckpt)")
     p.add_argument("--resolutions", default=None, metavar="LIST",
                    help="comma list of resolutions, e.g. 32,48,64 (default: the run's extrapolation_resolutions)")
+
+    p = sub.add_parser("analyze", help="run pebench's analyses on a pretrained timm ViT (local checkpoint)",
+                       description="Run geometry / robustness / alpha / extrapolation on timm's own model "
+                                   "definition with weights from a local file (nothing is downloaded); "
+                                   "see docs/analyze.md.")
+    p.add_argument("--model", required=True, metavar="timm:NAME", help="timm model, e.g. timm:vit_small_patch16_224")
+    p.add_argument("--checkpoint", required=True, metavar="FILE",
+                   help="safetensors or .pth state dict in timm's key layout (optionally under 'model' / 'state_dict')")
+    p.add_argument("--dataset", required=True, metavar="NAME", help="pebench image dataset (bench list datasets)")
+    p.add_argument("--analyses", default="all", metavar="LIST",
+                   help="comma list of geometry, robustness, alpha, extrapolation, or all / none (default: all)")
+    p.add_argument("--out", default="runs", metavar="DIR", help="root of run directories (default: runs)")
+    p.add_argument("--resolution", default=None, metavar="R", help="input size (default: the dataset's)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="data and RPI seed (default: 0)")
+    p.add_argument("--head", default="probe", choices=["probe", "native"],
+                   help="classifier of the accuracy analyses: a ridge linear probe fitted on the training split "
+                        "(default) or the checkpoint's own head (needs the dataset's class count)")
+    p.add_argument("--probe-samples", type=int, default=1024, metavar="N",
+                   help="training samples the probe is fitted on (default: 1024)")
+    p.add_argument("--resolutions", default=None, metavar="LIST",
+                   help="extrapolation sizes, e.g. 32,64 (default: 1, 1.5, 2, 3, 4 x the input size, rounded to "
+                        "the model's patch size)")
+    p.add_argument("--batch-size", type=int, default=64, metavar="N", help="evaluation batch size (default: 64)")
+    p.add_argument("--data-root", default=None, metavar="DIR", help="root of a real dataset")
+    for flag, what in (("--model-option", "timm.create_model keyword, e.g. img_size=32 or depth=2"),
+                       ("--data-option", "datamodule option (bench list datasets --options)"),
+                       ("--analysis-option", "analysis option, e.g. probe_size=64 or rpi_permutations=4")):
+        p.add_argument(flag, type=parse_key_value, action="append", default=[], metavar="KEY=VALUE",
+                       help=f"{what}; repeatable")
 
     from .card import CARD_HELP
     p = sub.add_parser("card", help="analytic PE card at initialisation (or of a checkpoint), no training",

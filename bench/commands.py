@@ -1,5 +1,5 @@
-"""``bench list | runs | leaderboard | sweep | eval | perf`` (``bench run`` lives in ``cli.py``/``run.py``;
-``bench runs`` in ``pebench.leaderboard.runs``)."""
+"""``bench list | runs | leaderboard | sweep | eval | analyze | perf`` (``bench run`` lives in ``cli.py`` /
+``run.py``; ``bench runs`` in ``pebench.leaderboard.runs``)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +15,7 @@ from .core.io import atomic_write_json, read_json
 from .perf import PERF_COMMANDS
 from pebench.leaderboard.summary import format_table
 
-__all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_perf"]
+__all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_analyze", "cmd_perf"]
 
 
 def _csv(text: str | None) -> list[str]:
@@ -328,6 +328,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from pebench.leaderboard.summary import format_summary
     print(format_summary({k: v for k, v in results.items() if k not in ("geometry", "robustness", "alpha_sweep")}))
     return 0
+
+
+# ----------------------------------------------------------------------------------- analyze
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """``bench analyze``: pebench's analyses on a pretrained timm ViT (see :mod:`pebench.analyze`)."""
+    from .analyze import run_analyze  # deferred: torch and timm load only for this command
+
+    return run_analyze(args)
 
 
 # ----------------------------------------------------------------------------------- perf
