@@ -19,7 +19,7 @@ from pebench.analysis.pretrained import CheckpointError, TimmTask, check_state_d
 from pebench.analysis.robustness import image_codec
 from pebench.cli import main
 from pebench.datamodules import get_datamodule_class
-from pebench.runs import collect_runs
+from pebench.leaderboard.runs import collect_runs
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
