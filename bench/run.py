@@ -117,7 +117,7 @@ def _kept_skipped(batch: Any) -> tuple[int, int]:
     return len(batch[1]), int(info.get("skipped", 0))  # labels (B,) or a list of B target dicts (detection)
 
 
-#: token-cap counts a spiking-token batch's info carries (pebench.models.spiking.CAP_COUNTS)
+#: token-cap counts a spiking-token batch's info carries (pebench.datamodules.events.spiking.CAP_COUNTS)
 _CAP_COUNTS = ("capped", "tokens_fired", "tokens_kept")
 
 
@@ -540,7 +540,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         results["val_samples"] = parts["counter"].total
         results["skipped_samples"], data_problem = _skip_report(task, dm, parts["counter"], cfg.max_skipped_fraction)
         if getattr(dm, "tokens", "frames") == "spiking":  # how often the per-sample token cap was hit
-            from pebench.models.spiking import cap_report
+            from pebench.datamodules.events.spiking import cap_report
             results["token_cap"] = cap_report(dm.spiking.max_tokens, parts["counter"].cap)
         if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()

@@ -21,10 +21,10 @@ Batch contract (every detection datamodule; the ``detection`` task reads it):
   classification (``datamodules/corrupt.py``).
 
 Event streams as spiking-patch tokens (``tokens=spiking``, :func:`detection_spiking_collate`):
-``inputs`` is a padded :class:`~pebench.models.spiking.EventTokens` batch (volumes, coords ``(t, y,
+``inputs`` is a padded :class:`~pebench.datamodules.events.spiking.EventTokens` batch (volumes, coords ``(t, y,
 x)``, key mask), each target also carries ``input_hw`` = the padded input ``(H, W)`` whose
 ``patch``-pixel cells the tokens' ``(y, x)`` index, and ``info`` adds the token-cap counts
-(:data:`pebench.models.spiking.CAP_COUNTS`).
+(:data:`pebench.datamodules.events.spiking.CAP_COUNTS`).
 
 Box formats at the boundaries: COCO files hold ``[x, y, w, h]`` in the original frame
 (:func:`xywh_to_xyxy` on reading, :func:`xyxy_to_xywh` when predictions are written back for
@@ -43,6 +43,8 @@ import torchvision.transforms.v2 as v2
 import torchvision.transforms.v2.functional as TF
 from torch import Tensor
 from torchvision import tv_tensors
+
+from .events.spiking import pad_collate
 
 __all__ = ["detection_collate", "detection_spiking_collate", "xywh_to_xyxy", "xyxy_to_xywh", "resize_pad",
            "content_size", "to_original_frame",
@@ -78,9 +80,8 @@ def detection_collate(batch: Sequence[Any], sample_shape: Sequence[int] | None =
 
 def detection_spiking_collate(batch: Sequence[Any]) -> tuple[Any, list[dict], dict[str, int]]:
     """``[(SpikeTokens, target) | None]`` -> ``(EventTokens (B, N, ...), [target] * B, info)``: the
-    classification collate (:func:`~pebench.models.spiking.pad_collate`: padding, key mask, skip and
+    classification collate (:func:`~pebench.datamodules.events.spiking.pad_collate`: padding, key mask, skip and
     cap counts) with the targets kept as the list of dicts (it would make class labels of them)."""
-    from pebench.models.spiking import pad_collate
 
     tokens, _, info = pad_collate([None if b is None else (b[0], 0) for b in batch])
     return tokens, [b[1] for b in batch if b is not None], info

@@ -2,7 +2,7 @@
 
 A scene of ``10^4 .. 10^5`` points is turned into a variable number of tokens per scene:
 
-1. **grid (voxel) sampling** (:func:`grid_sample`, done by the datamodule on each scene before
+1. **grid (voxel) sampling** (:func:`pebench.datamodules.scenes.scene_common.grid_sample`, done by the datamodule on each scene before
    batching): one point per occupied voxel of side ``grid_size`` metres, as Pointcept's
    ``GridSample`` (Wu et al., "Point Transformer V3", CVPR 2024): a random point per voxel for
    training, the first point (in file order) for evaluation.
@@ -50,28 +50,12 @@ from torch import Tensor, nn
 
 from .tokenizers import TokenBatch
 
-__all__ = ["grid_sample", "morton_code", "serialize_patches", "fps_knn_patches", "knn_interpolate",
+__all__ = ["morton_code", "serialize_patches", "fps_knn_patches", "knn_interpolate",
            "SceneTokenizer", "PATCHINGS", "masked_farthest_point_sample"]
 
 PATCHINGS = ("serialize", "fps")
 #: offsets to a patch centre enter the PointNet in decimetres (metre offsets of a few cm are tiny)
 OFFSET_SCALE = 10.0
-
-
-def grid_sample(coord: np.ndarray, grid_size: float, train: bool = False,
-                rng: np.random.Generator | None = None) -> np.ndarray:
-    """Indices (sorted, int64) of one point per occupied voxel of side ``grid_size`` of ``coord (M, 3)``:
-    a uniformly random one when ``train`` (drawn from ``rng``), else the first in order
-    (deterministic). NumPy: it runs per scene in the data loader, like Pointcept's ``GridSample``."""
-    coord = np.asarray(coord)
-    if grid_size <= 0 or len(coord) == 0:
-        return np.arange(len(coord))
-    vox = np.floor((coord - coord.min(0)) / grid_size).astype(np.int64)  # (M, 3)
-    dims = vox.max(0) + 1
-    key = (vox[:, 0] * dims[1] + vox[:, 1]) * dims[2] + vox[:, 2]  # (M,) voxel id
-    order = (rng or np.random.default_rng()).permutation(len(key)) if train else np.arange(len(key))
-    _, first = np.unique(key[order], return_index=True)  # first occurrence per voxel in ``order``
-    return np.sort(order[first])
 
 
 def _spread_bits(x: Tensor) -> Tensor:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from pebench.cli import main
-from pebench.models.spiking import EventTokens
+from pebench.datamodules.events.spiking import EventTokens
 from pebench.models.tasks.detection import DetectionTask, scatter_token_map
 
 SMALL = dict(train_recordings=1, val_recordings=1, test_recordings=1, duration_s=0.8)

@@ -13,7 +13,8 @@ import torch
 
 from pebench.models.tasks.segmentation.miou import SegmentationMetrics, iou_from_confusion
 from pebench.datamodules.scenes.scene_common import IGNORE_INDEX, scene_collate
-from pebench.models.scene_tokenizer import (fps_knn_patches, grid_sample, knn_interpolate, serialize_patches)
+from pebench.datamodules.scenes.scene_common import grid_sample
+from pebench.models.scene_tokenizer import fps_knn_patches, knn_interpolate, serialize_patches
 
 
 # ------------------------------------------------------------------------------------------ metric

@@ -18,7 +18,8 @@ from pebench.datamodules.events.event_transforms import (STREAM_SHIFTS, spiking_
 from pebench.datamodules.synthetic.synthetic_events import EVENT_DTYPE, FLIP_LABEL, QUADRANT_ORIGINS, jumps_scene
 from pebench.encodings import get_pe_class, list_pes
 from pebench.models import ClassificationHead, build_backbone
-from pebench.models.spiking import EventTokens, SpikingPatchTokenizer, age_bucket, pad_collate, spiking_patches
+from pebench.datamodules.events.spiking import EventTokens, age_bucket, pad_collate, spiking_patches
+from pebench.models.spiking import SpikingPatchTokenizer
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fixtures_real as F  # noqa: E402
@@ -152,7 +153,7 @@ def test_cap_hits_counted():
     full = spiking_patches(ev, (8, 8), 4, threshold=1, refractory_us=0, buckets=2, max_tokens=5)
     _, _, info = pad_collate([(capped, 0), (full, 1), (capped, 2)])
     assert info == {"skipped": 0, "capped": 2, "tokens_fired": 15, "tokens_kept": 11}
-    from pebench.models.spiking import cap_report
+    from pebench.datamodules.events.spiking import cap_report
     rep = cap_report(3, {"train": (4, 1, 20, 10), "val": (0, 0, 0, 0)})
     assert rep == {"max_tokens": 3, "train": {"samples": 4, "capped": 1, "capped_fraction": 0.25,
                                               "tokens_per_sample": 2.5, "fired_per_sample": 5.0},

@@ -32,7 +32,8 @@ import time
 import numpy as np
 import torch
 
-from pebench.models.scene_tokenizer import fps_knn_patches, grid_sample, serialize_patches
+from pebench.datamodules.scenes.scene_common import grid_sample
+from pebench.models.scene_tokenizer import fps_knn_patches, serialize_patches
 from pebench.models.tasks.segmentation import SegmentationTask
 
 from .report import record

@@ -45,6 +45,7 @@ from ..base import BenchDataModule, DataRootError
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
 from .event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
+from .spiking import pad_collate
 
 __all__ = ["DVSGestureDataModule", "OfflineDVSGesture", "EventFrameDataset", "SpikingGestureDataset",
            "event_transform", "FLIP_LABEL"]
@@ -148,10 +149,9 @@ def _downsample(size: int):
 
 class SpikingGestureDataset(SkippingDataset):
     """tonic dataset -> ``(SpikeTokens, label)`` (``tokens=spiking``); unreadable -> ``None``;
-    batches padded with a key mask by :func:`~pebench.models.spiking.pad_collate`."""
+    batches padded with a key mask by :func:`~pebench.datamodules.events.spiking.pad_collate`."""
 
     def __init__(self, tonic_ds, size: int, spiking: SpikingOptions, augment: Augment | None = None) -> None:
-        from pebench.models.spiking import pad_collate
 
         super().__init__(None)
         self.ds, self.size, self.spiking, self.augment = tonic_ds, size, spiking, augment

@@ -2,8 +2,8 @@
 and stream perturbations, all on raw structured streams (``x, y, p, t``; ``t`` in µs).
 
 * ``tokens=spiking`` (:class:`SpikingOptions`): each sample becomes spiking-patch tokens
-  (:func:`pebench.models.spiking.spiking_patches`, in the loader's workers) and batches are padded
-  with a key mask (:func:`pebench.models.spiking.pad_collate`). Options: ``spike_threshold``
+  (:func:`pebench.datamodules.events.spiking.spiking_patches`, in the loader's workers) and batches are padded
+  with a key mask (:func:`pebench.datamodules.events.spiking.pad_collate`). Options: ``spike_threshold``
   (events per token), ``refractory_ms``, ``time_scale_ms`` (unit of the ``t`` coordinate),
   ``age_buckets`` (K), ``max_tokens`` (cap per sample, most recent kept; 0 = no cap).
 * Training augmentations (``augment=true``), as in the PaPE harness's event pipeline, through
@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..base import float_option, int_option
+from .spiking import spiking_patches
 
 __all__ = ["SpikingOptions", "parse_tokens", "Augment", "rotate_events", "random_rotate", "ROTATE_DEGREES",
            "STREAM_SHIFTS", "STREAM_SHIFT_PARAMS", "stream_dropout",
@@ -89,7 +90,6 @@ class SpikingOptions:
                 "time_scale_ms": self.time_scale_ms, "max_tokens": self.max_tokens}
 
     def tokenize(self, events: np.ndarray, sensor_hw: Sequence[int]):
-        from pebench.models.spiking import spiking_patches
 
         return spiking_patches(events, sensor_hw, **self.kwargs())
 

@@ -56,7 +56,7 @@ unit of ``y``/``x`` is one patch (16 input pixels).
 
 **Tokens** (data option ``tokens``, :mod:`.event_transforms`): ``spiking`` (the ``gen1`` default: the
 PaPE paper's GEN1 results use asynchronous tokens) turns the window's raw events, after the same
-pixel-centre scaling, into spiking-patch tokens (:func:`pebench.models.spiking.spiking_patches`)
+pixel-centre scaling, into spiking-patch tokens (:func:`pebench.datamodules.events.spiking.spiking_patches`)
 on the padded input frame cut into ``patch_size`` cells, so a token's ``(y, x)`` is a cell of the
 same ``(Hp / p, Wp / p)`` map the frames path gives: 256 events per token, 100 ms refractory
 period, ``t`` in units of 100 ms (the PaPE harness's GEN1 settings as issue #14 gives them), 8 age
@@ -237,7 +237,7 @@ class Gen1Dataset(SkippingDataset):
         return ev
 
     def to_tokens(self, ev: np.ndarray) -> Any:
-        """Window events (sensor frame) -> :class:`~pebench.models.spiking.SpikeTokens` on the padded
+        """Window events (sensor frame) -> :class:`~pebench.datamodules.events.spiking.SpikeTokens` on the padded
         input frame (cells of ``patch`` input pixels; the padding strip receives no events)."""
         return self.spiking.tokenize(self.to_input_frame(ev), self.padded_hw)
 

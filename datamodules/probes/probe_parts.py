@@ -61,6 +61,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..base import BenchDataModule, bool_option, int_option, parse_resolution
+from ..points.grouping import point_groups
 from ..registry import register_datamodule
 from ..synthetic._render import SPLITS
 from ..synthetic.primitives import sample_surface
@@ -255,11 +256,9 @@ def group_multiset_ceiling(clouds: torch.Tensor, labels: list[int], num_groups: 
     """Best accuracy of any function of the multiset of token contents on ``clouds (n, M, 3)``.
 
     The contents are what :class:`~pebench.models.PointTokenizer` with ``centre="mean"`` feeds its
-    PointNet: :func:`~pebench.models.tokenizers.point_groups`. The PointNet max-pools over a group,
+    PointNet: :func:`~pebench.datamodules.points.grouping.point_groups`. The PointNet max-pools over a group,
     so a group is its *set* of rows (sorted here); samples whose sorted lists of groups are
     byte-identical form one group of samples, whose best common answer is its majority label."""
-    from pebench.models.tokenizers import point_groups
-
     if len(clouds) == 0:
         return float("nan")
     groups, _ = point_groups(clouds, num_groups, group_size, "mean")  # (n, G, k, 3)

@@ -69,7 +69,7 @@ import torch
 from ..base import BenchDataModule, DataRootError, bool_option, float_option, int_option
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
-from .scene_common import IGNORE_INDEX, SceneAugment, crop_points, scene_collate
+from .scene_common import IGNORE_INDEX, SceneAugment, crop_points, grid_sample, scene_collate
 
 __all__ = ["NuScenesDataModule", "NuScenesLidarSeg", "CLASS_NAMES", "SPLITS", "open_nuscenes", "label_lut",
            "split_sample_tokens", "write_lidarseg_predictions", "devkit_lidarseg_eval"]
@@ -245,8 +245,6 @@ class NuScenesLidarSeg(SkippingDataset):
         return points.astype(np.float32), lag, target
 
     def load(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        from pebench.models.scene_tokenizer import grid_sample
-
         points, lag, target = self.read(index)
         if self.max_range > 0:
             inside = np.flatnonzero(np.hypot(points[0], points[1]) <= self.max_range)

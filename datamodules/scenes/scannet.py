@@ -37,7 +37,7 @@ import torch
 from ..base import BenchDataModule, DataRootError, bool_option, float_option, int_option
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
-from .scene_common import IGNORE_INDEX, SceneAugment, crop_points, scene_collate
+from .scene_common import IGNORE_INDEX, SceneAugment, crop_points, grid_sample, scene_collate
 
 __all__ = ["ScanNetDataModule", "SceneFolderDataset", "NYU40_IDS", "SCANNET20_CLASSES", "nyu40_to_scannet20",
            "read_scannet_ply", "vertex_normals", "LAYOUT"]
@@ -143,8 +143,6 @@ class SceneFolderDataset(SkippingDataset):
         return read_scannet_ply(path, extra) if self.layout == "raw" else _read_npy_scene(os.path.dirname(path))
 
     def load(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        from pebench.models.scene_tokenizer import grid_sample
-
         s = self.read(index)
         seg = s["segment20"]
         if len(seg) == 0:

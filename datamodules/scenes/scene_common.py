@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-__all__ = ["IGNORE_INDEX", "scene_collate", "SceneAugment", "crop_points"]
+__all__ = ["IGNORE_INDEX", "scene_collate", "SceneAugment", "crop_points", "grid_sample"]
 
 #: target value of padding and of unlabelled / ignored points
 IGNORE_INDEX = -1
@@ -118,3 +118,19 @@ def crop_points(coord: np.ndarray, max_points: int, rng: np.random.Generator | N
     centre = coord[rng.integers(n)] if rng is not None else (coord.min(0) + coord.max(0)) / 2
     d = ((coord - centre) ** 2).sum(1)
     return np.sort(np.argpartition(d, max_points - 1)[:max_points])
+
+
+def grid_sample(coord: np.ndarray, grid_size: float, train: bool = False,
+                rng: np.random.Generator | None = None) -> np.ndarray:
+    """Indices (sorted, int64) of one point per occupied voxel of side ``grid_size`` of ``coord (M, 3)``:
+    a uniformly random one when ``train`` (drawn from ``rng``), else the first in order
+    (deterministic). NumPy: it runs per scene in the data loader, like Pointcept's ``GridSample``."""
+    coord = np.asarray(coord)
+    if grid_size <= 0 or len(coord) == 0:
+        return np.arange(len(coord))
+    vox = np.floor((coord - coord.min(0)) / grid_size).astype(np.int64)  # (M, 3)
+    dims = vox.max(0) + 1
+    key = (vox[:, 0] * dims[1] + vox[:, 1]) * dims[2] + vox[:, 2]  # (M,) voxel id
+    order = (rng or np.random.default_rng()).permutation(len(key)) if train else np.arange(len(key))
+    _, first = np.unique(key[order], return_index=True)  # first occurrence per voxel in ``order``
+    return np.sort(order[first])

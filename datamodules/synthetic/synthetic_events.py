@@ -68,6 +68,7 @@ import torch
 
 from ..base import parse_resolution, float_option, int_option
 from ..events.event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
+from ..events.spiking import pad_collate
 from ..registry import register_datamodule
 from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, shape_alpha
 
@@ -271,7 +272,6 @@ class SpikingEventDataset(EventDataset):
     (robustness) perturbs the stream of sample ``i`` before tokenization."""
 
     def __init__(self, *args: Any, spiking: SpikingOptions, augment: Augment | None = None, **kwargs: Any) -> None:
-        from pebench.models.spiking import pad_collate
 
         super().__init__(*args, **kwargs)
         self.spiking, self.augment = spiking, augment

@@ -24,7 +24,8 @@ from torchmetrics.aggregation import MeanMetric, SumMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from pebench.models.heads import ClassificationHead
-from pebench.models.spiking import EventTokens, SpikingPatchTokenizer
+from pebench.datamodules.events.spiking import EventTokens
+from pebench.models.spiking import SpikingPatchTokenizer
 from pebench.models.tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
 from pebench.models.vit import VIT_PRESETS, build_backbone
 

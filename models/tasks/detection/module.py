@@ -33,7 +33,7 @@ from torch import Tensor
 from torchmetrics.aggregation import MeanMetric, SumMetric
 
 from pebench.datamodules.detection_common import content_size
-from pebench.models.spiking import EventTokens
+from pebench.datamodules.events.spiking import EventTokens
 from pebench.models.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
                                                         build_tokenizer)
 from pebench.models.vit import VIT_PRESETS, build_backbone
