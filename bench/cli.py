@@ -111,6 +111,11 @@ RUN_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
                                   help="torch.compile the backbone (in place: checkpoints stay loadable without it); "
                                        "the first steps pay the compilation (tens of seconds; needs a C++ compiler "
                                        "on CPU)")),
+    ("--attention-impl", "attention_impl", dict(choices=["auto", "dense", "sdpa", "flex"],
+                                                help="attention implementation: auto picks per PE, device and phase "
+                                                     "(dense bias while training on CPU, FlexAttention for bias PEs "
+                                                     "in evaluation from 1024 tokens and on CUDA); flex cannot train "
+                                                     "on CPU")),
     ("--deterministic", "deterministic", dict(action=argparse.BooleanOptionalAction,
                                               help="use deterministic algorithms (slower on GPU)")),
     ("--logger", "logger", dict(choices=["csv", "tensorboard", "wandb"],

@@ -87,6 +87,7 @@ class RunConfig:
     precision: str = "32-true"
     deterministic: bool = False
     compile: bool = False                     # torch.compile the backbone (nn.Module.compile, in place)
+    attention_impl: str = "auto"              # auto | dense | sdpa | flex (pebench.models.attention)
     fast_dev_run: bool = False
     limit_train_batches: float | None = None
     limit_val_batches: float | None = None

@@ -49,7 +49,7 @@ from pebench.encodings import LayerPE
 from pebench.encodings.pape import AugmentedLayerPE
 
 __all__ = ["IMPLS", "FLEX_MIN_TOKENS", "FLEX_BLOCK", "AttentionImplError", "attend", "attention_mask",
-           "bias_kind", "choose_impl", "check_impl_name", "check_forced_impl", "padding_block_mask", "flex_kernel"]
+           "bias_kind", "choose_impl", "check_impl_name", "check_forced_impl", "check_pe_impl", "padding_block_mask", "flex_kernel"]
 
 #: the values of ``attention_impl`` / ``--attention-impl``
 IMPLS = ("auto", "dense", "sdpa", "flex")
@@ -89,6 +89,19 @@ def check_forced_impl(impl: str, device_type: str, training: bool) -> None:
                                  "there; use auto or dense (auto uses flex in evaluation)")
 
 
+def check_pe_impl(impl: str, layer_pe: LayerPE) -> None:
+    """Reject a forced implementation that cannot compute this PE's attention (one line)."""
+    _check_kind(impl, bias_kind(layer_pe))
+
+
+def _check_kind(impl: str, kind: str) -> None:
+    if impl == "sdpa" and kind != "none":
+        raise AttentionImplError("attention_impl=sdpa has no bias, but this PE adds one; use auto, dense or flex")
+    if impl == "flex" and kind == "dense":
+        raise AttentionImplError("attention_impl=flex: this PE's bias exists only as a dense T x T tensor "
+                                 "(e.g. PaPE impl=naive); use auto or dense")
+
+
 def choose_impl(requested: str, kind: str, device_type: str, grad: bool, n_tokens: int, dtype: torch.dtype,
                 dropout_p: float = 0.0) -> str:
     """The implementation :func:`attend` uses (see the module docstring); a forced one is validated."""
@@ -102,12 +115,8 @@ def choose_impl(requested: str, kind: str, device_type: str, grad: bool, n_token
         if device_type == "cpu" and not grad and n_tokens >= FLEX_MIN_TOKENS and dtype in _FLEX_CPU_DTYPES:
             return "flex"
         return "dense"
-    if requested == "sdpa" and kind != "none":
-        raise AttentionImplError("attention_impl=sdpa has no bias, but this PE adds one; use auto, dense or flex")
+    _check_kind(requested, kind)
     if requested == "flex":
-        if kind == "dense":
-            raise AttentionImplError("attention_impl=flex: this PE's bias exists only as a dense T x T tensor "
-                                     "(e.g. PaPE impl=naive); use auto or dense")
         if dropout_p > 0:
             raise AttentionImplError("attention_impl=flex does not support attention dropout; use auto or dense")
         check_forced_impl(requested, device_type, grad)
