@@ -199,6 +199,35 @@ class LookHereLayer(BiasLayerPE):
             heads.append(torch.where(visible, dist * -slopes[h], MASK_VALUE))  # (B|1, N, N)
         return self._finish(torch.stack(heads, dim=1))  # (B|1, H, P + N, P + N)
 
+    def flex_block_visibility(self, coords: Tensor, batch_size: int, block: int) -> Tensor | None:
+        """Which ``block x block`` tiles of the logits may hold a visible key: ``(B, H, nb, nb)`` bool.
+
+        A directional head's cone (half-angle ``theta < 90`` degrees around ``u_h``) lies in the
+        half-planes ``<d, n> >= 0`` of ``n = u_h`` rotated by ``0, +-(90 - theta)`` degrees; a tile is
+        False when, for one of these ``n``, every key lies behind every query (``<r_j - r_i, n> <
+        -margin``, the margin covering the visibility test's 1e-6 tolerance and rounding). Skipping such
+        a tile is exact: its logits are all ``MASK_VALUE`` and each query keeps a visible key (itself)
+        in another tile, so they add exactly 0 after the softmax (padded queries aside, whose outputs
+        are never used). ``None`` (no skipping) with prefix tokens or ``fov >= 180``."""
+        if self.num_prefix_tokens or self.cos_half_fov <= 1e-6:
+            return None
+        c = batch_coords(coords, batch_size)[..., -2:]
+        c = c.to(torch.promote_types(c.dtype, torch.float32))  # (B, N, 2) spatial (y, x)
+        B, N = c.shape[:2]
+        nb = -(-N // block)
+        phi = math.pi / 2 - math.acos(self.cos_half_fov)  # 90 degrees - theta
+        dirs = self.dirs.to(c.dtype)  # (H, 2)
+        normals = [dirs] + [torch.stack([dirs[:, 0] * math.cos(a) - dirs[:, 1] * math.sin(a),
+                                         dirs[:, 0] * math.sin(a) + dirs[:, 1] * math.cos(a)], -1) for a in (phi, -phi)]
+        proj = torch.einsum("bnk,hjk->bhjn", c, torch.stack(normals, 1))  # (B, H, 3, N): <r, n>
+        pad = nb * block - N
+        q_min = F.pad(proj, (0, pad), value=float("inf")).unflatten(-1, (nb, block)).amin(-1)  # (B, H, 3, nb)
+        k_max = F.pad(proj, (0, pad), value=float("-inf")).unflatten(-1, (nb, block)).amax(-1)
+        margin = 1e-4 * (1.0 + 2.0 * float(c.norm(dim=-1).max())) if N else 0.0
+        behind = (k_max.unsqueeze(-2) - q_min.unsqueeze(-1) < -margin).any(2)  # (B, H, nb, nb)
+        masked = torch.tensor(self.masked, device=c.device)[None, :, None, None]  # (1, H, 1, 1)
+        return ~(behind & masked)
+
     def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
         c = c[..., -2:].contiguous()  # (B, N, 2) spatial (y, x)
         dirs = self.dirs.to(c.dtype)  # (H, 2)

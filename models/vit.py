@@ -128,7 +128,8 @@ class Attention(nn.Module):
 
 
 def set_attention_impl(module: nn.Module, impl: str) -> None:
-    """Set ``impl`` (validated: ``auto`` | ``dense`` | ``sdpa`` | ``flex``) on every :class:`Attention` in ``module``."""
+    """Set ``impl`` (validated: ``auto`` | ``dense`` | ``sdpa`` | ``flex``) on every :class:`Attention` of
+    ``module``."""
     impl = check_impl_name(impl)
     for m in module.modules():
         if isinstance(m, Attention):

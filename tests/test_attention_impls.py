@@ -135,6 +135,31 @@ def test_flex_float32_and_backbone(pe, eager_flex):
     assert attention_impls_used(bb) == {"eval": "dense,flex"}
 
 
+@pytest.mark.parametrize("prefix", [0, 1])
+def test_lookhere_flex_skips_tiles_behind_and_stays_exact(prefix, eager_flex):
+    """LookHere's directional heads skip the 128 x 128 tiles whose keys all lie behind the queries;
+    on a 20 x 24 raster (4 x 4 tiles) some are skipped and the outputs of real tokens equal dense."""
+    from pebench.models import grid_coords
+    T = 480 + prefix
+    layer = _layer("lookhere", None, prefix)
+    coords = grid_coords((20, 24)).double()
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(B, H, T, d, generator=g, dtype=torch.float64) for _ in range(3))
+    x = torch.randn(B, T, H * d, generator=g, dtype=torch.float64)
+    key_mask = torch.ones(B, T, dtype=torch.bool)
+    key_mask[1, -50:] = False
+    visible = layer.flex_block_visibility(coords, B, attn_mod.FLEX_BLOCK)
+    if prefix:
+        assert visible is None  # prefix tokens see and are seen by everyone: no skipping
+    else:
+        assert visible.shape == (B, H, 4, 4) and 0 < visible.float().mean() < 1
+    with torch.no_grad():
+        dense, _ = attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5, impl="dense")
+        flex, _ = attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5, impl="flex")
+    real = key_mask[:, :, None].expand(-1, -1, d).unsqueeze(1).expand(-1, H, -1, -1)  # padded queries: any output
+    torch.testing.assert_close(flex[real], dense[real], rtol=1e-10, atol=1e-10)
+
+
 def _peak_bytes(fn) -> int:
     """Peak of torch's CPU allocations during ``fn`` (profiler memory events, summed in time order)."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -212,3 +237,24 @@ def test_run_records_the_implementation_and_refuses_flex_training_on_cpu(tmp_pat
     res = json.loads(next((tmp_path / "auto").rglob("results.json")).read_text())
     assert res["attention_impl"] == {"eval": "dense", "train": "dense"}  # 16 tokens: dense in both phases
     assert res["config"]["attention_impl"] == "auto"
+
+
+def test_auto_falls_back_to_dense_when_flex_fails(monkeypatch):
+    """A failing FlexAttention (e.g. no C++ compiler) is one warning under auto, then dense; forced flex raises."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(attn_mod, "_COMPILED_FLEX", broken)
+    monkeypatch.setattr(attn_mod, "FLEX_FAILURE", None)
+    monkeypatch.setattr(attn_mod, "FLEX_MIN_TOKENS", 8)
+    q, k, v, x, coords, key_mask = _inputs(0, dtype=torch.float32)
+    layer = _layer("alibi", None, 0).float()
+    with torch.no_grad():
+        with pytest.raises(RuntimeError, match="no compiler"):
+            attend(q, k, v, x, layer, coords, key_mask, scale=1.0, impl="flex")
+        with pytest.warns(RuntimeWarning, match="FlexAttention failed"):
+            out, used = attend(q, k, v, x, layer, coords, key_mask, scale=1.0)
+        assert used == "dense" and attn_mod.FLEX_FAILURE.startswith("RuntimeError")
+        assert attend(q, k, v, x, layer, coords, key_mask, scale=1.0)[1] == "dense"  # no second try
+        dense, _ = attend(q, k, v, x, layer, coords, key_mask, scale=1.0, impl="dense")
+    torch.testing.assert_close(out, dense, rtol=0, atol=0)
