@@ -52,6 +52,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from pebench.datamodules import list_datamodules
 from pebench.encodings import list_pes
+from pebench.models.attention import AttentionImplError, check_forced_impl, check_impl_name, check_pe_impl
+from pebench.models.vit import attention_impls_used, set_attention_impl
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
 from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
@@ -376,6 +378,11 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
         raise
     if cfg.extrapolation_resolutions and "extrapolation" in analyses:  # bad sizes fail now, not as rows later
         setup.analysis_hooks().check_resolutions(task, dm, cfg.extrapolation_resolutions)
+    try:
+        set_attention_impl(task, check_impl_name(cfg.attention_impl))
+        check_pe_impl(check_impl_name(cfg.attention_impl), task.backbone.pe.layer(0))
+    except AttentionImplError as e:
+        raise ConfigError(str(e)) from None
     if cfg.compile:
         task.backbone.compile()  # nn.Module.compile: forward compiled in place, state_dict keys unchanged
     if isinstance(cfg.devices, int) and cfg.devices > 0 and cfg.batch_size % (cfg.devices * cfg.num_nodes):
@@ -403,6 +410,10 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     except (MisconfigurationException, ValueError, TypeError, ImportError) as e:  # ImportError: tpu w/o torch_xla
         raise ConfigError(f"invalid trainer options: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     _check_multi_node(trainer)
+    try:
+        check_forced_impl(check_impl_name(cfg.attention_impl), trainer.strategy.root_device.type, training=True)
+    except AttentionImplError as e:
+        raise ConfigError(str(e)) from None
     world = trainer.num_devices * trainer.num_nodes
     if cfg.batch_size % world:
         _indivisible(cfg.batch_size, world)
@@ -559,6 +570,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         complete = complete and not data_problem
         if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run):
             complete = False
+        results["attention_impl"] = attention_impls_used(task)  # per phase, as run (pebench.models.attention)
         _write_curves(run_dir, results)
         write("complete" if complete else "incomplete")
     except (KeyboardInterrupt, SystemExit) as e:

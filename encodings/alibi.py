@@ -14,13 +14,13 @@ Input Length Extrapolation"; the n-D (Euclidean) form follows its 2-D uses in Vi
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
 
 from .base import LayerPE, PositionalEncoding
-from .lookhere import BiasLayerPE, pairwise_distance
+from .lookhere import BiasLayerPE, entry_distance, pairwise_distance
 from .registry import register_pe
 
 __all__ = ["ALiBi", "ALiBiLayer", "alibi_slopes"]
@@ -50,6 +50,10 @@ class ALiBiLayer(BiasLayerPE):
         dist = pairwise_distance(c)  # (B|1, N, N)
         bias = -self.slopes.to(c.dtype)[:, None, None] * dist.unsqueeze(1)  # (B|1, H, N, N)
         return self._finish(bias)
+
+    def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+        slopes = self.slopes.to(c.dtype)  # (H,)
+        return lambda b, h, i, j: -slopes[h] * entry_distance(c, b, i, j)
 
 
 @register_pe("alibi", order=60)

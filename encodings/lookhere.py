@@ -54,17 +54,18 @@ and ``spatial_dims`` must be 2 or 3.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import LayerPE, PEConfigError, PositionalEncoding
+from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .options import PEOption
 from .registry import register_pe
 
-__all__ = ["LookHere", "LookHereLayer", "lh90_heads", "LookHereHead", "MASK_VALUE", "BiasLayerPE", "pairwise_distance"]
+__all__ = ["LookHere", "LookHereLayer", "lh90_heads", "LookHereHead", "MASK_VALUE", "BiasLayerPE", "pairwise_distance",
+           "ScoreMod"]
 
 MASK_VALUE = -1e9
 
@@ -74,10 +75,46 @@ def pairwise_distance(c: Tensor) -> Tensor:
     return torch.cdist(c, c, compute_mode="donot_use_mm_for_euclid_dist")
 
 
+def entry_distance(c: Tensor, b: Tensor, i: Tensor, j: Tensor) -> Tensor:
+    """``||c[b, j] - c[b, i]||`` for index tensors (one entry of :func:`pairwise_distance`, in a score_mod)."""
+    sq = None
+    for dim in range(c.shape[-1]):
+        diff = c[b, j, dim] - c[b, i, dim]
+        sq = diff * diff if sq is None else sq + diff * diff
+    return torch.sqrt(sq)
+
+
+#: FlexAttention's ``score_mod(score, b, h, q_idx, kv_idx) -> score`` (scalar-style tensor ops)
+ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
 class BiasLayerPE(LayerPE):
-    """A layer PE that only adds a bias; remembers q's dtype from ``qk`` to cast the bias."""
+    """A layer PE that only adds a bias; remembers q's dtype from ``qk`` to cast the bias.
+
+    Subclasses give the bias twice: as a ``(B|1, H, P + N, P + N)`` tensor (``bias``, the dense
+    reference) and as a FlexAttention ``score_mod`` (``flex_score_mod``) computing one entry of it
+    from the coordinates, so that no ``T x T`` tensor is formed (``pebench.models.attention``)."""
 
     num_prefix_tokens: int = 0
+
+    def flex_score_mod(self, coords: Tensor, batch_size: int) -> ScoreMod:
+        """``score_mod`` adding ``bias(coords)[b, h, q_idx, kv_idx]`` to the scaled logit."""
+        c = batch_coords(coords, batch_size)
+        c = c.to(torch.promote_types(c.dtype, torch.float32)).contiguous()  # (B, N, p)
+        entry = self._bias_entry(c)
+        P = self.num_prefix_tokens
+        if not P:
+            return lambda score, b, h, q_idx, kv_idx: score + entry(b, h, q_idx, kv_idx)
+
+        def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            patch = (q_idx >= P) & (kv_idx >= P)  # prefix rows and columns: no bias
+            i, j = torch.where(q_idx >= P, q_idx - P, 0), torch.where(kv_idx >= P, kv_idx - P, 0)
+            return score + torch.where(patch, entry(b, h, i, j), 0.0)
+        return score_mod
+
+    def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+        """``(b, h, i, j) -> bias`` between patch tokens ``i`` and ``j`` of coords ``c (B, N, p)``."""
+        raise NotImplementedError(f"{type(self).__name__} has no FlexAttention form")
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         self._dtype = q.dtype
@@ -161,6 +198,49 @@ class LookHereLayer(BiasLayerPE):
             visible = torch.addcmul(dy * dirs[h][0], dx, torch.tensor(dirs[h][1], dtype=dx.dtype)) >= thr
             heads.append(torch.where(visible, dist * -slopes[h], MASK_VALUE))  # (B|1, N, N)
         return self._finish(torch.stack(heads, dim=1))  # (B|1, H, P + N, P + N)
+
+    def flex_block_visibility(self, coords: Tensor, batch_size: int, block: int) -> Tensor | None:
+        """Which ``block x block`` tiles of the logits may hold a visible key: ``(B, H, nb, nb)`` bool.
+
+        A directional head's cone (half-angle ``theta < 90`` degrees around ``u_h``) lies in the
+        half-planes ``<d, n> >= 0`` of ``n = u_h`` rotated by ``0, +-(90 - theta)`` degrees; a tile is
+        False when, for one of these ``n``, every key lies behind every query (``<r_j - r_i, n> <
+        -margin``, the margin covering the visibility test's 1e-6 tolerance and rounding). Skipping such
+        a tile is exact: its logits are all ``MASK_VALUE`` and each query keeps a visible key (itself)
+        in another tile, so they add exactly 0 after the softmax (padded queries aside, whose outputs
+        are never used). ``None`` (no skipping) with prefix tokens or ``fov >= 180``."""
+        if self.num_prefix_tokens or self.cos_half_fov <= 1e-6:
+            return None
+        c = batch_coords(coords, batch_size)[..., -2:]
+        c = c.to(torch.promote_types(c.dtype, torch.float32))  # (B, N, 2) spatial (y, x)
+        B, N = c.shape[:2]
+        nb = -(-N // block)
+        phi = math.pi / 2 - math.acos(self.cos_half_fov)  # 90 degrees - theta
+        dirs = self.dirs.to(c.dtype)  # (H, 2)
+        normals = [dirs] + [torch.stack([dirs[:, 0] * math.cos(a) - dirs[:, 1] * math.sin(a),
+                                         dirs[:, 0] * math.sin(a) + dirs[:, 1] * math.cos(a)], -1) for a in (phi, -phi)]
+        proj = torch.einsum("bnk,hjk->bhjn", c, torch.stack(normals, 1))  # (B, H, 3, N): <r, n>
+        pad = nb * block - N
+        q_min = F.pad(proj, (0, pad), value=float("inf")).unflatten(-1, (nb, block)).amin(-1)  # (B, H, 3, nb)
+        k_max = F.pad(proj, (0, pad), value=float("-inf")).unflatten(-1, (nb, block)).amax(-1)
+        margin = 1e-4 * (1.0 + 2.0 * float(c.norm(dim=-1).max())) if N else 0.0
+        behind = (k_max.unsqueeze(-2) - q_min.unsqueeze(-1) < -margin).any(2)  # (B, H, nb, nb)
+        masked = torch.tensor(self.masked, device=c.device)[None, :, None, None]  # (1, H, 1, 1)
+        return ~(behind & masked)
+
+    def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+        c = c[..., -2:].contiguous()  # (B, N, 2) spatial (y, x)
+        dirs = self.dirs.to(c.dtype)  # (H, 2)
+        slopes = self.slopes.to(c.dtype)  # (H,)
+        unmasked = torch.tensor([not m for m in self.masked], device=c.device)  # (H,)
+        cos = self.cos_half_fov - 1e-6
+
+        def entry(b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:  # as ``bias``, one entry
+            dist = entry_distance(c, b, i, j)
+            dy, dx = c[b, j, 0] - c[b, i, 0], c[b, j, 1] - c[b, i, 1]
+            visible = (dy * dirs[h, 0] + dx * dirs[h, 1] >= dist * cos - 1e-6) | unmasked[h]
+            return torch.where(visible, dist * -slopes[h], MASK_VALUE)
+        return entry
 
 
 @register_pe("lookhere", order=50)

@@ -228,7 +228,7 @@ class AugmentedLayerPE(LayerPE, abc.ABC):
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         P = self.num_prefix_tokens
         B, H, T, d = q.shape
-        xs = x[:, P:]  # (B, N, D) patch tokens
+        xs = x[:, P:] if P else x  # (B, N, D) patch tokens (no slice node without prefix: its backward is a pass)
         if self.impl == "naive":
             r = centred_coords(coords, B, q.dtype)  # (B, N, p)
             s = self.logits(xs.to(r.dtype), r)  # (B, H, N, N)

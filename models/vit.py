@@ -1,10 +1,11 @@
 """A ViT backbone with a pluggable positional encoding (docs/architecture.md §2-3).
 
 The backbone takes *tokens* (from a tokenizer) and their ``coords``; it never looks at token
-index. Every attention call goes through ``torch.nn.functional.scaled_dot_product_attention``
-with the PE's per-layer ``qk`` transform and additive ``bias``. Blocks reuse timm's ``Mlp``,
-``DropPath`` and ``LayerScale``; attention is our own because timm's ``Attention`` has no hook
-for a per-layer PE on q/k or an attention bias.
+index. Every attention call goes through :func:`pebench.models.attention.attend` with the PE's
+per-layer ``qk`` transform and additive ``bias`` (dense SDPA, bias-free SDPA or FlexAttention, per
+PE, device and phase; ``Attention.impl`` forces one). Blocks reuse timm's ``Mlp``, ``DropPath`` and
+``LayerScale``; attention is our own because timm's ``Attention`` has no hook for a per-layer PE on
+q/k or an attention bias.
 
 Presets (width, depth, heads): the PaPE paper's vit-nano/tiny/small/base and DeiT's ViT-S/16.
 
@@ -26,15 +27,17 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from timm.layers import DropPath, LayerScale, Mlp, trunc_normal_
 from torch import Tensor, nn
 
 from pebench.encodings import LayerPE, PositionalEncoding, build_pe
 from pebench.encodings.base import batch_coords
 
+from .attention import attend, attention_mask, check_impl_name
+
 __all__ = ["ViTConfig", "VIT_PRESETS", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
-           "attention_mask", "TAPS", "check_attn_window", "window_layout"]
+           "attention_mask", "TAPS", "check_attn_window", "window_layout", "set_attention_impl",
+           "attention_impls_used"]
 
 #: token representations :meth:`ViTBackbone.forward_intermediates` can return
 TAPS = ("attn_in", "block_out")
@@ -61,15 +64,6 @@ VIT_PRESETS: dict[str, ViTConfig] = {
 
 def list_models() -> list[str]:
     return list(VIT_PRESETS)
-
-
-def attention_mask(bias: Tensor | None, key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-    """Combine an additive PE bias ``(.., H|1, T, T)`` and a key padding mask ``(B, T)``."""
-    if key_mask is None:
-        return bias
-    pad = torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device)
-    pad = pad.masked_fill(~key_mask, float("-inf"))[:, None, None, :]  # (B, 1, 1, T)
-    return pad if bias is None else bias.to(dtype) + pad
 
 
 def check_attn_window(value: object) -> int | None:
@@ -103,7 +97,11 @@ def window_layout(n_real: Tensor, T: int, window: int, shifted: bool) -> tuple[T
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention whose q/k and logits are shaped by a :class:`LayerPE`."""
+    """Multi-head self-attention whose q/k and logits are shaped by a :class:`LayerPE`.
+
+    ``impl``: the attention implementation (``auto`` | ``dense`` | ``sdpa`` | ``flex``, see
+    :mod:`pebench.models.attention`); ``impls_used``: the ``(phase, impl)`` pairs this layer has run
+    (phase ``train`` with gradients, ``eval`` without), for ``results.json``."""
 
     def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True, attn_drop: float = 0.0,
                  proj_drop: float = 0.0) -> None:
@@ -115,21 +113,38 @@ class Attention(nn.Module):
         self.attn_drop = attn_drop
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
+        self.impl = "auto"
+        self.impls_used: set[tuple[str, str]] = set()
 
     def forward(self, x: Tensor, coords: Tensor, layer_pe: LayerPE, key_mask: Tensor | None = None) -> Tensor:
         B, T, D = x.shape
         qkv = self.qkv(x).reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (B, H, T, d)
-        q, k = layer_pe.qk(q, k, x, coords)  # (B, H, T, d') with d' >= d
-        mask = attention_mask(layer_pe.bias(coords), key_mask, q.dtype)
-        if q.shape[-1] != v.shape[-1]:
-            # augmented q/k (PaPE): fused SDPA kernels (CPU flash, CUDA flash) need one head dim
-            # for q, k and v, so pad v with zeros and drop those output columns again (exact).
-            v = F.pad(v, (0, q.shape[-1] - v.shape[-1]))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
-                                             dropout_p=self.attn_drop if self.training else 0.0)
-        out = out[..., : self.head_dim]  # (B, H, T, d)
+        out, used = attend(q, k, v, x, layer_pe, coords, key_mask, scale=self.scale, impl=self.impl,
+                           dropout_p=self.attn_drop if self.training else 0.0)  # (B, H, T, d)
+        if not torch.compiler.is_compiling():
+            self.impls_used.add(("train" if torch.is_grad_enabled() else "eval", used))
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, T, D)))
+
+
+def set_attention_impl(module: nn.Module, impl: str) -> None:
+    """Set ``impl`` (validated: ``auto`` | ``dense`` | ``sdpa`` | ``flex``) on every :class:`Attention` of
+    ``module``."""
+    impl = check_impl_name(impl)
+    for m in module.modules():
+        if isinstance(m, Attention):
+            m.impl = impl
+
+
+def attention_impls_used(module: nn.Module) -> dict[str, str]:
+    """The implementations the :class:`Attention` layers of ``module`` ran, per phase:
+    ``{"train": "dense", "eval": "flex"}`` (several: comma-joined, sorted; a phase never run: absent)."""
+    seen: dict[str, set[str]] = {}
+    for m in module.modules():
+        if isinstance(m, Attention):
+            for phase, impl in m.impls_used:
+                seen.setdefault(phase, set()).add(impl)
+    return {phase: ",".join(sorted(seen[phase])) for phase in sorted(seen)}
 
 
 class Block(nn.Module):

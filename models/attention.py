@@ -1,0 +1,237 @@
+"""The one attention entry point of pebench: :func:`attend` picks how a PE's attention is computed.
+
+Every block calls ``attend(q, k, v, x, layer_pe, coords, key_mask, impl=...)``; it applies the PE's
+q/k transform (``layer_pe.qk``) and then one of these implementations (``IMPLS``), which all compute
+``softmax(q k^T * scale + bias + padding) v`` (``tests/test_attention_impls.py`` checks each against
+that formula written out):
+
+* ``dense``: the reference. The PE's bias is materialised as a ``(B|1, H, T, T)`` tensor
+  (``layer_pe.bias``) and passed to ``F.scaled_dot_product_attention`` as ``attn_mask`` together
+  with the key padding mask. Memory O(T^2) for bias PEs.
+* ``sdpa``: ``F.scaled_dot_product_attention`` with no bias, only the padding mask: the path of every
+  PE without a bias (none, APE, sincos, RoPE) and of PaPE's augmented q/k (v is zero-padded to q's
+  head dim, the extra output columns are dropped again: exact).
+* ``flex``: FlexAttention (``torch.nn.attention.flex_attention``, compiled). Bias PEs give their bias
+  as a ``score_mod`` that reads the coordinates (``layer_pe.flex_score_mod``: any coords, not only a
+  raster), key padding is a ``mask_mod`` of a block mask of 128 x 128 tiles; LookHere's
+  directional heads also skip the tiles whose keys all lie behind their queries
+  (``flex_block_visibility``, about half of them on large rasters). No ``(T, T)`` tensor exists at
+  any point: memory O(T). On CPU, torch (2.14) has no FlexAttention backward, and the compiled CPU
+  kernel takes float32 / float16 / bfloat16 only. Each new input shape costs a compilation (seconds
+  on CPU; ``dynamic=False``: torch 2.14's CPU template fails to build with dynamic sizes). Speed on
+  CPU (2 cores, 4096 tokens, 2 sequences, 4 heads of 32): LookHere 2.1 s flex vs 5.0 s dense,
+  ALiBi 3.8 s flex vs 1.8 s dense (its per-logit square root); the point on CPU is memory.
+
+Choice (``impl="auto"``, :func:`choose_impl`), from the PE, the device and the phase (gradients on =
+training, off = evaluation):
+
+* PEs without a bias: ``sdpa``. Bias PEs without a ``flex_score_mod`` (PaPE ``impl=naive``, whose
+  bias is its full logits): ``dense``.
+* Bias PEs on CPU: ``dense`` while training (exact, has a backward); in evaluation ``flex`` when the
+  sequence has at least :data:`FLEX_MIN_TOKENS` tokens (below that the dense bias is small and a
+  compilation would cost more than it saves; it also keeps the committed small-grid results of
+  ALiBi / LookHere bit-identical), else ``dense``.
+* Bias PEs on CUDA: ``flex`` in both phases. NOT TESTED HERE (no GPU in the session that wrote
+  this); FlexAttention's CUDA kernel has a backward. Dropout inside attention (``attn_drop > 0``)
+  is not supported by FlexAttention: ``auto`` then stays ``dense``.
+
+If FlexAttention fails under ``auto`` (e.g. no C++ compiler for the CPU kernel), a warning is issued
+once and ``auto`` uses ``dense`` for the rest of the process (:data:`FLEX_FAILURE` says why). A
+forced choice that cannot work raises :class:`AttentionImplError` (a ``ValueError``):
+``flex`` while training on CPU, ``sdpa`` for a PE that adds a bias, ``flex`` for a PE whose bias
+has no ``flex_score_mod``, ``flex`` with attention dropout. ``bench run --attention-impl`` checks
+the first three before training (:func:`check_forced_impl`, :func:`check_pe_impl`).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+from pebench.encodings import LayerPE
+from pebench.encodings.pape import AugmentedLayerPE
+
+__all__ = ["IMPLS", "FLEX_MIN_TOKENS", "FLEX_BLOCK", "AttentionImplError", "attend", "attention_mask",
+           "bias_kind", "choose_impl", "check_impl_name", "check_forced_impl", "check_pe_impl", "flex_block_mask",
+           "flex_kernel", "FLEX_FAILURE"]
+
+#: the values of ``attention_impl`` / ``--attention-impl``
+IMPLS = ("auto", "dense", "sdpa", "flex")
+#: ``auto`` on CPU in evaluation uses ``flex`` for bias PEs from this many tokens (query length) on
+FLEX_MIN_TOKENS = 1024
+#: FlexAttention block size (queries and keys): the CPU kernel's work buffers are block x block
+FLEX_BLOCK = 128
+_FLEX_CPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class AttentionImplError(ValueError):
+    """An attention implementation that cannot compute this PE / phase / device."""
+
+
+def check_impl_name(value: object) -> str:
+    """``attention_impl`` as one of :data:`IMPLS` (case-insensitive), else :class:`AttentionImplError`."""
+    name = str(value).strip().lower() if isinstance(value, str) else value
+    if name not in IMPLS:
+        raise AttentionImplError(f"attention_impl must be one of {', '.join(IMPLS)}, got {value!r}")
+    return name  # type: ignore[return-value]
+
+
+def bias_kind(layer_pe: LayerPE) -> str:
+    """How a layer PE shapes the logits: ``"none"`` (no bias; q/k only), ``"flex"`` (a bias that also
+    has a FlexAttention ``score_mod``), ``"dense"`` (a bias only as a ``(.., T, T)`` tensor)."""
+    if type(layer_pe).bias is LayerPE.bias:
+        return "none"
+    if isinstance(layer_pe, AugmentedLayerPE) and layer_pe.impl != "naive":
+        return "none"  # PaPE's sdpa path: everything is in the augmented q/k
+    return "flex" if callable(getattr(layer_pe, "flex_score_mod", None)) else "dense"
+
+
+def check_forced_impl(impl: str, device_type: str, training: bool) -> None:
+    """Reject a forced implementation that cannot run on ``device_type`` in this phase (one line)."""
+    if impl == "flex" and training and device_type == "cpu":
+        raise AttentionImplError("attention_impl=flex cannot train on CPU: torch has no FlexAttention backward "
+                                 "there; use auto or dense (auto uses flex in evaluation)")
+
+
+def check_pe_impl(impl: str, layer_pe: LayerPE) -> None:
+    """Reject a forced implementation that cannot compute this PE's attention (one line)."""
+    _check_kind(impl, bias_kind(layer_pe))
+
+
+def _check_kind(impl: str, kind: str) -> None:
+    if impl == "sdpa" and kind != "none":
+        raise AttentionImplError("attention_impl=sdpa has no bias, but this PE adds one; use auto, dense or flex")
+    if impl == "flex" and kind == "dense":
+        raise AttentionImplError("attention_impl=flex: this PE's bias exists only as a dense T x T tensor "
+                                 "(e.g. PaPE impl=naive); use auto or dense")
+
+
+def choose_impl(requested: str, kind: str, device_type: str, grad: bool, n_tokens: int, dtype: torch.dtype,
+                dropout_p: float = 0.0) -> str:
+    """The implementation :func:`attend` uses (see the module docstring); a forced one is validated."""
+    if requested == "auto":
+        if kind == "none":
+            return "sdpa"
+        if kind == "dense" or dropout_p > 0:
+            return "dense"
+        if FLEX_FAILURE is not None:
+            return "dense"
+        if device_type == "cuda":
+            return "flex"  # untested here (no GPU): FlexAttention's CUDA kernel has a backward
+        if device_type == "cpu" and not grad and n_tokens >= FLEX_MIN_TOKENS and dtype in _FLEX_CPU_DTYPES:
+            return "flex"
+        return "dense"
+    _check_kind(requested, kind)
+    if requested == "flex":
+        if dropout_p > 0:
+            raise AttentionImplError("attention_impl=flex does not support attention dropout; use auto or dense")
+        check_forced_impl(requested, device_type, grad)
+    return requested
+
+
+def attention_mask(bias: Tensor | None, key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """Combine an additive PE bias ``(.., H|1, T, T)`` and a key padding mask ``(B, T)`` (True = valid)."""
+    if key_mask is None:
+        return bias
+    pad = torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device)
+    pad = pad.masked_fill(~key_mask, float("-inf"))[:, None, None, :]  # (B, 1, 1, T)
+    return pad if bias is None else bias.to(dtype) + pad
+
+
+def flex_block_mask(key_mask: Tensor | None, batch_size: int, n_q: int, n_kv: int, device: torch.device,
+                    visible: Tensor | None = None) -> BlockMask:
+    """A FlexAttention block mask of :data:`FLEX_BLOCK`-sized tiles, built from tile indices
+    (O((T / 128)^2) integers, never from a ``(T, T)`` evaluation). ``visible (B|1, H|1, nq, nk)``
+    bool: the tiles to visit (default all; LookHere skips tiles with no visible key). Every visited
+    tile is "partial", with ``mask_mod`` = key is valid (``key_mask (B, T)``, True = valid) or
+    always true: torch 2.14's compiled CPU kernel fails to build with "full" tiles only."""
+    nq, nk = -(-n_q // FLEX_BLOCK), -(-n_kv // FLEX_BLOCK)
+    if visible is None:
+        visible = torch.ones(1, 1, nq, nk, dtype=torch.bool, device=device)
+    if key_mask is not None:
+        visible = visible.expand(batch_size, -1, -1, -1)
+    count = visible.sum(-1, dtype=torch.int32)  # (b, h, nq)
+    idx = torch.argsort((~visible).to(torch.int8), dim=-1, stable=True).to(torch.int32)  # visited tiles first
+
+    def valid_key(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return key_mask[b, kv_idx]
+
+    def any_key(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return kv_idx >= 0
+
+    return BlockMask.from_kv_blocks(count, idx, BLOCK_SIZE=FLEX_BLOCK, seq_lengths=(n_q, n_kv),
+                                    mask_mod=any_key if key_mask is None else valid_key)
+
+
+_COMPILED_FLEX: Callable | None = None
+
+
+def flex_kernel() -> Callable:
+    """``flex_attention`` compiled once per process (uncompiled, it materialises the T x T scores)."""
+    global _COMPILED_FLEX
+    if _COMPILED_FLEX is None:
+        _COMPILED_FLEX = torch.compile(flex_attention, dynamic=False)
+    return _COMPILED_FLEX
+
+
+def _flex(q: Tensor, k: Tensor, v: Tensor, layer_pe: LayerPE, coords: Tensor, key_mask: Tensor | None,
+          scale: float) -> Tensor:
+    """FlexAttention with the PE's ``score_mod`` and tile visibility (no ``(T, T)`` tensor)."""
+    B, T = q.shape[0], q.shape[-2]
+    score_mod, visible = None, None
+    if bias_kind(layer_pe) == "flex":
+        score_mod = layer_pe.flex_score_mod(coords, B)
+        tiles = getattr(layer_pe, "flex_block_visibility", None)
+        visible = tiles(coords, B, FLEX_BLOCK) if tiles is not None else None
+    block_mask = flex_block_mask(key_mask, B, T, k.shape[-2], q.device, visible)
+    return flex_kernel()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
+
+
+#: why ``auto`` stopped choosing ``flex`` in this process (its first failure), else None
+FLEX_FAILURE: str | None = None
+
+
+def _flex_failed(e: Exception) -> None:
+    """Record the first failure of FlexAttention under ``auto`` and warn once; ``auto`` uses the dense
+    path from then on (a forced ``flex`` raises instead)."""
+    global FLEX_FAILURE
+    if FLEX_FAILURE is None:
+        FLEX_FAILURE = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        warnings.warn(f"FlexAttention failed ({FLEX_FAILURE[:200]}); attention_impl=auto uses the dense path "
+                      f"from now on", RuntimeWarning, stacklevel=3)
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords: Tensor,
+           key_mask: Tensor | None, *, scale: float, impl: str = "auto", dropout_p: float = 0.0) -> tuple[Tensor, str]:
+    """Attention of ``q, k, v (B, H, T, d)`` under ``layer_pe`` -> ``(out (B, H, T, d), impl used)``.
+
+    ``x (B, T, D)``: the block's normalised input (PaPE's q augmentation reads it); ``coords``
+    ``(B, N, p)`` / ``(N, p)``; ``key_mask (B, T)`` bool, True = valid key; ``scale``: on ``q k^T``
+    (1/sqrt(d) of the original head dim, whatever ``qk`` returns); ``impl``: one of :data:`IMPLS`.
+    """
+    d = v.shape[-1]
+    q, k = layer_pe.qk(q, k, x, coords)  # (B, H, T, d') with d' >= d
+    used = choose_impl(impl, bias_kind(layer_pe), q.device.type, torch.is_grad_enabled(), q.shape[-2], q.dtype,
+                       dropout_p)
+    if q.shape[-1] != d:
+        # augmented q/k (PaPE): fused SDPA kernels (CPU flash, CUDA flash) need one head dim
+        # for q, k and v, so pad v with zeros and drop those output columns again (exact).
+        v = F.pad(v, (0, q.shape[-1] - d))
+    out = None
+    if used == "flex":
+        try:
+            out = _flex(q, k, v, layer_pe, coords, key_mask, scale)
+        except Exception as e:  # noqa: BLE001 - e.g. no C++ compiler for the CPU kernel
+            if impl != "auto":
+                raise
+            _flex_failed(e)
+            used = "dense" if bias_kind(layer_pe) != "none" else "sdpa"
+    if out is None:
+        bias = layer_pe.bias(coords) if used == "dense" else None
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask(bias, key_mask, q.dtype), scale=scale,
+                                             dropout_p=dropout_p)
+    return out[..., :d], used

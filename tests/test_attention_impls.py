@@ -1,0 +1,260 @@
+"""Every attention implementation of :func:`pebench.models.attention.attend` against a naive reference.
+
+The reference writes ``softmax(q' k'^T * scale + bias + padding) v`` out with explicit tensors, where
+``q', k'`` are what the PE's ``qk`` returns and ``bias`` is computed here: ALiBi's ``-m_h ||r_j - r_i||``
+from its formula, the other bias PEs' from their dense ``bias`` (LookHere's is checked against the
+official code in test_published_pes.py, PaPE naive's against the sdpa fold in test_pape.py). Flex
+numerics use the uncompiled FlexAttention (float64 works there; its T x T scores do not matter for
+numbers); one test compiles the kernel and checks that its memory is not quadratic.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+from torch.profiler import ProfilerActivity, profile
+
+from pebench.cli import main
+from pebench.encodings import build_pe, list_pes
+from pebench.encodings.alibi import alibi_slopes
+from pebench.models import attention as attn_mod
+from pebench.models.attention import (AttentionImplError, attend, bias_kind, check_forced_impl, check_impl_name,
+                                      choose_impl)
+from pebench.models.vit import ViTBackbone, attention_impls_used, set_attention_impl
+
+H, d, N, B = 4, 8, 23, 2
+CASES = [(pe, None) for pe in list_pes()] + [("pape", "naive")]
+
+
+@pytest.fixture
+def eager_flex(monkeypatch):
+    """Numerics through uncompiled FlexAttention (fast to start, any dtype)."""
+    monkeypatch.setattr(attn_mod, "_COMPILED_FLEX", flex_attention)
+
+
+def _layer(pe: str, impl: str | None, prefix: int):
+    torch.manual_seed(0)
+    opts = {"impl": impl} if impl else {}
+    m = build_pe(pe, dim=H * d, num_heads=H, depth=2, spatial_dims=2, num_prefix_tokens=prefix, grid=(4, 6),
+                 **opts).double()
+    return m.layer(1)
+
+
+def _inputs(prefix: int, dtype=torch.float64, requires_grad: bool = False, seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    T = N + prefix
+    q, k, v = (torch.randn(B, H, T, d, generator=g, dtype=dtype) for _ in range(3))
+    x = torch.randn(B, T, H * d, generator=g, dtype=dtype)
+    coords = (torch.rand(B, N, 2, generator=g, dtype=dtype) * 6.0)  # arbitrary coords, not a raster
+    key_mask = torch.ones(B, T, dtype=torch.bool)
+    key_mask[1, -7:] = False  # padding in the second sequence
+    if requires_grad:
+        for t in (q, k, v, x):
+            t.requires_grad_(True)
+    return q, k, v, x, coords, key_mask
+
+
+def _reference(q, k, v, x, layer, coords, key_mask, pe: str, prefix: int):
+    """softmax(q' k'^T / sqrt(d) + bias + padding) v, written out."""
+    qa, ka = layer.qk(q, k, x, coords)
+    s = qa @ ka.transpose(-1, -2) * d ** -0.5  # (B, H, T, T)
+    if pe == "alibi":
+        r = coords.double()
+        dist = ((r[:, None, :, :] - r[:, :, None, :]) ** 2).sum(-1).sqrt()  # (B, N, N)
+        slopes = torch.tensor(alibi_slopes(H), dtype=torch.float64)
+        bias = torch.zeros(B, H, N + prefix, N + prefix, dtype=torch.float64)
+        bias[:, :, prefix:, prefix:] = -slopes[:, None, None] * dist[:, None]
+        s = s + bias
+    else:
+        bias = layer.bias(coords)
+        if bias is not None:
+            s = s + bias.to(s.dtype)
+    s = s.masked_fill(~key_mask[:, None, None, :], float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def _impls(pe: str, impl: str | None) -> list[str]:
+    kind = bias_kind(_layer(pe, impl, 0))
+    return {"none": ["dense", "sdpa", "flex"], "flex": ["dense", "flex"], "dense": ["dense"]}[kind]
+
+
+@pytest.mark.parametrize("prefix", [0, 1])
+@pytest.mark.parametrize("pe,impl", CASES)
+def test_forward_matches_the_reference(pe, impl, prefix, eager_flex):
+    q, k, v, x, coords, key_mask = _inputs(prefix)
+    with torch.no_grad():
+        ref = _reference(q, k, v, x, _layer(pe, impl, prefix), coords, key_mask, pe, prefix)
+        for name in _impls(pe, impl):
+            out, used = attend(q, k, v, x, _layer(pe, impl, prefix), coords, key_mask, scale=d ** -0.5, impl=name)
+            assert used == name
+            torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10, msg=f"{pe} {impl} {name}")
+
+
+@pytest.mark.parametrize("pe,impl", CASES)
+def test_gradients_match_the_reference(pe, impl):
+    """dense and sdpa have a backward (flex has none on CPU): float64 gradients of q, k, v, x and the PE's
+    parameters equal the reference's."""
+    prefix = 1
+    for name in [i for i in _impls(pe, impl) if i != "flex"]:
+        grads = []
+        for run in ("ref", name):
+            q, k, v, x, coords, key_mask = _inputs(prefix, requires_grad=True)
+            layer = _layer(pe, impl, prefix)
+            w = torch.randn(B, H, N + prefix, d, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+            if run == "ref":
+                out = _reference(q, k, v, x, layer, coords, key_mask, pe, prefix)
+            else:
+                out, _ = attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5, impl=name)
+            (out * w).sum().backward()
+            grads.append([t.grad for t in (q, k, v, x)] + [p.grad for p in layer.parameters()])
+        for a, b in zip(*grads):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10, msg=f"{pe} {impl} {name}")
+
+
+@pytest.mark.parametrize("pe", ["alibi", "lookhere"])
+def test_flex_float32_and_backbone(pe, eager_flex):
+    """float32 flex vs the float64 reference, and a whole backbone forced to flex vs dense (eval)."""
+    q, k, v, x, coords, key_mask = _inputs(1)
+    with torch.no_grad():
+        ref = _reference(q, k, v, x, _layer(pe, None, 1), coords, key_mask, pe, 1)
+        layer = _layer(pe, None, 1).float()
+        out, _ = attend(q.float(), k.float(), v.float(), x.float(), layer, coords.float(), key_mask,
+                        scale=d ** -0.5, impl="flex")
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    torch.manual_seed(0)
+    bb = ViTBackbone(H * d, 2, H, build_pe(pe, dim=H * d, num_heads=H, depth=2, spatial_dims=2)).eval()
+    xs, c = torch.randn(B, N, H * d), torch.rand(B, N, 2) * 6.0
+    outs = {}
+    with torch.no_grad():
+        for name in ("dense", "flex"):
+            set_attention_impl(bb, name)
+            outs[name] = bb(xs, c, mask=key_mask[:, :N])
+    torch.testing.assert_close(outs["flex"], outs["dense"], rtol=1e-5, atol=1e-5)
+    assert attention_impls_used(bb) == {"eval": "dense,flex"}
+
+
+@pytest.mark.parametrize("prefix", [0, 1])
+def test_lookhere_flex_skips_tiles_behind_and_stays_exact(prefix, eager_flex):
+    """LookHere's directional heads skip the 128 x 128 tiles whose keys all lie behind the queries;
+    on a 20 x 24 raster (4 x 4 tiles) some are skipped and the outputs of real tokens equal dense."""
+    from pebench.models import grid_coords
+    T = 480 + prefix
+    layer = _layer("lookhere", None, prefix)
+    coords = grid_coords((20, 24)).double()
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(B, H, T, d, generator=g, dtype=torch.float64) for _ in range(3))
+    x = torch.randn(B, T, H * d, generator=g, dtype=torch.float64)
+    key_mask = torch.ones(B, T, dtype=torch.bool)
+    key_mask[1, -50:] = False
+    visible = layer.flex_block_visibility(coords, B, attn_mod.FLEX_BLOCK)
+    if prefix:
+        assert visible is None  # prefix tokens see and are seen by everyone: no skipping
+    else:
+        assert visible.shape == (B, H, 4, 4) and 0 < visible.float().mean() < 1
+    with torch.no_grad():
+        dense, _ = attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5, impl="dense")
+        flex, _ = attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5, impl="flex")
+    real = key_mask[:, :, None].expand(-1, -1, d).unsqueeze(1).expand(-1, H, -1, -1)  # padded queries: any output
+    torch.testing.assert_close(flex[real], dense[real], rtol=1e-10, atol=1e-10)
+
+
+def _peak_bytes(fn) -> int:
+    """Peak of torch's CPU allocations during ``fn`` (profiler memory events, summed in time order)."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    cur = peak = 0
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        cur += e.nbytes()
+        peak = max(peak, cur)
+    return peak
+
+
+def test_compiled_flex_memory_is_linear_in_n():
+    """Compiled FlexAttention for ALiBi in evaluation at T = 2048 allocates far less than one T x T
+    float32 tensor (the dense path's bias alone is H T^2 floats), and matches dense."""
+    T, heads = 2048, 2
+    layer = build_pe("alibi", dim=heads * 16, num_heads=heads, depth=1, spatial_dims=2).layer(0)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, heads, T, 16, generator=g) for _ in range(3))
+    x, coords = torch.randn(1, T, heads * 16, generator=g), torch.rand(T, 2, generator=g) * 40.0
+    key_mask = torch.ones(1, T, dtype=torch.bool)
+    key_mask[0, -100:] = False
+    with torch.no_grad():
+        out, used = attend(q, k, v, x, layer, coords, key_mask, scale=0.25)  # auto: CPU, eval, T >= 1024
+        assert used == "flex"
+        peak = _peak_bytes(lambda: attend(q, k, v, x, layer, coords, key_mask, scale=0.25))
+        dense, _ = attend(q, k, v, x, layer, coords, key_mask, scale=0.25, impl="dense")
+    assert peak < T * T * 4 / 4, f"{peak / 2 ** 20:.1f} MB"
+    torch.testing.assert_close(out, dense, rtol=1e-4, atol=1e-4)
+
+
+def test_choice_rule_and_impossible_choices():
+    f32 = torch.float32
+    assert choose_impl("auto", "none", "cpu", True, 4096, f32) == "sdpa"
+    assert choose_impl("auto", "flex", "cpu", True, 4096, f32) == "dense"  # training on CPU: exact dense
+    assert choose_impl("auto", "flex", "cpu", False, 4096, f32) == "flex"  # evaluation
+    assert choose_impl("auto", "flex", "cpu", False, 64, f32) == "dense"  # small: no compilation
+    assert choose_impl("auto", "flex", "cpu", False, 4096, torch.float64) == "dense"  # no float64 CPU kernel
+    assert choose_impl("auto", "flex", "cuda", True, 64, f32) == "flex"
+    assert choose_impl("auto", "flex", "cuda", True, 64, f32, dropout_p=0.1) == "dense"
+    assert choose_impl("auto", "dense", "cuda", False, 4096, f32) == "dense"  # PaPE naive
+    with pytest.raises(AttentionImplError, match="cannot train on CPU"):
+        choose_impl("flex", "flex", "cpu", True, 64, f32)
+    with pytest.raises(AttentionImplError, match="cannot train on CPU"):
+        check_forced_impl("flex", "cpu", training=True)
+    check_forced_impl("flex", "cuda", training=True)
+    with pytest.raises(AttentionImplError, match="sdpa has no bias"):
+        choose_impl("sdpa", "flex", "cpu", False, 64, f32)
+    with pytest.raises(AttentionImplError, match="dense T x T"):
+        choose_impl("flex", "dense", "cpu", False, 64, f32)
+    assert check_impl_name(" Flex ") == "flex"
+    with pytest.raises(AttentionImplError, match="one of auto, dense, sdpa, flex"):
+        check_impl_name("fast")
+    q, k, v, x, coords, key_mask = _inputs(0, dtype=torch.float32, requires_grad=True)
+    with pytest.raises(AttentionImplError):
+        attend(q, k, v, x, _layer("alibi", None, 0).float(), coords, key_mask, scale=1.0, impl="flex")
+
+
+def _run_args(out, *extra: str) -> list[str]:
+    return ["run", "--dataset", "shapes", "--pe", "alibi", "--epochs", "1", "--batch-size", "8", "--resolution", "16",
+            "--data-option", "train_size=8", "--data-option", "val_size=8", "--analyses", "none", "--no-progress-bar",
+            "--accelerator", "cpu", "--out", str(out), *extra]
+
+
+def test_run_records_the_implementation_and_refuses_flex_training_on_cpu(tmp_path, capsys):
+    """``--attention-impl``: results.json's ``attention_impl`` is what ran per phase; ``flex`` cannot
+    train on CPU, which is a one-line error (exit 2) before training; ``sdpa`` for a bias PE too."""
+    assert main(_run_args(tmp_path / "flex", "--attention-impl", "flex")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot train on CPU" in err[0]
+    assert not (tmp_path / "flex").exists() or not list((tmp_path / "flex").rglob("results.json"))
+    assert main(_run_args(tmp_path / "sdpa", "--attention-impl", "sdpa")) == 2
+    assert "sdpa has no bias" in capsys.readouterr().err
+    assert main(_run_args(tmp_path / "auto")) == 0
+    res = json.loads(next((tmp_path / "auto").rglob("results.json")).read_text())
+    assert res["attention_impl"] == {"eval": "dense", "train": "dense"}  # 16 tokens: dense in both phases
+    assert res["config"]["attention_impl"] == "auto"
+
+
+def test_auto_falls_back_to_dense_when_flex_fails(monkeypatch):
+    """A failing FlexAttention (e.g. no C++ compiler) is one warning under auto, then dense; forced flex raises."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(attn_mod, "_COMPILED_FLEX", broken)
+    monkeypatch.setattr(attn_mod, "FLEX_FAILURE", None)
+    monkeypatch.setattr(attn_mod, "FLEX_MIN_TOKENS", 8)
+    q, k, v, x, coords, key_mask = _inputs(0, dtype=torch.float32)
+    layer = _layer("alibi", None, 0).float()
+    with torch.no_grad():
+        with pytest.raises(RuntimeError, match="no compiler"):
+            attend(q, k, v, x, layer, coords, key_mask, scale=1.0, impl="flex")
+        with pytest.warns(RuntimeWarning, match="FlexAttention failed"):
+            out, used = attend(q, k, v, x, layer, coords, key_mask, scale=1.0)
+        assert used == "dense" and attn_mod.FLEX_FAILURE.startswith("RuntimeError")
+        assert attend(q, k, v, x, layer, coords, key_mask, scale=1.0)[1] == "dense"  # no second try
+        dense, _ = attend(q, k, v, x, layer, coords, key_mask, scale=1.0, impl="dense")
+    torch.testing.assert_close(out, dense, rtol=0, atol=0)
