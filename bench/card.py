@@ -168,7 +168,7 @@ def pe_card(backbone: Any, grid: int = 8, samples: int = 8, content_std: float =
 
 def backbone_from_checkpoint(path: str) -> tuple[Any, dict[str, Any]]:
     """The backbone of a ``bench run`` checkpoint and its hyper-parameters (image runs only)."""
-    from pebench.models import ClassificationTask
+    from pebench.tasks.classification import ClassificationTask
 
     try:
         task = ClassificationTask.load_from_checkpoint(path, map_location="cpu")

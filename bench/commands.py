@@ -181,7 +181,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
 
     from .config import variant_name
     from .integrity import fingerprint
-    from pebench.models.tasks import resolve_task
+    from pebench.tasks import resolve_task
     from .run import check_writable, load_registries
 
     from pebench import sweep, sweep_slurm
@@ -271,7 +271,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .run import _git_sha
     from pebench.leaderboard.runs import add_provenance
     from pebench.datamodules import get_datamodule_class
-    from pebench.models.tasks import default_task, get_task_setup, list_tasks
+    from pebench.tasks import default_task, get_task_setup, list_tasks
 
     from .numerics import flush_denormals
     from .run import load_registries

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from pebench.models.tasks import list_tasks
+from pebench.tasks import list_tasks
 
 from .core.errors import ConfigError
 from .core.options import check_bounds, flag_values, option, parse_bool

@@ -337,7 +337,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     from pebench.datamodules import get_datamodule_class
     from pebench.encodings import PEConfigError, get_pe_class, variant_label
     from pebench.models import list_models
-    from pebench.models.tasks import get_task_setup, resolve_task
+    from pebench.tasks import get_task_setup, resolve_task
 
     load_registries()
     cfg = resolve(cfg)

@@ -77,8 +77,8 @@ def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
     import tempfile
 
     from pebench.config import merge
-    from pebench.models.tasks.dino.multicrop import plain_train_dataset
-    from pebench.models.tasks.dino import DinoTask
+    from pebench.tasks.dino.multicrop import plain_train_dataset
+    from pebench.tasks.dino import DinoTask
     from pebench.run import prepare
 
     with tempfile.TemporaryDirectory() as tmp:  # prepare() seeds and builds as `bench run` does; writes nothing here

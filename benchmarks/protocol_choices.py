@@ -46,7 +46,7 @@ BEGIN, END = "<!-- protocol-choices:begin -->", "<!-- protocol-choices:end -->"
 def _load(run: Path):
     from pebench.config import load_yaml_config, merge
     from pebench.datamodules import get_datamodule_class
-    from pebench.models import ClassificationTask
+    from pebench.tasks.classification import ClassificationTask
     from pebench.run import load_registries
 
     load_registries()

@@ -129,7 +129,7 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
     #: points: number of groups (tokens) at the default resolution
     num_groups: ClassVar[int] = 64
     #: the task ``bench run`` trains when ``--task`` is not given, and the tasks this dataset supports
-    #: (pebench.models.tasks)
+    #: (pebench.tasks)
     default_task: ClassVar[str] = "classification"
     tasks: ClassVar[tuple[str, ...]] = ("classification", "dino")
     #: channels of one input (see the module docstring); every dataset declares it

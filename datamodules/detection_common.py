@@ -20,7 +20,8 @@ Batch contract (every detection datamodule; the ``detection`` task reads it):
 * ``info``: ``{"skipped": n}`` (corrupt samples dropped by :func:`detection_collate`), as for
   classification (``datamodules/corrupt.py``).
 
-Event streams as spiking-patch tokens (``tokens=spiking``, :func:`detection_spiking_collate`):
+Event streams as spiking-patch tokens (``tokens=spiking``,
+:func:`pebench.datamodules.events.spiking.detection_spiking_collate`):
 ``inputs`` is a padded :class:`~pebench.datamodules.events.spiking.EventTokens` batch (volumes, coords ``(t, y,
 x)``, key mask), each target also carries ``input_hw`` = the padded input ``(H, W)`` whose
 ``patch``-pixel cells the tokens' ``(y, x)`` index, and ``info`` adds the token-cap counts
@@ -44,9 +45,8 @@ import torchvision.transforms.v2.functional as TF
 from torch import Tensor
 from torchvision import tv_tensors
 
-from .events.spiking import pad_collate
 
-__all__ = ["detection_collate", "detection_spiking_collate", "xywh_to_xyxy", "xyxy_to_xywh", "resize_pad",
+__all__ = ["detection_collate", "xywh_to_xyxy", "xyxy_to_xywh", "resize_pad",
            "content_size", "to_original_frame",
            "DetectionTarget"]
 
@@ -76,15 +76,6 @@ def detection_collate(batch: Sequence[Any], sample_shape: Sequence[int] | None =
         shape = tuple(sample_shape) if sample_shape is not None else (0,)
         return torch.empty((0, *shape)), [], {"skipped": skipped}
     return torch.stack([b[0] for b in kept]), [b[1] for b in kept], {"skipped": skipped}
-
-
-def detection_spiking_collate(batch: Sequence[Any]) -> tuple[Any, list[dict], dict[str, int]]:
-    """``[(SpikeTokens, target) | None]`` -> ``(EventTokens (B, N, ...), [target] * B, info)``: the
-    classification collate (:func:`~pebench.datamodules.events.spiking.pad_collate`: padding, key mask, skip and
-    cap counts) with the targets kept as the list of dicts (it would make class labels of them)."""
-
-    tokens, _, info = pad_collate([None if b is None else (b[0], 0) for b in batch])
-    return tokens, [b[1] for b in batch if b is not None], info
 
 
 def content_size(target: dict, padded_hw: Sequence[int]) -> tuple[int, int]:

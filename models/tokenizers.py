@@ -9,7 +9,7 @@
 * events as events (``tokens=spiking``) -> :class:`pebench.models.spiking.SpikingPatchTokenizer`:
   asynchronous spiking-patch tokens made in the data loader (padded ``EventTokens``), coords
   ``(t, y, x)`` with continuous ``t``, ``grid=None`` and a key mask; built by
-  :func:`pebench.models.tasks.classification.build_tokenizer` (it lives in its own module because it imports
+  :func:`pebench.tasks.classification.build_tokenizer` (it lives in its own module because it imports
   :class:`TokenBatch` from here)
 
 Coords are in patch units: the integer index of the patch / tubelet along each axis. Point

@@ -18,7 +18,7 @@ from pebench.analysis.geometry import geometry, rpi_permutation
 from pebench.analysis.robustness import (blur_kernel_size, event_dropout, event_noise, fragility, gaussian_blur,
                                          image_codec, jpeg, point_dropout, robustness)
 from pebench.datamodules import get_datamodule_class
-from pebench.models import ClassificationTask
+from pebench.tasks.classification import ClassificationTask
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -9,7 +9,8 @@ import torch
 
 from pebench.card import CARD_COLUMNS, block_logits, card_rows, pe_card
 from pebench.cli import main
-from pebench.models import ClassificationTask, build_backbone
+from pebench.models import build_backbone
+from pebench.tasks.classification import ClassificationTask
 
 GRID, SAMPLES = 4, 2  # small: every column is defined at G = 4 (2G = 8 grid, distances up to 9.9)
 TOL = 1e-5

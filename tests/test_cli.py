@@ -168,7 +168,7 @@ def test_task_setup_registry_picks_the_datasets_task_and_lists_valid_ones(tmp_pa
     """--task defaults to the dataset's own task; a task that is not available, or options a task does
     not take, stop with one line and exit code 2."""
     from pebench.config import RunConfig
-    from pebench.models.tasks import list_tasks, resolve_task
+    from pebench.tasks import list_tasks, resolve_task
 
     assert {"classification", "dino"} <= set(list_tasks())
     assert resolve_task(RunConfig(dataset="shapes")).task == "classification"

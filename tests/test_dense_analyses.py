@@ -1,5 +1,5 @@
 """Robustness (FS on mAP / mIoU) and extrapolation for the detection and segmentation tasks
-(``pebench.models.tasks.detection.shift`` / ``segmentation.shift``, reached through each task setup's
+(``pebench.tasks.detection.shift`` / ``segmentation.shift``, reached through each task setup's
 ``analysis_hooks``): the definitions on hand-computed values, oracle models through
 the real evaluation paths (perfect predictions -> metric 1.0 and FS 0), a larger token grid for a
 relative PE and for APE's resampled table, and ``bench run --analyses robustness,extrapolation``
@@ -16,9 +16,9 @@ from torch import nn
 from pebench.analysis.robustness import PERTURBATIONS, dense_fragility
 from pebench.datamodules import build_datamodule
 from pebench.datamodules.scenes.scene_common import scene_collate
-from pebench.models.tasks import get_task_setup
-from pebench.models.tasks.detection import shift as det
-from pebench.models.tasks.segmentation import shift as seg
+from pebench.tasks import get_task_setup
+from pebench.tasks.detection import shift as det
+from pebench.tasks.segmentation import shift as seg
 
 
 # ------------------------------------------------------------------------------- definitions
@@ -37,8 +37,8 @@ def test_fs_and_floor_definitions_on_hand_computed_values():
 
 def test_dense_tasks_run_robustness_and_extrapolation_by_default_and_refuse_alpha_by_name():
     from pebench.config import ANALYSES, ConfigError
-    from pebench.models.tasks.detection.setup import detection_analyses
-    from pebench.models.tasks.segmentation.setup import segmentation_analyses
+    from pebench.tasks.detection.setup import detection_analyses
+    from pebench.tasks.segmentation.setup import segmentation_analyses
 
     for keep in (detection_analyses, segmentation_analyses):
         assert keep(list(ANALYSES), False) == ["geometry", "robustness", "extrapolation"]  # the defaults
@@ -123,7 +123,7 @@ def test_map_below_the_floor_gives_no_fs(det_dm, monkeypatch):
 @pytest.mark.parametrize("pe", ["rope-axial", "ape"])
 def test_detection_extrapolation_runs_larger_grids(det_dm, pe, monkeypatch):
     from pebench.encodings.ape import LearnedAPE
-    from pebench.models.tasks.detection import DetectionTask
+    from pebench.tasks.detection import DetectionTask
 
     grids = []
     real = LearnedAPE.table_for_grid
@@ -189,7 +189,7 @@ def test_perfect_segmenter_miou_1_and_fs_0_under_jitter_and_dropout():
 
 
 def test_segmentation_extrapolation_denser_and_tiled_with_pape():
-    from pebench.models.tasks.segmentation import SegmentationTask
+    from pebench.tasks.segmentation import SegmentationTask
 
     torch.manual_seed(0)
     task = SegmentationTask(num_classes=3, feat_dim=1, model="vit-nano", pe="pape", patch_size=8, grid_size=0.1)

@@ -127,7 +127,7 @@ def _detections_from(targets, shift=None):
 
 
 def _evaluate(dm, shift=None):
-    from pebench.models.tasks.detection.coco_eval import CocoEvaluator
+    from pebench.tasks.detection.coco_eval import CocoEvaluator
 
     ev = CocoEvaluator()
     for _, targets, _ in _val_batches(dm):
@@ -174,7 +174,7 @@ def test_one_pixel_shift_matches_pycocotools_directly(coco_root):
 
 
 def test_a_detection_on_the_crowd_region_is_not_a_false_positive(coco_root):
-    from pebench.models.tasks.detection.coco_eval import CocoEvaluator
+    from pebench.tasks.detection.coco_eval import CocoEvaluator
 
     dm = build_datamodule("coco", data_root=str(coco_root), resolution=64)
     ev = CocoEvaluator()
@@ -192,7 +192,7 @@ def test_a_detection_on_the_crowd_region_is_not_a_false_positive(coco_root):
 
 # ------------------------------------------------------------------ model
 def test_event_voxels_average_the_time_axis_before_the_pyramid():
-    from pebench.models.tasks.detection import DetectionTask
+    from pebench.tasks.detection import DetectionTask
 
     torch.manual_seed(0)
     task = DetectionTask(modality="events", num_classes=2, in_chans=2, patch_size=8, tubelet=2, pe="rope-axial",
@@ -328,7 +328,7 @@ def test_bench_eval_on_a_detection_run_with_a_corrupt_checkpoint_is_one_line_exi
 def _ddp_worker(rank: int, world: int, root: str, port: int, out: str) -> None:
     import torch.distributed as dist
 
-    from pebench.models.tasks.detection.coco_eval import CocoEvaluator
+    from pebench.tasks.detection.coco_eval import CocoEvaluator
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:

@@ -13,10 +13,10 @@ import torchvision.transforms.v2 as v2
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
-from pebench.models.tasks.dino.multicrop import DinoDataModule, MultiCropTransform, multicrop_collate
-from pebench.models.tasks.dino.head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies,
+from pebench.tasks.dino.multicrop import DinoDataModule, MultiCropTransform, multicrop_collate
+from pebench.tasks.dino.head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies,
                                       teacher_temperature, update_center)
-from pebench.models.tasks.dino.knn import gather_eval_set, knn_accuracy, knn_predict
+from pebench.tasks.dino.knn import gather_eval_set, knn_accuracy, knn_predict
 
 import fixtures_real as F
 from ddp_support import child_env, free_port
@@ -184,7 +184,7 @@ def test_knn_matches_naive_numpy():
 
 
 def test_linear_probe_separates_separable_features():
-    from pebench.models.tasks.dino.knn import linear_probe
+    from pebench.tasks.dino.knn import linear_probe
 
     g = torch.Generator().manual_seed(0)
     centres = torch.randn(3, 8, generator=g) * 4
@@ -279,7 +279,7 @@ def test_multicrop_colour_options_reach_every_view():
 
 # ------------------------------------------------------------------ the task
 def _task(pe: str, **kw):
-    from pebench.models.tasks.dino import DinoTask
+    from pebench.tasks.dino import DinoTask
 
     return DinoTask(num_classes=4, model="vit-nano", pe=pe, patch_size=4, train_grid=(8, 8), out_dim=16,
                     head_hidden=16, head_bottleneck=8, **kw)

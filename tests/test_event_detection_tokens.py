@@ -1,5 +1,5 @@
 """Detection on asynchronous spiking-patch tokens (``--data-option tokens=spiking`` on ``gen1`` /
-``events-det``): the deterministic token map (:func:`~pebench.models.tasks.detection.scatter_token_map`)
+``events-det``): the deterministic token map (:func:`~pebench.tasks.detection.scatter_token_map`)
 against a per-cell loop reference, its invariance to token order and to padding, its agreement with
 the grid path when every cell holds one token (and with the tubelet path's mean over time), the whole
 detector's token map under permutation and added padding for ``pape`` and ``ape`` (coords MLP), and
@@ -14,7 +14,7 @@ import torch
 
 from pebench.cli import main
 from pebench.datamodules.events.spiking import EventTokens
-from pebench.models.tasks.detection import DetectionTask, scatter_token_map
+from pebench.tasks.detection import DetectionTask, scatter_token_map
 
 SMALL = dict(train_recordings=1, val_recordings=1, test_recordings=1, duration_s=0.8)
 

@@ -220,7 +220,7 @@ def test_bad_layout_exits_2_with_one_line(tmp_path, capsys, case):
 
 # ------------------------------------------------------------------------------------ evaluation
 def test_perfect_predictions_score_ap_1_through_coco_gt_and_the_evaluator(tmp_path):
-    from pebench.models.tasks.detection.coco_eval import CocoEvaluator
+    from pebench.tasks.detection.coco_eval import CocoEvaluator
 
     rows = [(600_000, 10, 10, 40, 40, 0), (600_000, 100.5, 50.25, 12, 60, 1), (700_000, 200, 100, 80, 50, 0),
             (700_000, 150, 20, 8, 40, 1), (800_000, -20, 200, 60, 60, 1)]  # a filtered box and a clipped one

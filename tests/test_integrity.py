@@ -146,7 +146,7 @@ def test_sweep_computes_fingerprints_and_threads(tmp_path, monkeypatch):
     assert main(["sweep", "--pes", "ape", "--seeds", "0,1", "--workers", "2", "--epochs", "2",
                  "--out", str(tmp_path / "s")]) == 0
     assert len(seen) == 2 and len({s.fingerprint for s in seen}) == 1  # two seeds of one configuration
-    from pebench.models.tasks import resolve_task
+    from pebench.tasks import resolve_task
 
     expected = resolve_task(resolve(RunConfig(dataset="shapes", pe="ape", epochs=2, out=str(tmp_path / "s"))))
     assert expected.task == "classification"  # the dataset's default task, as the run records it

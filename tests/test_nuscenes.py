@@ -21,7 +21,7 @@ from pyquaternion import Quaternion
 sys.path.insert(0, os.path.dirname(__file__))
 import fixtures_nuscenes as FX  # noqa: E402
 
-from pebench.models.tasks.segmentation.miou import SegmentationMetrics  # noqa: E402
+from pebench.tasks.segmentation.miou import SegmentationMetrics  # noqa: E402
 from pebench.datamodules import DataRootError, build_datamodule  # noqa: E402
 from pebench.datamodules.scenes import nuscenes as N  # noqa: E402
 

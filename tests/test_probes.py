@@ -10,7 +10,7 @@ import torch
 from pebench.datamodules import build_datamodule, get_datamodule_class, list_datamodules
 from pebench.datamodules.probes.probes import (GLYPH_KINDS, PATCH, PROBES, glyph_mask, multiset_ceiling,
                                         render_probe)
-from pebench.models import ClassificationTask
+from pebench.tasks.classification import ClassificationTask
 
 NAMES = list(PROBES)
 SMALL = {"train_size": 48, "val_size": 24, "test_size": 48, "batch_size": 8}

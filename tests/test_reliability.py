@@ -105,8 +105,8 @@ def test_same_seed_same_metrics_deterministic(tmp_path):
 def test_nan_loss_exits_1_keeps_loadable_checkpoint(tmp_path, capsys, monkeypatch):
     """The real check in ``training_step`` (not a stubbed step): cross-entropy turns NaN at global
     step 3 = epoch 1, batch 1 (2 batches per epoch), after last.ckpt of epoch 0 was written."""
-    import pebench.models.tasks.classification.module as tasks
-    from pebench.models import ClassificationTask
+    import pebench.tasks.classification.module as tasks
+    from pebench.tasks.classification import ClassificationTask
 
     real = tasks.F.cross_entropy
     calls = {"train": 0}
@@ -309,7 +309,7 @@ def test_leaderboard_malformed_results_reported_and_skipped(tmp_path, capsys):
 def test_skipped_sample_count_survives_resume():
     """The corrupt-sample count of a resumed run includes the attempts before the kill: the
     reduced total goes into the checkpoint and is restored (counted once) on load."""
-    from pebench.models import ClassificationTask
+    from pebench.tasks.classification import ClassificationTask
     kw = dict(modality="image", num_classes=4, in_chans=3, model="vit-nano", pe="none", patch_size=4,
               train_grid=(4, 4))
     first = ClassificationTask(**kw)

@@ -135,7 +135,7 @@ def test_resume_from_last_ckpt(tiny_run):
 
 @pytest.mark.slow
 def test_non_finite_loss_exits_1_and_marks_failed(tmp_path, capsys, monkeypatch):
-    from pebench.models import ClassificationTask, NonFiniteLossError
+    from pebench.tasks.classification import ClassificationTask, NonFiniteLossError
 
     def boom(self, batch, batch_idx):
         raise NonFiniteLossError(f"non-finite training loss nan at global step 0, epoch 0, batch {batch_idx}")
@@ -188,7 +188,7 @@ def test_compile_option_trains_and_checkpoint_loads_uncompiled(tmp_path):
     config.yaml, and writes a checkpoint that an uncompiled task loads strictly (same keys)."""
     import torch
 
-    from pebench.models import ClassificationTask
+    from pebench.tasks.classification import ClassificationTask
     out = tmp_path / "runs"
     rc = main(["run", "--dataset", "shapes", "--pe", "pape", "--compile", "--epochs", "1", "--batch-size", "8",
                "--resolution", "16", "--data-option", "train_size=16", "--data-option", "val_size=8",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from pebench.models.tasks.segmentation.miou import SegmentationMetrics, iou_from_confusion
+from pebench.tasks.segmentation.miou import SegmentationMetrics, iou_from_confusion
 from pebench.datamodules.scenes.scene_common import IGNORE_INDEX, scene_collate
 from pebench.datamodules.scenes.scene_common import grid_sample
 from pebench.models.scene_tokenizer import fps_knn_patches, knn_interpolate, serialize_patches
@@ -79,7 +79,7 @@ def test_grid_sample_serialization_and_interpolation():
 
 
 def test_rpi_permutes_only_real_tokens():
-    from pebench.models.tasks.segmentation import SegmentationTask
+    from pebench.tasks.segmentation import SegmentationTask
     from pebench.models.tokenizers import TokenBatch
 
     x = torch.arange(2 * 4, dtype=torch.float32).view(2, 4, 1)
@@ -157,7 +157,7 @@ def test_scannet_preprocessed_collate_and_perfect_predictions_give_miou_1(tmp_pa
     import lightning as L
 
     from pebench.datamodules import build_datamodule
-    from pebench.models.tasks.segmentation import SegmentationTask
+    from pebench.tasks.segmentation import SegmentationTask
 
     _write_preprocessed(tmp_path)
     dm = build_datamodule("scannet", data_root=str(tmp_path), batch_size=2, grid_size=0.0)

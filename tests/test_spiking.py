@@ -360,7 +360,7 @@ def test_fast_dev_run_dvsgesture_fixture_spiking(pe, tmp_path):
 def test_robustness_perturbs_streams_before_tokenization():
     from pebench.analysis.robustness import robustness
     from pebench.datamodules.events.event_transforms import stream_shift_loaders
-    from pebench.models import ClassificationTask
+    from pebench.tasks.classification import ClassificationTask
 
     dm = build_datamodule("synthetic-events", tokens="spiking", train_size=8, val_size=8, batch_size=8)
     clean = next(iter(dm.val_dataloader()))[0]

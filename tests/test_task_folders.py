@@ -1,5 +1,5 @@
 """A task is one folder under ``models/tasks/`` that registers its setup under the folder's name
-(:mod:`pebench.models.tasks.base`): the names are listed without torch, each folder registers the task
+(:mod:`pebench.tasks.base`): the names are listed without torch, each folder registers the task
 of its name, a new folder is found and trained with nothing else edited, and the analysis layer names
 no task (the tasks sit above it)."""
 from __future__ import annotations
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-import pebench.models.tasks as tasks_pkg
+import pebench.tasks as tasks_pkg
 from pebench.core.errors import ConfigError
-from pebench.models.tasks import TASK_SETUPS, get_task_setup, list_tasks
+from pebench.tasks import TASK_SETUPS, get_task_setup, list_tasks
 
 _TOY = '''
 """A toy task: classification under another name, with its own extra result."""
-from pebench.models.tasks import register_task
-from pebench.models.tasks.classification import ClassificationSetup
+from pebench.tasks import register_task
+from pebench.tasks.classification import ClassificationSetup
 
 
 @register_task("toy")
@@ -30,7 +30,7 @@ class ToySetup(ClassificationSetup):
 
 
 def test_task_names_are_listed_without_importing_torch():
-    code = ("import sys, pebench.models.tasks as t, pebench.cli\n"
+    code = ("import sys, pebench.tasks as t, pebench.cli\n"
             "print(','.join(t.list_tasks()), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     names, torch_loaded = out.split()
@@ -40,7 +40,7 @@ def test_task_names_are_listed_without_importing_torch():
 def test_each_folder_registers_the_task_of_its_name():
     for name in list_tasks():
         setup = get_task_setup(name)
-        assert setup.name == name and type(setup).__module__.startswith(f"pebench.models.tasks.{name}.")
+        assert setup.name == name and type(setup).__module__.startswith(f"pebench.tasks.{name}.")
     assert get_task_setup("detection").dense and get_task_setup("segmentation").dense
     assert not get_task_setup("classification").dense and get_task_setup("dino").checkpoint_class() is None
     with pytest.raises(ConfigError, match="unknown task 'nope'; available: .*classification"):
@@ -65,7 +65,7 @@ def toy_task(tmp_path, monkeypatch):
     monkeypatch.setattr(tasks_pkg, "__path__", [*tasks_pkg.__path__, str(tmp_path)])
     monkeypatch.setattr(TASK_SETUPS, "_classes", dict(TASK_SETUPS._classes))  # forget "toy" afterwards
     yield "toy"
-    sys.modules.pop("pebench.models.tasks.toy", None)
+    sys.modules.pop("pebench.tasks.toy", None)
 
 
 @pytest.mark.slow

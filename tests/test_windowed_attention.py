@@ -148,8 +148,8 @@ def test_bad_window_values_are_one_line_errors(tmp_path, capsys):
 
 
 def test_segmentation_task_option_reaches_the_backbone():
-    from pebench.models.tasks.segmentation import SegmentationTask
-    from pebench.models.tasks.segmentation.setup import _extra_results
+    from pebench.tasks.segmentation import SegmentationTask
+    from pebench.tasks.segmentation.setup import _extra_results
 
     g = torch.Generator().manual_seed(3)
     inp = {"coord": torch.rand(1, 200, 3, generator=g) * 3, "feat": torch.rand(1, 200, 3, generator=g),

@@ -38,7 +38,8 @@ from pebench.config import RunConfig, resolve
 from pebench.datamodules import get_datamodule_class
 from pebench.datamodules.events.event_transforms import SpikingOptions
 from pebench.datamodules.synthetic.synthetic_events import EVENT_DTYPE
-from pebench.models import ClassificationTask, grid_coords
+from pebench.models import grid_coords
+from pebench.tasks.classification import ClassificationTask
 from pebench.datamodules.events.spiking import pad_collate
 from pebench.models.tokenizers import farthest_point_sample, knn_group
 from pebench.run import load_registries, train_grid_for

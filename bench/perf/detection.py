@@ -1,6 +1,6 @@
 """``bench perf detection``: cost of the detection task (``--task detection``, issue #13).
 
-* Head overhead: training samples/s of :class:`~pebench.models.tasks.detection.DetectionTask`
+* Head overhead: training samples/s of :class:`~pebench.tasks.detection.DetectionTask`
   (tokenizer -> backbone -> ViTDet simple pyramid -> torchvision FCOS; FCOS losses, backward,
   AdamW step) against :class:`~pebench.models.ClassificationTask` (mean pool + linear head,
   cross-entropy, backward, AdamW step) on the same model preset, PE, patch and token grid and on
@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from pebench.datamodules import get_datamodule_class
-from pebench.models import ClassificationTask
-from pebench.models.tasks.detection import DetectionTask
+from pebench.tasks.classification import ClassificationTask
+from pebench.tasks.detection import DetectionTask
 from pebench.run import load_registries, train_grid_for
 
 from .data import loader_rate

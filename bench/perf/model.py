@@ -22,7 +22,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 from pebench.encodings import list_pes
-from pebench.models import VIT_PRESETS, ClassificationHead, ClassificationTask, ImageTokenizer, build_backbone
+from pebench.models import VIT_PRESETS, ClassificationHead, ImageTokenizer, build_backbone
+from pebench.tasks.classification import ClassificationTask
 
 from .report import record
 from .suites import SUITES

@@ -2,7 +2,7 @@
 
 * Tokenization of one synthetic 10^5-point scene (grid sampling in NumPy + patching + the per-patch
   mini-PointNet, :mod:`pebench.models.scene_tokenizer`) in points/s, and its share of one training
-  step of :class:`~pebench.models.tasks.segmentation.SegmentationTask` (vit-nano, ``pape``) on the
+  step of :class:`~pebench.tasks.segmentation.SegmentationTask` (vit-nano, ``pape``) on the
   same scene: target <= 0.20.
 * Serialization (z-order) vs FPS + kNN patching of the same grid-sampled scene: seconds, ratio
   serialize / fps (why ``serialize`` is the default).
@@ -34,7 +34,7 @@ import torch
 
 from pebench.datamodules.scenes.scene_common import grid_sample
 from pebench.models.scene_tokenizer import fps_knn_patches, serialize_patches
-from pebench.models.tasks.segmentation import SegmentationTask
+from pebench.tasks.segmentation import SegmentationTask
 
 from .report import record
 from .suites import SUITES

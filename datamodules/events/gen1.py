@@ -65,7 +65,7 @@ buckets, at most 512 tokens per sample (the most recent). The window of a spikin
 100 ms refractory period a cell fires at most twice in it; the 50 ms frame window would allow one
 token per cell). Each target then also carries ``input_hw`` (the padded input ``(Hp, Wp)``, which a
 padded token batch does not show) and batches are ``(EventTokens, targets, info)`` with the
-token-cap counts in ``info`` (:func:`~.detection_common.detection_spiking_collate`). ``tokens=frames``
+token-cap counts in ``info`` (:func:`~.spiking.detection_spiking_collate`). ``tokens=frames``
 gives the voxel grid above; such runs write to ``<pe>+frames``. ``time_bins``, ``log_counts`` and the
 ``T`` of ``resolution`` apply to frames only.
 
@@ -92,8 +92,10 @@ import torch
 from .._image_common import require_dir
 from ..base import BenchDataModule, DataRootError, float_option, int_option, parse_resolution
 from ..corrupt import SkippingDataset
+from ..detection_common import detection_collate
 from ..registry import register_datamodule
 from .event_transforms import SPIKING_HELP, SpikingOptions, parse_tokens
+from .spiking import detection_spiking_collate
 from .prophesee_dat import (EVENT_DTYPE, RAW_DTYPE, DatHeader, DatRecording, read_dat, read_dat_header,
                             write_dat)
 
@@ -190,8 +192,6 @@ class Gen1Dataset(SkippingDataset):
     def __init__(self, recordings: Sequence[DatRecording | str], samples: Sequence[Sample], sensor_hw: tuple[int, int],
                  time_bins: int, window_us: int, scale: float, padded_hw: tuple[int, int], log_counts: bool,
                  spiking: SpikingOptions | None = None) -> None:
-        from ..detection_common import detection_collate, detection_spiking_collate
-
         super().__init__(None if spiking is not None else (2, time_bins, *padded_hw))
         self.spiking = spiking
         self.collate_fn = (detection_spiking_collate if spiking is not None

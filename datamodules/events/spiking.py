@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["spiking_patches", "age_bucket", "SpikeTokens", "EventTokens", "pad_collate", "SPIKING_DEFAULTS",
+__all__ = ["detection_spiking_collate", "spiking_patches", "age_bucket", "SpikeTokens", "EventTokens", "pad_collate", "SPIKING_DEFAULTS",
            "CAP_COUNTS", "cap_report"]
 
 #: defaults of the tokenizer (``threshold`` events, ``refractory_us`` and ``time_scale_us`` in µs)
@@ -225,3 +225,12 @@ def cap_report(max_tokens: int, counts: dict[str, Sequence[int]]) -> dict[str, A
                       "tokens_per_sample": round(kept / n, 3) if n else None,
                       "fired_per_sample": round(fired / n, 3) if n else None}
     return out
+
+
+def detection_spiking_collate(batch: Sequence[Any]) -> tuple[Any, list[dict], dict[str, int]]:
+    """``[(SpikeTokens, target) | None]`` -> ``(EventTokens (B, N, ...), [target] * B, info)``: the
+    classification collate (:func:`pad_collate`: padding, key mask, skip and
+    cap counts) with the targets kept as the list of dicts (it would make class labels of them)."""
+
+    tokens, _, info = pad_collate([None if b is None else (b[0], 0) for b in batch])
+    return tokens, [b[1] for b in batch if b is not None], info

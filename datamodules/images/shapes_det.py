@@ -9,7 +9,7 @@ gradient plus pixel noise. Object sizes are drawn log-uniformly between ``min_ob
 ``max_object`` px (12 to 128) in the *original* frame, so COCO's absolute area bins are populated: small
 (< 32² px²), medium (< 96²) and large. With probability 0.15 an image also holds a *crowd*: a
 cluster of tiny discs annotated as one ``iscrowd=1`` disc region (COCOeval ignores detections
-inside it, see :mod:`pebench.models.tasks.detection.coco_eval`).
+inside it, see :mod:`pebench.tasks.detection.coco_eval`).
 
 Files (deterministic for a given seed and sizes; written once into a temporary folder that is
 then renamed, so a half-written cache never exists)::

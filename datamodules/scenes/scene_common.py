@@ -1,6 +1,6 @@
 """What every 3-D scene segmentation datamodule shares (ScanNet, primitives-scene, nuScenes).
 
-Batch contract (``pebench.models.tasks.segmentation``):
+Batch contract (``pebench.tasks.segmentation``):
 
 * ``inputs``: a dict ``{"coord": (B, M, 3) float32 metres, "feat": (B, M, F) float32,
   "mask": (B, M) bool (True = real point)}``, scenes padded to the batch's largest ``M``

@@ -1,6 +1,6 @@
 """What ``bench run`` does differently per task: one :class:`TaskSetup` per ``--task`` value.
 
-A task is one folder ``models/tasks/<name>/`` (-> ``pebench.models.tasks.<name>``) holding its
+A task is one folder ``models/tasks/<name>/`` (-> ``pebench.tasks.<name>``) holding its
 LightningModule, its heads, its metric glue, its own robustness / extrapolation analyses and its setup:
 a :class:`TaskSetup` subclass registered under the folder's name with :func:`register_task`.
 Adding a task is adding a folder; nothing else names it.
@@ -124,7 +124,7 @@ def register_task(name: str) -> Callable[[type[TaskSetup]], type[TaskSetup]]:
 
 
 def list_tasks() -> list[str]:
-    """The task names: the sub-packages of :mod:`pebench.models.tasks` (none of them is imported)."""
+    """The task names: the sub-packages of :mod:`pebench.tasks` (none of them is imported)."""
     package = sys.modules[__package__]  # read at call time: a test may extend its __path__
     return [m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg]
 
@@ -134,7 +134,7 @@ def get_task_setup(name: str) -> TaskSetup:
     if name not in TASK_SETUPS.names():
         if name not in list_tasks():
             raise ConfigError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
-        importlib.import_module(f"pebench.models.tasks.{name}")  # deferred: start-up time (torch)
+        importlib.import_module(f"pebench.tasks.{name}")  # deferred: start-up time (torch)
         if name not in TASK_SETUPS.names():
             raise ValueError(f"the task folder {name!r} registers no task of its name (@register_task({name!r}))")
     return TASK_SETUPS.get(name)()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pebench.models.tasks.base import TaskSetup, register_task
+from pebench.tasks.base import TaskSetup, register_task
 
 from .module import ClassificationTask
 

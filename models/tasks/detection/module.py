@@ -1,16 +1,16 @@
 """``detection``: 2-D object detection on the PE-pluggable ViT (docs/architecture.md §8).
 
-tokenizer (:func:`~pebench.models.tasks.classification.build_tokenizer`: patches for images, tubelets for binned events,
+tokenizer (:func:`~pebench.tasks.classification.build_tokenizer`: patches for images, tubelets for binned events,
 spiking-patch tokens for event streams with ``tokens=spiking``) -> backbone (any ``--pe``; coords in
 patch units as everywhere) -> the last block's tokens as a ``(B, D, H/p, W/p)`` map (event tubelets
 ``(T', H', W')`` are averaged over ``T'``; tokens off a grid are scattered into their cells by
 :func:`scatter_token_map`, the mean of each cell's real tokens) -> ViTDet's simple feature pyramid
--> torchvision's FCOS head, losses and post-processing (:mod:`pebench.models.tasks.detection.pyramid`).
+-> torchvision's FCOS head, losses and post-processing (:mod:`pebench.tasks.detection.pyramid`).
 
 Batches follow ``datamodules/detection_common.py``: ``(inputs, targets[, info])`` with xyxy boxes
 in the input frame. Training logs ``train/loss`` (sum of FCOS's focal classification, GIoU
 regression and centre-ness losses; each also logged). Validation / test log the same losses
-(``val/loss``) and COCO mAP from :class:`~pebench.models.tasks.detection.coco_eval.CocoEvaluator` against the
+(``val/loss``) and COCO mAP from :class:`~pebench.tasks.detection.coco_eval.CocoEvaluator` against the
 datamodule's ``coco_gt(split)`` in the original frame: ``val/map`` (primary), ``val/map_50``,
 ``val/map_75``, ``val/map_small``, ``val/map_medium``, ``val/map_large`` (``test/*`` likewise); the
 number of distinct images each COCOeval saw is logged as ``val/map_images`` (a count, not a
@@ -34,7 +34,7 @@ from torchmetrics.aggregation import MeanMetric, SumMetric
 
 from pebench.datamodules.detection_common import content_size
 from pebench.datamodules.events.spiking import EventTokens
-from pebench.models.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
+from pebench.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
                                                         build_tokenizer)
 from pebench.models.vit import VIT_PRESETS, build_backbone
 

@@ -2,16 +2,16 @@
 Self-Supervised Vision Transformers") on the PE-pluggable ViT, for the EED study of "The inductive
 bottleneck in vision transformers".
 
-Student = tokenizer -> backbone -> pooled token -> :class:`~pebench.models.tasks.dino.head.DINOHead`;
+Student = tokenizer -> backbone -> pooled token -> :class:`~pebench.tasks.dino.head.DINOHead`;
 the teacher has the same architecture (no stochastic depth), receives no gradient and follows
 the student by EMA. Per training step (``2`` global + ``N`` local views from
-:mod:`pebench.models.tasks.dino.multicrop`):
+:mod:`pebench.tasks.dino.multicrop`):
 
 * teacher on the 2 global views, student on all views; views of one size go through the
   network as one batch (globals, then locals). Every view is tokenized on its own grid, so local
   crops get their own coords ``0 .. g-1`` and each PE applies its own rule for that grid (APE
   interpolates its table: a confound; a PE that cannot take the grid raises);
-* loss :func:`~pebench.models.tasks.dino.head.dino_loss` (teacher temperature warm-up 0.04 -> 0.07,
+* loss :func:`~pebench.tasks.dino.head.dino_loss` (teacher temperature warm-up 0.04 -> 0.07,
   student 0.1), then the centre update (momentum 0.9, batch mean all-reduced over DDP ranks);
 * AdamW; lr ``lr x batch / 256`` (``batch`` = the global batch) with linear warm-up and cosine
   decay to ``min_lr``; weight decay cosine 0.04 -> 0.4 on weights only (none on norms, biases,
@@ -50,7 +50,7 @@ from torch import Tensor, nn
 from torchmetrics.aggregation import SumMetric
 
 from pebench.analysis.geometry import geometry
-from pebench.models.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
+from pebench.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
                                                         build_tokenizer)
 from pebench.models.vit import VIT_PRESETS, build_backbone
 

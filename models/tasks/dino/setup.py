@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from pebench.core.errors import ConfigError
-from pebench.models.tasks.base import TaskSetup, geometry_only, register_task
+from pebench.tasks.base import TaskSetup, geometry_only, register_task
 
 from .module import DinoTask
 from .multicrop import DinoDataModule

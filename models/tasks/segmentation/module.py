@@ -23,7 +23,7 @@ propagation):
    PE), then an MLP to class logits.
 
 Loss: cross-entropy over real, labelled points (``ignore_index``). Metrics
-(:class:`~pebench.models.tasks.segmentation.miou.SegmentationMetrics`, a confusion-matrix sum state, exact across DDP
+(:class:`~pebench.tasks.segmentation.miou.SegmentationMetrics`, a confusion-matrix sum state, exact across DDP
 ranks): ``val/miou`` (primary), ``val/oacc``, ``val/macc``, ``val/loss``; per-class IoU in
 ``results.json`` (``segmentation.val_iou_per_class``). Optimisation as the classification task
 (AdamW, warm-up + cosine, no decay on norms / biases / PE tables).
@@ -32,7 +32,7 @@ Analyses: ``features()`` / ``tokenize()`` / ``permute_content()`` as the other t
 ``geometry`` (SSDC with the Euclidean distance between token centres, per scene, EED) applies. RPI /
 RPT permute token content within each scene's real tokens (padding stays padding). ``robustness``
 (point jitter / dropout, FS on mIoU) and ``extrapolation`` (denser sampling, tiled larger scenes)
-call ``forward`` on shifted or re-sampled scenes (:mod:`pebench.models.tasks.segmentation.shift`).
+call ``forward`` on shifted or re-sampled scenes (:mod:`pebench.tasks.segmentation.shift`).
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, SumMetric
 
 from pebench.models.scene_tokenizer import PATCHINGS, SceneTokenizer, knn_interpolate, _knn
-from pebench.models.tasks.classification.module import (NonFiniteLossError, SkippedSampleCount, split_batch,
+from pebench.tasks.classification.module import (NonFiniteLossError, SkippedSampleCount, split_batch,
                                                         warmup_cosine)
 from pebench.models.tokenizers import TokenBatch
 from pebench.models.vit import VIT_PRESETS, build_backbone, check_attn_window

@@ -32,7 +32,7 @@ from typing import Any
 from pebench.analysis.evaluators import ANALYSIS_NAMES, TaskAnalyses
 from pebench.core.errors import ConfigError
 from pebench.models.scene_tokenizer import PATCHINGS
-from pebench.models.tasks.base import TaskSetup, analyses_except, register_task
+from pebench.tasks.base import TaskSetup, analyses_except, register_task
 
 from . import shift
 from .module import SEGMENTATION_DEFAULTS, SegmentationTask
