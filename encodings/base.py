@@ -109,6 +109,10 @@ class PositionalEncoding(nn.Module):
     additive: ClassVar[bool] = False
     #: Modalities the PE applies to (LookHere refuses point clouds).
     modalities: ClassVar[Sequence[str]] = ALL_MODALITIES
+    #: True when the attention logits depend on the coordinates only through their differences (exactly
+    #: relative: shifting every coordinate changes nothing), False when they do not (absolute PEs, LieRE).
+    #: Every PE declares it; the tests check the declaration against the model's outputs.
+    relative: ClassVar[bool | None] = None
     #: The PE's keyword options (``--pe-option KEY=VALUE``), one :class:`~pebench.encodings.options.PEOption`
     #: each: ``build_pe`` validates against them, ``pe_options`` lists them, ``variant_label`` names
     #: non-default settings. Keys and defaults match the constructor's keyword arguments (tested).

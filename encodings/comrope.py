@@ -86,6 +86,8 @@ class ComRoPELayer(LayerPE):
 @register_pe("comrope", order=100)
 class ComRoPE(PositionalEncoding):
     """ComRoPE: commuting trainable angle matrices, ``ld`` (default) or ``ap``; exactly relative."""
+
+    relative = True
     options = (
         PEOption("variant", "str", "ld", "ld: theta[a,k] (P - P^T) (linearly dependent); ap: block k on axis k mod p",
                  choices=VARIANTS),

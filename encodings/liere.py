@@ -80,6 +80,8 @@ class LieRELayer(LayerPE):
 @register_pe("liere", order=90)
 class LieRE(PositionalEncoding):
     """LieRE: ``R(r) = expm(sum_a s_a r_a A_a)``, learned dense skew generators per layer and head."""
+
+    relative = False
     options = (
         PEOption("block_size", "int", None,
                  "generator block size in channels (default: the head dim, one dense block)"),

@@ -247,6 +247,7 @@ class LookHereLayer(BiasLayerPE):
 class LookHere(PositionalEncoding):
     """LookHere, LH-90 layout (see the module docstring); ``self.heads`` lists the layout."""
 
+    relative = True
     options = (
         PEOption("unmasked_heads", "int", None, "number of unmasked heads (default: the LH-90 rule, 4 with 12 or 16 "
                  "heads)"),

@@ -14,3 +14,5 @@ __all__ = ["NoPE"]
 @register_pe("none", order=0)
 class NoPE(PositionalEncoding):
     """No positional information at all (identity everywhere)."""
+
+    relative = True

@@ -108,6 +108,7 @@ class PaPERILayer(AugmentedLayerPE):
 class PaPERI(PositionalEncoding):
     """Rotation-invariant PaPE; the default is the published method (see the module docstring)."""
 
+    relative = True
     options = (
         PEOption("impl", "str", "sdpa", "sdpa: exact fold into q/k (no N x N tensor); naive: explicit N x N logits",
                  PAPE_IMPLS),

@@ -154,6 +154,8 @@ class AxialRoPELayer(LayerPE):
 @register_pe("rope-axial", order=30)
 class AxialRoPE(PositionalEncoding):
     """Axial RoPE (no parameters). Options: ``base`` (default 100), ``layout`` (default ``axial``)."""
+
+    relative = True
     options = (PEOption("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),
                PEOption("layout", "str", "axial", "frequency layout over t/y/x: axial (per-axis ladders), mrope "
                         "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope", choices=LAYOUTS))

@@ -85,6 +85,8 @@ class MixedRoPELayer(LayerPE):
 @register_pe("rope-mixed", order=40)
 class MixedRoPE(PositionalEncoding):
     """RoPE-Mixed. Option: ``theta`` (init magnitude base, default 10 as in the paper)."""
+
+    relative = True
     options = (PEOption("theta", "float", 10.0, "frequency base of the initial frequency vectors"),)
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

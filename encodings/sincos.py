@@ -42,6 +42,8 @@ def sincos_embedding(coords: Tensor, dim: int, base: float = 10000.0) -> Tensor:
 @register_pe("sincos", order=20)
 class SinCosPE(PositionalEncoding):
     """Fixed sinusoidal table evaluated at the tokens' coords (no parameters)."""
+
+    relative = False
     options = (PEOption("base", "float", 10000.0, "frequency base of the sinusoids"),)
 
     additive = True

@@ -122,6 +122,8 @@ class CirculantSTRINGLayer(LayerPE):
 @register_pe("string", order=110)
 class STRING(PositionalEncoding):
     """STRING: ``R(r) = RoPE(r) P`` with a learned orthogonal ``P`` (Cayley) or circulant generators."""
+
+    relative = True
     options = (
         PEOption("p_form", "str", "cayley", "cayley: P = (I - S)(I + S)^-1 with RoPE-Mixed frequencies; "
                  "circulant: circulant skew generators (FFT)", choices=P_FORMS),

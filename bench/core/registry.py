@@ -109,6 +109,10 @@ class Registry(Generic[T]):
         self._import_all()
         return sorted(self._entries, key=lambda n: (n not in self._order, self._order.get(n, 0.0), n))
 
+    def registered(self) -> list[str]:
+        """The names registered so far, without importing anything."""
+        return list(self._entries)
+
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._lookup(name) is not None
 

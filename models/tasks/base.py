@@ -21,19 +21,18 @@ run and the sweep's configuration fingerprint both call it.
 """
 from __future__ import annotations
 
-import importlib
 import pkgutil
 import sys
 from typing import Any, Callable, Sequence
 
 from pebench.core.errors import ConfigError
-from pebench.core.registry import Registry
+from pebench.core.registry import Registry, load_plugins, unknown_name_message
 
 __all__ = ["TaskSetup", "TASK_SETUPS", "register_task", "get_task_setup", "list_tasks", "resolve_task",
            "default_task", "geometry_only", "analyses_except"]
 
-#: task name -> its :class:`TaskSetup` subclass (filled by importing the task's folder)
-TASK_SETUPS: Registry[TaskSetup] = Registry("task")
+#: task name -> its :class:`TaskSetup` subclass (filled by importing the task's folder, or a plugin module)
+TASK_SETUPS: Registry[TaskSetup] = Registry("task", package=__package__)
 
 
 def geometry_only(task: str, reason: str) -> Callable[[list[str], bool], list[str]]:
@@ -124,19 +123,18 @@ def register_task(name: str) -> Callable[[type[TaskSetup]], type[TaskSetup]]:
 
 
 def list_tasks() -> list[str]:
-    """The task names: the sub-packages of :mod:`pebench.tasks` (none of them is imported)."""
+    """The task names: the sub-packages of :mod:`pebench.tasks` (none of them is imported) and the
+    tasks registered by plugins (``$PEBENCH_PLUGINS``, see :mod:`pebench.core.registry`)."""
+    load_plugins()
     package = sys.modules[__package__]  # read at call time: a test may extend its __path__
-    return [m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg]
+    folders = [m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg]
+    return folders + sorted(set(TASK_SETUPS.registered()) - set(folders))
 
 
 def get_task_setup(name: str) -> TaskSetup:
-    """The setup of task ``name``: imports its folder (which registers it) on first use."""
-    if name not in TASK_SETUPS.names():
-        if name not in list_tasks():
-            raise ConfigError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
-        importlib.import_module(f"pebench.tasks.{name}")  # deferred: start-up time (torch)
-        if name not in TASK_SETUPS.names():
-            raise ValueError(f"the task folder {name!r} registers no task of its name (@register_task({name!r}))")
+    """The setup of task ``name``: the registry imports its folder (which registers it) on first use."""
+    if name not in TASK_SETUPS:
+        raise ConfigError(unknown_name_message("task", name, list_tasks()))
     return TASK_SETUPS.get(name)()
 
 
