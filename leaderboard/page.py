@@ -64,7 +64,7 @@ _JS = """
       var ea = isEmpty(a.v), eb = isEmpty(b.v);
       if (ea !== eb) { return ea ? 1 : -1; }
       var c = 0;
-      if (!ea) { c = numeric ? parseFloat(a.v) - parseFloat(b.v) : a.v.localeCompare(b.v); }
+      if (!ea) { c = numeric ? parseFloat(a.v) - parseFloat(b.v) : (a.v < b.v ? -1 : (a.v > b.v ? 1 : 0)); }
       if (dir === "descending") { c = -c; }
       return c || a.i - b.i;
     });
