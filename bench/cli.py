@@ -322,10 +322,11 @@ def _check_command_args(args: argparse.Namespace) -> None:
             check_resolution_syntax(r, "--resolutions")
     if args.command == "leaderboard" and args.out is not None:
         out = Path(args.out)
+        kind = {"md": "markdown", "csv": "CSV", "json": "JSON", "html": "HTML"}[args.format]
         if not str(args.out).strip():
-            raise ConfigError(f"--out must name a {args.format} file, got an empty string")
+            raise ConfigError(f"--out must name a {kind} file, got an empty string")
         if out.is_dir():
-            raise ConfigError(f"--out {str(out)!r} is a directory; expected a {args.format} file, e.g. "
+            raise ConfigError(f"--out {str(out)!r} is a directory; expected a {kind} file, e.g. "
                               f"{str(out / f'LEADERBOARD.{args.format}')!r}")
 
 

@@ -100,6 +100,12 @@ def _without(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k not in keys}
 
 
+def _same(before: dict[str, Any], after: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
+    """Raise unless ``before`` and ``after`` differ in ``keys`` only (the rewrite touched nothing else)."""
+    if _without(before, keys) != _without(after, keys):
+        raise ValueError(f"{where}: the rewrite changed more than {', '.join(keys)}")
+
+
 def process(results_root: Path, write: bool) -> tuple[list[Path], list[str]]:
     """(files that change, problems) for every run below ``results_root``; writes when ``write``."""
     changed: list[Path] = []
@@ -116,8 +122,8 @@ def process(results_root: Path, write: bool) -> tuple[list[Path], list[str]]:
             continue
         new_text = rewrite_json(text, results, changes, str(path))
         new_results = json.loads(new_text)
-        assert _without(new_results, ("run_dir", "config")) == _without(results, ("run_dir", "config")), path
-        assert _without(new_results["config"], PATH_KEYS) == _without(results["config"], PATH_KEYS), path
+        _same(results, new_results, ("run_dir", "config"), str(path))
+        _same(results["config"], new_results["config"], PATH_KEYS, str(path))
         updates = [(path, new_text)]
         cfg_path = folder / "config.yaml"
         if cfg_path.is_file():
@@ -125,8 +131,9 @@ def process(results_root: Path, write: bool) -> tuple[list[Path], list[str]]:
             config = yaml.safe_load(cfg_text)
             new_cfg_text = rewrite_yaml(cfg_text, config, changes, str(cfg_path))
             new_config = yaml.safe_load(new_cfg_text)
-            assert _without(new_config, PATH_KEYS) == _without(config, PATH_KEYS), cfg_path
-            assert all(new_config[k] == changes[k] for k in PATH_KEYS if k in changes), cfg_path
+            _same(config, new_config, PATH_KEYS, str(cfg_path))
+            if any(new_config[k] != changes[k] for k in PATH_KEYS if k in changes):
+                raise ValueError(f"{cfg_path}: the rewritten values do not read back as written")
             updates.append((cfg_path, new_cfg_text))
         for file, new in updates:
             changed.append(file)
