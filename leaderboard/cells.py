@@ -13,7 +13,8 @@ markdown states, with every seed's value beside the aggregate:
   markdown's ``*``). Without a reference cell ``delta_note`` says why (``no rope-axial row``);
 * extrapolation (mean acc1 per resolution), geometry (EED % of the lowest layer, peak SSDC_RPI,
   SSDC of the last layer, and the per-layer means the page plots) and fragility FS per shift: means
-  over the seeds that report them, as in the markdown.
+  over the seeds that report them, as in the markdown; ``columns`` adds each one's per-seed
+  values, seed count and bootstrap 95 % interval (which the markdown does not print).
 
 Nothing here imports torch; equal inputs give equal cells.
 """
@@ -63,6 +64,9 @@ class Cell:
     fs: dict[str, float | None]  # shift -> mean FS (None: not reported or undefined)
     fs_undefined: list[str]  # shifts the runs report with FS undefined (clean accuracy near chance)
     layers: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ssdc"/"eed_percent" -> {layers, mean}
+    # every other column per seed: "acc1@<res>", "eed_min_percent", "ssdc_rpi_peak", "ssdc_last_layer",
+    # "fs_<shift>" -> {"values": [per seed, in seed order], "n", "mean", "ci95"}
+    columns: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def row_label(self) -> str:
@@ -106,6 +110,21 @@ def _layer_means(members: Sequence[RunRecord], key: str, layers_key: str) -> dic
     mean = [_mean([s[1][i] for s in series if s[1][i] is not None and math.isfinite(s[1][i])])
             for i in range(len(layers))]
     return {"layers": layers, "mean": mean, "n": len(series)}
+
+
+def _column(values: list[float | None]) -> dict[str, Any]:
+    """A column's per-seed values, how many seeds report it, their mean and bootstrap 95 % interval."""
+    present = [v for v in values if v is not None]
+    return {"values": values, "n": len(present), "mean": _mean(values), "ci95": bootstrap_mean_ci(present)}
+
+
+def _columns(members: Sequence[RunRecord], resolutions: Sequence[str], shifts: Sequence[str]) -> dict[str, dict]:
+    cols = {f"acc1@{res}": [(r.extrapolation or {}).get(res) for r in members] for res in resolutions}
+    cols["eed_min_percent"] = [_geom_reduce(r, "eed_percent", min) for r in members]
+    cols["ssdc_rpi_peak"] = [_geom_reduce(r, "ssdc_rpi", max) for r in members]
+    cols["ssdc_last_layer"] = [_last_layer(r, "ssdc") for r in members]
+    cols.update({f"fs_{s}": [(r.robustness or {}).get(s, {}).get("fs") for r in members] for s in shifts})
+    return {k: _column(v) for k, v in cols.items()}
 
 
 def _fs_values(members: Sequence[RunRecord], shift: str) -> tuple[float | None, bool]:
@@ -161,6 +180,7 @@ def _dataset_cells(runs: list[RunRecord], reference: str | None,
                          "significant": bool(res[3] and t_p < 0.05), "n_pairs": len(diffs)}
         metric_names = sorted({m for r in members for m in r.metrics})
         fs = {s: _fs_values(members, s) for s in shifts}
+        columns = _columns(members, resolutions, shifts)
         layers = {k: v for k, v in (("ssdc", _layer_means(members, "ssdc", "layers")),
                                     ("eed_percent", _layer_means(members, "eed_percent", "eed_layers"))) if v}
         cells.append(Cell(
@@ -171,11 +191,11 @@ def _dataset_cells(runs: list[RunRecord], reference: str | None,
             values=values, mean=stats["mean"], std=stats["std"], ci=ci, reference=used,
             is_reference=note == "reference", delta=delta, delta_note=note,
             metrics={m: _stats([r.metrics.get(m) for r in members]) for m in metric_names},
-            extrapolation={res: _mean([(r.extrapolation or {}).get(res) for r in members]) for res in resolutions},
-            eed_min=_mean([_geom_reduce(r, "eed_percent", min) for r in members]),
-            ssdc_rpi_peak=_mean([_geom_reduce(r, "ssdc_rpi", max) for r in members]),
-            ssdc_last=_mean([_last_layer(r, "ssdc") for r in members]),
+            extrapolation={res: columns[f"acc1@{res}"]["mean"] for res in resolutions},
+            eed_min=columns["eed_min_percent"]["mean"], ssdc_rpi_peak=columns["ssdc_rpi_peak"]["mean"],
+            ssdc_last=columns["ssdc_last_layer"]["mean"],
             fs={s: v[0] for s, v in fs.items()}, fs_undefined=[s for s, v in fs.items() if v[1]], layers=layers,
+            columns=columns,
         ))
     return cells
 

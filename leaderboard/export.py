@@ -13,8 +13,9 @@ resolution and one ``fs_<shift>`` column per shift any cell reports, then ``git_
 and the cell's ``runs`` (``results.json`` paths relative to the results folder).
 
 JSON: ``{"generated_by", "reference", "complete_runs", "cells": [...], "incomplete": [...],
-"problems": [...]}``; a cell holds the same fields, plus every metric's mean/std/n and the per-layer
-SSDC and EED means.
+"problems": [...]}``; a cell holds the same fields, plus every metric's mean/std/n, the per-layer
+SSDC and EED means, and ``columns``: per extrapolation, geometry and FS column the per-seed values,
+seed count, mean and bootstrap 95 % interval.
 """
 from __future__ import annotations
 
@@ -66,6 +67,9 @@ def cell_record(cell: Cell) -> dict[str, Any]:
                     for m, st in cell.metrics.items()},
         "layers": {k: {"layers": v["layers"], "mean": [_num(x) for x in v["mean"]], "n": v["n"]}
                    for k, v in cell.layers.items()},
+        "columns": {k: {"values": [_num(x) for x in v["values"]], "n": v["n"], "mean": _num(v["mean"]),
+                        "ci95": None if v["ci95"] is None else [_num(v["ci95"][0]), _num(v["ci95"][1])]}
+                    for k, v in cell.columns.items()},
         "git_sha": cell.git_sha, "fingerprint": cell.fingerprint, "runs": [r.path for r in cell.runs],
     }
 

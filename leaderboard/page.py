@@ -4,8 +4,9 @@ One file, nothing fetched at view time: the CSS and the sorting script are inlin
 inline SVG (:mod:`.svg`). Per dataset: a table with one row per cell (:mod:`.cells`), every column
 sortable by a click on its header; the primary-metric cell shows mean ± std with its 95 % interval
 and seed count, the Δ cell the paired difference to the reference with its interval and p-values
-(the reference row and significant differences are marked); each row links to its runs'
-``results.json`` and ``config.yaml`` (relative links, ``link_prefix`` = the results folder as seen
+(the reference row and significant differences are marked); every other number cell shows its
+mean over seeds with the bootstrap interval and seed count (each seed's value on hover); each row
+links to its runs' ``results.json`` and ``config.yaml`` (relative links, ``link_prefix`` = the results folder as seen
 from the page's folder). Below the table: SSDC and EED % per layer and the extrapolation curve,
 means over seeds, one line per cell.
 
@@ -90,10 +91,19 @@ def _td(text: str, value: str, key: str = "", cls: str = "", sub: str = "") -> s
     return f"<td{attrs}>{text}" + (f'<span class="sub">{sub}</span>' if sub else "") + "</td>"
 
 
-def _num_td(x: float | None, scale: float, decimals: int, key: str, undefined: bool = False) -> str:
+def _num_td(c: Cell, key: str, scale: float, decimals: int, undefined: bool = False) -> str:
+    """A mean over seeds with its bootstrap interval and seed count below, each seed's value on hover."""
+    col = c.columns[key]
+    x = col["mean"]
     if x is None or not math.isfinite(x):
         return _td(UNDEFINED if undefined else MISSING, "", key)
-    return _td(_fmt(x * scale, decimals), _v(x), key)
+    ci = col["ci95"]
+    sub = (f"[{_fmt(ci[0] * scale, decimals)}, {_fmt(ci[1] * scale, decimals)}] · " if ci else "") + f"n={col['n']}"
+    seeds = ", ".join(f"{s}: {_fmt(v * scale, decimals) if v is not None else MISSING}"
+                      for s, v in zip(c.seeds, col["values"]))
+    attrs = (f' data-v="{_v(x)}" data-k="{key}" data-lo="{_v(ci[0]) if ci else ""}" data-hi="{_v(ci[1]) if ci else ""}"'
+             f' title="per seed: {escape(seeds)}"')
+    return f'<td{attrs}>{_fmt(x * scale, decimals)}<span class="sub">{sub}</span></td>'
 
 
 def _primary_td(c: Cell) -> str:
@@ -147,16 +157,18 @@ def _table(cells: Sequence[Cell], results_root: Path, link_prefix: str, start: i
     head = ["Model", "PE", "n", f"{' / '.join(primaries)}{' (%)' if percent else ''}", f"Δ vs {ref_label}"]
     head += [f"acc1@{r} (%)" for r in resolutions]
     head += ["EED% (min layer)", "SSDC_RPI (peak)", "SSDC (last layer)"] + [f"FS-{s}" for s in shifts] + ["runs"]
-    out = ['<table class="lb"><thead><tr>' + "".join(f'<th tabindex="0">{escape(h)}</th>' for h in head)
-           + "</tr></thead><tbody>"]
+    text_columns = {0, 1, len(head) - 1}  # model, PE, runs: left-aligned
+    cls = ['' if i not in text_columns else ' class="t"' for i in range(len(head))]
+    out = ['<table class="lb"><thead><tr>' + "".join(f'<th tabindex="0"{cls[i]}>{escape(h)}</th>'
+                                                     for i, h in enumerate(head)) + "</tr></thead><tbody>"]
     for i, c in enumerate(cells):
         cls = ' class="ref"' if c.is_reference else ""
         tds = [_td(escape(c.model), c.model, "model", "t"), _td(escape(c.row_label), c.row_label, "row", "t"),
                _td(str(len(c.runs)), str(len(c.runs)), "n"), _primary_td(c), _delta_td(c)]
-        tds += [_num_td(c.extrapolation.get(r), 100.0, 1, f"acc1@{r}") for r in resolutions]
-        tds += [_num_td(c.eed_min, 1.0, 1, "eed_min_percent"), _num_td(c.ssdc_rpi_peak, 1.0, 3, "ssdc_rpi_peak"),
-                _num_td(c.ssdc_last, 1.0, 3, "ssdc_last_layer")]
-        tds += [_num_td(c.fs.get(s), 1.0, 3, f"fs_{s}", undefined=s in c.fs_undefined) for s in shifts]
+        tds += [_num_td(c, f"acc1@{r}", 100.0, 1) for r in resolutions]
+        tds += [_num_td(c, "eed_min_percent", 1.0, 1), _num_td(c, "ssdc_rpi_peak", 1.0, 3),
+                _num_td(c, "ssdc_last_layer", 1.0, 3)]
+        tds += [_num_td(c, f"fs_{s}", 1.0, 3, undefined=s in c.fs_undefined) for s in shifts]
         tds.append(_runs_td(c, results_root, link_prefix))
         out.append(f'<tr id="cell-{start + i}" data-i="{i}"{cls}>' + "".join(tds) + "</tr>")
     out.append("</tbody></table>")
@@ -210,7 +222,8 @@ def render_page(cells: Sequence[Cell], runs: Sequence[RunRecord], problems: Sequ
            "reference row of the same model (highlighted), paired by seed, with its paired-bootstrap 95 % interval, "
            "the sign-flip p and the paired t-test p; <span class=\"sig\">*</span>: the interval excludes 0 and "
            "t-p &lt; 0.05. Accuracies in %. Extrapolation, geometry (EED % of the lowest layer, peak SSDC_RPI, SSDC "
-           "of the last layer) and fragility FS = 1 − A_shift/A_clean are means over seeds; — not reported, n/a "
+           "of the last layer) and fragility FS = 1 − A_shift/A_clean are means over seeds, with their bootstrap "
+           "95 % interval and seed count below (each seed's value on hover); — not reported, n/a "
            "FS undefined (clean accuracy near chance). Each row links to its runs' results.json (s&lt;seed&gt;) and "
            "config.yaml (cfg).</p>"]
     datasets = sorted({c.dataset for c in cells})

@@ -161,6 +161,10 @@ def test_the_numbers_in_the_dom_equal_the_json_output(loaded) -> None:
         numbers.update({k: cell[k] for k in ("eed_min_percent", "ssdc_rpi_peak", "ssdc_last_layer")})
         for key, value in numbers.items():
             shown = tds[key]["data-v"]
-            assert (float(shown) if shown else None) == value, (cell["row"], key)
+            assert (float(shown) if shown else None) == value == cell["columns"][key]["mean"], (cell["row"], key)
+            if shown and cell["columns"][key]["ci95"]:
+                assert [float(tds[key]["data-lo"]), float(tds[key]["data-hi"])] == cell["columns"][key]["ci95"]
+            if shown:
+                assert f"n={cell['columns'][key]['n']}" in tds[key]["text"]
             checked += 1
     assert checked > 300

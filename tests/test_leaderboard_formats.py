@@ -74,6 +74,10 @@ def test_json_cells_hold_the_raw_numbers(results: Path, tmp_path: Path) -> None:
     assert ape["eed_min_percent"] == pytest.approx(21.0) and ape["ssdc_last_layer"] == pytest.approx(0.11)
     assert ape["fs"] == {"jpeg": pytest.approx(0.2), "blur": None} and ape["fs_undefined"] == ["blur"]
     assert ape["layers"]["eed_percent"] == {"layers": [0, 1], "mean": [40.0, 21.0], "n": 3}
+    eed = ape["columns"]["eed_min_percent"]
+    assert eed["values"] == [20.0, 21.0, 22.0] and eed["n"] == 3 and eed["mean"] == ape["eed_min_percent"]
+    assert eed["ci95"] == list(bootstrap_mean_ci([20.0, 21.0, 22.0]))
+    assert ape["columns"]["fs_blur"] == {"values": [None, None, None], "n": 0, "mean": None, "ci95": None}
     assert ape["runs"] == [f"a/ape/vit-nano/seed{s}/results.json" for s in SEEDS]
 
 
