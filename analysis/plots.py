@@ -59,9 +59,21 @@ def _chance(ax: Any, run: dict[str, Any] | None) -> None:
         ax.axhline(1.0 / n, color="0.5", ls=":", lw=1.0, label=f"chance (1/{n})")
 
 
+def _legend_below(ax: Any, extra: list | None = None, ncol: int = 2) -> None:
+    """The axes' legend (plus ``extra`` line handles, e.g. of a twin axis) under its x label, outside the
+    plotting area, so it never covers a curve; nothing when there is nothing to label."""
+    handles, labels = ax.get_legend_handles_labels()
+    for h in extra or []:
+        handles.append(h)
+        labels.append(h.get_label())
+    if handles:
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=ncol, fontsize=8,
+                  frameon=False)
+
+
 def _figure(ncols: int = 1, width: float = 5.0, height: float = 3.6):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # deferred: matplotlib takes ~0.5 s to import,
+    from matplotlib.figure import Figure  # deferred: paid only when a plot is drawn
 
     fig = Figure(figsize=(width * ncols, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
@@ -126,37 +138,45 @@ def plot_geometry(geo: dict[str, Any], path: str | os.PathLike, run: dict[str, A
           ylabel=f"SSDC (Spearman, cosine vs {_DISTANCE_LABELS.get(geo.get('distance', 'l1'), 'distance')})",
           title=f"SSDC (probe n={geo.get('probe_size')})")
     a.set_xticks(layers)
-    a.legend(fontsize=8)
+    _legend_below(a)
     eed_layers = geo.get("eed_layers") or layers
     eed_tap = geo.get("eed_tap", tap)
     if geo.get("eed_percent") is not None:
         b.plot(eed_layers, _nan(geo["eed_percent"]), "o-", color="C2", label="EED %")
+    extra = []
     if geo.get("eed_top1_share") is not None:
         b2 = b.twinx()
-        b2.plot(eed_layers, _nan(geo["eed_top1_share"]), "^:", color="C3", label="top-1 eigenvalue share")
+        extra = b2.plot(eed_layers, _nan(geo["eed_top1_share"]), "^:", color="C3",
+                        label="top-1 eigenvalue share (right axis)")
         b2.set_ylabel("top-1 eigenvalue share λ_max / Σλ", color="C3")
         b2.set_ylim(0, 1)
     b.set(xlabel=f"layer: {_TAP_LABELS.get(eed_tap, eed_tap)}", ylabel="EED % (100·N_eff / D)",
           title="Effective encoding dimension")
     b.set_xticks(eed_layers)
+    _legend_below(b, extra)
     _save(fig, path)
 
 
 def plot_alpha_sweep(rows: list[dict[str, Any]], path: str | os.PathLike, run: dict[str, Any] | None = None) -> None:
-    """Clean accuracy, FS (gaps where FS is undefined near chance) and peak SSDC-RPI vs α."""
-    fig, (a, b) = _figure(2)
+    """Three panels vs α: clean accuracy (with the chance level), FS under the shift on its own axis
+    (gaps, marked ``n/a``, where FS is undefined near chance) and peak SSDC-RPI."""
+    fig, (a, f, b) = _figure(3, width=4.2, height=3.8)
     _title(fig, "α sweep (additive PE scaled by α at inference)", run)
     al = [r["alpha"] for r in rows]
     shift = rows[0].get("shift", "shift") if rows else "shift"
     a.plot(al, _nan([r["acc"] for r in rows]), "o-", label="clean accuracy")
-    a.plot(al, _nan([r["fs"] for r in rows]), "s--", label=f"FS ({shift_label(shift, rows[0].get('params'))})")
+    _chance(a, run)
+    a.set(xlabel="α (PE scale)", ylabel="clean top-1 accuracy", title="Accuracy vs α")
+    _legend_below(a, ncol=1)
+    f.plot(al, _nan([r["fs"] for r in rows]), "s--", color="C1",
+           label=f"FS = 1 − A_shift/A_clean, {shift_label(shift, rows[0].get('params') if rows else None)}")
+    f.axhline(0.0, color="0.6", lw=0.8)
     for r in rows:
         if r.get("fs") is None:
-            a.annotate("FS n/a", (r["alpha"], r["acc"]), textcoords="offset points", xytext=(0, -12), fontsize=7,
+            f.annotate("n/a", (r["alpha"], 0.0), textcoords="offset points", xytext=(0, 6), fontsize=7,
                        ha="center", color="C1")
-    _chance(a, run)
-    a.set(xlabel="α (PE scale)", ylabel="clean accuracy / FS", title="Accuracy and fragility vs α")
-    a.legend(fontsize=8)
+    f.set(xlabel="α (PE scale)", ylabel="fragility FS", title="Fragility vs α", xlim=a.get_xlim())
+    _legend_below(f, ncol=1)
     b.plot(al, _nan([r["ssdc_rpi_peak"] for r in rows]), "o-", color="C2")
     b.axhline(0.0, color="0.6", lw=0.8)
     tap = _TAP_LABELS.get(rows[0].get("tap", "attn_in"), "") if rows else ""
@@ -186,17 +206,17 @@ def plot_extrapolation(rows: list[dict[str, Any]], path: str | os.PathLike, run:
         a.plot(xs, ys, "o-", label=f"{_METRIC_LABELS.get(metric, 'top-1')} (one checkpoint, no re-training)")
     if metric is None:
         _chance(a, run)
-    for r in ok:
-        a.annotate(r["resolution"], (r["n_tokens"], r[key]), textcoords="offset points", xytext=(3, 4),
-                   fontsize=8)
+    for r in ok:  # centred above the point: the last label stays inside the axes
+        a.annotate(r["resolution"], (r["n_tokens"], r[key]), textcoords="offset points", xytext=(0, 5),
+                   ha="center", fontsize=8)
     if xs and max(xs) > 2 * min(xs):
         a.set_xscale("log", base=2)
+    a.margins(x=0.08, y=0.12)
     n = sorted({r.get("n_samples") for r in ok if r.get("n_samples")})
     samples = f", n = {n[0]} per size" if len(n) == 1 else ""
     a.set(xlabel="patch tokens per sample (input size annotated)",
           ylabel=f"{_METRIC_LABELS.get(metric, 'top-1 accuracy')} (validation{samples})")
-    if a.get_lines():
-        a.legend(fontsize=8)
+    _legend_below(a, ncol=1)
     bad = [r["resolution"] for r in rows if "error" in r]
     if bad:
         a.text(0.01, 0.01, "skipped: " + ", ".join(bad), transform=a.transAxes, fontsize=7, color="C3")
@@ -231,7 +251,7 @@ def plot_eed_checkpoints(history: list[dict[str, Any]], path: str | os.PathLike,
     """DINO's EED study per run: EED% (left) and SSDC (right) over depth, one line per checkpoint
     (``eed_checkpoints`` of ``results.json``), coloured from the first checkpoint (light) to the last
     (dark), so a bottleneck forming during training shows as the lines moving apart."""
-    from matplotlib import colormaps
+    from matplotlib import colormaps  # deferred: matplotlib is imported only when a plot is drawn
 
     fig, (a, b) = _figure(2)
     _title(fig, "EED and SSDC over depth during training", run)

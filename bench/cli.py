@@ -68,10 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only these statuses (comma list): complete, incomplete, failed, interrupted, running, "
                         "queued (submitted to SLURM), unreadable")
 
-    p = sub.add_parser("leaderboard", help="regenerate the leaderboard markdown from results.json files",
-                       description="Collect <results>/**/results.json into a markdown leaderboard.")
+    p = sub.add_parser("leaderboard", help="regenerate the leaderboard (markdown, CSV, JSON or HTML) from results.json "
+                                           "files, or check a results folder",
+                       description="Collect <results>/**/results.json into a leaderboard: markdown (default; with "
+                                   "<out>_curves.png), CSV or JSON (one record per cell) or one static HTML page. "
+                                   "--check DIR validates a results folder instead and writes nothing.")
     p.add_argument("--results", default="runs", metavar="DIR", help="root of run directories (default: runs)")
-    p.add_argument("--out", default="LEADERBOARD.md", metavar="FILE", help="output file (default: LEADERBOARD.md)")
+    p.add_argument("--format", default="md", choices=("md", "csv", "json", "html"),
+                   help="output format (default: md)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="output file (default: LEADERBOARD.<format>, e.g. LEADERBOARD.md)")
+    p.add_argument("--check", default=None, metavar="DIR",
+                   help="validate the results folder DIR (schema, status complete, one commit and one configuration "
+                        "per cell, equal seeds, no duplicate runs, no absolute paths): one line per problem, exit 2 "
+                        "if any; writes nothing")
     p.add_argument("--reference", default="none", metavar="PE",
                    help="row (PE or variant) that the paired per-seed differences of the primary metric are "
                         "taken against; a comma list: each table takes the first one it has, e.g. rope-axial,none "
@@ -335,13 +345,14 @@ def _check_command_args(args: argparse.Namespace) -> None:
             raise ConfigError("--resolutions is empty; expected a comma list such as 24,32,48")
         for r in items:
             check_resolution_syntax(r, "--resolutions")
-    if args.command == "leaderboard":
+    if args.command == "leaderboard" and args.out is not None:
         out = Path(args.out)
+        kind = {"md": "markdown", "csv": "CSV", "json": "JSON", "html": "HTML"}[args.format]
         if not str(args.out).strip():
-            raise ConfigError("--out must name a markdown file, got an empty string")
+            raise ConfigError(f"--out must name a {kind} file, got an empty string")
         if out.is_dir():
-            raise ConfigError(f"--out {str(out)!r} is a directory; expected a markdown file, e.g. "
-                              f"{str(out / 'LEADERBOARD.md')!r}")
+            raise ConfigError(f"--out {str(out)!r} is a directory; expected a {kind} file, e.g. "
+                              f"{str(out / f'LEADERBOARD.{args.format}')!r}")
 
 
 def _one_line(e: BaseException) -> str:

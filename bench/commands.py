@@ -11,8 +11,12 @@ from typing import Any
 
 from .config import (ConfigError, RunConfig, config_to_dict, list_presets, load_yaml_config, merge,
                      run_config_from_args)
-from .core.io import atomic_write_json, read_json
+from .core.io import atomic_write_json, atomic_write_text, read_json
 from .perf import PERF_COMMANDS
+from pebench.leaderboard import collect_results
+from pebench.leaderboard.check import check_results
+from pebench.leaderboard.curves import write_sweep_curves
+from pebench.leaderboard.formats import render_format
 from pebench.leaderboard.summary import format_table
 
 __all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_analyze", "cmd_perf"]
@@ -146,19 +150,35 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------- leaderboard
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from pebench.leaderboard import write_leaderboard
+    """Write the leaderboard in ``--format`` (md: also ``<out>_curves.png``), or ``--check`` a results folder."""
+    # RunConfig's defaults fill the keys that files without a recorded fingerprint lack (torch-free)
+    defaults = config_to_dict(RunConfig())
+    if args.check is not None:
+        if not Path(args.check).is_dir():
+            raise ConfigError(f"results directory {args.check!r} does not exist")
+        problems, summary = check_results(args.check, defaults)
+        for line in problems:
+            print(f"{Path(args.check) / line.split(': ', 1)[0]}: {line.split(': ', 1)[1]}", file=sys.stderr)
+        if problems:
+            print(f"bench: error: {len(problems)} problem(s) in {args.check}", file=sys.stderr)
+            return 2
+        print(f"ok: {args.check}: {summary}")
+        return 0
     if not Path(args.results).is_dir():
         raise ConfigError(f"results directory {args.results!r} does not exist")
-    # RunConfig's defaults fill the keys that files without a recorded fingerprint lack (torch-free)
-    write_leaderboard(args.results, args.out, reference=getattr(args, "reference", "none"),
-                      config_defaults=config_to_dict(RunConfig()))
-    print(f"wrote {args.out}")
-    from pebench.leaderboard.curves import write_sweep_curves
-
-    out = Path(args.out)
-    curves = write_sweep_curves(args.results, out.with_name(f"{out.stem}_curves.png"))
-    if curves is not None:
-        print(f"wrote {curves}")
+    runs, problems = collect_results(args.results, defaults)
+    if not any(r.complete for r in runs):
+        raise ConfigError(f"no complete run in {args.results!r} ({len(runs)} incomplete, {len(problems)} "
+                          f"problem(s)); nothing to tabulate")
+    out = Path(args.out or f"LEADERBOARD.{args.format}")
+    text = render_format(args.format, runs, problems, args.results, out, reference=getattr(args, "reference", "none"),
+                         config_defaults=defaults)
+    atomic_write_text(out, text)
+    print(f"wrote {out}")
+    if args.format == "md":
+        curves = write_sweep_curves(args.results, out.with_name(f"{out.stem}_curves.png"))
+        if curves is not None:
+            print(f"wrote {curves}")
     return 0
 
 

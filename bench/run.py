@@ -497,7 +497,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         "skipped_samples": {}, "analyses": parts["analyses"], "config": config, "versions": _versions(),
         "numerics": numerics_record(),
         "git_sha": _git_sha(), "wall_time_s": None, "n_params": sum(p.numel() for p in task.parameters()),
-        "run_dir": str(run_dir), "resumed_from": None, "val_samples": None,
+        "run_dir": run_dir.relative_to(cfg.out).as_posix(), "resumed_from": None, "val_samples": None,
         "fingerprint": fingerprint(config), "fingerprint_keys": fingerprint_keys(config),
         "dataset_info": parts["dataset_info"],
     }

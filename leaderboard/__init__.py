@@ -2,7 +2,10 @@
 
 * :mod:`.collect`, :mod:`.render`, :mod:`.stats`: ``results.json`` files -> deterministic leaderboard markdown;
 * :mod:`.runs`: ``bench runs [show RUN]``; :mod:`.summary`: the plain-text tables ``bench run`` prints at the end;
-* :mod:`.curves`: training curves from ``metrics.csv`` (``curves.png``, the leaderboard's comparison plot).
+* :mod:`.curves`: training curves from ``metrics.csv`` (``curves.png``, the leaderboard's comparison plot);
+* :mod:`.cells`: the leaderboard as data (one record per table row); :mod:`.export` (CSV, JSON), :mod:`.page`
+  and :mod:`.svg` (one static HTML page), :mod:`.formats` (``bench leaderboard --format``);
+* :mod:`.check`: ``bench leaderboard --check DIR``, validation of a results folder before it is merged.
 
 Everything shown is read from the files (``bench run`` records what only the PE and dataset classes
 know, e.g. ``pe_label`` and ``dataset_info``); of pebench this package imports only ``pebench.core``

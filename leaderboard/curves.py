@@ -13,9 +13,10 @@ step rows hold ``train/loss_step``. This module turns that into one value per (m
   the last epoch with training values are therefore dropped.
 
 :func:`plot_run_curves` draws loss (train and validation) and the primary metric (train and
-validation) against the epoch, titled with dataset, PE, model and seed. :func:`plot_sweep_curves`
-draws, per dataset, the validation loss and primary metric of every PE variant, averaged over
-seeds (the band spans the seeds' minimum and maximum). Both use matplotlib's Agg canvas directly
+validation, with the chance level the run recorded) against the epoch, titled with dataset, PE,
+model and seed. :func:`plot_sweep_curves` draws, per dataset, the validation loss and primary metric
+of every PE variant, averaged over seeds (the band spans the seeds' minimum and maximum), with one
+legend per dataset beside both panels. Both use matplotlib's Agg canvas directly
 (no pyplot state) and write PNGs atomically. Nothing here imports torch.
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, Iterable
 
 from pebench.core.io import atomic_write_bytes
 
-__all__ = ["read_history", "epoch_series", "plot_run_curves", "write_run_curves", "sweep_series",
+__all__ = ["read_history", "epoch_series", "chance_level", "plot_run_curves", "write_run_curves", "sweep_series",
            "plot_sweep_curves", "write_sweep_curves", "run_title"]
 
 #: metric -> {epoch: value}
@@ -82,12 +83,27 @@ def _first(hist: History, names: Iterable[str]) -> str | None:
 
 
 def epoch_series(hist: History, primary: str = "val/acc1") -> dict[str, str | None]:
-    """Which logged columns are the four curves: train/val loss, train/val primary metric."""
+    """Which logged columns are the four curves: train/val loss, train/val primary metric. A primary
+    metric measured once after training (``test/acc1``) has no per-epoch values: its validation
+    counterpart (``val/acc1``) is the curve then."""
     stem = primary.split("/", 1)[-1]
     return {"train_loss": _first(hist, ("train/loss_epoch", "train/loss")),
             "val_loss": _first(hist, ("val/loss",)),
             "train_metric": _first(hist, (f"train/{stem}",)),
-            "val_metric": _first(hist, (primary,))}
+            "val_metric": _first(hist, (primary, f"val/{stem}"))}
+
+
+def chance_level(res: dict[str, Any]) -> float | None:
+    """The chance accuracy a run recorded (``robustness.chance``, ``dataset_info.chance``), else None."""
+    for section in ("robustness", "dataset_info"):
+        value = res.get(section, {}).get("chance") if isinstance(res.get(section), dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1:
+            return float(value)
+    return None
+
+
+def _is_accuracy(name: str) -> bool:
+    return bool(re.match(r"(acc|top[-_]?\d|mean_class_acc)", name.rsplit("/", 1)[-1]))
 
 
 def run_title(res: dict[str, Any]) -> str:
@@ -117,8 +133,9 @@ def _xy(series: dict[int, float]) -> tuple[list[int], list[float]]:
     return [x + 1 for x in xs], [series[x] for x in xs]  # epochs shown 1-based (epoch 1 = first epoch)
 
 
-def plot_run_curves(hist: History, title: str, primary: str = "val/acc1") -> bytes:
-    """PNG bytes: loss (left) and the primary metric (right) per epoch, train and validation."""
+def plot_run_curves(hist: History, title: str, primary: str = "val/acc1", chance: float | None = None) -> bytes:
+    """PNG bytes: loss (left) and the primary metric (right) per epoch, train and validation; ``chance``:
+    the chance accuracy, drawn on an accuracy panel."""
     cols = epoch_series(hist, primary)
     fig, ((a, b),) = _figure(1, 2)
     for key, ax, style, label in ((cols["train_loss"], a, "o-", "train"), (cols["val_loss"], a, "s--", "validation"),
@@ -127,6 +144,8 @@ def plot_run_curves(hist: History, title: str, primary: str = "val/acc1") -> byt
         if key:
             ax.plot(*_xy(hist[key]), style, label=label)
     stem = primary.split("/", 1)[-1]
+    if chance is not None and _is_accuracy(stem):
+        b.axhline(chance, color="0.5", ls=":", lw=1.0, label=f"chance ({chance:.3g})")
     a.set(xlabel="epoch", ylabel="loss (epoch mean)", title="loss")
     b.set(xlabel="epoch", ylabel=stem, title=stem)
     for ax in (a, b):
@@ -144,13 +163,16 @@ def write_run_curves(run_dir: str | os.PathLike, res: dict[str, Any]) -> Path | 
     if not any(epoch_series(hist, res.get("primary_metric") or "val/acc1").values()):
         return None
     path = run_dir / "curves.png"
-    atomic_write_bytes(path, plot_run_curves(hist, run_title(res), res.get("primary_metric") or "val/acc1"))
+    atomic_write_bytes(path, plot_run_curves(hist, run_title(res), res.get("primary_metric") or "val/acc1",
+                                             chance_level(res)))
     return path
 
 
 def sweep_series(results_root: str | os.PathLike) -> dict[str, dict[str, dict[str, Any]]]:
     """dataset -> PE variant (+ model when a dataset has several) -> {"primary", "val_loss",
-    "val_metric"}: for each curve, epoch -> list of the seeds' values. Complete runs only."""
+    "val_metric", "metric_column", "chance"}: for each curve, epoch -> list of the seeds' values
+    (``metric_column``: the logged column of the metric curve, see :func:`epoch_series`; ``chance``:
+    :func:`chance_level` of the first run). Complete runs only."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     root = Path(results_root)
     runs = []
@@ -173,7 +195,9 @@ def sweep_series(results_root: str | os.PathLike) -> dict[str, dict[str, dict[st
         primary = res.get("primary_metric") or "val/acc1"
         hist = read_history(run_dir)
         cols = epoch_series(hist, primary)
-        entry = out.setdefault(ds, {}).setdefault(label, {"primary": primary, "val_loss": {}, "val_metric": {}})
+        entry = out.setdefault(ds, {}).setdefault(label, {"primary": primary, "val_loss": {}, "val_metric": {},
+                                                          "metric_column": cols["val_metric"] or primary,
+                                                          "chance": chance_level(res)})
         for curve in ("val_loss", "val_metric"):
             for epoch, v in hist.get(cols[curve] or "", {}).items():
                 entry[curve].setdefault(epoch, []).append(v)
@@ -181,15 +205,18 @@ def sweep_series(results_root: str | os.PathLike) -> dict[str, dict[str, dict[st
 
 
 def plot_sweep_curves(series: dict[str, dict[str, dict[str, Any]]], title: str) -> bytes:
-    """PNG bytes: one row per dataset, validation loss (left) and primary metric (right) vs epoch,
-    one line per PE variant (mean over seeds; shaded: min to max over seeds)."""
+    """PNG bytes: one row per dataset, validation loss (left) and the primary metric's validation
+    curve (right) vs epoch, one line per PE variant (mean over seeds; shaded: min to max over seeds),
+    the chance level on an accuracy panel; each row's legend, shared by both panels (one colour per
+    variant), right of the row."""
     datasets = sorted(series)
     fig, rows = _figure(max(1, len(datasets)), 2)
     for (a, b), ds in zip(rows, datasets):
-        primary = "val/acc1"
+        column, chance = "val/acc1", None
         for i, label in enumerate(sorted(series[ds])):
             entry = series[ds][label]
-            primary = entry["primary"]
+            column = entry.get("metric_column") or entry["primary"]
+            chance = chance if chance is not None else entry.get("chance")
             for ax, curve in ((a, "val_loss"), (b, "val_metric")):
                 pts = entry[curve]
                 if not pts:
@@ -197,16 +224,21 @@ def plot_sweep_curves(series: dict[str, dict[str, dict[str, Any]]], title: str) 
                 xs = sorted(pts)
                 mean = [math.fsum(pts[x]) / len(pts[x]) for x in xs]
                 n = min(len(pts[x]) for x in xs)
-                ax.plot([x + 1 for x in xs], mean, "o-", ms=3, color=f"C{i % 10}", label=f"{label} (n={n})")
+                ax.plot([x + 1 for x in xs], mean, marker="o", ms=3, color=f"C{i % 10}",
+                        ls="-" if i < 10 else "--", label=f"{label} (n={n})")
                 if n > 1:
                     ax.fill_between([x + 1 for x in xs], [min(pts[x]) for x in xs], [max(pts[x]) for x in xs],
                                     color=f"C{i % 10}", alpha=0.15, lw=0)
+        if chance is not None and _is_accuracy(column) and b.get_lines():
+            b.axhline(chance, color="0.5", ls=":", lw=1.0, label=f"chance ({chance:.3g})")
         a.set(xlabel="epoch", ylabel="validation loss", title=f"{ds}: validation loss")
-        b.set(xlabel="epoch", ylabel=primary, title=f"{ds}: {primary} (mean over seeds)")
+        b.set(xlabel="epoch", ylabel=column, title=f"{ds}: {column} (mean over seeds)")
         for ax in (a, b):
             ax.xaxis.get_major_locator().set_params(integer=True)
-        if b.get_lines():
-            b.legend(fontsize=7)
+        handles, labels = (b if b.get_lines() else a).get_legend_handles_labels()
+        if handles:
+            b.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9, frameon=False,
+                     title="PE (seeds), both panels", title_fontsize=9)
     if not datasets:
         rows[0][0].text(0.5, 0.5, "no complete runs", ha="center", transform=rows[0][0].transAxes)
     fig.suptitle(title)

@@ -24,7 +24,8 @@ Cell conventions (also printed in the header):
   REF``, the mean per-seed difference to the reference row (``--reference``, default ``none``;
   same model and token kind: ``pape+spiking`` against ``none+spiking``; seeds present in both
   rows) with its paired-bootstrap 95 % interval and the exact
-  sign-flip p-value; ``*`` marks a difference whose interval excludes 0.
+  sign-flip p-value; ``*`` marks a difference whose interval excludes 0. A table without the
+  reference variant keeps its Δ columns; their cells say so (``no none row``).
 * a row never averages runs of different configurations or code versions: runs of one (model,
   PE variant) whose configuration fingerprints differ get one row each, labelled with the
   settings that differ (``ape (epochs=4)``; ``config <fp>`` when the files hold no config), and
@@ -183,6 +184,12 @@ def _delta_cell(row: dict[int, float | None], ref: dict[int, float | None] | Non
             f"p={p:.3f} t-p={pt:.3f}" + ("*" if significant and pt < 0.05 else ""))
 
 
+def reference_note(reference: str) -> str:
+    """``no none row`` / ``no rope-axial or none row``: what the Δ cells of a table without the
+    reference variant say."""
+    return "no " + " or ".join(reference.split(",")) + " row"
+
+
 def _short(v: object) -> str:
     text = json.dumps(v, sort_keys=True, separators=(",", ":"), default=str)
     return text if len(text) <= 24 else text[:21] + "..."
@@ -265,7 +272,7 @@ def _table(runs: list[RunRecord], reference: str | None = None,
     header = ["Model", "PE", "n"]
     header += [f"{m} (%)" if is_fraction_metric(m) else m for m in metric_names]
     header += [f"{m} 95% CI" for m in primaries]
-    header += [f"Δ{m} vs {reference}" for m in primaries] if refs else []
+    header += [f"Δ{m} vs {reference}" for m in primaries] if reference else []
     header += [f"acc1@{res} (%)" for res in resolutions]
     header += ["EED% (min layer)", "SSDC_RPI (peak)", "SSDC (last layer)"]
     header += [f"FS-{s}" for s in shifts]
@@ -282,6 +289,8 @@ def _table(runs: list[RunRecord], reference: str | None = None,
         for m in primaries:
             frac = is_fraction_metric(m)
             row.append(_ci_cell([r.metrics.get(m) for r in members], 100.0 if frac else 1.0, 1 if frac else 4))
+        for m in (primaries if reference and not refs else []):
+            row.append(reference_note(reference))  # type: ignore[arg-type]
         for m in (primaries if refs else []):
             frac = is_fraction_metric(m)
             ref_key = refs.get((key[0], _tokens_part(key[2])))

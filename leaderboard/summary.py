@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Sequence
 
 __all__ = ["format_table", "format_summary"]
@@ -113,6 +114,15 @@ def _cap_rows(cap: Any) -> list[tuple[str, Any]]:
             for k, v in cap.items() if isinstance(v, dict)]
 
 
+def _run_dir(results: dict[str, Any]) -> Any:
+    """The run directory as the user would type it: ``run_dir`` (relative to ``--out`` since it is recorded
+    that way) under the configuration's ``out``; an absolute ``run_dir`` (older files) as recorded."""
+    run_dir, out = results.get("run_dir"), (results.get("config") or {}).get("out")
+    if not isinstance(run_dir, str) or not isinstance(out, str) or os.path.isabs(run_dir) or out in ("", "."):
+        return run_dir
+    return os.path.join(out, run_dir)
+
+
 def format_summary(results: dict[str, Any]) -> str:
     """The end-of-run summary: run, status, metrics, then analyses that produced tables."""
     rows: list[tuple[str, Any]] = [
@@ -127,7 +137,7 @@ def format_summary(results: dict[str, Any]) -> str:
     rows += _skip_rows(results.get("skipped_samples"))
     rows += _cap_rows(results.get("token_cap"))
     rows += [("parameters", results.get("n_params")),
-             ("wall time (s)", f"{results.get('wall_time_s') or 0:.1f}"), ("run dir", results.get("run_dir"))]
+             ("wall time (s)", f"{results.get('wall_time_s') or 0:.1f}"), ("run dir", _run_dir(results))]
     if isinstance(results.get("analyses"), str):
         rows.append(("analyses", results["analyses"]))
     parts = [format_table(["", "value"], rows)]

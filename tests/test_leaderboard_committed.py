@@ -1,4 +1,5 @@
-"""The committed LEADERBOARD.md is exactly what `bench leaderboard` makes of the committed results."""
+"""The committed LEADERBOARD.md and LEADERBOARD.html are exactly what `bench leaderboard` makes of the committed
+results (so are the committed reports)."""
 from __future__ import annotations
 
 import importlib
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pebench.leaderboard import collect_results, render_leaderboard
+from pebench.leaderboard.formats import render_format
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = "results/embedded"
@@ -23,6 +25,19 @@ def test_committed_leaderboard_regenerates_byte_identical():
     head = committed.split("` from ", 1)[0]  # "... `bench leaderboard --results DIR [--reference PE]"
     reference = head.split("--reference ", 1)[1].strip() if "--reference " in head else "none"
     text = render_leaderboard(runs, problems, results_label=RESULTS, reference=reference)
+    assert text == committed
+
+
+@pytest.mark.skipif(not (REPO / "LEADERBOARD.html").exists(), reason="no committed leaderboard page")
+def test_committed_leaderboard_page_regenerates_byte_identical():
+    """LEADERBOARD.html is `bench leaderboard --format html` of the committed results, with the reference of
+    LEADERBOARD.md, its run links relative to the repository root."""
+    runs, problems = collect_results(REPO / RESULTS)
+    committed = (REPO / "LEADERBOARD.html").read_text(encoding="utf-8")
+    head = committed.split(" --format html", 1)[0]
+    reference = head.split("--reference ", 1)[1].strip() if "--reference " in head else "none"
+    text = render_format("html", runs, problems, REPO / RESULTS, REPO / "LEADERBOARD.html", results_label=RESULTS,
+                         reference=reference)
     assert text == committed
 
 

@@ -118,9 +118,10 @@ def test_table_shows_interval_and_marker(tmp_path):
     assert _row(text, "rope-axial")[delta].startswith(f"+{(np.mean(rope) - np.mean(none)) * 100:.1f} [")
     assert not _row(text, "ape")[delta].endswith("*")
     assert "No-PE ceiling" not in text  # probe-x is not a registered probe
-    # another reference; a reference no row has: no delta column; deterministic bytes
+    # another reference; a reference no row has: the delta column says so; deterministic bytes
     assert "Δtest/acc1 vs ape" in render_leaderboard(runs, problems, reference="ape")
-    assert "Δtest/acc1" not in render_leaderboard(runs, problems, reference="lookhere")
+    missing = render_leaderboard(runs, problems, reference="lookhere")
+    assert _row(missing, "ape")[_header(missing).index("Δtest/acc1 vs lookhere")] == "no lookhere row"
     # a comma list: each table takes the first reference it has
     fallback = render_leaderboard(runs, problems, reference="lookhere,ape,none")
     assert "Δtest/acc1 vs ape" in fallback and "Δtest/acc1 vs none" not in fallback
