@@ -38,10 +38,16 @@ def _prose_lines(path: Path) -> list[tuple[int, str]]:
     return out
 
 
+#: folders that exist only after an example in the docs ran (run directories, the extending guide's plugin)
+EXAMPLE_ROOTS = ("runs/", "my_pebench/")
+
+
 def _is_path(token: str) -> bool:
     """A backticked token names a repository path when it has a folder part and looks like a file or folder
     (metric names such as `val/acc1` and commands with spaces do not)."""
     if PLACEHOLDER.search(token) or "/" not in token.rstrip("/") or "://" in token or token.startswith("-"):
+        return False
+    if token.startswith(EXAMPLE_ROOTS):  # what an example command creates, not a repository path
         return False
     return token.endswith("/") or token.endswith(PATH_SUFFIXES)
 

@@ -63,7 +63,7 @@ def toy_task(tmp_path, monkeypatch):
     folder.mkdir()
     (folder / "__init__.py").write_text(textwrap.dedent(_TOY))
     monkeypatch.setattr(tasks_pkg, "__path__", [*tasks_pkg.__path__, str(tmp_path)])
-    monkeypatch.setattr(TASK_SETUPS, "_classes", dict(TASK_SETUPS._classes))  # forget "toy" afterwards
+    monkeypatch.setattr(TASK_SETUPS, "_entries", dict(TASK_SETUPS._entries))  # forget "toy" afterwards
     yield "toy"
     sys.modules.pop("pebench.tasks.toy", None)
 

@@ -127,8 +127,8 @@ class Registry(Generic[T]):
 
     # ---------------------------------------------------------------------------- lazy importing
     def _lookup(self, name: str) -> T | None:
-        if name not in self._entries and self.package and not self._all_imported:
-            self._import_module_named(name)
+        if name not in self._entries and self.package:
+            self._import_module_named(name)  # also after a full import: a module added since (tests)
         if name not in self._entries:
             self._import_all()
         return self._entries.get(name)
