@@ -96,7 +96,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     from pebench.datamodules import MODALITIES, get_datamodule_class, list_datamodules
     from pebench.encodings import get_pe_class, list_pes
-    from pebench.models import VIT_PRESETS
+    from pebench.models import list_models, model_config
 
     from .run import load_registries
 
@@ -133,7 +133,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             print("PE options (bench run --pe-option KEY=VALUE; the declarations build_pe validates against)\n"
                   + format_table(["pe", "key", "type", "default", "meaning"], rows))
     if what in ("models", "all"):
-        rows = [[n, c.embed_dim, c.depth, c.num_heads, c.embed_dim // c.num_heads] for n, c in VIT_PRESETS.items()]
+        rows = [[n, c.embed_dim, c.depth, c.num_heads, c.embed_dim // c.num_heads] for n, c in ((n, model_config(n)) for n in list_models())]
         print("models\n" + format_table(["name", "dim", "depth", "heads", "head dim"], rows))
     if what in ("presets", "all"):
         names = list_presets()

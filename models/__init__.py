@@ -7,8 +7,8 @@ it runs, the models sit below them.
 from .heads import ClassificationHead
 from .tokenizers import (ImageTokenizer, PointTokenizer, ResolutionError, TokenBatch, TubeletTokenizer,
                          farthest_point_sample, grid_coords, knn_group)
-from .vit import VIT_PRESETS, Attention, Block, ViTBackbone, ViTConfig, build_backbone, list_models
+from .vit import MODELS, Attention, Block, ViTBackbone, ViTConfig, build_backbone, list_models, model_config
 
 __all__ = ["TokenBatch", "grid_coords", "ImageTokenizer", "TubeletTokenizer", "PointTokenizer",
-           "farthest_point_sample", "knn_group", "ResolutionError", "ViTConfig", "VIT_PRESETS", "ViTBackbone",
+           "farthest_point_sample", "knn_group", "ResolutionError", "ViTConfig", "MODELS", "model_config", "ViTBackbone",
            "Attention", "Block", "build_backbone", "list_models", "ClassificationHead"]

@@ -30,12 +30,13 @@ import torch
 from timm.layers import DropPath, LayerScale, Mlp, trunc_normal_
 from torch import Tensor, nn
 
+from pebench.core.registry import Registry
 from pebench.encodings import LayerPE, PositionalEncoding, build_pe
 from pebench.encodings.base import batch_coords
 
 from .attention import attend, attention_mask, check_impl_name
 
-__all__ = ["ViTConfig", "VIT_PRESETS", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
+__all__ = ["ViTConfig", "MODELS", "model_config", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
            "attention_mask", "TAPS", "check_attn_window", "window_layout", "set_attention_impl",
            "attention_impls_used"]
 
@@ -51,19 +52,25 @@ class ViTConfig:
     mlp_ratio: float = 4.0
 
 
-VIT_PRESETS: dict[str, ViTConfig] = {
-    "vit-nano": ViTConfig(128, 4, 4),     # head dim 32
-    "vit-tiny": ViTConfig(256, 7, 8),     # head dim 32
-    "vit-small": ViTConfig(512, 10, 8),   # head dim 64
-    "vit-base": ViTConfig(768, 12, 12),   # head dim 64
-    "vit-s16": ViTConfig(384, 12, 6),     # DeiT ViT-S/16, head dim 64
-    "vit-nano12": ViTConfig(128, 12, 4),  # 12 narrow blocks for CPU DINO / EED-over-depth studies, head dim 32
-    "vit-probe": ViTConfig(64, 2, 4),     # the probe suite's CPU recipe (README "Probes"), head dim 16
-}
+#: the ViT presets (``--model``), found by name like every other named thing (pebench.core.registry)
+MODELS: Registry[ViTConfig] = Registry("model")
+MODELS.add("vit-nano", ViTConfig(128, 4, 4), order=0)      # head dim 32
+MODELS.add("vit-tiny", ViTConfig(256, 7, 8), order=1)      # head dim 32
+MODELS.add("vit-small", ViTConfig(512, 10, 8), order=2)    # head dim 64
+MODELS.add("vit-base", ViTConfig(768, 12, 12), order=3)    # head dim 64
+MODELS.add("vit-s16", ViTConfig(384, 12, 6), order=4)      # DeiT ViT-S/16, head dim 64
+MODELS.add("vit-nano12", ViTConfig(128, 12, 4), order=5)   # 12 narrow blocks for CPU DINO / EED-over-depth studies
+MODELS.add("vit-probe", ViTConfig(64, 2, 4), order=6)      # the probe suite's CPU recipe (docs/probes.md), head dim 16
 
 
 def list_models() -> list[str]:
-    return list(VIT_PRESETS)
+    """The preset names, in listing order."""
+    return MODELS.names()
+
+
+def model_config(name: str) -> ViTConfig:
+    """The preset called ``name``; an unknown name raises ``ValueError`` listing the valid ones."""
+    return MODELS.get(name)
 
 
 def check_attn_window(value: object) -> int | None:
@@ -293,10 +300,7 @@ def build_backbone(name: str = "vit-nano", pe: str = "none", spatial_dims: int =
                    drop_path_rate: float = 0.0, attn_window: int | None = None, **pe_options) -> ViTBackbone:
     """Build a preset backbone with the PE called ``pe`` (extra kwargs go to the PE); ``attn_window``:
     tokens per attention window (None: full attention; see the module docstring)."""
-    try:
-        cfg = VIT_PRESETS[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}; available: {', '.join(VIT_PRESETS)}") from None
+    cfg = model_config(name)
     pe_module = build_pe(pe, dim=cfg.embed_dim, num_heads=cfg.num_heads, depth=cfg.depth,
                          spatial_dims=spatial_dims, num_prefix_tokens=int(class_token), grid=grid, **pe_options)
     return ViTBackbone(cfg.embed_dim, cfg.depth, cfg.num_heads, pe_module, mlp_ratio=cfg.mlp_ratio,

@@ -84,3 +84,12 @@ def test_a_new_task_folder_is_found_by_name_and_runs(toy_task, tmp_path, monkeyp
     assert results["task"] == "toy" and results["toy"]["classes"] > 1  # the toy setup's own result key
     (path,) = (tmp_path / "runs").rglob("results.json")
     assert json.loads(path.read_text())["toy"] == results["toy"]
+
+
+def test_run_options_name_the_analyses_the_evaluators_run():
+    """`--analyses` is validated before torch is imported (pebench.config.ANALYSES); it must name exactly
+    the analyses pebench.analysis.evaluators dispatches, in the same order."""
+    from pebench.analysis.evaluators import ANALYSIS_NAMES
+    from pebench.config import ANALYSES
+
+    assert tuple(ANALYSES) == tuple(ANALYSIS_NAMES)

@@ -22,7 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 from pebench.encodings import list_pes
-from pebench.models import VIT_PRESETS, ClassificationHead, ImageTokenizer, build_backbone
+from pebench.models import ClassificationHead, ImageTokenizer, build_backbone, model_config
 from pebench.tasks.classification import ClassificationTask
 
 from .report import record
@@ -43,7 +43,7 @@ class PeClassifier(nn.Module):
     def __init__(self, model: str, pe: str, img: int, patch: int, num_classes: int = NUM_CLASSES,
                  **pe_options: Any) -> None:
         super().__init__()
-        dim = VIT_PRESETS[model].embed_dim
+        dim = model_config(model).embed_dim
         self.tokenizer = ImageTokenizer(dim, patch, 3)
         self.backbone = build_backbone(model, pe=pe, spatial_dims=2, grid=(img // patch,) * 2, **pe_options)
         self.head = ClassificationHead(dim, num_classes)
@@ -54,7 +54,7 @@ class PeClassifier(nn.Module):
 
 
 def build_timm(model: str, img: int, patch: int, pos_embed: bool, num_classes: int = NUM_CLASSES) -> nn.Module:
-    c = VIT_PRESETS[model]
+    c = model_config(model)
     return VisionTransformer(img_size=img, patch_size=patch, num_classes=num_classes, embed_dim=c.embed_dim,
                              depth=c.depth, num_heads=c.num_heads, mlp_ratio=c.mlp_ratio, qkv_bias=True,
                              class_token=False, global_pool="avg", fc_norm=False, no_embed_class=True,

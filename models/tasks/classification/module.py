@@ -27,7 +27,7 @@ from pebench.models.heads import ClassificationHead
 from pebench.datamodules.events.spiking import EventTokens
 from pebench.models.spiking import SpikingPatchTokenizer
 from pebench.models.tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
-from pebench.models.vit import VIT_PRESETS, build_backbone
+from pebench.models.vit import model_config, build_backbone
 
 __all__ = ["ClassificationTask", "NonFiniteLossError", "build_tokenizer", "split_batch"]
 
@@ -106,9 +106,7 @@ class ClassificationTask(SkippedSampleCount, L.LightningModule):
                  tokenizer_options: dict | None = None) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if model not in VIT_PRESETS:
-            raise ValueError(f"unknown model {model!r}; available: {', '.join(VIT_PRESETS)}")
-        dim = VIT_PRESETS[model].embed_dim
+        dim = model_config(model).embed_dim
         spatial_dims = 2 if modality == "image" else 3
         self.modality = modality
         self.tokens = tokens

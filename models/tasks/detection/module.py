@@ -36,7 +36,7 @@ from pebench.datamodules.detection_common import content_size
 from pebench.datamodules.events.spiking import EventTokens
 from pebench.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
                                                         build_tokenizer)
-from pebench.models.vit import VIT_PRESETS, build_backbone
+from pebench.models.vit import model_config, build_backbone
 
 from .coco_eval import CocoEvaluator
 from .pyramid import Detector
@@ -100,11 +100,9 @@ class DetectionTask(SkippedSampleCount, L.LightningModule):
                  tokenizer_options: dict | None = None) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if model not in VIT_PRESETS:
-            raise ValueError(f"unknown model {model!r}; available: {', '.join(VIT_PRESETS)}")
         if modality not in ("image", "events"):
             raise ValueError(f"the detection task takes images or events, not {modality}")
-        dim = VIT_PRESETS[model].embed_dim
+        dim = model_config(model).embed_dim
         self.modality = modality
         self.tokens = tokens
         self.tokenizer = build_tokenizer(modality, dim, in_chans, patch_size, tubelet, 64, tokens, tokenizer_options)

@@ -52,7 +52,7 @@ from torchmetrics.aggregation import SumMetric
 from pebench.analysis.geometry import geometry
 from pebench.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
                                                         build_tokenizer)
-from pebench.models.vit import VIT_PRESETS, build_backbone
+from pebench.models.vit import model_config, build_backbone
 
 from .head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies, teacher_temperature,
                    update_center)
@@ -78,11 +78,9 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
         self.save_hyperparameters()
         if modality != "image":
             raise ValueError(f"the dino task trains on images; got {modality} data")
-        if model not in VIT_PRESETS:
-            raise ValueError(f"unknown model {model!r}; available: {', '.join(VIT_PRESETS)}")
         if pool not in ("mean", "cls") or (pool == "cls" and not class_token):
             raise ValueError("pool must be 'mean', or 'cls' with class_token=True")
-        dim = VIT_PRESETS[model].embed_dim
+        dim = model_config(model).embed_dim
         self.modality = modality
         self.student = self._network(dim, drop_path)
         self.teacher = self._network(dim, 0.0)

@@ -50,7 +50,7 @@ from pebench.models.scene_tokenizer import PATCHINGS, SceneTokenizer, knn_interp
 from pebench.tasks.classification.module import (NonFiniteLossError, SkippedSampleCount, split_batch,
                                                         warmup_cosine)
 from pebench.models.tokenizers import TokenBatch
-from pebench.models.vit import VIT_PRESETS, build_backbone, check_attn_window
+from pebench.models.vit import model_config, build_backbone, check_attn_window
 
 from .miou import SegmentationMetrics
 
@@ -73,13 +73,11 @@ class SegmentationTask(SkippedSampleCount, L.LightningModule):
                  coord_unit: str = "m", attn_window: int | None = None) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if model not in VIT_PRESETS:
-            raise ValueError(f"unknown model {model!r}; available: {', '.join(VIT_PRESETS)}")
         if patching not in PATCHINGS:
             raise ValueError(f"unknown patching {patching!r}; available: {', '.join(PATCHINGS)}")
         if int(interp_k) < 1 or int(patch_size) < 1 or not (float(coord_scale) > 0):
             raise ValueError("interp_k and patch_size must be >= 1 and coord_scale > 0")
-        dim = VIT_PRESETS[model].embed_dim
+        dim = model_config(model).embed_dim
         self.tokenizer = SceneTokenizer(dim, feat_dim, int(patch_size), patching, grid_size, coord_scale)
         if check_attn_window(attn_window) is not None and patching != "serialize":
             raise ValueError(f"attn_window needs patching=serialize (windows are runs of the z-order), got {patching}")
