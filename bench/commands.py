@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -333,7 +334,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         task = task.cuda()
     task.eval()
     hooks.check_resolutions(task, dm, resolutions)  # a size the model cannot take: exit 2, results.json untouched
+    print(f"bench eval: {run_dir} at {len(resolutions)} size(s): {', '.join(map(str, resolutions))} ...", file=sys.stderr,
+          flush=True)
+    t0 = time.perf_counter()
     rows = hooks.evaluate_extrapolation(task, dm, resolutions)
+    print(f"bench eval: evaluated in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     res_path = run_dir / "results.json"
     results: dict[str, Any] = read_json(res_path) if res_path.is_file() else {}
     command = f"bench eval --run {args.run}" + (f" --resolutions {args.resolutions}" if args.resolutions else "")

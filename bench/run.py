@@ -443,7 +443,9 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict,
     out: dict[str, Any] = {"analyses": list(names)}
     errors: dict[str, str] = {}
     task.eval()
-    for name in names:
+    for i, name in enumerate(names, 1):
+        print(f"bench: analysis {i}/{len(names)}: {name} ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
         try:
             res = fn(task, dm, [name], run_dir, config, hooks=hooks) or {}
         except Exception as e:  # noqa: BLE001 - recorded; the run is then not "complete"
@@ -452,6 +454,8 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict,
             continue
         for k, v in (res.get("analysis_times_s") or {}).items():
             out.setdefault("analysis_times_s", {})[k] = v
+        print(f"bench: analysis {i}/{len(names)}: {name} done in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+              flush=True)
         key = ANALYSIS_KEYS[name]
         if key in res:
             out[key] = res[key]
