@@ -19,8 +19,9 @@ from pebench.models import Attention, build_backbone, grid_coords
 from rotation_refs import rotated_qk
 
 ALL = ["none", "ape", "sincos", "rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri", "liere", "comrope",
-       "string"]
-RELATIVE = ["rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri", "comrope", "string"]
+       "string", "cpe"]
+RELATIVE = ["rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri", "comrope", "string",
+            "cpe"]  # cpe: its map is placed by coordinate ranks, so translating the coords changes nothing
 NOT_RELATIVE = ["ape", "sincos", "liere"]  # liere: its generators need not commute (encodings/liere.py)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
