@@ -376,7 +376,10 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
         if "keyword argument" in str(e):
             raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None
         raise
-    set_coord_augment(task, cfg.coord_aug)  # every backbone of the task; training only
+    try:
+        set_coord_augment(task, cfg.coord_aug)  # every backbone of the task; training only
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if cfg.extrapolation_resolutions and "extrapolation" in analyses:  # bad sizes fail now, not as rows later
         setup.analysis_hooks().check_resolutions(task, dm, cfg.extrapolation_resolutions)
     try:

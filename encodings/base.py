@@ -141,6 +141,13 @@ class PositionalEncoding(nn.Module):
         """The per-layer part for block ``i``."""
         return _IDENTITY
 
+    @property
+    def accepts_coord_augment(self) -> bool:
+        """Whether the PE takes continuous coords, so that the training-time coordinate augmentation
+        (:mod:`~pebench.encodings.coord_augment`) applies; False where coords must be integer grid
+        cells (ape's table)."""
+        return True
+
     def after_block(self, i: int, x: Tensor, coords: Tensor, grid: Sequence[int] | None,
                     mask: Tensor | None) -> Tensor:
         """The residual stream after block ``i``, ``x: (B, P + N, D)``, as the next block (and the

@@ -21,7 +21,9 @@ when tokens lie on a grid, else half the bounding box. Differences from DINOv3, 
 sample and forward, shared by all blocks (DINOv3 draws once per block and batch), and ``p`` axes (a
 video's time axis is shifted and jittered like the others; the rescale factor is shared by all axes).
 Random numbers come from torch's global generator on the coords' device, so a run is deterministic
-per seed.
+per seed. PEs that need integer grid coords (``ape``'s table; ``PositionalEncoding.accepts_coord_augment``)
+refuse it; ``cpe`` on a grid places tokens by coordinate ranks, which these maps keep, so there it is
+a no-op.
 """
 from __future__ import annotations
 
@@ -74,13 +76,12 @@ class CoordAugment(nn.Module):
             half = (hi - lo) / 2
         half = torch.where(half > 0, half, torch.ones_like(half))  # a single token / flat axis
         u = (c - centre) / half  # (B, N, p), the box [-1, 1]
-        u = u * 1.0  # a new tensor: the in-place ops below never touch the caller's coords
         if self.shift is not None:
-            u += (torch.rand(B, 1, p, device=c.device, dtype=c.dtype) * 2 - 1) * self.shift
+            u = u + (torch.rand(B, 1, p, device=c.device, dtype=c.dtype) * 2 - 1) * self.shift
         if self.jitter is not None:
-            u *= _log_uniform(self.jitter, (B, 1, p), c)
+            u = u * _log_uniform(self.jitter, (B, 1, p), c)
         if self.rescale is not None:
-            u *= _log_uniform(self.rescale, (B, 1, 1), c)
+            u = u * _log_uniform(self.rescale, (B, 1, 1), c)
         return centre + half * u
 
     def extra_repr(self) -> str:

@@ -168,7 +168,7 @@ class ConditionalPE(PositionalEncoding):
         scale = self._offset_scale(d_k, ok, valid)  # (B, 1, 1, 1)
         nb = idx.unsqueeze(-1)  # (B, N, k, 1)
         c_j = torch.gather(c.unsqueeze(1).expand(-1, N, -1, -1), 2, nb.expand(-1, -1, -1, c.shape[-1]))
-        offsets = (c_j - c.unsqueeze(2)) / scale  # (B, N, k, p)
+        offsets = ((c_j - c.unsqueeze(2)) / scale).to(self.knn_bias.dtype)  # (B, N, k, p)
         w = self.offset_mlp(offsets)  # (B, N, k, D)
         x_j = torch.gather(xp.unsqueeze(1).expand(-1, N, -1, -1), 2, nb.expand(-1, -1, -1, D))  # (B, N, k, D)
         return (w * x_j * ok.unsqueeze(-1)).sum(2) + self.knn_bias  # (B, N, D)

@@ -139,10 +139,15 @@ def set_attention_impl(module: nn.Module, impl: str) -> None:
 
 def set_coord_augment(module: nn.Module, name: str) -> None:
     """Give every :class:`ViTBackbone` of ``module`` the coordinate augmentation ``name`` (``none`` |
-    ``dinov3``; :mod:`pebench.encodings.coord_augment`), applied to the coords in training only."""
+    ``dinov3``; :mod:`pebench.encodings.coord_augment`), applied to the coords in training only.
+    ``ValueError`` for an unknown name or a PE that needs integer grid coords (ape's table)."""
     for m in module.modules():
         if isinstance(m, ViTBackbone):
-            m.coord_aug = build_coord_augment(name)
+            aug = build_coord_augment(name)
+            if aug is not None and not m.pe.accepts_coord_augment:
+                raise ValueError(f"coordinate augmentation {name!r} does not apply to PE {m.pe.name!r} here: it "
+                                 "reads integer grid coords (use --coord-aug none)")
+            m.coord_aug = aug
 
 
 def attention_impls_used(module: nn.Module) -> dict[str, str]:

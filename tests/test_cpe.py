@@ -322,6 +322,17 @@ def test_coord_aug_deterministic_per_seed_and_reaches_the_pe():
         assert torch.equal(m(x, c, grid), plain_eval)
 
 
+def test_coord_aug_refused_by_the_ape_table():
+    torch.manual_seed(0)
+    table = build_backbone("vit-nano", pe="ape", spatial_dims=2, grid=(4, 4))
+    with pytest.raises(ValueError, match="integer grid coords"):
+        set_coord_augment(table, "dinov3")
+    set_coord_augment(table, "none")
+    points = build_backbone("vit-nano", pe="ape", spatial_dims=3, grid=None)  # the coords MLP takes any coords
+    set_coord_augment(points, "dinov3")
+    assert isinstance(points.coord_aug, CoordAugment)
+
+
 def test_coord_aug_config_variant_and_fingerprint():
     base = config_to_dict(resolve(RunConfig(pe="rope-axial")))
     aug = resolve(RunConfig(pe="rope-axial", coord_aug="dinov3"))
