@@ -59,6 +59,11 @@ class RunConfig:
     class_token: bool = option(False, 'prepend a CLS token')
     pool: str = option("mean", 'head pooling: mean of patch tokens or the CLS token', choices=('mean', 'cls'))
     rpt: bool = option(False, 'random permutation training (run directory <pe>+rpt)')
+    coord_aug: str = option("none",
+                            "coordinate augmentation in training for every PE that reads coords: dinov3 is "
+                            "DINOv3's RoPE recipe (coords normalised to [-1, 1] per axis, then rescaled by a "
+                            "log-uniform factor in [1/2, 2]; none at evaluation; run directory <pe>+coordaug; "
+                            "pebench.encodings.coord_augment)", choices=("none", "dinov3"))
     drop_path: float = option(0.0, 'stochastic depth rate', metavar='X',
                               bounds=(0.0, True, 1.0, False, 'the stochastic-depth rate'))
     task: str | None = option(None,
@@ -303,6 +308,8 @@ def resolve(cfg: RunConfig) -> RunConfig:
         raise ConfigError("conflicting flags: --pool cls needs --class-token")
     if cfg.task is not None and cfg.task not in list_tasks():
         raise ConfigError(f"unknown task {cfg.task!r}; available: {', '.join(list_tasks())}")
+    if cfg.coord_aug not in ("none", "dinov3"):
+        raise ConfigError(f"unknown coord_aug {cfg.coord_aug!r}; available: none, dinov3")
     if cfg.pool not in ("mean", "cls"):
         raise ConfigError(f"unknown pool {cfg.pool!r}; available: mean, cls")
     for name in ("epochs", "batch_size", "num_nodes"):
@@ -396,9 +403,10 @@ def tokens_suffix(cfg: RunConfig) -> str:
 
 
 def variant_name(cfg: RunConfig) -> str:
-    """The PE variant: the PE name, ``+rpt`` when trained with random permutations, then
-    :func:`tokens_suffix` (``pape+spiking``, ``ape+rpt+spiking``)."""
-    return (f"{cfg.pe}+rpt" if cfg.rpt else str(cfg.pe)) + tokens_suffix(cfg)
+    """The PE variant: the PE name, ``+rpt`` when trained with random permutations, ``+coordaug``
+    with a coordinate augmentation, then :func:`tokens_suffix` (``pape+spiking``, ``ape+rpt+spiking``)."""
+    aug = "+coordaug" if cfg.coord_aug != "none" else ""
+    return (f"{cfg.pe}+rpt" if cfg.rpt else str(cfg.pe)) + aug + tokens_suffix(cfg)
 
 
 def run_dir_for(cfg: RunConfig) -> Path:

@@ -53,7 +53,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from pebench.datamodules import list_datamodules
 from pebench.encodings import list_pes
 from pebench.models.attention import AttentionImplError, check_forced_impl, check_impl_name, check_pe_impl
-from pebench.models.vit import attention_impls_used, set_attention_impl
+from pebench.models.vit import attention_impls_used, set_attention_impl, set_coord_augment
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
 from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
@@ -376,6 +376,10 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
         if "keyword argument" in str(e):
             raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None
         raise
+    try:
+        set_coord_augment(task, cfg.coord_aug)  # every backbone of the task; training only
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if cfg.extrapolation_resolutions and "extrapolation" in analyses:  # bad sizes fail now, not as rows later
         setup.analysis_hooks().check_resolutions(task, dm, cfg.extrapolation_resolutions)
     try:

@@ -128,6 +128,10 @@ class LearnedAPE(PositionalEncoding):
             pos = grid_table_lookup(self.table_for_grid(grid), coords, grid)  # (B, N, D)
         return x + self.alpha * pos.to(x.dtype)
 
+    @property
+    def accepts_coord_augment(self) -> bool:
+        return self.table is None  # the table is looked up at integer grid coords; the coords MLP takes any
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[override]
         # checkpoints written before grid models stopped holding the (unused) coords MLP: drop its keys
         if self.coord_mlp is None:

@@ -18,6 +18,8 @@ Conventions shared by all PEs
   attention call keeps ``scale = 1/sqrt(d)`` of the *original* head dim.
 * ``bias`` returns an additive attention bias broadcastable to ``(B, H, P + N, P + N)``,
   added to the scaled logits, or ``None``.
+* :meth:`PositionalEncoding.after_block` may change the residual stream ``(B, P + N, D)`` between
+  blocks (the conditional PE ``cpe`` adds its convolution there); the identity for every other PE.
 """
 from __future__ import annotations
 
@@ -142,6 +144,22 @@ class PositionalEncoding(nn.Module):
     def layer(self, i: int) -> LayerPE:
         """The per-layer part for block ``i``."""
         return _IDENTITY
+
+    @property
+    def accepts_coord_augment(self) -> bool:
+        """Whether the PE takes continuous coords, so that the training-time coordinate augmentation
+        (:mod:`~pebench.encodings.coord_augment`) applies; False where coords must be integer grid
+        cells (ape's table)."""
+        return True
+
+    def after_block(self, i: int, x: Tensor, coords: Tensor, grid: Sequence[int] | None,
+                    mask: Tensor | None) -> Tensor:
+        """The residual stream after block ``i``, ``x: (B, P + N, D)``, as the next block (and the
+        backbone's taps) see it; the identity unless the PE acts between blocks (``cpe``).
+
+        coords: ``(B, N, p)`` or ``(N, p)`` (patch tokens); grid: as in :meth:`encode_tokens`;
+        mask: ``(B, P + N)`` bool, True = a real token, or ``None``."""
+        return x
 
     def no_weight_decay(self) -> set[str]:
         """Parameter names (relative to this module) excluded from weight decay."""

@@ -33,12 +33,13 @@ from torch import Tensor, nn
 from pebench.core.registry import Registry
 from pebench.encodings import LayerPE, PositionalEncoding, build_pe
 from pebench.encodings.base import batch_coords
+from pebench.encodings.coord_augment import CoordAugment, build_coord_augment
 
 from .attention import attend, attention_mask, check_impl_name
 
 __all__ = ["ViTConfig", "MODELS", "model_config", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
            "attention_mask", "TAPS", "check_attn_window", "window_layout", "set_attention_impl",
-           "attention_impls_used"]
+           "attention_impls_used", "set_coord_augment"]
 
 #: token representations :meth:`ViTBackbone.forward_intermediates` can return
 TAPS = ("attn_in", "block_out")
@@ -143,6 +144,19 @@ def set_attention_impl(module: nn.Module, impl: str) -> None:
             m.impl = impl
 
 
+def set_coord_augment(module: nn.Module, name: str) -> None:
+    """Give every :class:`ViTBackbone` of ``module`` the coordinate augmentation ``name`` (``none`` |
+    ``dinov3``; :mod:`pebench.encodings.coord_augment`), applied to the coords in training only.
+    ``ValueError`` for an unknown name or a PE that needs integer grid coords (ape's table)."""
+    for m in module.modules():
+        if isinstance(m, ViTBackbone):
+            aug = build_coord_augment(name)
+            if aug is not None and not m.pe.accepts_coord_augment:
+                raise ValueError(f"coordinate augmentation {name!r} does not apply to PE {m.pe.name!r} here: it "
+                                 "reads integer grid coords (use --coord-aug none)")
+            m.coord_aug = aug
+
+
 def attention_impls_used(module: nn.Module) -> dict[str, str]:
     """The implementations the :class:`Attention` layers of ``module`` ran, per phase:
     ``{"train": "dense", "eval": "flex"}`` (several: comma-joined, sorted; a phase never run: absent)."""
@@ -199,6 +213,8 @@ class ViTBackbone(nn.Module):
             Block(embed_dim, num_heads, mlp_ratio, drop_path=dpr[i], init_values=init_values, proj_drop=drop_rate)
             for i in range(depth))
         self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
+        #: coordinate augmentation in training (None: off; :func:`set_coord_augment`); no parameters
+        self.coord_aug: CoordAugment | None = None
         self.apply(self._init_weights)
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, std=1e-6)
@@ -215,25 +231,30 @@ class ViTBackbone(nn.Module):
         return names | {f"pe.{n}" for n in self.pe.no_weight_decay()}
 
     def _prepare(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None,
-                 mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
+                 mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """-> tokens ``(B, P + N, D)`` with the PE's embedding and prefix tokens, the coords every PE
+        part reads (augmented in training when ``coord_aug`` is set), the mask ``(B, P + N)`` or None."""
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"expected tokens (B, N, {self.embed_dim}), got {tuple(x.shape)}")
         if coords.shape[-2] != x.shape[1] or coords.shape[-1] != self.pe.spatial_dims:
             raise ValueError(f"coords {tuple(coords.shape)} do not match tokens {tuple(x.shape)} "
                              f"with p={self.pe.spatial_dims}")
+        if self.coord_aug is not None:
+            coords = self.coord_aug(coords, x.shape[0], grid, mask)  # identity in evaluation
         x = self.pe.encode_tokens(x, coords, grid)  # (B, N, D)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # (B, 1 + N, D)
             if mask is not None:
                 mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)
-        return x, mask
+        return x, coords, mask
 
     def forward(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None = None,
                 mask: Tensor | None = None) -> Tensor:
         """x: ``(B, N, D)`` tokens, coords ``(B, N, p)``/``(N, p)``, mask ``(B, N)`` bool (True = valid)."""
-        x, mask = self._prepare(x, coords, grid, mask)
+        x, coords, mask = self._prepare(x, coords, grid, mask)
         for i in range(len(self.blocks)):
             x = self._block(i, x, coords, mask)
+            x = self.pe.after_block(i, x, coords, grid, mask)  # identity except for PEs between blocks (cpe)
         return self.norm(x)  # (B, P + N, D)
 
     def _block(self, i: int, x: Tensor, coords: Tensor, mask: Tensor | None) -> Tensor:
@@ -272,7 +293,7 @@ class ViTBackbone(nn.Module):
             raise ValueError(f"unknown tap {tap!r}; available: {', '.join(TAPS)}")
         if norm and tap != "block_out":
             raise ValueError("norm=True applies the final LayerNorm to block outputs; use tap='block_out'")
-        x, mask = self._prepare(x, coords, grid, mask)
+        x, coords, mask = self._prepare(x, coords, grid, mask)
         feats = []
         for i, blk in enumerate(self.blocks):
             if tap == "attn_in":
@@ -281,6 +302,7 @@ class ViTBackbone(nn.Module):
                 if i == len(self.blocks) - 1:
                     break  # the last block's output is not part of this tap
             x = self._block(i, x, coords, mask)  # (B, P + N, D)
+            x = self.pe.after_block(i, x, coords, grid, mask)  # the same stream as forward()
             if tap == "block_out":
                 y = self.norm(x) if norm else x
                 feats.append(y if return_prefix else y[:, self.num_prefix_tokens:])

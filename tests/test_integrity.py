@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pebench.cli import main
+from pebench.core.fingerprint import LATER_KEYS
 from pebench.integrity import (NON_RESULT_KEYS, RUN_LOCK_NAME, config_differences, fingerprint, run_dir_lock,
                                RunDirBusy)
 from pebench.core.io import atomic_write_bytes, atomic_write_json
@@ -89,7 +90,10 @@ def test_fingerprint_recorded_and_ignores_non_result_keys(tiny_run):
     res = json.loads((tiny_run / RUN / "results.json").read_text())
     cfg = res["config"]
     assert res["fingerprint"] == fingerprint(cfg)
-    assert res["fingerprint_keys"] == sorted(k for k in cfg if k not in NON_RESULT_KEYS and k != "seed")
+    assert res["fingerprint_keys"] == sorted(k for k in cfg if k not in NON_RESULT_KEYS and k != "seed"
+                                             and not (k in LATER_KEYS and cfg[k] == LATER_KEYS[k]))
+    assert "coord_aug" not in res["fingerprint_keys"]  # at its default: the fingerprint of older configurations
+    assert fingerprint({**cfg, "coord_aug": "dinov3"}) != res["fingerprint"]  # it changes results
     assert "out" not in res["fingerprint_keys"] and "num_workers" not in res["fingerprint_keys"]
     assert {"epochs", "lr", "pe", "devices", "strategy", "pe_options"} <= set(res["fingerprint_keys"])
     assert fingerprint({**cfg, "out": "elsewhere", "num_workers": 4, "progress_bar": True}) == res["fingerprint"]

@@ -52,6 +52,7 @@ def _reference(bb: ViTBackbone, x: torch.Tensor, coords: torch.Tensor, n: int, W
     h = bb.pe.encode_tokens(x[None, :n], coords[None, :n], None)
     for i, blk in enumerate(bb.blocks):
         h = torch.cat([blk(h[:, a:e], coords[None, a:e], bb.pe.layer(i)) for a, e in _windows(n, W, i)], 1)
+        h = bb.pe.after_block(i, h, coords[None, :n], None, None)  # over the whole scene (cpe), else identity
     return bb.norm(h)[0]
 
 

@@ -17,7 +17,7 @@ import hashlib
 import json
 from typing import Any, Mapping
 
-__all__ = ["NON_RESULT_KEYS", "REPLICATE_KEYS", "fingerprint_keys", "fingerprint", "grouping_fingerprint",
+__all__ = ["NON_RESULT_KEYS", "REPLICATE_KEYS", "LATER_KEYS", "fingerprint_keys", "fingerprint", "grouping_fingerprint",
            "config_differences"]
 
 #: Configuration keys that do not change what a run computes, left out of the fingerprint:
@@ -36,11 +36,17 @@ NON_RESULT_KEYS: tuple[str, ...] = ("out", "data_root", "num_workers", "progress
                                     "max_time", "analyses", "max_skipped_fraction", "attention_impl")
 #: keys that index replicates of one experiment: compared on resume, left out of the fingerprint
 REPLICATE_KEYS: tuple[str, ...] = ("seed",)
+#: result-changing keys added after fingerprints were first recorded, with the value that means the old
+#: behaviour: at that value a key is left out of the fingerprint, so a configuration from before it
+#: existed keeps its recorded fingerprint (``coord_aug``: the coordinate augmentation, off by default)
+LATER_KEYS: dict[str, Any] = {"coord_aug": "none"}
 
 
 def fingerprint_keys(config: Mapping[str, Any]) -> list[str]:
-    """The keys of ``config`` that enter the fingerprint, sorted."""
-    return sorted(k for k in config if k not in NON_RESULT_KEYS and k not in REPLICATE_KEYS)
+    """The keys of ``config`` that enter the fingerprint, sorted (:data:`LATER_KEYS` only when not at
+    their old-behaviour value)."""
+    return sorted(k for k in config if k not in NON_RESULT_KEYS and k not in REPLICATE_KEYS
+                  and not (k in LATER_KEYS and config[k] == LATER_KEYS[k]))
 
 
 def fingerprint(config: Mapping[str, Any]) -> str:
