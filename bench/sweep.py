@@ -323,7 +323,7 @@ def _entry(spec: RunSpec, status: str, attempts: int, exit_codes: list[int | Non
            errors: list[str], wall: float) -> dict[str, Any]:
     return {
         "key": spec.key, "dataset": spec.dataset, "pe": spec.pe, "model": spec.model, "seed": spec.seed,
-        "run_dir": os.fspath(spec.run_dir), "status": status, "attempts": attempts, "exit_codes": exit_codes,
+        "run_dir": spec.key, "status": status, "attempts": attempts, "exit_codes": exit_codes,
         "errors": errors, "wall_time_s": round(wall, 3), "finished_at": time.time(),
         "worker": f"{socket.gethostname()}:{os.getpid()}",
     }
@@ -372,7 +372,7 @@ def _execute(spec: RunSpec, runner: Runner, retries: int) -> dict[str, Any]:
 def _busy_entry(spec: RunSpec, lock: RunLock) -> dict[str, Any]:
     info = lock.holder() or {}
     return {"key": spec.key, "dataset": spec.dataset, "pe": spec.pe, "model": spec.model, "seed": spec.seed,
-            "run_dir": os.fspath(spec.run_dir), "status": "busy", "attempts": 0, "exit_codes": [],
+            "run_dir": spec.key, "status": "busy", "attempts": 0, "exit_codes": [],
             "errors": [f"locked by {info.get('hostname')}:{info.get('pid')}"]}
 
 
@@ -441,8 +441,9 @@ def run_sweep(
     processes (the runner must then be picklable). ``summary_path`` defaults to
     ``<out>/sweep_summary.json`` (all specs must then share ``out``).
 
-    Outcome dicts (also the summary's entries): ``key, dataset, pe, model, seed, run_dir, status,
-    attempts, exit_codes, errors, ...`` with status ``complete`` (ran and finished), ``skipped``
+    Outcome dicts (also the summary's entries): ``key, dataset, pe, model, seed, run_dir`` (relative to the
+    summary's folder, so a summary holds no machine path), ``status, attempts, exit_codes, errors, ...``
+    with status ``complete`` (ran and finished), ``skipped``
     (already complete), ``failed`` (all attempts failed), or ``busy`` (locked by a process on
     another host; not run here); a run stopped by SIGINT / SIGTERM is recorded ``interrupted`` in
     the summary and raises ``KeyboardInterrupt``. A caller should exit non-zero when any status is ``failed``.

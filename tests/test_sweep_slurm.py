@@ -234,8 +234,10 @@ def test_slurm_run_pickles_without_its_child(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_fake_sbatch_array_directives_preemption_and_resume(tmp_path: Path, fake_slurm: FakeSlurm,
                                                            capsys) -> None:
+    """A 2 PE x 2 seed sweep as one SLURM array; one task is preempted after its checkpoint, requeued, and
+    resumes to the end."""
     out = tmp_path / "runs"
-    rc = main(["sweep", "--pes", "ape", "--seeds", "0,1", "--out", str(out), "--launcher", "slurm",
+    rc = main(["sweep", "--pes", "none,ape", "--seeds", "0,1", "--out", str(out), "--launcher", "slurm",
                "--partition", "gpu-a100", "--time", "1:30:00", "--gpus-per-task", "1", "--array-parallelism", "1",
                "--slurm-option", "mem=8G", "--slurm-option", "account=pe_bench", *TINY, "--epochs", "12"])
     printed = capsys.readouterr()
@@ -244,51 +246,57 @@ def test_fake_sbatch_array_directives_preemption_and_resume(tmp_path: Path, fake
     assert len(scripts) == 1  # one array for the whole grid
     job_id, script = next(iter(scripts.items()))
     d = _directives(script)
-    assert d["array"] == "0-1%1" and d["partition"] == "gpu-a100" and d["time"] == "90"
+    assert d["array"] == "0-3%1" and d["partition"] == "gpu-a100" and d["time"] == "90"
     assert d["gpus-per-node"] == "1" and d["nodes"] == "1" and d["ntasks-per-node"] == "1"
     assert d["mem"] == "8G" and d["account"] == "pe_bench" and d["signal"] == "USR2@90"
-    runs = {s: out / "shapes" / "ape" / "vit-nano" / f"seed{s}" for s in (0, 1)}
-    for s, run_dir in runs.items():
+    runs = {(pe, s): out / "shapes" / pe / "vit-nano" / f"seed{s}" for pe in ("none", "ape") for s in (0, 1)}
+    task_of: dict[tuple[str, int], int] = {}
+    for key, run_dir in runs.items():
         state = json.loads((run_dir / "slurm.json").read_text())
-        assert state["state"] == "queued" and state["job_id"] == f"{job_id}_{s}"
+        assert state["state"] == "queued" and state["job_id"].startswith(f"{job_id}_")
+        task_of[key] = int(state["job_id"].rsplit("_", 1)[1])
         assert not (run_dir / "results.json").exists()
+    assert sorted(task_of.values()) == [0, 1, 2, 3]
     capsys.readouterr()
     assert main(["runs", "--results", str(out)]) == 0
     listing = capsys.readouterr().out
-    assert "2 run(s): 2 queued" in listing and f"{job_id}_0" in listing, listing
+    assert "4 run(s): 4 queued" in listing and f"{job_id}_0" in listing, listing
 
-    # task 0 is preempted: the warning signal once last.ckpt exists, to every process of the step
-    proc = fake_slurm.start_task(job_id, 0, _job_env())
+    # one task is preempted: the warning signal once last.ckpt exists, to every process of the step
+    victim = ("ape", 0)
+    proc = fake_slurm.start_task(job_id, task_of[victim], _job_env())
     deadline = time.monotonic() + 300
-    while not (runs[0] / "last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not (runs[victim] / "last.ckpt").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert proc.poll() is None, proc.communicate()[0][-3000:]
     task_pid = int((fake_slurm.state / "task.pid").read_text())
-    child_pid = json.loads((runs[0] / "slurm.json").read_text())["child_pid"]
+    child_pid = json.loads((runs[victim] / "slurm.json").read_text())["child_pid"]
     for pid in (task_pid, child_pid):  # the bench run child ignores it; the task checkpoints and requeues
         os.kill(pid, signal.SIGUSR2)
     log = proc.communicate(timeout=240)[0]
-    assert f"scontrol requeue {job_id}_0" in fake_slurm.calls(), log[-3000:]
-    assert _results(runs[0])["status"] == "interrupted", log[-3000:]
-    state = json.loads((runs[0] / "slurm.json").read_text())
+    assert f"scontrol requeue {job_id}_{task_of[victim]}" in fake_slurm.calls(), log[-3000:]
+    assert _results(runs[victim])["status"] == "interrupted", log[-3000:]
+    state = json.loads((runs[victim] / "slurm.json").read_text())
     assert state["state"] == "requeued" and state["requeues"] == 1
     assert not (out / "sweep_summary.json").exists() or \
         "shapes/ape/vit-nano/seed0" not in json.loads((out / "sweep_summary.json").read_text())["runs"]
 
-    # the requeued task and task 1 run to the end
-    for task in (0, 1):
+    # the requeued task and the other three run to the end
+    for task in range(4):
         proc = fake_slurm.start_task(job_id, task, _job_env())
         log = proc.communicate(timeout=400)[0]
         assert proc.returncode == 0, log[-3000:]
-    res = _results(runs[0])
+    res = _results(runs[victim])
     assert res["status"] == "complete" and res["resumed_from"] and res["resumed_from"]["epoch"] >= 1, res
-    assert _results(runs[1])["status"] == "complete" and not _results(runs[1])["resumed_from"]
+    for key in runs:
+        if key != victim:
+            assert _results(runs[key])["status"] == "complete" and not _results(runs[key])["resumed_from"]
     summary = json.loads((out / "sweep_summary.json").read_text())["runs"]
-    assert {k: v["status"] for k, v in summary.items()} == {"shapes/ape/vit-nano/seed0": "complete",
-                                                            "shapes/ape/vit-nano/seed1": "complete"}
-    assert summary["shapes/ape/vit-nano/seed0"]["slurm_job_id"] == f"{job_id}_0"
+    assert {k: v["status"] for k, v in summary.items()} == {f"shapes/{pe}/vit-nano/seed{s}": "complete"
+                                                            for pe, s in runs}
+    assert summary["shapes/ape/vit-nano/seed0"]["slurm_job_id"] == f"{job_id}_{task_of[victim]}"
     assert main(["runs", "--results", str(out)]) == 0
-    assert "2 run(s): 2 complete" in capsys.readouterr().out
+    assert "4 run(s): 4 complete" in capsys.readouterr().out
 
 
 def test_ddp_run_is_one_array_task_with_a_task_per_rank(tmp_path: Path, fake_slurm: FakeSlurm, capsys) -> None:
