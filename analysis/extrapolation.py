@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from pebench.datamodules.base import parse_resolution
+
 from .geometry import evaluating, task_device
 from .robustness import capped_batches, logits_in_chunks
 
@@ -35,8 +37,6 @@ __all__ = ["evaluate_extrapolation", "check_resolutions", "default_resolutions",
 
 
 def _parse(res: Any) -> tuple[int, ...]:
-    from pebench.datamodules.base import parse_resolution
-
     if isinstance(res, (tuple, list)):
         return tuple(int(r) for r in res)
     return parse_resolution(res)

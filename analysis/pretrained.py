@@ -74,6 +74,7 @@ from typing import Any, Iterator, Sequence
 
 import timm
 import torch
+from safetensors.torch import load_file
 from timm.layers.pos_embed_sincos import RotaryEmbeddingCat, RotaryEmbeddingDinoV3, RotaryEmbeddingMixed
 from timm.models.eva import Eva
 from timm.models.vision_transformer import VisionTransformer
@@ -120,7 +121,6 @@ def read_state_dict(path: str | Path) -> dict[str, Tensor]:
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist")
     try:
         if p.suffix == ".safetensors":
-            from safetensors.torch import load_file  # deferred: only safetensors checkpoints need it
             sd: Any = load_file(str(p), device="cpu")
         else:
             sd = torch.load(str(p), map_location="cpu", weights_only=True)

@@ -52,6 +52,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch import Tensor
+from torchvision.io import decode_jpeg, encode_jpeg
+from torchvision.transforms.v2.functional import gaussian_blur as tv_blur
+
+from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
 
 from .geometry import evaluating, finite_or_none, task_device
 
@@ -166,8 +170,6 @@ def _frames(x: Tensor) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
 
 def jpeg(x: Tensor, quality: int = 5, codec: tuple | None = None) -> Tensor:
     """JPEG round trip of normalised images / clips (per frame) at ``quality``."""
-    from torchvision.io import decode_jpeg, encode_jpeg
-
     frames, back = _frames(x)
     f = frames.detach().float().cpu()
     if codec is not None:
@@ -197,8 +199,6 @@ def blur_kernel_size(sigma: float, side: int) -> int:
 
 def gaussian_blur(x: Tensor, sigma: float = 2.5) -> Tensor:
     """Gaussian blur of normalised images / clips (per frame)."""
-    from torchvision.transforms.v2.functional import gaussian_blur as tv_blur
-
     frames, back = _frames(x)
     k = blur_kernel_size(sigma, min(frames.shape[-2:]))
     if k < 3:
@@ -337,7 +337,6 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
     modality = getattr(task, "modality", getattr(datamodule, "modality", "image"))
     spiking = getattr(datamodule, "tokens", "frames") == "spiking"
     if spiking:  # events as events: the raw streams are perturbed, then tokenized (event_transforms)
-        from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
         names = list(shifts) if shifts is not None else list(STREAM_SHIFT_PARAMS)
         prm = {s: {**STREAM_SHIFT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
     else:

@@ -42,7 +42,7 @@ import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # torch is imported inside the functions: `bench --help` stays torch-free
-    import torch
+    import torch  # deferred: start-up time (torch; the CLI reads CARD_HELP from this module)
 
 __all__ = ["CARD_COLUMNS", "CARD_HELP", "pe_card", "card_rows", "backbone_from_checkpoint", "block_logits", "effective",
            "format_card"]
@@ -71,7 +71,7 @@ _CLIP = 30.0
 
 
 def _grid_coords(g: int) -> "torch.Tensor":
-    import torch
+    import torch  # deferred: start-up time (torch; the CLI reads CARD_HELP from this module)
 
     ys, xs = torch.meshgrid(torch.arange(g), torch.arange(g), indexing="ij")
     return torch.stack([ys.flatten(), xs.flatten()], dim=-1).float()  # (g*g, 2) (y, x), row-major
@@ -93,7 +93,7 @@ def block_logits(backbone: Any, i: int, x: Any, coords: Any, grid: Sequence[int]
 
 def effective(logits: Any) -> Any:
     """Clip each row at ``max - 30`` and subtract the row mean (what the softmax can see)."""
-    import torch
+    import torch  # deferred: start-up time (torch; the CLI reads CARD_HELP from this module)
 
     top = logits.amax(dim=-1, keepdim=True)
     c = torch.maximum(logits, top - _CLIP)
@@ -109,7 +109,7 @@ def _rel_change(a: Any, b: Any) -> float:
 def pe_card(backbone: Any, grid: int = 8, samples: int = 8, content_std: float = 0.5, seed: int = 0,
             layers: Sequence[int] | None = None) -> dict[str, float]:
     """The card's columns (see the module docstring) for a 2-D backbone; ``layers`` default: all."""
-    import torch
+    import torch  # deferred: start-up time (torch; the CLI reads CARD_HELP from this module)
 
     g = int(grid)
     if g < 2 or g % 2:
@@ -168,7 +168,7 @@ def pe_card(backbone: Any, grid: int = 8, samples: int = 8, content_std: float =
 
 def backbone_from_checkpoint(path: str) -> tuple[Any, dict[str, Any]]:
     """The backbone of a ``bench run`` checkpoint and its hyper-parameters (image runs only)."""
-    from pebench.tasks.classification import ClassificationTask
+    from pebench.tasks.classification import ClassificationTask  # deferred: start-up time (torch)
 
     try:
         task = ClassificationTask.load_from_checkpoint(path, map_location="cpu")
@@ -185,9 +185,9 @@ def backbone_from_checkpoint(path: str) -> tuple[Any, dict[str, Any]]:
 def card_rows(pes: Sequence[str], model: str = "vit-nano", grid: int = 8, samples: int = 8, seed: int = 0,
               checkpoint: str | None = None) -> list[tuple[str, dict[str, float]]]:
     """``[(label, card)]`` for fresh backbones of each PE (or for one checkpoint)."""
-    import torch
+    import torch  # deferred: start-up time (torch; the CLI reads CARD_HELP from this module)
 
-    from pebench.models import build_backbone
+    from pebench.models import build_backbone  # deferred: start-up time (torch)
 
     if checkpoint is not None:
         backbone, hp = backbone_from_checkpoint(checkpoint)

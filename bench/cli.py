@@ -10,18 +10,20 @@ launcher re-executes either form with the same arguments for ranks > 0.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import errno
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-
+from . import commands
+from .card import CARD_HELP, card_rows, format_card
 from .config import RunConfig, check_resolution_syntax, config_to_yaml, merged_config, run_config_from_args
 from .core.errors import ConfigError
 from .core.options import add_flags, parse_key_value
+from .numerics import pin_cpu_numerics
 from .perf import PERF_COMMANDS
+from pebench.leaderboard.summary import format_summary
 
 __all__ = ["main", "build_parser", "run_config_from_args", "cli_reference"]
 
@@ -156,7 +158,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=parse_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help=f"{what}; repeatable")
 
-    from .card import CARD_HELP
     p = sub.add_parser("card", help="analytic PE card at initialisation (or of a checkpoint), no training",
                        description="Measure each PE's attention logits with random content (no training): "
                                    "shift / rotation / mirror change, attention mass vs distance, behaviour "
@@ -182,13 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     if merged_config(args).deterministic:
-        from .numerics import pin_cpu_numerics
-
         pin_cpu_numerics()  # before torch is imported: CPU kernel paths pinned (see pebench.numerics)
-    from lightning.pytorch.utilities import rank_zero_only
-
-    from .run import load_registries, run
-    from pebench.leaderboard.summary import format_summary
+    from lightning.pytorch.utilities import rank_zero_only  # deferred: start-up time (Lightning, torch; after the pins)
+    from .run import load_registries, run  # deferred: start-up time (torch, Lightning, the registries)
 
     load_registries()
     cfg = run_config_from_args(args)
@@ -221,10 +218,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 def _cmd_card(args: argparse.Namespace) -> int:
     """``bench card``: the analytic PE card table (torch imported here, not at module import)."""
-    from pebench.encodings import get_pe_class, list_pes
-    from pebench.models import list_models
-
-    from .card import card_rows, format_card
+    from pebench.encodings import get_pe_class, list_pes  # deferred: start-up time (torch)
+    from pebench.models import list_models  # deferred: start-up time (torch)
 
     if args.grid < 2 or args.grid % 2:
         raise ConfigError(f"--grid must be an even integer >= 2, got {args.grid}")
@@ -277,8 +272,6 @@ def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bench`` console script; returns the exit code."""
-    from . import commands
-
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["perf"] and (len(argv) == 1 or (argv[1].startswith("-") and argv[1] not in ("-h", "--help"))):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import os
 import sys
 import time
@@ -11,14 +12,20 @@ from pathlib import Path
 from typing import Any
 
 from .config import (ConfigError, RunConfig, config_to_dict, list_presets, load_yaml_config, merge,
-                     run_config_from_args)
+                     run_config_from_args, variant_name)
 from .core.io import atomic_write_json, atomic_write_text, read_json
+from .integrity import fingerprint
+from .numerics import flush_denormals
 from .perf import PERF_COMMANDS
+from .sweep_preload import preload_runner
+from pebench import sweep, sweep_slurm
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.check import check_results
 from pebench.leaderboard.curves import write_sweep_curves
 from pebench.leaderboard.formats import render_format
-from pebench.leaderboard.summary import format_table
+from pebench.leaderboard.runs import add_provenance, cmd_runs as _cmd_runs
+from pebench.leaderboard.summary import format_summary, format_table
+from pebench.tasks import default_task, get_task_setup, list_tasks, resolve_task
 
 __all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_analyze", "cmd_perf"]
 
@@ -61,8 +68,6 @@ def data_options(cls: type) -> list[dict[str, Any]]:
     ``__init__`` methods along its class hierarchy (a method that takes ``**kwargs`` passes the
     rest on to its base; the base class rejects what nobody took, which is the validation), minus
     the arguments `bench run` sets itself. -> ``[{key, type, default, help}]`` in signature order."""
-    import inspect
-
     out: dict[str, dict[str, Any]] = {}
     helps: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
@@ -95,11 +100,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("presets (bench run --preset NAME)\n" + (format_table(["name"], [[n] for n in names]) if names
                                                        else "(none installed)"))
         return 0
-    from pebench.datamodules import MODALITIES, get_datamodule_class, list_datamodules
-    from pebench.encodings import get_pe_class, list_pes
-    from pebench.models import list_models, model_config
-
-    from .run import load_registries
+    from pebench.datamodules import MODALITIES, get_datamodule_class, list_datamodules  # deferred: start-up time (torch)
+    from pebench.encodings import get_pe_class, list_pes, pe_options  # deferred: start-up time (torch)
+    from pebench.models import list_models, model_config  # deferred: start-up time (torch)
+    from .run import load_registries  # deferred: start-up time (torch, Lightning)
 
     load_registries()
     if what in ("datasets", "all"):
@@ -127,8 +131,6 @@ def cmd_list(args: argparse.Namespace) -> int:
                 for n in list_pes()]
         print("positional encodings\n" + format_table(["name", "modalities", "additive"], rows))
         if getattr(args, "options", False):
-            from pebench.encodings import pe_options
-
             rows = [[n, o["key"], o["type"] + (f" {{{', '.join(o['choices'])}}}" if o.get("choices") else ""),
                      _shown(o["default"]), o["help"]] for n in list_pes() for o in pe_options(n)]
             print("PE options (bench run --pe-option KEY=VALUE; the declarations build_pe validates against)\n"
@@ -145,7 +147,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------- runs
 def cmd_runs(args: argparse.Namespace) -> int:
-    from pebench.leaderboard.runs import cmd_runs as _cmd_runs
     return _cmd_runs(args)
 
 
@@ -197,15 +198,10 @@ def sweep_threads(workers: int) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.ArgumentParser) -> int:
-    from pebench.datamodules import get_datamodule_class
-    from pebench.encodings import get_pe_class, list_pes
+    from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch)
+    from pebench.encodings import get_pe_class, list_pes  # deferred: start-up time (torch)
+    from .run import check_writable, load_registries  # deferred: start-up time (torch, Lightning)
 
-    from .config import variant_name
-    from .integrity import fingerprint
-    from pebench.tasks import resolve_task
-    from .run import check_writable, load_registries
-
-    from pebench import sweep, sweep_slurm
     slurm = args.launcher == "slurm"
     if slurm:  # SLURM flags checked before anything is imported, resolved or created
         slurm_opts = sweep_slurm.slurm_options(args, args.out)
@@ -274,7 +270,6 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
     check_writable(args.out)
     runner = None
     if args.preload:
-        from .sweep_preload import preload_runner
         runner = preload_runner
     outcomes = sweep.run_sweep(specs, runner=runner, retries=args.retries, workers=args.workers)
     rows = [[o.get("key"), o.get("status"), o.get("attempts")] for o in outcomes]
@@ -284,18 +279,12 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.Argum
 
 # ----------------------------------------------------------------------------------- eval
 def cmd_eval(args: argparse.Namespace) -> int:
-    import torch
+    import torch  # deferred: start-up time (torch)
 
-    from pebench.analysis import plot_extrapolation, save_plot
-    from pebench.analysis.plots import run_info
-
-    from .run import _git_sha
-    from pebench.leaderboard.runs import add_provenance
-    from pebench.datamodules import get_datamodule_class
-    from pebench.tasks import default_task, get_task_setup, list_tasks
-
-    from .numerics import flush_denormals
-    from .run import load_registries
+    from pebench.analysis import plot_extrapolation, save_plot  # deferred: start-up time (torch)
+    from pebench.analysis.plots import run_info  # deferred: start-up time (torch)
+    from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch)
+    from .run import _git_sha, load_registries  # deferred: start-up time (torch, Lightning)
 
     flush_denormals()  # as in bench run (see pebench.numerics)
     run_dir = Path(args.run)
@@ -350,7 +339,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"bench: note: replaced the extrapolation rows of {entry['replaced']['added_by']} "
               f"({entry['replaced']['samples']} samples per size); they are kept in results.json "
               f"provenance", file=sys.stderr)
-    from pebench.leaderboard.summary import format_summary
     print(format_summary({k: v for k, v in results.items() if k not in ("geometry", "robustness", "alpha_sweep")}))
     return 0
 
@@ -358,7 +346,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------- analyze
 def cmd_analyze(args: argparse.Namespace) -> int:
     """``bench analyze``: pebench's analyses on a pretrained timm ViT (see :mod:`pebench.analyze`)."""
-    from .analyze import run_analyze  # deferred: torch and timm load only for this command
+    from .analyze import run_analyze  # deferred: start-up time (torch, timm: loaded only for this command)
 
     return run_analyze(args)
 

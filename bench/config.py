@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.resources
+import inspect
 import math
 import typing
 from dataclasses import dataclass
@@ -260,7 +261,7 @@ def merge(*layers: Mapping[str, Any]) -> RunConfig:
 
 
 def best_default_pe() -> str:
-    from pebench.encodings import list_pes
+    from pebench.encodings import list_pes  # deferred: start-up time (torch; the CLI imports this module)
 
     names = list_pes()
     for name in DEFAULT_PE_PREFERENCE:
@@ -380,10 +381,8 @@ def dataset_default_tokens(dataset: str) -> str | None:
     """The default of dataset ``dataset``'s ``tokens`` data option (``spiking`` for dvsgesture, as in
     the PaPE paper; ``frames`` for synthetic-events), or None when it has no such option or is not
     registered."""
-    import inspect
-
     try:
-        from pebench.datamodules import get_datamodule_class
+        from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch; the CLI imports this module)
 
         param = inspect.signature(get_datamodule_class(dataset).__init__).parameters.get("tokens")
     except (ImportError, KeyError, ValueError):

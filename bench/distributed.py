@@ -10,6 +10,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.strategies import DDPStrategy
 
 from .core.errors import ConfigError
 
@@ -31,8 +32,6 @@ def _ddp_strategy() -> Any:
     parameters its input type uses, so the per-step search of the autograd graph for unused ones is
     not needed; DDP raises an error naming any parameter that gets no gradient) and a finite
     :data:`DDP_TIMEOUT`."""
-    from lightning.pytorch.strategies import DDPStrategy
-
     return DDPStrategy(find_unused_parameters=False, timeout=_ddp_timeout())
 
 

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from .config import RunConfig, config_to_dict
 from .core import fingerprint as _fingerprints
 from .core.errors import ConfigError
 from .core.locks import RunLock  # O_EXCL lock file with stale-pid detection
@@ -52,8 +53,6 @@ def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
 def _defaults() -> dict[str, Any]:
     """``RunConfig``'s defaults: a key that a run directory written by an older version lacks had
     its default value then (options are only ever added with the old behaviour as default)."""
-    from .config import RunConfig, config_to_dict
-
     return config_to_dict(RunConfig())
 
 

@@ -88,8 +88,8 @@ def flush_denormals() -> bool:
     """Flush denormal floats to zero on this process's CPU threads (see the module docstring);
     returns whether the CPU supports it. numpy's float limits are computed first, because numpy
     warns when it first computes them with flushing on."""
-    import numpy as np
-    import torch
+    import numpy as np  # deferred: start-up time (numpy; the CLI imports this module)
+    import torch  # deferred: start-up time (torch; pin_cpu_numerics must run before it is imported)
 
     for t in (np.float16, np.float32, np.float64):
         np.finfo(t)  # cached by numpy: computed now, before flush-to-zero, without a warning
@@ -111,7 +111,7 @@ def _cpu_model() -> str | None:
 def numerics_record() -> dict[str, Any]:
     """What the numbers of this process depend on: host CPU, the kernel path torch runs, threads,
     the pins in effect. Stored as ``results.json["numerics"]``."""
-    import torch
+    import torch  # deferred: start-up time (torch; pin_cpu_numerics must run before it is imported)
 
     rec: dict[str, Any] = {
         "machine": platform.machine(),

@@ -35,6 +35,7 @@ import logging
 import math
 import os
 import platform
+import random
 import signal
 import subprocess
 import sys
@@ -44,16 +45,23 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, TQDMProgressBar
-from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from pebench.datamodules import list_datamodules
-from pebench.encodings import list_pes
+from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
+from pebench.datamodules import DataRootError, get_datamodule_class, list_datamodules
+from pebench.datamodules.events.event_transforms import spiking_analyses
+from pebench.datamodules.events.spiking import cap_report
+from pebench.encodings import PEConfigError, get_pe_class, list_pes, variant_label
+from pebench.leaderboard.curves import write_run_curves
+from pebench.models import ResolutionError, list_models
 from pebench.models.attention import AttentionImplError, check_forced_impl, check_impl_name, check_pe_impl
 from pebench.models.vit import attention_impls_used, set_attention_impl, set_coord_augment
+from pebench.tasks import get_task_setup, resolve_task
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
 from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
@@ -97,8 +105,6 @@ def check_writable(out: str | Path) -> None:
 
 def train_grid_for(dm: Any) -> tuple[int, ...] | None:
     """Token grid at the training resolution (``None`` for point clouds)."""
-    from pebench.models import ResolutionError
-
     if dm.modality == "points" or getattr(dm, "tokens", "frames") == "spiking":  # spiking-patch tokens: no grid
         return None
     shape = tuple(dm.input_shape())
@@ -234,10 +240,6 @@ class _StepSeed(Callback):
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
                              batch_idx: int) -> None:
-        import random
-
-        import numpy as np
-
         a, b = np.random.SeedSequence([self.seed, int(trainer.current_epoch), int(batch_idx)]).generate_state(2)
         torch.manual_seed(int(a) << 32 | int(b))  # also seeds every CUDA device
         np.random.seed(int(a))
@@ -299,10 +301,8 @@ def _loggers(cfg: RunConfig, run_dir: Path) -> list[Any]:
     them later) unless the environment sets ``WANDB_MODE=online``."""
     loggers: list[Any] = [CSVLogger(save_dir=run_dir, name="", version="")]
     if cfg.logger == "tensorboard":
-        from lightning.pytorch.loggers import TensorBoardLogger
         loggers.append(TensorBoardLogger(save_dir=run_dir, name="tensorboard", version=""))
     elif cfg.logger == "wandb":
-        from lightning.pytorch.loggers import WandbLogger
         offline = os.environ.get("WANDB_MODE", "offline") != "online"
         if offline:
             os.environ["WANDB_MODE"] = "offline"  # wandb.init reads it; no network access is attempted
@@ -316,8 +316,6 @@ def _check_data_root(dm: Any, max_fraction: float) -> None:
     """Build the sample lists now (``dm.preflight``: unreadable pickles, no images, listed files
     missing raise ``DataRootError``) and refuse a split with more than ``max_fraction`` of its listed
     files missing, before anything is written."""
-    from pebench.datamodules import DataRootError
-
     dm.preflight()
     for split, (listed, missing, first) in sorted(getattr(dm, "missing_by_split", {}).items()):
         if listed and missing / listed > max_fraction:
@@ -334,11 +332,6 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     run's model for an analysis does not).
     Raises ``ValueError`` subclasses for user errors (the CLI turns them into exit code 2).
     """
-    from pebench.datamodules import get_datamodule_class
-    from pebench.encodings import PEConfigError, get_pe_class, variant_label
-    from pebench.models import list_models
-    from pebench.tasks import get_task_setup, resolve_task
-
     load_registries()
     cfg = resolve(cfg)
     dm_cls = get_datamodule_class(cfg.dataset)
@@ -365,7 +358,6 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
         raise ConfigError(f"invalid data options for dataset {cfg.dataset!r}: {e}") from None
     dm = setup.prepare_data(cfg, dm)  # e.g. DINO's multi-crop views + k-NN loaders around the dataset's
     if getattr(dm, "tokens", "frames") == "spiking":
-        from pebench.datamodules.events.event_transforms import spiking_analyses
         analyses = spiking_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]))
     grid = train_grid_for(dm)
     _check_data_root(dm, cfg.max_skipped_fraction)
@@ -473,15 +465,11 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict,
 def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
     """``curves.png`` from metrics.csv and, for DINO, ``eed_checkpoints.png`` (rank 0); a plotting failure is a
     warning, not a failed run."""
-    from pebench.leaderboard.curves import write_run_curves
-
     try:
         write_run_curves(run_dir, results)
     except Exception as e:  # noqa: BLE001 - the metrics are safe in metrics.csv either way
         print(f"bench: warning: curves.png not written: {type(e).__name__}: {e}", file=sys.stderr)
     if results.get("eed_checkpoints"):  # --task dino: EED / SSDC over depth per checkpoint
-        from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
-
         try:
             save_plot(plot_eed_checkpoints, results["eed_checkpoints"], run_dir / "eed_checkpoints.png",
                       run=run_info(results.get("config")))
@@ -559,7 +547,6 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         results["val_samples"] = parts["counter"].total
         results["skipped_samples"], data_problem = _skip_report(task, dm, parts["counter"], cfg.max_skipped_fraction)
         if getattr(dm, "tokens", "frames") == "spiking":  # how often the per-sample token cap was hit
-            from pebench.datamodules.events.spiking import cap_report
             results["token_cap"] = cap_report(dm.spiking.max_tokens, parts["counter"].cap)
         if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()

@@ -53,11 +53,13 @@ the retry loop and the summary recording of this module).
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import multiprocessing
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -68,6 +70,7 @@ from typing import Any, Callable, Sequence
 
 from pebench.core.io import atomic_write_json
 from pebench.core.locks import RunLock
+from pebench.integrity import grouping_fingerprint
 
 __all__ = [
     "RunSpec",
@@ -164,8 +167,6 @@ def _die_with_parent() -> None:
     ``preexec_fn``, by the ``bench run`` subprocess a worker starts."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
-    import signal
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
@@ -198,8 +199,6 @@ def default_runner(spec: RunSpec) -> int:
     """Run ``bench run ...`` for ``spec`` as a subprocess (``python -m pebench.cli run``); return its
     exit code. The subprocess is terminated if this worker dies (Linux; see ``_die_with_parent``).
     On Ctrl-C it gets SIGINT and time to record ``interrupted``; then ``KeyboardInterrupt`` goes on."""
-    import signal
-
     proc = start_run(spec)
     try:
         return proc.wait()
@@ -271,8 +270,6 @@ def is_run_complete(run_dir: str | os.PathLike, fingerprint: str | None = None) 
 
 def run_fingerprint(results: dict[str, Any]) -> str | None:
     """The configuration fingerprint of a ``results.json`` dict (``pebench.integrity.grouping_fingerprint``)."""
-    from pebench.integrity import grouping_fingerprint
-
     return grouping_fingerprint(results)
 
 

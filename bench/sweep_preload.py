@@ -31,6 +31,7 @@ import time
 import traceback
 from typing import Any
 
+from pebench.numerics import pin_cpu_numerics
 from pebench.sweep import _INTERRUPT_GRACE_S, RunSpec, _die_with_parent, default_runner, runner_env
 
 __all__ = ["preload_runner", "preloaded_state"]
@@ -64,8 +65,6 @@ def _preload(spec: RunSpec) -> None:
     for key, value in env.items():
         os.environ.setdefault(key, value)
     if getattr(spec, "deterministic", False):
-        from pebench.numerics import pin_cpu_numerics
-
         pin_cpu_numerics()  # before torch is imported
     # The entry point is named, not imported: the sweep sits below the CLI, and its children run
     # `bench run` exactly as the subprocess runner does (`python -m pebench.cli run ...`).

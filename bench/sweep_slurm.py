@@ -278,7 +278,7 @@ class SlurmRun:
             raise
 
     def __call__(self) -> dict[str, Any]:
-        import submitit  # deferred: optional dependency, loaded by the job anyway
+        import submitit  # deferred: start-up time (submitit: `bench --help` imports this module)
 
         env = submitit.JobEnvironment()
         spec = self.spec
@@ -308,7 +308,7 @@ class SlurmRun:
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """submitit's hook on the time-limit / preemption signal: stop ``bench run`` (SIGINT: it records
         ``interrupted`` and exits; its ``last.ckpt`` is kept) and requeue this task unchanged."""
-        from submitit.helpers import DelayedSubmission  # deferred: optional dependency
+        from submitit.helpers import DelayedSubmission  # deferred: start-up time (submitit)
 
         self._stopping = True
         if self._proc is not None:
@@ -330,7 +330,7 @@ def submit_sweep(specs: Sequence[RunSpec], cfgs: Sequence[Any], options: SlurmOp
     -> one row per spec in plan order: ``key``, ``status`` (``queued`` or ``skipped``), ``job_id``
     and, for the debug / local executors of the tests (``cluster``), the ``job`` object.
     """
-    import submitit  # deferred: optional dependency / start-up time
+    import submitit  # deferred: start-up time (submitit: `bench --help` imports this module)
 
     specs = list(specs)
     if not specs:

@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import torch
 import torchvision.transforms.v2 as v2
 from PIL import Image
+from timm.data import ImageNetInfo
 
 from .base import BenchDataModule, DataRootError
 from .corrupt import SkippingDataset
@@ -38,8 +39,6 @@ IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tif
 @lru_cache(maxsize=1)
 def imagenet_wnids() -> tuple[str, ...]:
     """The 1000 ImageNet-1K synsets in class-index order (sorted wnids), from timm's bundled list."""
-    from timm.data import ImageNetInfo
-
     names = tuple(ImageNetInfo().label_names())
     assert len(names) == 1000 and list(names) == sorted(names)
     return names

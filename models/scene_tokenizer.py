@@ -158,7 +158,7 @@ def fps_knn_patches(coord: Tensor, mask: Tensor, k: int) -> tuple[Tensor, Tensor
 
 def _pyg_knn_available() -> bool:
     try:
-        from torch_geometric.nn import knn
+        from torch_geometric.nn import knn  # deferred: optional dependency (torch-cluster, behind pyg's knn)
 
         knn(torch.zeros(1, 3), torch.zeros(1, 3), 1)
         return True
@@ -184,7 +184,7 @@ def knn_interpolate(x: Tensor, pos_x: Tensor, mask_x: Tensor, pos_y: Tensor, mas
         use_pyg = _PYG_KNN
     B, M, _ = pos_y.shape
     if use_pyg:
-        from torch_geometric.nn import knn_interpolate as pyg_interp
+        from torch_geometric.nn import knn_interpolate as pyg_interp  # deferred: optional dependency (torch-cluster)
 
         bx = torch.arange(B, device=x.device).unsqueeze(1).expand(-1, x.shape[1])[mask_x]
         by = torch.arange(B, device=x.device).unsqueeze(1).expand(-1, M)[mask_y]

@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -308,9 +309,7 @@ def test_whole_batch_counts_reach_lightning_as_ints(tmp_path, capsys):
     assert "skipped (" not in capsys.readouterr().out  # nothing skipped: no skip rows in the summary
 
 
-def _bench(*argv: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
-    import subprocess
-
+def _bench(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pebench.cli", *argv], cwd=cwd, capture_output=True, text=True,
                           timeout=300)
 

@@ -34,6 +34,7 @@ import torch
 
 import pebench
 from pebench.analysis import eed, ssdc
+from pebench.analysis.geometry import geometry
 from pebench.config import RunConfig, resolve
 from pebench.datamodules import get_datamodule_class
 from pebench.datamodules.events.event_transforms import SpikingOptions
@@ -77,15 +78,8 @@ GEOMETRY_VAL_SIZES = (512, 5120)
 @SUITES.register("analysis")
 def bench_analysis(quick: bool = False, tiny: bool = False, with_geometry: bool = True) -> list[dict]:
     rows = []
-    geometry = None
-    try:
-        if with_geometry:
-            from pebench.analysis.geometry import geometry  # deferred: optional, the suite runs without it
-    except ImportError as e:
-        print(f"  skip geometry overhead: pebench.analysis.geometry is not available ({e})", flush=True)
-    for val_size in ((None,) if tiny else GEOMETRY_VAL_SIZES[:1] if quick else GEOMETRY_VAL_SIZES):
-        if geometry is None:
-            break
+    val_sizes = (None,) if tiny else GEOMETRY_VAL_SIZES[:1] if quick else GEOMETRY_VAL_SIZES
+    for val_size in val_sizes if with_geometry else ():
         cfg, dm, task = _default_setup(tiny, val_size)
 
         def val_epoch() -> None:

@@ -34,6 +34,7 @@ a rotation of up to ±15°, drop-by-time, drop-by-area, drop-event (see :class:`
 """
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any, ClassVar
 
@@ -63,7 +64,7 @@ def _offline_class() -> type:
     """``OfflineDVSGesture``, built on first use so importing pebench does not import tonic."""
     global _OFFLINE_CLS
     if _OFFLINE_CLS is None:
-        from tonic.datasets import DVSGesture
+        from tonic.datasets import DVSGesture  # deferred: start-up time (tonic, ~0.2 s)
 
         class OfflineDVSGesture(DVSGesture):
             """tonic's DVSGesture that reads the extracted folders in place and never downloads."""
@@ -100,7 +101,7 @@ def __getattr__(name: str) -> Any:
 
 def event_transform(time_bins: int, size: int):
     """tonic transform: structured events -> ``(T, 2, S, S)`` counts."""
-    import tonic.transforms as T
+    import tonic.transforms as T  # deferred: start-up time (tonic, ~0.2 s)
 
     sensor = (SENSOR, SENSOR, 2)
     steps = [] if size == SENSOR else [T.Downsample(sensor_size=sensor, target_size=(size, size))]
@@ -142,7 +143,7 @@ def _downsample(size: int):
     """tonic transform: structured events at 128 x 128 -> events on ``size x size`` (None at 128)."""
     if size == SENSOR:
         return None
-    import tonic.transforms as T
+    import tonic.transforms as T  # deferred: start-up time (tonic, ~0.2 s)
 
     return T.Downsample(sensor_size=(SENSOR, SENSOR, 2), target_size=(size, size))
 
@@ -241,8 +242,6 @@ class DVSGestureDataModule(BenchDataModule):
         return self._tonic[train]
 
     def _dataset(self, train: bool, resolution: tuple[int, ...] | None = None):
-        import copy
-
         t, s = self.bins_and_size(resolution)
         aug = Augment((s, s, 2), FLIP_LABEL) if self.augment and train else None
         if self.tokens == "spiking":

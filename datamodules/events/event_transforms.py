@@ -129,7 +129,7 @@ class Augment:
         self.rotate_degrees = float(rotate_degrees)
 
     def __call__(self, events: np.ndarray, label: int) -> tuple[np.ndarray, int]:
-        import tonic.transforms as T
+        import tonic.transforms as T  # deferred: start-up time (tonic, ~0.2 s)
 
         if self.flip_label is not None and np.random.rand() < 0.5:
             events = T.RandomFlipLR(sensor_size=self.sensor_size, p=1.0)(events)

@@ -79,7 +79,9 @@ non-decreasing (the window is found by binary search, then cut exactly).
 """
 from __future__ import annotations
 
+import contextlib
 import glob
+import io
 import logging
 import math
 import os
@@ -88,6 +90,7 @@ from typing import Any, ClassVar, NamedTuple, Sequence
 
 import numpy as np
 import torch
+from pycocotools.coco import COCO
 
 from .._image_common import require_dir
 from ..base import BenchDataModule, DataRootError, float_option, int_option, parse_resolution
@@ -174,7 +177,7 @@ def _bin_events(ev: np.ndarray, t0: int, t1: int, bins: int, hw_in: tuple[int, i
     h, w = hw_in
     if len(ev) == 0:
         return np.zeros((bins, 2, h, w), dtype=np.float32)
-    from tonic.transforms import ToFrame  # lazy: importing tonic takes seconds
+    from tonic.transforms import ToFrame  # deferred: start-up time (tonic, ~0.2 s)
 
     frames = ToFrame(sensor_size=(w, h, 2), time_window=(t1 - t0) // bins, start_time=t0, end_time=t1)(ev)
     if frames.shape[0] != bins:  # guarded by the window / bins divisibility check
@@ -440,11 +443,6 @@ class Gen1DataModule(BenchDataModule):
         """Filtered ground truth of ``split`` as a pycocotools ``COCO`` in the sensor frame (``[x, y,
         w, h]``, category ids :attr:`label_to_category_id`, one image per sample, id = its index)."""
         if split not in self._coco:
-            import contextlib
-            import io
-
-            from pycocotools.coco import COCO
-
             H, W = self.sensor_hw
             images, anns = [], []
             for i, s in enumerate(self.samples(split)):

@@ -36,7 +36,9 @@ import os
 from typing import Any, ClassVar, Sequence
 
 import torch
+from pycocotools.coco import COCO
 from torch.utils.data import DataLoader
+from torchvision.transforms.v2.functional import pil_to_tensor
 
 from .._image_common import IMAGENET_MEAN, IMAGENET_STD, image_hw, pil_rgb
 from ..base import BenchDataModule, DataRootError, parse_resolution
@@ -52,8 +54,6 @@ log = logging.getLogger(__name__)
 def load_coco(path: str, what: str, layout: str) -> Any:
     """pycocotools ``COCO(path)`` with its prints silenced; a missing / malformed file is a one-line
     :class:`DataRootError`."""
-    from pycocotools.coco import COCO
-
     if not os.path.isfile(path):
         raise DataRootError(f"{what}: expected file {path!r} not found; expected layout: {layout}")
     try:
@@ -100,8 +100,6 @@ class CocoDetectionDataset(SkippingDataset):
         return xywh_to_xyxy(xywh), labels
 
     def load(self, index: int) -> tuple[torch.Tensor, dict]:
-        from torchvision.transforms.v2.functional import pil_to_tensor
-
         path, image_id = self.samples[index]
         pil = pil_rgb(path)
         image = pil_to_tensor(pil)  # (3, h, w) uint8

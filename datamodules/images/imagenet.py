@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import ClassVar
 
-from torchvision.datasets import ImageFolder
+from torchvision.datasets import ImageFolder, ImageNet
 
 from .._image_common import ImageDataModule, imagenet_wnids, require_dir
 from ..base import DataRootError
@@ -108,8 +108,6 @@ class ImageNetDataModule(_ClassFolderModule):
         if not os.path.isfile(os.path.join(self.data_root, "meta.bin")):
             return super().scan(split)
         # torchvision's parsed layout: it skips archive parsing because meta.bin and the split folder exist
-        from torchvision.datasets import ImageNet
-
         tv = ImageNet(self.data_root, split=self.split_dirs[split])
         canon = self.mapping()
         return [(p, canon[tv.wnids[t]]) for p, t in tv.samples]

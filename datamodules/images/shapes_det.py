@@ -28,6 +28,7 @@ import os
 from typing import Any, ClassVar
 
 import numpy as np
+from PIL import Image, ImageDraw
 
 from pebench.core.io import publish_dir
 
@@ -55,8 +56,6 @@ def _draw_shape(draw: Any, kind: str, box: tuple[float, float, float, float], co
 def _scene(rng: np.random.Generator, image_id: int, min_side: int, max_side: int, max_objects: int,
            min_object: int, max_object: int) -> tuple[Any, list[dict], dict]:
     """One image (PIL) and its COCO annotations (without ids)."""
-    from PIL import Image, ImageDraw
-
     w, h = (int(v) for v in rng.integers(min_side, max_side + 1, size=2))
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     a = rng.uniform(0, 2 * np.pi)

@@ -23,6 +23,7 @@ collate info like any corrupt sample of the other modalities (each epoch).
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -33,7 +34,7 @@ import torch
 
 from .._image_common import require_dir, require_file
 from ..base import BenchDataModule, DataRootError
-from ..corrupt import SkippingDataset
+from ..corrupt import CORRUPT_ERRORS, SkippingDataset
 from ..registry import register_datamodule
 
 __all__ = ["ModelNet40DataModule", "OfflineModelNet", "normalise_unit_sphere", "check_off"]
@@ -66,10 +67,8 @@ _CLS: type | None = None
 def _offline_class() -> type:
     global _CLS
     if _CLS is None:
-        import glob
-
-        from torch_geometric.datasets import ModelNet
-        from torch_geometric.io import read_off
+        from torch_geometric.datasets import ModelNet  # deferred: start-up time (torch_geometric, ~0.5 s)
+        from torch_geometric.io import read_off  # deferred: start-up time (torch_geometric, ~0.5 s)
 
         class OfflineModelNet(ModelNet):
             """torch-geometric ModelNet reading ``raw/`` in place; never downloads; skips corrupt meshes."""
@@ -105,8 +104,6 @@ def _offline_class() -> type:
                     json.dump(corrupt, f)
 
             def _read_set(self, split: str, corrupt: list[str]) -> list:
-                from ..corrupt import CORRUPT_ERRORS
-
                 out = []
                 categories = sorted(x.split(os.sep)[-2] for x in glob.glob(os.path.join(self.raw_dir, "*", "")))
                 for target, category in enumerate(categories):
@@ -154,7 +151,7 @@ class PointCloudDataset(SkippingDataset):
             if index >= len(pyg):
                 raise ValueError(f"corrupt mesh {pyg.corrupt[index - len(pyg)]}")
             data = pyg[index]
-            from torch_geometric.transforms import SamplePoints
+            from torch_geometric.transforms import SamplePoints  # deferred: start-up time (torch_geometric, ~0.5 s)
 
             with torch.random.fork_rng(devices=[], enabled=not self.train):
                 if not self.train:  # reproducible evaluation points, one stream per index

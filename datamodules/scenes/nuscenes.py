@@ -129,7 +129,7 @@ def open_nuscenes(root: str, version: str) -> Any:
     labels = os.path.join(root, "lidarseg", version)
     if not os.path.isdir(labels):
         raise DataRootError(f"nuscenes: label folder {labels!r} not found; expected layout: {LAYOUT}")
-    from nuscenes import NuScenes
+    from nuscenes import NuScenes  # deferred: start-up time (nuscenes-devkit, ~1.5 s)
 
     try:
         return NuScenes(version=version, dataroot=root, verbose=False)
@@ -142,7 +142,7 @@ def open_nuscenes(root: str, version: str) -> Any:
 def label_lut(nusc: Any) -> np.ndarray:
     """``(256,)`` int64: fine lidarseg index -> pebench class 0..15, ``-1`` for the devkit's ``ignore``,
     ``-2`` for an index the category table does not define. Built from ``LidarsegClassMapper``."""
-    from nuscenes.eval.lidarseg.utils import LidarsegClassMapper
+    from nuscenes.eval.lidarseg.utils import LidarsegClassMapper  # deferred: start-up time (nuscenes-devkit, ~1.5 s)
 
     mapper = LidarsegClassMapper(nusc)
     coarse = mapper.coarse_name_2_coarse_idx_mapping  # name -> 0..16, 0 = ignore
@@ -159,7 +159,7 @@ def split_sample_tokens(nusc: Any, split: str) -> tuple[list[str], list[str]]:
     """Keyframe sample tokens of the devkit split ``split`` in scene-list then time order, and the
     split's scene names that the database lacks. (The devkit's ``get_samples_in_eval_set`` walks the
     same chains but needs every scene of the split present; a partial database is allowed here.)"""
-    from nuscenes.utils.splits import create_splits_scenes
+    from nuscenes.utils.splits import create_splits_scenes  # deferred: start-up time (nuscenes-devkit, ~1.5 s)
 
     wanted = create_splits_scenes(verbose=False)[split]
     by_name = {s["name"]: s for s in nusc.scene}
@@ -213,8 +213,8 @@ class NuScenesLidarSeg(SkippingDataset):
     def read(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Scan ``index``, no cropping, sampling or augmentation -> ``points (4, M)`` float32 (x, y, z,
         intensity), ``time_lag (M,)`` float32 seconds, ``target (M,)`` int64; keyframe points first."""
-        from nuscenes.utils.data_classes import LidarPointCloud
-        from nuscenes.utils.data_io import load_bin_file
+        from nuscenes.utils.data_classes import LidarPointCloud  # deferred: start-up time (nuscenes-devkit, ~1.5 s)
+        from nuscenes.utils.data_io import load_bin_file  # deferred: start-up time (nuscenes-devkit, ~1.5 s)
 
         scan = self.scans[index]
         try:
@@ -280,7 +280,7 @@ def devkit_lidarseg_eval(nusc: Any, results_folder: str, eval_set: str) -> dict[
     """The devkit's official evaluation (``LidarSegEval``) of the files :func:`write_lidarseg_predictions`
     wrote -> ``{"miou", "freq_weighted_iou", "iou_per_class"}``. It needs every scene of ``eval_set``
     in the database and a prediction file for each of their keyframes."""
-    from nuscenes.eval.lidarseg.evaluate import LidarSegEval
+    from nuscenes.eval.lidarseg.evaluate import LidarSegEval  # deferred: start-up time (nuscenes-devkit, ~1.5 s)
 
     return LidarSegEval(nusc, results_folder, eval_set=eval_set, verbose=False).evaluate()
 

@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from plyfile import PlyData, PlyParseError
 
 from ..base import BenchDataModule, DataRootError, bool_option, float_option, int_option
 from ..corrupt import SkippingDataset
@@ -79,8 +80,6 @@ def read_scannet_ply(mesh_path: str, labels_path: str | None) -> dict[str, np.nd
     """``<scene>_vh_clean_2.ply`` (+ ``.labels.ply``) -> ``coord (V, 3)``, ``color (V, 3)`` uint8,
     ``normal (V, 3)``, ``segment20 (V,)`` (all -1 without a labels file). Raises ``ValueError`` on a
     malformed file (plyfile's parse errors included)."""
-    from plyfile import PlyData, PlyParseError
-
     try:
         mesh = PlyData.read(mesh_path)
         v = mesh["vertex"]

@@ -233,7 +233,7 @@ def events_to_voxels(events: np.ndarray, side: int, time_bins: int) -> np.ndarra
     """Bin a stream with tonic's ``ToFrame`` -> ``(2, T, S, S)`` float32 counts (polarity first)."""
     if len(events) == 0 or events["t"][-1] - events["t"][0] < time_bins:  # tonic cannot bin these
         return np.zeros((2, time_bins, side, side), dtype=np.float32)
-    from tonic.transforms import ToFrame  # lazy: importing tonic takes seconds
+    from tonic.transforms import ToFrame  # deferred: start-up time (tonic, ~0.2 s)
 
     frames = ToFrame(sensor_size=(side, side, 2), n_time_bins=time_bins)(events)  # (T, 2, S, S)
     return np.ascontiguousarray(frames.transpose(1, 0, 2, 3), dtype=np.float32)

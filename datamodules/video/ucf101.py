@@ -30,6 +30,7 @@ import random
 import struct
 from typing import Any, Callable, ClassVar
 
+import decord
 import numpy as np
 import torch
 import torchvision.transforms.v2 as v2
@@ -88,8 +89,6 @@ class VideoClipDataset(SkippingDataset):
         return self.samples[index][0]
 
     def load(self, index: int):
-        import decord
-
         path, label = self.samples[index]
         vr = decord.VideoReader(path, num_threads=1)
         n = len(vr)

@@ -109,7 +109,7 @@ class TaskSetup:
         return {}
 
     def analysis_hooks(self) -> Any:
-        from pebench.analysis.evaluators import CLASSIFICATION_ANALYSES  # deferred: list_tasks stays free of torch
+        from pebench.analysis.evaluators import CLASSIFICATION_ANALYSES  # deferred: start-up time (torch)
 
         return CLASSIFICATION_ANALYSES
 
@@ -140,7 +140,7 @@ def get_task_setup(name: str) -> TaskSetup:
 
 def default_task(dataset: str) -> str:
     """The task a dataset trains when ``--task`` is not given (its ``default_task``)."""
-    from pebench.datamodules import get_datamodule_class  # deferred: list_tasks stays free of torch
+    from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch: the CLI lists tasks)
 
     return str(getattr(get_datamodule_class(dataset), "default_task", "classification"))
 
@@ -148,7 +148,7 @@ def default_task(dataset: str) -> str:
 def resolve_task(cfg: Any) -> Any:
     """Fill ``cfg.task`` from the dataset when it is ``None``; check the dataset supports the task and
     that ``task_options`` are ones the task accepts. Returns ``cfg`` (changed in place)."""
-    from pebench.datamodules import get_datamodule_class  # deferred: list_tasks stays free of torch
+    from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch: the CLI lists tasks)
 
     if cfg.task is None:
         cfg.task = default_task(cfg.dataset)

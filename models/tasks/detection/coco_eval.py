@@ -31,6 +31,7 @@ import math
 from typing import Any, Callable, Sequence
 
 import torch
+from pycocotools.cocoeval import COCOeval
 from torch import Tensor
 
 from pebench.datamodules.detection_common import to_original_frame, xyxy_to_xywh
@@ -66,8 +67,6 @@ def detections_to_coco(detections: Sequence[dict], targets: Sequence[dict], labe
 def coco_map(coco_gt: Any, results: list[dict], image_ids: Sequence[int]) -> dict[str, float]:
     """COCOeval (bbox) of ``results`` against ``coco_gt`` on ``image_ids``; -> :data:`METRIC_NAMES`
     values (NaN where COCOeval says -1, i.e. no ground truth in that bin)."""
-    from pycocotools.cocoeval import COCOeval
-
     ids = sorted({int(i) for i in image_ids})
     if not ids:
         raise ValueError("coco_map: no images were evaluated")

@@ -16,8 +16,10 @@
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
+from torchmetrics.utilities.distributed import gather_all_tensors
 
 __all__ = ["knn_predict", "knn_accuracy", "linear_probe", "gather_eval_set"]
 
@@ -81,11 +83,7 @@ def gather_eval_set(feats: Tensor, labels: Tensor, index: Tensor) -> tuple[Tenso
 
     Uses :func:`torchmetrics.utilities.distributed.gather_all_tensors` (uneven sizes allowed);
     in a single process it only sorts."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        from torchmetrics.utilities.distributed import gather_all_tensors
-
         feats = torch.cat(gather_all_tensors(feats.contiguous()))
         labels = torch.cat(gather_all_tensors(labels.contiguous()))
         index = torch.cat(gather_all_tensors(index.contiguous()))

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import lightning as L
 import torch
 import torchvision.transforms.v2 as v2
+from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, default_collate
 
@@ -211,7 +212,6 @@ class DinoDataModule(L.LightningDataModule):
         sampler = None
         trainer = getattr(self, "trainer", None)
         if distributed_eval and trainer is not None and trainer.world_size > 1:
-            from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
             sampler = UnrepeatedDistributedSampler(ds, num_replicas=trainer.world_size, rank=trainer.global_rank,
                                                    shuffle=False)
         nw = int(self.base.num_workers)
