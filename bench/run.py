@@ -103,6 +103,19 @@ def check_writable(out: str | Path) -> None:
         raise ConfigError(f"output directory {str(p)!r} is not writable: {e.strerror or e}") from None
 
 
+def check_out_dir(out: str | Path) -> None:
+    """Whether ``out`` can be created and written, without creating anything: its nearest existing
+    ancestor must be a writable directory. Else :class:`ConfigError` (before Lightning prints anything;
+    :func:`check_writable` then probes with a real file once the run starts)."""
+    p = Path(out).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise ConfigError(f"output directory {str(out)!r} is not writable: {str(p)!r} is not a directory")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ConfigError(f"output directory {str(out)!r} is not writable: no write permission on {str(p)!r}")
+
+
 def train_grid_for(dm: Any) -> tuple[int, ...] | None:
     """Token grid at the training resolution (``None`` for point clouds)."""
     if dm.modality == "points" or getattr(dm, "tokens", "frames") == "spiking":  # spiking-patch tokens: no grid
@@ -386,7 +399,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     run_dir = run_dir_for(cfg)
     if check_run_dir:  # user errors before the Trainer's banners
         check_same_configuration(run_dir, config_to_dict(cfg))  # resume / re-run only the same configuration
-        check_writable(cfg.out)
+        check_out_dir(cfg.out)
     _quiet_lightning()
     strategy = _ddp_strategy() if cfg.strategy == "ddp" else cfg.strategy
     counter = _ValSampleCounter()
@@ -485,6 +498,8 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     cfg, dm, task, trainer, run_dir = parts["cfg"], parts["dm"], parts["task"], parts["trainer"], parts["run_dir"]
     rank0 = trainer.global_rank == 0
     config = config_to_dict(cfg)
+    if rank0:
+        check_writable(cfg.out)
     ckpt = _resume_path(run_dir)
     results: dict[str, Any] = {
         "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "pe_label": parts["pe_label"],

@@ -239,7 +239,7 @@ def test_fake_sbatch_array_directives_preemption_and_resume(tmp_path: Path, fake
     out = tmp_path / "runs"
     rc = main(["sweep", "--pes", "none,ape", "--seeds", "0,1", "--out", str(out), "--launcher", "slurm",
                "--partition", "gpu-a100", "--time", "1:30:00", "--gpus-per-task", "1", "--array-parallelism", "1",
-               "--slurm-option", "mem=8G", "--slurm-option", "account=pe_bench", *TINY, "--epochs", "12"])
+               "--slurm-option", "mem=8G", "--slurm-option", "account=pe_bench", *TINY, "--epochs", "6"])
     printed = capsys.readouterr()
     assert rc == 0, printed.err
     scripts = fake_slurm.scripts()
