@@ -425,7 +425,10 @@ def merged_config(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "preset", None):
         layers.append(load_preset(args.preset))
     if getattr(args, "config", None):
-        layers.append(load_yaml_config(args.config))
+        # a run's saved config.yaml records where that run went (`out: .`, relative to its study folder);
+        # rerunning it must not write into the committed results, so a config file never sets `out`:
+        # the rerun goes to --out, or the default `runs`
+        layers.append({k: v for k, v in load_yaml_config(args.config).items() if k != "out"})
     base = merge(*layers)
     flags = flag_values(args, RunConfig)
     for key, value in flags.items():
