@@ -425,12 +425,14 @@ def merged_config(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "preset", None):
         layers.append(load_preset(args.preset))
     if getattr(args, "config", None):
-        # a run's saved config.yaml records where that run went (`out: .`, relative to its study folder);
-        # rerunning it must not write into the committed results, so a config file never sets `out`:
-        # the rerun goes to --out, or the default `runs`
-        layers.append({k: v for k, v in load_yaml_config(args.config).items() if k != "out"})
+        layers.append(load_yaml_config(args.config))
     base = merge(*layers)
     flags = flag_values(args, RunConfig)
+    if getattr(args, "config", None) and layers[-1].get("out") == "." and "out" not in flags:
+        # committed results store `out: .` (relative to their study folder: benchmarks/strip_machine_paths.py);
+        # from that folder a rerun would write over the committed run, from anywhere else into a stray folder
+        raise ConfigError(f"config file {str(args.config)!r} has out: . (a committed run's folder is relative to "
+                          f"its study); give --out DIR to rerun it (e.g. --out runs)")
     for key, value in flags.items():
         if isinstance(value, dict):  # KEY=VALUE pairs update the file's mapping
             flags[key] = {**getattr(base, key), **value}

@@ -165,3 +165,13 @@ def test_t_interval_matches_scipy_and_agrees_with_the_t_test():
     for d in ([0.1, 0.2, 0.15, 0.12, 0.3], [0.3, -0.28, 0.25, -0.3, 0.02], [0.05, 0.01, 0.04]):
         mean, lo, hi, p, sig = paired_t_interval(d)
         assert sig == (lo > 0 or hi < 0) == (p < 0.05)
+
+
+def test_top_k_at_or_above_the_class_count_is_left_out(tmp_path):
+    """A 4-class probe logs acc4 (= 1 by construction): no column; a real top-5 of 8 classes stays."""
+    for s in range(2):
+        _write(tmp_path, "probe-x", "none", s, 0.25, metrics={"test/acc1": 0.25, "test/acc4": 1.0})
+        _write(tmp_path, "shapes-x", "none", s, 0.5, metrics={"test/acc1": 0.5, "test/acc5": 0.9 + 0.05 * s})
+    runs, problems = collect_results(tmp_path)
+    text = render_leaderboard(runs, problems)
+    assert "test/acc4" not in text and "test/acc5 (%)" in text
