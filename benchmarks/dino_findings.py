@@ -347,7 +347,7 @@ which `textures` k-NN rose steadily (its teacher entropy ended at 6.41 / 6.59 of
 29.3 % (objects) and 57.2 % (textures): both sets carry k-NN-readable signal, and on `objects`
 none of these recipes came near it.
 
-## Why `objects` is not learned
+## Why `objects` shows no k-NN gain: single-seed runs
 
 Later runs on `objects`, `pape`, seed 0, each one change to
 G through `bench run` at commits 060d119–f8175ba, whose DINO code differs from the study's only

@@ -15,18 +15,17 @@ of the seeds), so it is kept only for comparison and is never printed as a 95 % 
   take the 2.5 % and 97.5 % quantiles (numpy's linear interpolation) of the resampled means.
   The generator is ``numpy.random.default_rng(seed)`` with a fixed seed, so equal inputs give
   equal bytes.
-* :func:`paired_bootstrap`: the same interval for the mean of per-seed *differences* between a
-  row and the reference row (seeds present in both); the difference is called significant when
-  that 95 % interval excludes 0. With few seeds the percentile bootstrap is liberal (it cannot
-  see tails it never sampled), so the leaderboard also reports :func:`sign_flip_p`.
+* :func:`paired_bootstrap`: the same interval for the mean of per-seed *differences*. With few
+  seeds the percentile bootstrap is liberal (it cannot see tails it never sampled); kept for
+  comparison, not used by the leaderboard or the reports.
 * :func:`sign_flip_p`: exact two-sided sign-flip permutation test of the mean per-seed difference
   (under H0 each difference is symmetric about 0): the fraction of the ``2^n`` sign patterns
   whose |mean| is at least the observed one. Its smallest possible value is ``2 / 2^n``, i.e.
   0.0625 with 5 seeds, so at 5 % it needs at least 6 paired seeds.
 * :func:`paired_t_p`: two-sided paired t-test of the mean per-seed difference (``scipy.stats.ttest_1samp``
   on the differences). It assumes roughly normal differences but, unlike the sign-flip test, can
-  reach p < 0.05 with 5 seeds; the leaderboard marks a difference significant (``*``) only when the
-  bootstrap interval excludes 0 *and* this p is below 0.05.
+  reach p < 0.05 with 5 seeds. :func:`paired_t_interval` pairs it with the t-interval; the leaderboard
+  marks a difference significant (``*``) only when both agree.
 """
 from __future__ import annotations
 
