@@ -511,7 +511,8 @@ RoPE-axial, 2 LookHere and 2 PaPE-RI runs moved slightly (one LookHere run by 10
 probe-context seed 3 89.0 → 57.2 % and seed 4 60.3 → 40.9 % (seed 2 on translation went the other
 way, 86.4 → 97.2 %). Under this 200-step recipe PaPE either finds the solution early or stays on a
 plateau, and which one is decided by details below any tolerance a user would set, so read PaPE's
-rows as five draws of a bimodal outcome: the interval, not the mean, is the claim.
+rows as five draws of a bimodal outcome: the per-seed `learned (seeds)` count, not the mean, says how
+often it solved a probe.
 
 Sweep time on this 2-core machine, measured: the whole sweep, 278 runs, took **98.4 min**
 (09:15:36–10:54:00 UTC, 2 workers, `results/probe_sweep_time.txt`), inside the 2-hour budget,

@@ -381,7 +381,7 @@ no reading of its own beyond them.
 
 These results are from a 2-block, 64-wide model trained for 200 steps on 32 × 32 scenes; the SSDC
 study's ViTs are deeper and trained on natural images, so "not reproduced" means "not at this scale
-and on this probe", and the direction of each disagreement is stated so it can be checked at scale.
+and on this probe"; each verdict gives its difference with its sign, so it can be checked at scale.
 """
 
 
