@@ -79,7 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="md", choices=("md", "csv", "json", "html"),
                    help="output format (default: md)")
     p.add_argument("--out", default=None, metavar="FILE",
-                   help="output file (default: LEADERBOARD.<format>, e.g. LEADERBOARD.md)")
+                   help="output file (default: LEADERBOARD.<format>, e.g. LEADERBOARD.md; the default refuses to "
+                        "overwrite a file tracked by git: name it with --out or give --force)")
+    p.add_argument("--force", action="store_true",
+                   help="let the default --out overwrite a file tracked by git (e.g. the committed leaderboard)")
     p.add_argument("--check", default=None, metavar="DIR",
                    help="validate the results folder DIR (schema, status complete, one commit and one configuration "
                         "per cell, equal seeds, no duplicate runs, no absolute paths): one line per problem, exit 2 "

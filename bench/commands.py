@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import inspect
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -151,6 +152,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------------- leaderboard
+def _tracked_by_git(path: Path) -> bool:
+    """True when ``path`` exists and is a file git tracks (committed results must not be overwritten by a
+    default); False outside a work tree or without git."""
+    if not path.is_file():
+        return False
+    try:
+        res = subprocess.run(["git", "ls-files", "--error-unmatch", "--", path.name], cwd=path.resolve().parent,
+                             capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return res.returncode == 0
+
+
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Write the leaderboard in ``--format`` (md: also ``<out>_curves.png``), or ``--check`` a results folder."""
     # RunConfig's defaults fill the keys that files without a recorded fingerprint lack (torch-free)
@@ -173,6 +187,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         raise ConfigError(f"no complete run in {args.results!r} ({len(runs)} incomplete, {len(problems)} "
                           f"problem(s)); nothing to tabulate")
     out = Path(args.out or f"LEADERBOARD.{args.format}")
+    if args.out is None and not getattr(args, "force", False) and _tracked_by_git(out):
+        raise ConfigError(f"refusing to overwrite {out}, a file tracked by git, with the default --out "
+                          f"(name it: --out {out}, or give --force)")
     text = render_format(args.format, runs, problems, args.results, out, reference=getattr(args, "reference", "none"),
                          config_defaults=defaults)
     atomic_write_text(out, text)

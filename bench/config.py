@@ -427,6 +427,11 @@ def merged_config(args: argparse.Namespace) -> RunConfig:
         layers.append(load_yaml_config(args.config))
     base = merge(*layers)
     flags = flag_values(args, RunConfig)
+    if getattr(args, "config", None) and layers[-1].get("out") == "." and "out" not in flags:
+        # committed results store `out: .` (relative to their study folder: benchmarks/strip_machine_paths.py);
+        # from that folder a rerun would write over the committed run, from anywhere else into a stray folder
+        raise ConfigError(f"config file {str(args.config)!r} has out: . (a committed run's folder is relative to "
+                          f"its study); give --out DIR to rerun it (e.g. --out runs)")
     for key, value in flags.items():
         if isinstance(value, dict):  # KEY=VALUE pairs update the file's mapping
             flags[key] = {**getattr(base, key), **value}

@@ -8,7 +8,7 @@ PE and seed and record EED% and SSDC per layer of the teacher at every checkpoin
 (``eed_checkpoints`` of ``results.json``; layer ``l`` = the input of block ``l`` after its first
 LayerNorm, the default geometry tap).
 
-Every verdict is computed from the result files. Intervals are 95 % bootstrap intervals over seeds,
+Every verdict is computed from the result files. Intervals are 95 % Student-t intervals over seeds,
 differences are paired by seed (the seed is also the data seed), p-values are paired t-tests.
 
 * *Learned*: k-NN top-1 on the test split after training minus the same model at initialisation,
@@ -34,7 +34,7 @@ import numpy as np
 from pebench.core.io import atomic_write_bytes
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
-from pebench.leaderboard.stats import bootstrap_mean_ci, paired_bootstrap, paired_t_p
+from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reports import fill, write_report  # noqa: E402  (benchmarks/ is the script's directory)
@@ -69,19 +69,18 @@ def dip(eed: list[float]) -> float:
 
 
 def _ci(values: list[float], fmt: str = "{:.1f}") -> str:
-    ci = bootstrap_mean_ci(values)
+    ci = t_mean_ci(values)
     m = float(np.mean(values)) if values else float("nan")
     return fmt.format(m) + ("" if ci is None else " [" + fmt.format(ci[0]) + ", " + fmt.format(ci[1]) + "]")
 
 
 def _paired(diffs: list[float], fmt: str = "{:+.1f}") -> tuple[str, str]:
-    """``(text, verdict)``: mean paired difference with its 95 % bootstrap interval and paired t-test;
+    """``(text, verdict)``: mean paired difference with its 95 % Student-t interval and paired t-test;
     verdict ``above`` / ``below`` when the interval excludes 0 on that side and p < 0.05, else ``neither``."""
-    pb = paired_bootstrap(diffs)
-    if pb is None:
+    pt = paired_t_interval(diffs)
+    if pt is None:
         return "n < 2", "neither"
-    m, lo, hi, sig = pb
-    p = paired_t_p(diffs)
+    m, lo, hi, p, sig = pt
     text = f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}], paired t-test p = {p:.2g}, {len(diffs)} seeds"
     if sig and p < 0.05:
         return text, "above" if lo > 0 else "below"
@@ -103,7 +102,7 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
                  f"k-NN (k = 20, T = 0.07) on the test split; EED / SSDC at the geometry tap "
                  f"`{first['eed_checkpoints'][-1].get('eed_tap', first['eed_checkpoints'][-1].get('tap'))}` on "
                  f"{first['eed_checkpoints'][-1].get('probe_size')} validation images; means over seeds with 95 % "
-                 f"bootstrap intervals.")
+                 f"Student-t intervals.")
     shas = sorted({(run.get("git_sha") or "unknown")[:7] for key in keys for run in data[key].values()})
     lines.append("")  # a study is one commit's; say so when it is not
     lines.append(f"Every run was made at commit `{shas[0]}`." if len(shas) == 1 else
@@ -117,6 +116,7 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
     lines.append("|---|---|---:|---:|---|---|---|---|---|---|---|")
     learned: dict[tuple[str, str], bool] = {}
     gain_sides: dict[tuple[str, str], str] = {}
+    gained_seeds: dict[tuple[str, str], str] = {}
     linear_gains: dict[tuple[str, str], str] = {}
     dips: dict[tuple[str, str], dict[int, float]] = {}
     for key in keys:
@@ -127,8 +127,10 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
         l0 = [100 * runs[s]["metrics"].get("test/linear_top1_init", float("nan")) for s in seeds]
         l1 = [100 * runs[s]["metrics"].get("test/linear_top1", float("nan")) for s in seeds]
         gain_text, gain_side = _paired([b - a for a, b in zip(k0, k1)])
-        learned[key] = gain_side == "above"
+        gained = sum(1 for a, b in zip(k0, k1) if b > a)
+        learned[key] = gain_side == "above" and gained == len(seeds)  # the interval and every seed
         gain_sides[key] = gain_side
+        gained_seeds[key] = f"{gained} of {len(seeds)} seeds gained"
         linear_gains[key] = _paired([b - a for a, b in zip(l0, l1)])[0]
         e0 = np.array([runs[s]["eed_checkpoints"][0]["eed_percent"] for s in seeds], dtype=float)  # (S, L)
         e1 = np.array([runs[s]["eed_checkpoints"][-1]["eed_percent"] for s in seeds], dtype=float)
@@ -141,10 +143,12 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
     lines.append("")
     lines.append("#### Verdicts")
     lines.append("")
-    lines.append("- **DINO learned the set** (k-NN gain over the same model at initialisation above 0):")
+    lines.append("- **DINO learned the set** (k-NN gain over the same model at initialisation above 0: its "
+                 "interval and t-test, and every seed):")
     for key in keys:
-        word = {"above": "yes", "below": "no: k-NN fell", "neither": "not shown"}[gain_sides[key]]
-        lines.append(f"  - {key[0]} / {key[1]}: **{word}**")
+        word = ("yes" if learned[key] else
+                {"above": "not shown", "below": "no: k-NN fell", "neither": "not shown"}[gain_sides[key]])
+        lines.append(f"  - {key[0]} / {key[1]}: **{word}** ({gained_seeds[key]})")
     lines.append("- **Linear-probe gain** over the same model at initialisation (the same frozen features read by "
                  "logistic regression instead of k-NN; measured, not the criterion above):")
     for key in keys:
@@ -343,7 +347,7 @@ which `textures` k-NN rose steadily (its teacher entropy ended at 6.41 / 6.59 of
 29.3 % (objects) and 57.2 % (textures): both sets carry k-NN-readable signal, and on `objects`
 none of these recipes came near it.
 
-## Why `objects` is not learned
+## Why `objects` shows no k-NN gain: single-seed runs
 
 Later runs on `objects`, `pape`, seed 0, each one change to
 G through `bench run` at commits 060d119–f8175ba, whose DINO code differs from the study's only
@@ -390,33 +394,13 @@ Each panel has its own y-axis; every panel spans less than 1 EED point.
 
 ### What it says, and what it does not
 
-- **`textures` was learned with `sincos` and `pape`** (k-NN +7.0 and +5.8 points over the same
-  model at initialisation, paired over 3 seeds, p ≈ 0.01), weakly with `none` and `rope-axial`
-  (+4.2 and +3.6, intervals touching 0) and `ape` (+1.8); the linear probe rose for every PE
-  (e.g. `pape` 90.8 → 92.6 %).
-- **`objects` was not learned with any PE** (k-NN −1.1 to +0.3 points, chance 10 %; with `ape`
-  it fell, −1.1 [−1.2, −1.0], p = 0.003; the linear probe rose by 1.3–3.7 points, clearly with
-  `none`, +3.7, p = 0.006, and `rope-axial`, +3.4, p = 0.018; 3 seeds each): the recipe that
-  learns textures in 128 CPU steps does not learn
-  object identity, as in the recipe search. So the paper's object-centric finding, a mid-depth
-  EED dip, is **not testable here**, and neither is the contrast between the two sets. A model
-  at chance says nothing about its bottleneck.
-- **No profile has a dip**: on both sets, at initialisation and after training, EED is
-  monotone over the 4 layers within less than 1 point (rising, except `sincos` on `objects`,
-  which falls from 9.1 to 8.7 %; dip −0.1 to −0.4 points) and training moved it by ≤ 0.6 points.
-  The texture profile is flat, as in the paper, but so is every untrained profile here, so this
-  is not evidence for the paper's texture finding. The level is nothing like the paper's
-  (58–60 %, 23–30 % and 92.5 % over depth on object-centric data, > 90 % on UC Merced): 7 % for
-  `none`, `rope-axial` and `pape`, 9–10 % for `sincos`, 39 % for `ape`, for a 4-block model
-  128 steps from its initialisation, at the `attn_in` tap.
-- **Additive PEs set the EED level**: the learned APE table (random at initialisation) and the
-  sinusoidal table add their own variance to every token, which raises EED at every layer
-  before and after training (39 % and 9.6 % against 6.9 % on `textures` at layer 0). EED
-  across additive and non-additive PEs compares the tables as much as the tokens; compare
-  within one kind.
-- **The PE changes the dip by at most 0.3 points** (`sincos` +0.3 [+0.2, +0.3] on `textures`,
-  p = 0.017, 3 seeds; `rope-axial` and `pape` 0.0): measurable, far below any effect the paper
-  reports.
+The verdicts above are the findings: which set DINO learned with which PE (interval, t-test and
+every seed), and the EED claims only where it did; a PE under *not testable* or *not shown* is not
+read further here. Two notes on reading the table, not verdicts:
+
+- Additive PEs (the APE and sinusoidal tables) add their own variance to every token, at
+  initialisation as after training, so EED levels across additive and non-additive PEs compare
+  the tables as much as the tokens.
 - **Scale**: the paper trained ViT-S (12 blocks of width 384) for 100 epochs on a GPU; this is
   4 blocks of width 128 for 128 steps on 2 CPU cores. The `cifar100-dino`,
   `tiny-imagenet-dino` and `ucmerced-dino` presets run the official recipe at the paper's scale
@@ -446,26 +430,9 @@ are).
 
 @@SHORTCUT@@
 
-What it says (3 seeds per PE on both sets; a factor with no relation to the
-features would still explain about dof / 2047 of their variance by chance: 0.4 % for the 9
-degrees of freedom of `class`, 0.05 % for `background`):
-
-- **On `objects` the features encode the background, not the object.** The background's mean
-  intensity explains 16.8–28.5 % of the feature variance at initialisation and the class
-  1.4–2.6 %. DINO moved the features further towards the background with 4 of the 5 PEs
-  (`none` +3.1, `rope-axial` +3.0, `sincos` +11.9 points, to 38.6 %, each p ≤ 0.008; `pape`
-  +4.1, p = 0.06; `ape` −1.1) and away from the class with all 5 (−0.2 to −0.6 points,
-  p ≤ 0.031). The object's size, position and brightness explain at most 3.2 %. This matches
-  what the k-NN reports (no gain) and the
-  recipe-search runs above: both global crops of an image show the same background, so its
-  brightness identifies the image through every augmentation, and that is the instance cue
-  DINO learned.
-- **On `textures` the class explains 24–30 %** at initialisation, and training moved it the
-  way the k-NN moved: up with `sincos` (+3.3 [+2.9, +3.6], p = 0.003) and `pape` (+1.4),
-  unchanged with `none` and `rope-axial`, down with `ape` (−1.7, p = 0.008).
-- So the missing object-centric result is not a failure of the EED analysis: at this scale,
-  DINO on `objects` learns a nuisance of the scene. Testing the paper's dip needs a run in
-  which the class share rises (longer training, or the GPU presets).
+A factor with no relation to the features would still explain about dof / 2047 of their variance by
+chance: 0.4 % for the 9 degrees of freedom of `class`, 0.05 % for `background`. The table is a
+measurement (3 seeds per PE on both sets); it carries no verdict, and this report draws none from it.
 
 ## Cost
 

@@ -7,14 +7,14 @@ numbers the markdown prints rounded (fractions stay fractions; ``percent`` says 
 them ×100), so the CSV, JSON and HTML outputs (:mod:`.export`, :mod:`.page`) state exactly what the
 markdown states, with every seed's value beside the aggregate:
 
-* primary metric: per-seed values, mean, sample std (ddof=1, n ≥ 2), the percentile bootstrap 95 %
+* primary metric: per-seed values, mean, sample std (ddof=1, n ≥ 2), the Student-t 95 %
   interval of the mean (:mod:`.stats`), and the paired difference to the reference cell of the same
   model and token kind (mean, 95 % interval, sign-flip p, paired t p, ``significant`` as the
   markdown's ``*``). Without a reference cell ``delta_note`` says why (``no rope-axial row``);
 * extrapolation (mean acc1 per resolution), geometry (EED % of the lowest layer, peak SSDC_RPI,
   SSDC of the last layer, and the per-layer means the page plots) and fragility FS per shift: means
   over the seeds that report them, as in the markdown; ``columns`` adds each one's per-seed
-  values, seed count and bootstrap 95 % interval (which the markdown does not print).
+  values, seed count and Student-t 95 % interval (which the markdown does not print).
 
 Nothing here imports torch; equal inputs give equal cells.
 """
@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 from .collect import RunRecord
 from .render import (DEFAULT_SHIFTS, _geom_reduce, _last_layer, _mean_std, _natural_key, _provenance_tags,
                      _tokens_part, is_fraction_metric, pe_sort_key, reference_note)
-from .stats import bootstrap_mean_ci, paired_bootstrap, paired_differences, paired_t_p, sign_flip_p
+from .stats import paired_differences, paired_t_interval, sign_flip_p, t_mean_ci
 
 __all__ = ["Cell", "leaderboard_cells", "reference_note"]
 
@@ -113,9 +113,9 @@ def _layer_means(members: Sequence[RunRecord], key: str, layers_key: str) -> dic
 
 
 def _column(values: list[float | None]) -> dict[str, Any]:
-    """A column's per-seed values, how many seeds report it, their mean and bootstrap 95 % interval."""
+    """A column's per-seed values, how many seeds report it, their mean and Student-t 95 % interval."""
     present = [v for v in values if v is not None]
-    return {"values": values, "n": len(present), "mean": _mean(values), "ci95": bootstrap_mean_ci(present)}
+    return {"values": values, "n": len(present), "mean": _mean(values), "ci95": t_mean_ci(present)}
 
 
 def _columns(members: Sequence[RunRecord], resolutions: Sequence[str], shifts: Sequence[str]) -> dict[str, dict]:
@@ -157,7 +157,7 @@ def _dataset_cells(runs: list[RunRecord], reference: str | None,
         primary = sorted({r.primary_metric for r in members})[0]  # type: ignore[type-var]
         values = {r.seed: r.metrics.get(primary) for r in members}  # type: ignore[misc]
         stats = _stats(list(values.values()))
-        ci = bootstrap_mean_ci([v for v in values.values() if v is not None])
+        ci = t_mean_ci([v for v in values.values() if v is not None])
         ref_key = refs.get((key[0], _tokens_part(key[2])))
         delta, note = None, None
         if not reference:
@@ -171,13 +171,12 @@ def _dataset_cells(runs: list[RunRecord], reference: str | None,
         else:
             ref = {r.seed: r.metrics.get(primary) for r in groups[ref_key]}  # type: ignore[misc]
             diffs = paired_differences(values, ref)
-            res = paired_bootstrap(diffs)
+            res = paired_t_interval(diffs)
             if res is None:
                 note = "fewer than 2 paired seeds"
             else:
-                p, t_p = sign_flip_p(diffs), paired_t_p(diffs)
-                delta = {"mean": res[0], "lo": res[1], "hi": res[2], "p": p, "t_p": t_p,
-                         "significant": bool(res[3] and t_p < 0.05), "n_pairs": len(diffs)}
+                delta = {"mean": res[0], "lo": res[1], "hi": res[2], "p": sign_flip_p(diffs), "t_p": res[3],
+                         "significant": res[4], "n_pairs": len(diffs)}
         metric_names = sorted({m for r in members for m in r.metrics})
         fs = {s: _fs_values(members, s) for s in shifts}
         columns = _columns(members, resolutions, shifts)

@@ -15,7 +15,7 @@ and the cell's ``runs`` (``results.json`` paths relative to the results folder).
 JSON: ``{"generated_by", "reference", "complete_runs", "cells": [...], "incomplete": [...],
 "problems": [...]}``; a cell holds the same fields, plus every metric's mean/std/n, the per-layer
 SSDC and EED means, and ``columns``: per extrapolation, geometry and FS column the per-seed values,
-seed count, mean and bootstrap 95 % interval.
+seed count, mean and Student-t 95 % interval.
 """
 from __future__ import annotations
 

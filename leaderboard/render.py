@@ -19,12 +19,14 @@ Cell conventions (also printed in the header):
 * extrapolation: mean acc1 (%) over seeds at each resolution any run of the dataset reports;
   geometry: EED% of the layer with the lowest EED (1 decimal), peak SSDC_RPI over layers and SSDC
   of the last layer (3 decimals); fragility FS per shift (3 decimals). These show means only.
-* statistics of the primary metric (:mod:`.stats`): ``95% CI``, the percentile bootstrap interval
-  of the mean over seeds (10 000 resamples, fixed generator seed: deterministic bytes); ``Δ vs
-  REF``, the mean per-seed difference to the reference row (``--reference``, default ``none``;
-  same model and token kind: ``pape+spiking`` against ``none+spiking``; seeds present in both
-  rows) with its paired-bootstrap 95 % interval and the exact
-  sign-flip p-value; ``*`` marks a difference whose interval excludes 0. A table without the
+* statistics of the primary metric (:mod:`.stats`): ``95% t-CI``, the Student-t interval of the
+  mean over seeds; ``Δ vs REF``, the mean per-seed difference to the reference row
+  (``--reference``, default ``none``; same model and token kind: ``pape+spiking`` against
+  ``none+spiking``; seeds present in both rows) with its paired Student-t 95 % interval, the exact
+  sign-flip p-value and the paired t-test p; ``*`` marks a difference whose interval excludes 0
+  and whose t-test p < 0.05 (both must agree).
+* top-k accuracy columns with k ≥ the number of classes (1 by construction) are left out
+  (:func:`trivial_top_k`). A table without the
   reference variant keeps its Δ columns; their cells say so (``no none row``).
 * a row never averages runs of different configurations or code versions: runs of one (model,
   PE variant) whose configuration fingerprints differ get one row each, labelled with the
@@ -51,7 +53,7 @@ from pebench.core.fingerprint import config_differences
 from pebench.core.io import atomic_write_text
 
 from .collect import RunRecord, collect_results, finite
-from .stats import bootstrap_mean_ci, paired_bootstrap, paired_differences, paired_t_p, sign_flip_p
+from .stats import paired_differences, paired_t_interval, sign_flip_p, t_mean_ci
 
 __all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_sort_key"]
 
@@ -167,21 +169,21 @@ def _fs(run: RunRecord, shift: str) -> float | None:
 
 
 def _ci_cell(values: list[float | None], scale: float, decimals: int) -> str:
-    ci = bootstrap_mean_ci([v for v in values if v is not None])
+    ci = t_mean_ci([v for v in values if v is not None])
     return MISSING if ci is None else f"[{_fmt(ci[0] * scale, decimals)}, {_fmt(ci[1] * scale, decimals)}]"
 
 
 def _delta_cell(row: dict[int, float | None], ref: dict[int, float | None] | None, scale: float,
                 decimals: int) -> str:
-    res = paired_bootstrap(paired_differences(row, ref)) if ref is not None else None
+    diffs = paired_differences(row, ref) if ref is not None else []
+    res = paired_t_interval(diffs)
     if res is None:
         return MISSING
-    mean, lo, hi, significant = res
-    diffs = paired_differences(row, ref)
-    p, pt = sign_flip_p(diffs), paired_t_p(diffs)
+    mean, lo, hi, pt, significant = res
+    p = sign_flip_p(diffs)
     sign = "+" if mean * scale >= 0.5 * 10 ** -decimals else ""
     return (f"{sign}{_fmt(mean * scale, decimals)} [{_fmt(lo * scale, decimals)}, {_fmt(hi * scale, decimals)}] "
-            f"p={p:.3f} t-p={pt:.3f}" + ("*" if significant and pt < 0.05 else ""))
+            f"p={p:.3f} t-p={pt:.3f}" + ("*" if significant else ""))
 
 
 def reference_note(reference: str) -> str:
@@ -244,6 +246,19 @@ def _ceiling_note(runs: Sequence[RunRecord]) -> str:
                                      f"patch contents does better): {100 * value:.1f} %.")
 
 
+_TOP_K = re.compile(r"^(?:.*/)?acc([2-9]|[1-9]\d+)$")
+
+
+def trivial_top_k(runs: Sequence[RunRecord]) -> set[str]:
+    """The top-k accuracy columns (``acc<k>``, k ≥ 2) with k ≥ the number of classes: such a column is 1 by
+    construction (the classification task logs ``acc<min(5, classes)>``, so a 4-class probe has ``acc4``).
+    Results do not record the class count, so the column is recognised by that property: every value
+    of every run is exactly 1."""
+    names = {m for r in runs for m in r.metrics if _TOP_K.match(m)}
+    return {m for m in names if all(r.metrics.get(m) in (None, 1.0) for r in runs)
+            and any(r.metrics.get(m) is not None for r in runs)}
+
+
 def _table(runs: list[RunRecord], reference: str | None = None,
            config_defaults: Mapping[str, Any] | None = None) -> list[str]:
     # a row: one (model, PE variant, configuration fingerprint, code version); see _provenance_tags
@@ -254,7 +269,7 @@ def _table(runs: list[RunRecord], reference: str | None = None,
     order = sorted(groups, key=lambda k: (k[0], pe_sort_key(k[1], k[2]), k[3]))
 
     primaries = sorted({r.primary_metric for r in runs})  # type: ignore[type-var]
-    others = sorted({m for r in runs for m in r.metrics} - set(primaries))
+    others = sorted({m for r in runs for m in r.metrics} - set(primaries) - trivial_top_k(runs))
     metric_names = primaries + others
     resolutions = sorted({res for r in runs for res in (r.extrapolation or {})}, key=_natural_key)
     shifts = list(DEFAULT_SHIFTS) + sorted({s for r in runs for s in (r.robustness or {})} - set(DEFAULT_SHIFTS))
@@ -271,7 +286,7 @@ def _table(runs: list[RunRecord], reference: str | None = None,
             break
     header = ["Model", "PE", "n"]
     header += [f"{m} (%)" if is_fraction_metric(m) else m for m in metric_names]
-    header += [f"{m} 95% CI" for m in primaries]
+    header += [f"{m} 95% t-CI" for m in primaries]
     header += [f"Δ{m} vs {reference}" for m in primaries] if reference else []
     header += [f"acc1@{res} (%)" for res in resolutions]
     header += ["EED% (min layer)", "SSDC_RPI (peak)", "SSDC (last layer)"]
@@ -345,14 +360,13 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         "evaluated resolution), geometry (EED% of the lowest layer, peak SSDC_RPI over layers, SSDC of the last "
         "layer) and fragility FS = 1 − A_shift/A_clean are means over seeds. `—`: not reported.",
         "",
-        "Primary-metric statistics: `95% CI` is the percentile bootstrap interval of the mean over seeds "
-        "(10 000 resamples, fixed seed). "
+        "Primary-metric statistics: `95% t-CI` is the Student-t interval of the mean over seeds. "
         f"`Δ vs {reference}` is the mean per-seed difference to the `{reference}` row of the same model"
         f"{' (the first of these rows that a table has)' if reference and ',' in reference else ''}, paired "
-        "by seed, with its paired-bootstrap 95 % interval, the exact two-sided sign-flip p-value (`p`) and the "
-        "paired t-test p-value (`t-p`); `*`: the interval excludes 0 and t-p < 0.05 (the bootstrap is liberal "
-        "with few seeds; the sign-flip test cannot reach p < 0.05 below 6 seeds). The peak SSDC_RPI column is "
-        "a maximum over layers (a selection).",
+        "by seed, with its paired Student-t 95 % interval, the exact two-sided sign-flip p-value (`p`) and the "
+        "paired t-test p-value (`t-p`); `*`: the interval excludes 0 and t-p < 0.05 (the sign-flip test cannot "
+        "reach p < 0.05 below 6 seeds). Top-k accuracy columns with k ≥ the number of classes (100 % by "
+        "construction) are left out. The peak SSDC_RPI column is a maximum over layers (a selection).",
         "",
         "A row never averages runs of different configurations or code versions: runs of one PE variant whose "
         "configuration fingerprints differ get one row each, labelled with the settings that differ "

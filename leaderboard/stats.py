@@ -1,22 +1,31 @@
-"""Statistics of the leaderboard: bootstrap intervals over seeds and paired comparisons.
+"""Statistics of the leaderboard and the study reports: intervals over seeds and paired comparisons.
+
+The intervals every table and verdict uses are Student-t intervals (:func:`t_mean_ci`,
+:func:`paired_t_interval`): with the 3-5 seeds of the committed studies the percentile bootstrap
+below cannot reach outside the seeds' own range (with 3 seeds its 95 % interval is the [min, max]
+of the seeds), so it is kept only for comparison and is never printed as a 95 % interval.
+
+* :func:`t_mean_ci`: ``mean ± t_{0.975, n-1} · sd / sqrt(n)`` (sd with ddof = 1), None below 2 values.
+* :func:`paired_t_interval`: the same interval for the mean of per-seed differences, with the paired
+  t-test of the same differences; ``significant`` needs both (the interval excludes 0 *and* p < 0.05,
+  which for the two-sided t at the same level is the same condition, asserted rather than assumed).
 
 * :func:`bootstrap_mean_ci`: percentile bootstrap interval of the mean over seeds (Efron &
   Tibshirani 1993, ch. 13): resample the ``n`` seed values with replacement ``resamples`` times,
   take the 2.5 % and 97.5 % quantiles (numpy's linear interpolation) of the resampled means.
   The generator is ``numpy.random.default_rng(seed)`` with a fixed seed, so equal inputs give
   equal bytes.
-* :func:`paired_bootstrap`: the same interval for the mean of per-seed *differences* between a
-  row and the reference row (seeds present in both); the difference is called significant when
-  that 95 % interval excludes 0. With few seeds the percentile bootstrap is liberal (it cannot
-  see tails it never sampled), so the leaderboard also reports :func:`sign_flip_p`.
+* :func:`paired_bootstrap`: the same interval for the mean of per-seed *differences*. With few
+  seeds the percentile bootstrap is liberal (it cannot see tails it never sampled); kept for
+  comparison, not used by the leaderboard or the reports.
 * :func:`sign_flip_p`: exact two-sided sign-flip permutation test of the mean per-seed difference
   (under H0 each difference is symmetric about 0): the fraction of the ``2^n`` sign patterns
   whose |mean| is at least the observed one. Its smallest possible value is ``2 / 2^n``, i.e.
   0.0625 with 5 seeds, so at 5 % it needs at least 6 paired seeds.
 * :func:`paired_t_p`: two-sided paired t-test of the mean per-seed difference (``scipy.stats.ttest_1samp``
   on the differences). It assumes roughly normal differences but, unlike the sign-flip test, can
-  reach p < 0.05 with 5 seeds; the leaderboard marks a difference significant (``*``) only when the
-  bootstrap interval excludes 0 *and* this p is below 0.05.
+  reach p < 0.05 with 5 seeds. :func:`paired_t_interval` pairs it with the t-interval; the leaderboard
+  marks a difference significant (``*``) only when both agree.
 """
 from __future__ import annotations
 
@@ -26,12 +35,41 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "bootstrap_mean_ci", "paired_differences",
-           "paired_bootstrap", "sign_flip_p", "paired_t_p"]
+__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "t_mean_ci", "paired_t_interval", "bootstrap_mean_ci",
+           "paired_differences", "paired_bootstrap", "sign_flip_p", "paired_t_p"]
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 _EXACT_MAX_N = 20  # 2^20 sign patterns; above, a Monte-Carlo estimate with the fixed seed
+
+
+def t_mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """Student-t interval of the mean of ``values``; None when ``n < 2`` or a value is not finite.
+    All values equal: the point (no spread to widen it)."""
+    from scipy import stats  # deferred: scipy.stats takes about 1 s to import; `bench runs` never needs it
+
+    x = np.asarray(list(values), dtype=np.float64)
+    n = x.size
+    if n < 2 or not np.all(np.isfinite(x)):
+        return None
+    mean = math.fsum(x.tolist()) / n
+    if np.ptp(x) == 0.0:
+        return mean, mean
+    half = float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * float(x.std(ddof=1)) / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def paired_t_interval(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float, float, float, bool] | None:
+    """``(mean difference, lo, hi, t-test p, significant)`` of per-seed differences: the Student-t interval
+    of their mean and the two-sided paired t-test; significant when the interval excludes 0 and
+    p < 1 - level. None below 2 pairs."""
+    ci = t_mean_ci(diffs, level)
+    if ci is None:
+        return None
+    lo, hi = ci
+    p = paired_t_p(diffs)
+    excludes = bool(lo > 0.0 or hi < 0.0)
+    return math.fsum(diffs) / len(diffs), lo, hi, p, excludes and p < 1.0 - level
 
 
 def bootstrap_mean_ci(values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,

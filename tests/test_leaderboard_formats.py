@@ -14,7 +14,7 @@ import pytest
 from pebench.cli import main
 from pebench.leaderboard import collect_results, render_leaderboard
 from pebench.leaderboard.formats import FORMATS, render_format
-from pebench.leaderboard.stats import bootstrap_mean_ci, paired_bootstrap
+from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 SEEDS = (0, 1, 2)
 
@@ -64,9 +64,9 @@ def test_json_cells_hold_the_raw_numbers(results: Path, tmp_path: Path) -> None:
     accs = np.array([_acc("ape", s) for s in SEEDS])
     assert ape["n"] == 3 and ape["seeds"] == [0, 1, 2] and ape["values"] == accs.tolist()
     assert ape["mean"] == pytest.approx(accs.mean(), abs=1e-15) and ape["std"] == pytest.approx(accs.std(ddof=1))
-    assert ape["ci95"] == list(bootstrap_mean_ci(accs.tolist()))
+    assert ape["ci95"] == list(t_mean_ci(accs.tolist()))
     diffs = (accs - np.array([_acc("none", s) for s in SEEDS])).tolist()
-    mean, lo, hi, _ = paired_bootstrap(diffs)
+    mean, lo, hi, _, _ = paired_t_interval(diffs)
     assert ape["delta"]["mean"] == pytest.approx(mean) and [ape["delta"]["lo"], ape["delta"]["hi"]] == [lo, hi]
     assert cells[("a", "none")]["is_reference"] and cells[("a", "none")]["delta_note"] == "reference"
     assert cells[("b", "ape")]["delta"] is None and cells[("b", "ape")]["delta_note"] == "no none row"
@@ -76,7 +76,7 @@ def test_json_cells_hold_the_raw_numbers(results: Path, tmp_path: Path) -> None:
     assert ape["layers"]["eed_percent"] == {"layers": [0, 1], "mean": [40.0, 21.0], "n": 3}
     eed = ape["columns"]["eed_min_percent"]
     assert eed["values"] == [20.0, 21.0, 22.0] and eed["n"] == 3 and eed["mean"] == ape["eed_min_percent"]
-    assert eed["ci95"] == list(bootstrap_mean_ci([20.0, 21.0, 22.0]))
+    assert eed["ci95"] == list(t_mean_ci([20.0, 21.0, 22.0]))
     assert ape["columns"]["fs_blur"] == {"values": [None, None, None], "n": 0, "mean": None, "ci95": None}
     assert ape["runs"] == [f"a/ape/vit-nano/seed{s}/results.json" for s in SEEDS]
 

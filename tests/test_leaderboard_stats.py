@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from pebench.leaderboard import collect_results, render_leaderboard
-from pebench.leaderboard.stats import (bootstrap_mean_ci, paired_bootstrap, paired_differences,
+from pebench.leaderboard.stats import (bootstrap_mean_ci, paired_t_interval, t_mean_ci, paired_bootstrap, paired_differences,
                                        sign_flip_p)
 
 
@@ -109,8 +109,8 @@ def test_table_shows_interval_and_marker(tmp_path):
     runs, problems = collect_results(tmp_path)
     text = render_leaderboard(runs, problems)
     head = _header(text)
-    ci, delta = head.index("test/acc1 95% CI"), head.index("Δtest/acc1 vs none")
-    lo, hi = bootstrap_mean_ci(rope)
+    ci, delta = head.index("test/acc1 95% t-CI"), head.index("Δtest/acc1 vs none")
+    lo, hi = t_mean_ci(rope)
     assert _row(text, "rope-axial")[ci] == f"[{lo * 100:.1f}, {hi * 100:.1f}]"
     assert _row(text, "none")[delta] == "(reference)"
     t_p = stats.ttest_rel(rope, none).pvalue
@@ -151,3 +151,27 @@ def test_probe_sections_state_the_no_pe_ceiling(tmp_path):
     ceiling = " No-PE ceiling of the test split (exact: no function of the multiset of patch contents does better): "
     assert notes["probe-decay"].endswith(ceiling + "50.0 %.") and notes["probe-context"].endswith(ceiling + "33.3 %.")
     assert "No-PE ceiling" not in notes["shapes"] and "No-PE ceiling" not in notes["probe-old"]
+
+
+def test_t_interval_matches_scipy_and_agrees_with_the_t_test():
+    vals = [0.61, 0.72, 0.55, 0.80, 0.66]
+    lo, hi = t_mean_ci(vals)
+    ref = stats.t.interval(0.95, len(vals) - 1, loc=np.mean(vals), scale=stats.sem(vals))
+    assert (lo, hi) == pytest.approx(ref, abs=1e-12)
+    assert t_mean_ci([0.4]) is None and t_mean_ci([0.5, 0.5]) == (0.5, 0.5)
+    # with 3 seeds the t-interval reaches past the seeds' range (a percentile bootstrap cannot)
+    lo3, hi3 = t_mean_ci([0.2, 0.3, 0.4])
+    assert lo3 < 0.2 and hi3 > 0.4
+    for d in ([0.1, 0.2, 0.15, 0.12, 0.3], [0.3, -0.28, 0.25, -0.3, 0.02], [0.05, 0.01, 0.04]):
+        mean, lo, hi, p, sig = paired_t_interval(d)
+        assert sig == (lo > 0 or hi < 0) == (p < 0.05)
+
+
+def test_top_k_at_or_above_the_class_count_is_left_out(tmp_path):
+    """A 4-class probe logs acc4 (= 1 by construction): no column; a real top-5 of 8 classes stays."""
+    for s in range(2):
+        _write(tmp_path, "probe-x", "none", s, 0.25, metrics={"test/acc1": 0.25, "test/acc4": 1.0})
+        _write(tmp_path, "shapes-x", "none", s, 0.5, metrics={"test/acc1": 0.5, "test/acc5": 0.9 + 0.05 * s})
+    runs, problems = collect_results(tmp_path)
+    text = render_leaderboard(runs, problems)
+    assert "test/acc4" not in text and "test/acc5 (%)" in text
