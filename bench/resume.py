@@ -107,8 +107,12 @@ class _InterruptSignals:
         self._old = {}
 
 
-def _resume_command(run_dir: Path) -> str:
+def _resume_command(run_dir: Path, out: str | None = None) -> str:
     """``bench run --config <run_dir>/config.yaml`` (prefixed with ``cd <cwd> &&`` when the path is
-    relative: config.yaml's ``out`` is then relative to the directory the run was started in)."""
+    relative: config.yaml's ``out`` is then relative to the directory the run was started in). A run
+    written to ``--out .`` repeats it: ``--config`` refuses ``out: .`` without an explicit ``--out``
+    (committed results hold ``out: .``)."""
     cmd = f"bench run --config {shlex.quote(str(run_dir / 'config.yaml'))}"
+    if out is not None and str(out).strip() in (".", "./"):
+        cmd += " --out ."
     return cmd if run_dir.is_absolute() else f"cd {shlex.quote(os.getcwd())} && {cmd}"

@@ -589,7 +589,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             raise
         signum = signals.received or (signal.SIGTERM if isinstance(e, SIGTERMException) else signal.SIGINT)
         results["interrupted_by"] = signal.Signals(signum).name
-        results["resume_command"] = _resume_command(run_dir)
+        results["resume_command"] = _resume_command(run_dir, cfg.out)
         write("interrupted")
         raise RunInterrupted(signum, results["resume_command"]) from None
     except Exception as e:
