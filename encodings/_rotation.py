@@ -15,14 +15,15 @@ it does iff the generators ``G[h, a, k]`` of each block commute over ``a``.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
 
-from .base import PEConfigError, batch_coords
+from .base import LayerPE, PEConfigError, batch_coords
 
-__all__ = ["skew", "skew_from_upper", "block_rotations", "apply_block_rotation", "grid_coord_scale", "full_precision"]
+__all__ = ["skew", "skew_from_upper", "block_rotations", "apply_block_rotation", "grid_coord_scale", "full_precision",
+           "BlockRotationLayerPE"]
 
 
 def full_precision(t: Tensor) -> torch.autocast:
@@ -78,3 +79,22 @@ def grid_coord_scale(values: Sequence[float], spatial_dims: int) -> Tensor:
     if len(vals) != spatial_dims or not all(v > 0 and v < float("inf") for v in vals):
         raise PEConfigError(f"coordinate scales must be {spatial_dims} finite values > 0, got {vals}")
     return torch.tensor(vals, dtype=torch.float64)
+
+
+class BlockRotationLayerPE(LayerPE):
+    """The per-layer part of a learned-rotation PE: rotate q and k by :func:`block_rotations` of the
+    subclass's ``generators()`` ``(H, p, m, b, b)``, with the ``scale`` buffer ``(p,)`` and
+    ``num_prefix_tokens`` (identity) set by the subclass."""
+
+    scale: Tensor
+    num_prefix_tokens: int
+    generators: Callable[[], Tensor]  # the subclass's method: skew generators (H, p, m, b, b)
+
+    def rotations(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
+        """Rotation blocks ``(B|1, H, N, m, b, b)``."""
+        return block_rotations(coords, self.generators(), self.scale, batch_size, dtype)
+
+    def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        rot = self.rotations(coords, q.shape[0], q.dtype)
+        P = self.num_prefix_tokens
+        return apply_block_rotation(q, rot, P), apply_block_rotation(k, rot, P)

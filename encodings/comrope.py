@@ -31,7 +31,7 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from ._rotation import apply_block_rotation, block_rotations, grid_coord_scale, skew
+from ._rotation import BlockRotationLayerPE, grid_coord_scale, skew
 from .base import LayerPE, PEConfigError, PositionalEncoding
 from .options import PEOption
 from .registry import register_pe
@@ -49,7 +49,7 @@ def comrope_coord_scale(grid: Sequence[int] | None, spatial_dims: int) -> list[f
     return [1.0 / side] * spatial_dims
 
 
-class ComRoPELayer(LayerPE):
+class ComRoPELayer(BlockRotationLayerPE):
     """One layer's angle matrices: ``base: (H, m, b, b)`` and, for ``ld``, ``theta: (p, m)``."""
 
     def __init__(self, variant: str, num_heads: int, spatial_dims: int, num_blocks: int, block_size: int,
@@ -72,15 +72,6 @@ class ComRoPELayer(LayerPE):
         s = skew(self.base).unsqueeze(1)  # (H, 1, m, b, b)
         w = self.theta if self.variant == "ld" else self.axis_mask  # (p, m)
         return s * w[None, :, :, None, None].to(s.dtype)
-
-    def rotations(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
-        """Rotation blocks ``(B|1, H, N, m, b, b)``."""
-        return block_rotations(coords, self.generators(), self.scale, batch_size, dtype)
-
-    def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        rot = self.rotations(coords, q.shape[0], q.dtype)
-        P = self.num_prefix_tokens
-        return apply_block_rotation(q, rot, P), apply_block_rotation(k, rot, P)
 
 
 @register_pe("comrope", order=100)

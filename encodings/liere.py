@@ -36,7 +36,7 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from ._rotation import apply_block_rotation, block_rotations, grid_coord_scale, skew_from_upper
+from ._rotation import BlockRotationLayerPE, grid_coord_scale, skew_from_upper
 from .base import LayerPE, PEConfigError, PositionalEncoding
 from .options import PEOption
 from .registry import register_pe
@@ -51,7 +51,7 @@ def liere_coord_scale(grid: Sequence[int] | None, spatial_dims: int) -> list[flo
     return [1.0 / (g - 1) if g > 1 else 1.0 for g in grid]
 
 
-class LieRELayer(LayerPE):
+class LieRELayer(BlockRotationLayerPE):
     """Learned generators of one layer: strict upper triangles ``upper: (H, p, m, b(b-1)/2)``."""
 
     def __init__(self, num_heads: int, spatial_dims: int, num_blocks: int, block_size: int,
@@ -66,15 +66,6 @@ class LieRELayer(LayerPE):
     def generators(self) -> Tensor:
         """Skew-symmetric generators ``(H, p, m, b, b)``."""
         return skew_from_upper(self.upper, self.block_size)
-
-    def rotations(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
-        """Rotation blocks ``(B|1, H, N, m, b, b)``."""
-        return block_rotations(coords, self.generators(), self.scale, batch_size, dtype)
-
-    def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        rot = self.rotations(coords, q.shape[0], q.dtype)
-        P = self.num_prefix_tokens
-        return apply_block_rotation(q, rot, P), apply_block_rotation(k, rot, P)
 
 
 @register_pe("liere", order=90)
