@@ -112,9 +112,8 @@ class BiasLayerPE(LayerPE):
             return score + torch.where(patch, entry(b, h, i, j), 0.0)
         return score_mod
 
-    def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
-        """``(b, h, i, j) -> bias`` between patch tokens ``i`` and ``j`` of coords ``c (B, N, p)``."""
-        raise NotImplementedError(f"{type(self).__name__} has no FlexAttention form")
+    #: the subclass's ``(b, h, i, j) -> bias`` between patch tokens ``i`` and ``j`` of coords ``c (B, N, p)``
+    _bias_entry: Callable[[Tensor], Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]]
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         self._dtype = q.dtype

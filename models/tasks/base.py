@@ -21,6 +21,7 @@ run and the sweep's configuration fingerprint both call it.
 """
 from __future__ import annotations
 
+import abc
 import pkgutil
 import sys
 from typing import Any, Callable, Sequence
@@ -71,7 +72,7 @@ def analyses_except(task: str, reasons: dict[str, str], every: Sequence[str], op
     return analyses
 
 
-class TaskSetup:
+class TaskSetup(abc.ABC):
     """How one task plugs into ``bench run`` (subclass it in ``<task>/setup.py`` and register it).
 
     * ``build(cfg, dm, grid)`` -> the LightningModule (``grid``: the training token grid or ``None``);
@@ -93,11 +94,13 @@ class TaskSetup:
     options: tuple[str, ...] = ()
     dense: bool = False
 
+    @abc.abstractmethod
     def build(self, cfg: Any, dm: Any, grid: Any) -> Any:
-        raise NotImplementedError
+        """The task's LightningModule for run configuration ``cfg`` on datamodule ``dm``."""
 
+    @abc.abstractmethod
     def primary_metric(self, dm: Any) -> str:
-        raise NotImplementedError
+        """The metric the leaderboard ranks by (e.g. ``val/acc1``)."""
 
     def prepare_data(self, cfg: Any, dm: Any) -> Any:
         return dm
