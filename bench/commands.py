@@ -15,7 +15,7 @@ from typing import Any
 from .config import (ConfigError, RunConfig, config_to_dict, list_presets, load_yaml_config, merge,
                      run_config_from_args, variant_name)
 from .core.io import atomic_write_json, atomic_write_text, read_json
-from .integrity import fingerprint
+from .integrity import check_writable, fingerprint
 from .numerics import flush_denormals
 from .perf import PERF_COMMANDS
 from .sweep_preload import preload_runner
@@ -217,7 +217,7 @@ def sweep_threads(workers: int) -> int:
 def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.ArgumentParser) -> int:
     from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch)
     from pebench.encodings import get_pe_class, list_pes  # deferred: start-up time (torch)
-    from .run import check_writable, load_registries  # deferred: start-up time (torch, Lightning)
+    from .run import load_registries  # deferred: start-up time (torch, Lightning)
 
     slurm = args.launcher == "slurm"
     if slurm:  # SLURM flags checked before anything is imported, resolved or created

@@ -31,8 +31,9 @@ from .core.errors import ConfigError
 from .core.locks import RunLock  # O_EXCL lock file with stale-pid detection
 from .core.fingerprint import NON_RESULT_KEYS, REPLICATE_KEYS, fingerprint, fingerprint_keys
 
-__all__ = ["NON_RESULT_KEYS", "REPLICATE_KEYS", "RUN_LOCK_NAME", "grouping_fingerprint", "fingerprint", "fingerprint_keys", "config_differences",
-           "previous_config", "check_same_configuration", "run_dir_lock", "RunDirBusy"]
+__all__ = ["NON_RESULT_KEYS", "REPLICATE_KEYS", "RUN_LOCK_NAME", "check_writable", "check_out_dir",
+           "grouping_fingerprint", "fingerprint", "fingerprint_keys", "config_differences", "previous_config",
+           "check_same_configuration", "run_dir_lock", "RunDirBusy"]
 
 RUN_LOCK_NAME = ".run.lock"
 
@@ -119,3 +120,28 @@ def run_dir_lock(run_dir: str | os.PathLike):
     raise RunDirBusy(f"run directory {str(run_dir)!r} is in use by pid {info.get('pid')} on {where} "
                      f"(lock {Path(run_dir) / RUN_LOCK_NAME}); wait for it to finish, or delete the lock "
                      f"if that process is gone")
+
+
+def check_writable(out: str | Path) -> None:
+    """Create ``out`` and write/remove a probe file, or raise :class:`ConfigError`."""
+    p = Path(out)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".bench-write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"output directory {str(p)!r} is not writable: {e.strerror or e}") from None
+
+
+def check_out_dir(out: str | Path) -> None:
+    """Whether ``out`` can be created and written, without creating anything: its nearest existing
+    ancestor must be a writable directory. Else :class:`ConfigError` (before Lightning prints anything;
+    :func:`check_writable` then probes with a real file once the run starts)."""
+    p = Path(out).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise ConfigError(f"output directory {str(out)!r} is not writable: {str(p)!r} is not a directory")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ConfigError(f"output directory {str(out)!r} is not writable: no write permission on {str(p)!r}")

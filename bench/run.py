@@ -64,7 +64,8 @@ from pebench.models.vit import attention_impls_used, set_attention_impl, set_coo
 from pebench.tasks import get_task_setup, resolve_task
 
 from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
-from .integrity import check_same_configuration, fingerprint, fingerprint_keys, run_dir_lock
+from .integrity import (check_out_dir, check_same_configuration, check_writable, fingerprint, fingerprint_keys,
+                        run_dir_lock)
 from .core.io import atomic_write_json, atomic_write_yaml
 from ._loaders import install_samplers, restore_loaders
 from .numerics import flush_denormals, numerics_record
@@ -73,7 +74,7 @@ from .distributed import _check_multi_node, _ddp_strategy, _indivisible, _is_ren
 from .resume import (RunInterrupted, _AtomicCheckpointIO, _epochs_done, _InterruptSignals, _last_checkpoint,
                      _resume_command, _resume_path)
 
-__all__ = ["run", "prepare", "check_writable", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for",
+__all__ = ["run", "prepare", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for",
            "dataset_info"]
 
 #: analysis name (``--analyses``) -> results.json key
@@ -89,31 +90,6 @@ def load_registries() -> None:
     forks many runs, e.g. a preloading sweep worker)."""
     list_pes()
     list_datamodules()
-
-
-def check_writable(out: str | Path) -> None:
-    """Create ``out`` and write/remove a probe file, or raise :class:`ConfigError`."""
-    p = Path(out)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        probe = p / f".bench-write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError(f"output directory {str(p)!r} is not writable: {e.strerror or e}") from None
-
-
-def check_out_dir(out: str | Path) -> None:
-    """Whether ``out`` can be created and written, without creating anything: its nearest existing
-    ancestor must be a writable directory. Else :class:`ConfigError` (before Lightning prints anything;
-    :func:`check_writable` then probes with a real file once the run starts)."""
-    p = Path(out).absolute()
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    if not p.is_dir():
-        raise ConfigError(f"output directory {str(out)!r} is not writable: {str(p)!r} is not a directory")
-    if not os.access(p, os.W_OK | os.X_OK):
-        raise ConfigError(f"output directory {str(out)!r} is not writable: no write permission on {str(p)!r}")
 
 
 def train_grid_for(dm: Any) -> tuple[int, ...] | None:
