@@ -26,14 +26,14 @@ training. ``max_samples`` caps the samples per resolution (default: the whole va
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pebench.datamodules.base import parse_resolution
 
 from .geometry import evaluating, task_device
 from .robustness import capped_batches, logits_in_chunks
 
-__all__ = ["evaluate_extrapolation", "check_resolutions", "default_resolutions", "resolution_key"]
+__all__ = ["evaluate_extrapolation", "rows_per_size", "check_resolutions", "default_resolutions", "resolution_key"]
 
 
 def _parse(res: Any) -> tuple[int, ...]:
@@ -130,32 +130,43 @@ def check_resolutions(task: Any, datamodule: Any, resolutions: Sequence[str | in
             task.tokenizer.num_groups = groups0
 
 
+def rows_per_size(task: Any, resolutions: Sequence[Any], measure: Callable[[Any], dict[str, Any]]
+                  ) -> list[dict[str, Any]]:
+    """``[{"resolution": key, **measure(size)}]`` in evaluation mode, one row per size; a size the data or
+    the model rejects (a ``ValueError``: ``ResolutionError`` and the datamodules' size errors are) gives an
+    error row instead. Every task's extrapolation goes through this loop, with its own ``measure``."""
+    rows: list[dict[str, Any]] = []
+    with evaluating(task):
+        for r in resolutions:
+            key = resolution_key(r)
+            try:
+                rows.append({"resolution": key, **measure(r)})
+            except ValueError as e:
+                rows.append({"resolution": key, "error": " ".join(str(e).split()) or type(e).__name__})
+    return rows
+
+
 def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[str | int],
                            max_samples: int | None = None) -> list[dict[str, Any]]:
     """Top-1 accuracy at each resolution (see the module docstring). A task with its own metric
     (detection, segmentation) brings its own function through its setup (:class:`~.evaluators.TaskAnalyses`)."""
     device = task_device(task)
-    rows: list[dict[str, Any]] = []
     points = task.modality == "points"
     groups0 = int(task.tokenizer.num_groups) if points else None
-    with evaluating(task):
-        for r in resolutions:
-            key = resolution_key(r)
-            try:
-                res = _parse(r)
-                if points:
-                    task.tokenizer.num_groups = _point_groups(task, datamodule, res)
-                n_tokens = _n_tokens(task, datamodule, res)
-                loader = datamodule.eval_dataloader(res)
-                correct = n = 0
-                for x, y in capped_batches(loader, max_samples, device):
-                    correct += int((logits_in_chunks(task, x).argmax(-1) == y).sum())
-                    n += int(y.numel())
-                rows.append({"resolution": key, "acc1": correct / n if n else None, "n_tokens": n_tokens,
-                             "n_samples": n})
-            except ValueError as e:  # ResolutionError is a ValueError; so are the datamodules' size errors
-                rows.append({"resolution": key, "error": " ".join(str(e).split()) or type(e).__name__})
-            finally:
-                if points:
-                    task.tokenizer.num_groups = groups0
-    return rows
+
+    def measure(r: Any) -> dict[str, Any]:
+        try:
+            res = _parse(r)
+            if points:
+                task.tokenizer.num_groups = _point_groups(task, datamodule, res)
+            n_tokens = _n_tokens(task, datamodule, res)
+            correct = n = 0
+            for x, y in capped_batches(datamodule.eval_dataloader(res), max_samples, device):
+                correct += int((logits_in_chunks(task, x).argmax(-1) == y).sum())
+                n += int(y.numel())
+            return {"acc1": correct / n if n else None, "n_tokens": n_tokens, "n_samples": n}
+        finally:
+            if points:
+                task.tokenizer.num_groups = groups0
+
+    return rows_per_size(task, resolutions, measure)

@@ -54,7 +54,7 @@ from typing import Any, Iterator, Sequence
 import torch
 from torch import Tensor
 
-from pebench.analysis.extrapolation import _n_tokens, _parse, _round_to, resolution_key
+from pebench.analysis.extrapolation import _n_tokens, _parse, _round_to, rows_per_size
 from pebench.analysis.extrapolation import default_resolutions as classification_defaults
 from pebench.analysis.geometry import evaluating, finite_or_none, task_device
 from pebench.analysis.robustness import (DEFAULT_PARAMS, PERTURBATIONS, SHIFTS, _shift_seed, dense_fragility,
@@ -172,15 +172,7 @@ def default_resolutions(datamodule: Any, task: Any = None) -> list[str]:
 def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[Any],
                            max_samples: int | None = None) -> list[dict[str, Any]]:
     """mAP per input side (see the module docstring); a size the data or the model rejects: an error row."""
-    rows: list[dict[str, Any]] = []
-    with evaluating(task):
-        for r in resolutions:
-            key = resolution_key(r)
-            try:
-                rows.append({"resolution": key, **_detection_at(task, datamodule, r, max_samples)})
-            except ValueError as e:  # a size the data or the model rejects: an error row
-                rows.append({"resolution": key, "error": " ".join(str(e).split()) or type(e).__name__})
-    return rows
+    return rows_per_size(task, resolutions, lambda r: _detection_at(task, datamodule, r, max_samples))
 
 
 def _detection_at(task: Any, dm: Any, r: Any, max_samples: int | None) -> dict[str, Any]:

@@ -63,7 +63,7 @@ import torch
 from torch import Tensor
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from pebench.analysis.extrapolation import _parse, resolution_key
+from pebench.analysis.extrapolation import _parse, rows_per_size
 from pebench.analysis.geometry import evaluating, finite_or_none, task_device
 from pebench.analysis.robustness import _shift_seed, capped_batches, dense_fragility, point_jitter
 from pebench.datamodules.scenes.scene_common import scene_collate
@@ -266,15 +266,7 @@ def tile_scenes(scenes: Sequence[tuple[Tensor, Tensor, Tensor]], gap: float = SC
 def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[Any],
                            max_samples: int | None = None) -> list[dict[str, Any]]:
     """mIoU per scene setting (see the module docstring); a setting the data or the model rejects: an error row."""
-    rows: list[dict[str, Any]] = []
-    with evaluating(task):
-        for r in resolutions:
-            key = resolution_key(r)
-            try:
-                rows.append({"resolution": key, **_segmentation_at(task, datamodule, r, max_samples)})
-            except ValueError as e:  # a size / setting the data or the model rejects: an error row
-                rows.append({"resolution": key, "error": " ".join(str(e).split()) or type(e).__name__})
-    return rows
+    return rows_per_size(task, resolutions, lambda r: _segmentation_at(task, datamodule, r, max_samples))
 
 
 def _segmentation_at(task: Any, dm: Any, r: Any, max_samples: int | None) -> dict[str, Any]:
