@@ -24,6 +24,7 @@ registered name is close.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import importlib.metadata
 import os
@@ -39,12 +40,17 @@ PLUGINS_GROUP = "pebench.plugins"
 _plugins_loaded: set[str] = set()
 
 
+@functools.lru_cache(maxsize=1)
+def _entry_point_plugins() -> tuple[str, ...]:
+    """The ``pebench.plugins`` entry points' modules (the installed distributions are scanned once)."""
+    return tuple(ep.value.split(":")[0] for ep in importlib.metadata.entry_points(group=PLUGINS_GROUP))
+
+
 def load_plugins() -> None:
     """Import every plugin module named in ``$PEBENCH_PLUGINS`` or the ``pebench.plugins`` entry points
     (each once); a plugin that cannot be imported is an error naming it."""
     names = [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
-    names += [ep.value.split(":")[0] for ep in importlib.metadata.entry_points(group=PLUGINS_GROUP)]
-    for module in names:
+    for module in [*names, *_entry_point_plugins()]:
         if module in _plugins_loaded:
             continue
         try:
@@ -53,6 +59,7 @@ def load_plugins() -> None:
             raise ValueError(f"pebench plugin {module!r} (from ${PLUGINS_ENV} or the {PLUGINS_GROUP!r} entry "
                              f"points) cannot be imported: {e}") from None
         _plugins_loaded.add(module)
+
 
 T = TypeVar("T")
 
