@@ -52,6 +52,8 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from pebench.analysis.evaluators import RESULT_KEYS as ANALYSIS_KEYS  # analysis name -> results.json key
+from pebench.analysis.evaluators import run_analyses
 from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
 from pebench.datamodules import DataRootError, get_datamodule_class, list_datamodules
 from pebench.datamodules.events.event_transforms import spiking_analyses
@@ -77,9 +79,6 @@ from .resume import (RunInterrupted, _AtomicCheckpointIO, _epochs_done, _Interru
 __all__ = ["run", "prepare", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for",
            "dataset_info"]
 
-#: analysis name (``--analyses``) -> results.json key
-ANALYSIS_KEYS = {"geometry": "geometry", "robustness": "robustness", "alpha": "alpha_sweep",
-                 "extrapolation": "extrapolation"}
 RESULT_KEYS = ("dataset", "pe", "variant", "pe_label", "model", "seed", "task", "status", "primary_metric", "metrics",
                "val_samples", "skipped_samples", "analyses", "config", "versions", "git_sha", "wall_time_s",
                "n_params", "run_dir", "resumed_from", "dataset_info")
@@ -421,10 +420,6 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict,
     :class:`pebench.analysis.evaluators.TaskAnalyses`); -> (results.json entries, all finished)."""
     if not names:
         return {"analyses": []}, True
-    analysis = importlib.import_module("pebench.analysis")
-    fn = getattr(analysis, "run_analyses", None)
-    if fn is None:
-        return {"analyses": "unavailable"}, False
     out: dict[str, Any] = {"analyses": list(names)}
     errors: dict[str, str] = {}
     task.eval()
@@ -432,7 +427,7 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict,
         print(f"bench: analysis {i}/{len(names)}: {name} ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            res = fn(task, dm, [name], run_dir, config, hooks=hooks) or {}
+            res = run_analyses(task, dm, [name], run_dir, config, hooks=hooks) or {}
         except Exception as e:  # noqa: BLE001 - recorded; the run is then not "complete"
             errors[name] = f"{type(e).__name__}: {e}"
             print(f"bench: warning: analysis {name!r} failed: {errors[name]}", file=sys.stderr)
