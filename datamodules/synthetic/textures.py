@@ -124,8 +124,6 @@ class TexturesDataModule(SquareImageSplitsDataModule):
     num_groups = 64
     in_chans = 3
     mean, std = IMAGENET_MEAN, IMAGENET_STD
-    #: (mean, std) the inputs are normalised with (the multi-crop de-normalises with them)
-    pixel_stats = (mean, std)
 
     def __init__(self, train_size: int = 2048, val_size: int = 512, noise: float = 0.03, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -189,7 +189,7 @@ class DinoDataModule(L.LightningDataModule):
             raise ValueError(f"the dino task needs an image dataset; {getattr(base, 'name', base)!r} is "
                              f"{getattr(base, 'modality', '?')} data")
         self.base = base
-        mean, std = getattr(base, "pixel_stats", (IMAGENET_MEAN, IMAGENET_STD))
+        mean, std = base.normalisation()  # what the base standardised its images with (the crops undo it)
         self.transform = MultiCropTransform(global_size, local_size, n_local, global_scale, local_scale, mean, std,
                                             colour_jitter, grayscale_p)
         self.has_test_split = False  # the query split is evaluated inside the validation loop
