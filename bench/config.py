@@ -88,6 +88,9 @@ class RunConfig:
     batch_size: int = option(64, 'global batch size; with W processes (devices x nodes) each loads B/W', metavar='B')
     lr: float = option(2e-3, 'peak learning rate (AdamW, warm-up then cosine)', metavar='X',
                        bounds=(0.0, False, math.inf, False, 'the peak learning rate'))
+    lr_schedule: str = option("cosine", 'learning rate after the linear warm-up: cosine decay to 0 at the last step, '
+                              'or held at the peak (constant; for runs that stop at --stop-at)',
+                              choices=("cosine", "constant"))
     weight_decay: float = option(0.05, 'AdamW weight decay', metavar='X',
                                  bounds=(0.0, True, math.inf, False, 'the AdamW weight decay'))
     warmup_epochs: float = option(1.0, 'linear warm-up length in epochs', metavar='N',
@@ -118,6 +121,15 @@ class RunConfig:
                                                metavar='X',
                                                bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
                                                none_means='all')
+    val_every: int | None = option(None, 'validate every N training steps, counted across epochs (a learning '
+                                   'curve; --stop-at checks at each validation)', metavar='N',
+                                   bounds=(1, True, math.inf, False, 'a number of training steps'),
+                                   none_means='once per epoch')
+    stop_at: float | None = option(None, "stop training at the first validation whose value of the primary metric "
+                                   "(its val/ form, e.g. val/acc1 as a fraction) is above X; the run is complete "
+                                   "and results.json records the step (--epochs is then the budget)", metavar='X',
+                                   bounds=(-math.inf, False, math.inf, False, 'a value of the validation metric'),
+                                   none_means='train every epoch')
     limit_val_batches: float | None = option(None, 'fraction (<=1) or number of validation batches', metavar='X',
                                              bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
                                              none_means='all')

@@ -212,6 +212,35 @@ def _strict_json(obj: Any) -> Any:
     return obj
 
 
+class _StopAtTarget(Callback):
+    """``--stop-at X``: training ends at the first validation whose value of the validation form of the primary
+    metric is above ``X`` (all ranks agree: the reduced metric, and Lightning's boolean reduction as in its
+    EarlyStopping, which has no way to report that its threshold, rather than its patience, stopped it).
+    ``reached_step`` (the optimizer step) is kept in checkpoints, so a resumed run reports it too."""
+
+    def __init__(self, target: float, primary: str) -> None:
+        self.target = float(target)
+        self.monitor = "val/" + primary.split("/", 1)[1] if primary.startswith("test/") else primary
+        self.reached_step: int | None = None
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.state.fn != "fit" or self.reached_step is not None:
+            return
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is None:
+            raise ConfigError(f"--stop-at: the task logs no {self.monitor} to compare with the target")
+        reached = trainer.strategy.reduce_boolean_decision(bool(float(value) > self.target), all=False)
+        if reached:
+            self.reached_step = int(trainer.global_step)
+            trainer.should_stop = True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"reached_step": self.reached_step}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.reached_step = state_dict.get("reached_step")
+
+
 class _StepSeed(Callback):
     """Reseed torch / numpy / random before every training batch from ``(seed, epoch, batch)``.
 
@@ -381,6 +410,8 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     callbacks: list[Callback] = [counter, _StepSeed(cfg.seed), _last_checkpoint(run_dir)]
     if cfg.progress_bar:
         callbacks.append(TQDMProgressBar())
+    if cfg.stop_at is not None:
+        callbacks.append(_StopAtTarget(cfg.stop_at, setup.primary_metric(dm)))
     loggers = _loggers(cfg, run_dir)
     try:
         trainer = L.Trainer(
@@ -390,6 +421,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
             limit_val_batches=_batch_limit(cfg.limit_val_batches), max_time=cfg.max_time, logger=loggers, callbacks=callbacks,
             default_root_dir=run_dir, enable_progress_bar=cfg.progress_bar, use_distributed_sampler=False,
             num_sanity_val_steps=0, log_every_n_steps=10, enable_model_summary=False,
+            **({"val_check_interval": cfg.val_every, "check_val_every_n_epoch": None} if cfg.val_every else {}),
             plugins=[_AtomicCheckpointIO()])
     except (MisconfigurationException, ValueError, TypeError, ImportError) as e:  # ImportError: tpu w/o torch_xla
         raise ConfigError(f"invalid trainer options: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
@@ -444,6 +476,16 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict,
     if errors:
         out["analysis_errors"] = errors
     return out, not errors
+
+
+def _stopped_at_target(trainer: L.Trainer, cfg: RunConfig) -> dict[str, Any] | None:
+    """With ``--stop-at``: whether the validation target was reached and the optimizer step at which training
+    ended (the budget's last step when it was not reached); ``None`` without it."""
+    if cfg.stop_at is None:
+        return None
+    stop = next(c for c in trainer.callbacks if isinstance(c, _StopAtTarget))
+    return {"target": cfg.stop_at, "metric": stop.monitor, "reached": stop.reached_step is not None,
+            "global_step": int(trainer.global_step)}
 
 
 def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
@@ -549,7 +591,11 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         results.update(extra)
         complete = finished or (extra.get("analyses") == "unavailable" and not parts["explicit_analyses"])
         complete = complete and not data_problem
-        if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run):
+        stopped = _stopped_at_target(trainer, cfg)
+        if stopped is not None:
+            results["stopped_at_target"] = stopped
+        if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run
+                                   and not (stopped or {}).get("reached")):
             complete = False
         results["attention_impl"] = attention_impls_used(task)  # per phase, as run (pebench.models.attention)
         _write_curves(run_dir, results)

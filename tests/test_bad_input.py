@@ -61,6 +61,10 @@ OPTION_CASES = {
     "limit_train_batches_0": (["--limit-train-batches", "0"], ["limit_train_batches must be > 0"]),
     "limit_val_batches_fractional_count": (["--limit-val-batches", "2.5"], ["whole number of batches"]),
     "max_skipped_fraction_2": (["--max-skipped-fraction", "2"], ["max_skipped_fraction must be >= 0 and <= 1"]),
+    "val_every_0": (["--val-every", "0"], ["val_every must be >= 1"]),
+    "stop_at_nan": (["--stop-at", "nan"], ["stop_at must be", "finite"]),
+    "lr_schedule_unknown": (["--lr-schedule", "step"], ["--lr-schedule", "cosine", "constant"]),
+    "lr_schedule_dino": (["--task", "dino", "--lr-schedule", "constant"], ["--lr-schedule does not apply to --task dino"]),
     "extrapolation_not_a_size": (["--extrapolation-resolutions", "24,abc"], ["'abc' is not a resolution"]),
 }
 

@@ -38,8 +38,10 @@ NON_RESULT_KEYS: tuple[str, ...] = ("out", "data_root", "num_workers", "progress
 REPLICATE_KEYS: tuple[str, ...] = ("seed",)
 #: result-changing keys added after fingerprints were first recorded, with the value that means the old
 #: behaviour: at that value a key is left out of the fingerprint, so a configuration from before it
-#: existed keeps its recorded fingerprint (``coord_aug``: the coordinate augmentation, off by default)
-LATER_KEYS: dict[str, Any] = {"coord_aug": "none"}
+#: existed keeps its recorded fingerprint (``coord_aug``: the coordinate augmentation, off by default;
+#: ``lr_schedule``, ``val_every``, ``stop_at``: the schedule after warm-up, validation every N steps, the
+#: validation target that ends training)
+LATER_KEYS: dict[str, Any] = {"coord_aug": "none", "lr_schedule": "cosine", "val_every": None, "stop_at": None}
 
 
 def fingerprint_keys(config: Mapping[str, Any]) -> list[str]:

@@ -59,15 +59,26 @@ def split_batch(batch: Sequence[Any]) -> tuple[Tensor, Tensor, int]:
     return inputs, labels, int(info.get("skipped", 0)) if isinstance(info, dict) else 0
 
 
-def warmup_cosine(opt: torch.optim.Optimizer, total_steps: float, warmup_epochs: float, epochs: int) -> dict:
+#: learning-rate schedules after the linear warm-up (``bench run --lr-schedule``)
+LR_SCHEDULES: tuple[str, ...] = ("cosine", "constant")
+
+
+def warmup_cosine(opt: torch.optim.Optimizer, total_steps: float, warmup_epochs: float, epochs: int,
+                  schedule: str = "cosine") -> dict:
     """Lightning optimizer config: linear warm-up over ``warmup_epochs`` of ``epochs``, then cosine decay
-    to 0 at ``total_steps``, stepped per batch (shared by the supervised tasks)."""
+    to 0 at ``total_steps`` (``schedule="cosine"``) or the peak learning rate held (``"constant"``, for
+    runs that stop at a validation target: ``bench run --stop-at``), stepped per batch (shared by the
+    supervised tasks)."""
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(f"unknown lr schedule {schedule!r}; expected one of {', '.join(LR_SCHEDULES)}")
     total = max(1, int(total_steps))
     warmup = int(round(total * min(1.0, warmup_epochs / max(1, int(epochs)))))
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
+        if schedule == "constant":
+            return 1.0
         t = (step - warmup) / max(1, total - warmup)
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
 
@@ -103,7 +114,7 @@ class ClassificationTask(SkippedSampleCount, L.LightningModule):
                  pool: str = "mean", lr: float = 1e-3, weight_decay: float = 0.05, warmup_epochs: float = 1.0,
                  epochs: int = 10, label_smoothing: float = 0.0, rpt: bool = False,
                  layer_decay: float | None = None, drop_path: float = 0.0, tokens: str = "frames",
-                 tokenizer_options: dict | None = None) -> None:
+                 tokenizer_options: dict | None = None, lr_schedule: str = "cosine") -> None:
         super().__init__()
         self.save_hyperparameters()
         dim = model_config(model).embed_dim
@@ -249,4 +260,4 @@ class ClassificationTask(SkippedSampleCount, L.LightningModule):
             g["lr"] = self.hparams.lr * g["lr_scale"]
         opt = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=(0.9, 0.999))
         return warmup_cosine(opt, self.trainer.estimated_stepping_batches, self.hparams.warmup_epochs,
-                             self.hparams.epochs)
+                             self.hparams.epochs, self.hparams.get("lr_schedule", "cosine"))

@@ -27,6 +27,7 @@ class ClassificationSetup(TaskSetup):
             train_grid=grid, class_token=cfg.class_token, pool=cfg.pool, lr=cfg.lr, weight_decay=cfg.weight_decay,
             warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs, label_smoothing=cfg.label_smoothing, rpt=cfg.rpt,
             layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, tokens=getattr(dm, "tokens", "frames"),
+            lr_schedule=cfg.lr_schedule,
             tokenizer_options=dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else None)
 
     def primary_metric(self, dm: Any) -> str:

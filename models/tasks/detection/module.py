@@ -97,7 +97,7 @@ class DetectionTask(SkippedSampleCount, L.LightningModule):
                  pyramid_levels: int = 3, head_convs: int = 4, score_thresh: float = 0.05, nms_thresh: float = 0.6,
                  detections_per_img: int = 100, topk_candidates: int = 1000,
                  center_sampling_radius: float = 1.5, tokens: str = "frames",
-                 tokenizer_options: dict | None = None) -> None:
+                 tokenizer_options: dict | None = None, lr_schedule: str = "cosine") -> None:
         super().__init__()
         self.save_hyperparameters()
         if modality not in ("image", "events"):

@@ -79,7 +79,7 @@ def build_detection_task(cfg: Any, dm: Any, grid: Any) -> DetectionTask:
                          pe=cfg.pe, pe_options=cfg.pe_options, patch_size=dm.patch_size,
                          tubelet=getattr(dm, "tubelet", 2), train_grid=grid, class_token=cfg.class_token,
                          lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_epochs=cfg.warmup_epochs,
-                         epochs=cfg.epochs, layer_decay=cfg.layer_decay, drop_path=cfg.drop_path,
+                         epochs=cfg.epochs, layer_decay=cfg.layer_decay, drop_path=cfg.drop_path, lr_schedule=cfg.lr_schedule,
                          tokens=getattr(dm, "tokens", "frames"),  # spiking: tokens scattered into their cells
                          tokenizer_options=dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else None,
                          **_options(cfg, dm))

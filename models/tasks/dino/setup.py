@@ -84,6 +84,9 @@ def prepare_dino_data(cfg: Any, dm: Any) -> Any:
 
 
 def build_dino_task(cfg: Any, dm: Any, grid: Any) -> DinoTask:
+    if cfg.lr_schedule != "cosine":
+        raise ConfigError("--lr-schedule does not apply to --task dino (its lr, weight decay and teacher momentum "
+                          "follow DINO's own cosine schedules)")
     opts = _options(cfg)
     keep = {k: v for k, v in opts.items() if k not in ("global_size", "local_size", "n_local", "patch_size",
                                                         "global_scale", "local_scale", "colour_jitter", "grayscale_p")}

@@ -70,7 +70,7 @@ class SegmentationTask(SkippedSampleCount, L.LightningModule):
                  patching: str = "serialize", patch_size: int = 32, grid_size: float = 0.02,
                  coord_scale: float = 1.0, interp_k: int = 3, lr: float = 1e-3, weight_decay: float = 0.05,
                  warmup_epochs: float = 1.0, epochs: int = 10, drop_path: float = 0.0, rpt: bool = False,
-                 coord_unit: str = "m", attn_window: int | None = None) -> None:
+                 coord_unit: str = "m", attn_window: int | None = None, lr_schedule: str = "cosine") -> None:
         super().__init__()
         self.save_hyperparameters()
         if patching not in PATCHINGS:
@@ -221,4 +221,4 @@ class SegmentationTask(SkippedSampleCount, L.LightningModule):
                   {"params": other, "weight_decay": 0.0}]
         opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr, betas=(0.9, 0.999))
         return warmup_cosine(opt, self.trainer.estimated_stepping_batches, self.hparams.warmup_epochs,
-                             self.hparams.epochs)
+                             self.hparams.epochs, self.hparams.get("lr_schedule", "cosine"))

@@ -81,7 +81,7 @@ def build_segmentation_task(cfg: Any, dm: Any, grid: Any) -> SegmentationTask:
                             interp_k=opts["interp_k"], lr=cfg.lr, weight_decay=cfg.weight_decay,
                             warmup_epochs=cfg.warmup_epochs, epochs=cfg.epochs, drop_path=cfg.drop_path,
                             rpt=cfg.rpt, coord_unit=str(getattr(dm, "coord_unit", "m")),
-                            attn_window=opts["attn_window"])
+                            attn_window=opts["attn_window"], lr_schedule=cfg.lr_schedule)
 
 
 #: geometry, robustness (FS on mIoU) and extrapolation (mIoU per scene setting) apply; the α sweep does not
