@@ -105,7 +105,8 @@ def kept_frequencies(p: float, n_freq: int) -> int:
     return int(p * n_freq)
 
 
-def layout_frequencies(layout: str, head_dim: int, spatial_dims: int, base: float, p: float = 1.0) -> Tensor:
+def layout_frequencies(layout: str, head_dim: int, spatial_dims: int, base: float,
+                       p: float = 1.0) -> Tensor:
     """Frequency matrix ``M: (p, d/2)`` float64 of a non-axial layout: pair ``k`` is rotated by
     ``sum_a c_a M[a, k]`` (see the module docstring); ``p < 1`` zeroes the pairs past the kept
     fraction of the ladder (p-RoPE)."""

@@ -12,7 +12,8 @@ which depends on ``r_j - r_i`` only. (Applied the other way round, ``P RoPE(r)``
 * ``p_form`` ``cayley`` (default, Cayley-STRING): ``P = (I - S)(I + S)^{-1}`` with a learned
   skew-symmetric ``S`` per layer and head (only its strict upper triangle is stored). Cayley is the
   paper's default: it is best in its experiments and recommended unless training cost rules it out
-  (Sec. 3, "Computationally efficient STRING"); ``P`` is learned "once per attention head" and the RoPE frequencies are learned too.
+  (Sec. 3, "Computationally efficient STRING"); ``P`` is learned "once per attention head" and
+  the RoPE frequencies are learned too.
   No official code is published and the paper states no initialisation of ``S``: ``S`` starts at 0
   here, so ``P = I`` and STRING starts as the RoPE it wraps (pebench's init; the learned ``P`` leaves
   the identity in training). ``RoPE(r)``: RoPE-Mixed's learnable frequencies ``(p, H, d/2)`` per layer
@@ -20,7 +21,8 @@ which depends on ``r_j - r_i`` only. (Applied the other way round, ``P RoPE(r)``
 * ``p_form`` ``circulant`` (Circulant-STRING): ``L_a = C_a - C_a^T`` with ``C_a`` circulant (learned
   first column ``c_a``, per layer and head); circulant matrices commute and the DFT diagonalises
   them (``P`` the Fourier basis), so ``R(r) q = IFFT(exp(sum_a r_a FFT(l_a)) * FFT(q))`` with
-  ``l_a = c_a - reverse(c_a)``, in O(d log d). Init (pebench's; the paper states none): ``c_a`` entries ``N(0, 1 / (8 d))``,
+  ``l_a = c_a - reverse(c_a)``, in O(d log d). Init (pebench's; the paper states none): ``c_a``
+  entries ``N(0, 1 / (8 d))``,
   so the eigen-frequencies have std 1/2 rad per patch.
 * Coords are in patch units (as rope-axial / rope-mixed); parameters are excluded from weight decay.
 * Computed in float32 or wider with autocast off; the rotated q and k keep their dtype.
