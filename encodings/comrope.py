@@ -88,6 +88,9 @@ class ComRoPE(PositionalEncoding):
     """ComRoPE: commuting trainable angle matrices, ``ld`` (default) or ``ap``; exactly relative."""
 
     relative = True
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
     options = (
         PEOption("variant", "str", "ld", "ld: theta[a,k] (P - P^T) (linearly dependent); ap: block k on axis k mod p",
                  choices=VARIANTS),

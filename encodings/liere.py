@@ -76,6 +76,9 @@ class LieRE(PositionalEncoding):
     """LieRE: ``R(r) = expm(sum_a s_a r_a A_a)``, learned dense skew generators per layer and head."""
 
     relative = False
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
     options = (
         PEOption("block_size", "int", None,
                  "generator block size in channels (default: the head dim, one dense block)"),

@@ -182,6 +182,9 @@ class AxialRoPE(PositionalEncoding):
     (p-RoPE's fraction of frequencies rotated, default 1)."""
 
     relative = True
+    rotation_invariant = False
+    distance_decay = False
+    learned = False
     options = (PEOption("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),
                PEOption("layout", "str", "axial", "frequency layout over t/y/x: axial (per-axis ladders), mrope "
                         "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope", choices=LAYOUTS),

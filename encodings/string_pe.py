@@ -129,6 +129,9 @@ class STRING(PositionalEncoding):
     """STRING: ``R(r) = RoPE(r) P`` with a learned orthogonal ``P`` (Cayley) or circulant generators."""
 
     relative = True
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
     options = (
         PEOption("p_form", "str", "cayley", "cayley: P = (I - S)(I + S)^-1 with RoPE-Mixed frequencies; "
                  "circulant: circulant skew generators (FFT)", choices=P_FORMS),
