@@ -331,7 +331,7 @@ def test_list_pes_options_shows_the_new_options(capsys):
     out = capsys.readouterr().out
     rows = [[cell.strip() for cell in line.split("|")] for line in out.splitlines() if "|" in line]
     keys = {(r[1], r[2]) for r in rows if len(r) > 3}
-    for name in ("liere", "comrope", "string", "rope-axial"):
+    for name in ("liere", "comrope", "string", "cpe", "rope-axial"):
         for o in pe_options(name):
             assert (name, o["key"]) in keys, (name, o["key"])
     assert "mrope-interleaved" in out and "videorope" in out
