@@ -61,6 +61,9 @@ class ALiBi(PositionalEncoding):
     """n-D ALiBi with fixed geometric slopes (no parameters)."""
 
     relative = True
+    rotation_invariant = True
+    distance_decay = True
+    learned = False
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None) -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)

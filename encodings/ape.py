@@ -63,6 +63,9 @@ def _is_canonical(coords: Tensor, grid: Sequence[int]) -> bool:
 @register_pe("ape", order=10)
 class LearnedAPE(PositionalEncoding):
     relative = False
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
     additive = True
     options = (
         PEOption("init", "str", "ssdc", "table init: ssdc = N(0, 1) (nn.Embedding, SSDC paper); timm = trunc. "

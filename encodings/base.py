@@ -115,6 +115,14 @@ class PositionalEncoding(nn.Module):
     #: relative: shifting every coordinate changes nothing), False when they do not (absolute PEs, LieRE).
     #: Every PE declares it; the tests check the declaration against the model's outputs.
     relative: ClassVar[bool | None] = None
+    #: True when the logits depend on the coordinates only through distances (rotating every coordinate
+    #: changes nothing: alibi, pape-ri, and trivially none). Declared by every PE; tested.
+    rotation_invariant: ClassVar[bool | None] = None
+    #: True when the PE is designed to make attention fall off with distance, by a fixed or learned
+    #: monotone bias or mask (alibi, lookhere, pape, pape-ri). Declared by every PE; tested at initialisation.
+    distance_decay: ClassVar[bool | None] = None
+    #: True when the PE has trainable parameters at its default options. Declared by every PE; tested.
+    learned: ClassVar[bool | None] = None
     #: The PE's keyword options (``--pe-option KEY=VALUE``), one :class:`~pebench.encodings.options.PEOption`
     #: each: ``build_pe`` validates against them, ``pe_options`` lists them, ``variant_label`` names
     #: non-default settings. Keys and defaults match the constructor's keyword arguments (tested).

@@ -12,14 +12,23 @@ Defaults follow the paper and that code, read from them (no code taken from it).
   one trainable base matrix per head and block, one trainable scalar per axis and block (shared by
   the heads, as in the official code). ``ap`` (ComRoPE-AP, axis-partitioned):
   ``B[h, a, k] = P_hk - P_hk^T`` if ``k = a (mod p)``, else 0 (block ``k`` belongs to axis ``k mod p``).
-* Block size 8: the setting of the paper's main comparison (``block_size=2`` with ``ap`` is axial
-  RoPE with learned frequencies). ``d`` must be a multiple of it (``ap`` also needs ``m >= p``).
-* Init (official code): ``P`` entries ``N(0, init_std^2)``, ``init_std = 1``; ``theta`` ``N(0, 1)``.
-  Parameters are per layer (each attention layer has its own).
-* Positions: the official code divides positions by the number of patches per side (``axis_scale``,
-  the same factor on every axis, time included), so ``s_a = 1 / S`` with ``S`` the largest spatial
+* Published defaults (read from the paper and the official code): block size 8 ("a block size of 8
+  is used in practice", Sec. 4.1.1; Sec. 4.3.2 varies it from 2 to 8 and keeps 8 to bound the
+  ``O(b^2)`` cost). The official ``model.py`` config class defaults ``block_size`` to 2, but that
+  class also configures its vanilla-RoPE baseline, which requires 2; the experiments use 8. ``ld`` is
+  the paper's best variant overall (Tables 1 and 3) and the one it carries to detection.
+  ``d`` must be a multiple of the block size (``ap`` also needs ``m >= p``). ``block_size=2`` with
+  ``ap`` is axial RoPE with learned frequencies.
+* Init (official code, ``init_std`` config default 1): ``P`` entries ``N(0, init_std^2)``; ``theta``
+  ``N(0, 1)``. Parameters are per layer (each attention layer builds its own), ``P`` per head and
+  block, ``theta`` per axis and block, shared by the heads.
+* Positions: the paper scales each axis to [0, 1] by its own extent (Sec. 3.4.1, ``x_a / X_a``, at
+  the patch centre); the official code divides every axis, time included, by the number of patches
+  per side (``axis_scale``). pebench follows the code: ``s_a = 1 / S`` with ``S`` the largest spatial
   side of the training grid (its last two axes), 1 without a training grid (point clouds);
-  ``coord_scale`` overrides it (one value per axis). Its ``+0.5`` offset cancels in relative logits.
+  ``coord_scale`` overrides it (one value per axis). The ``+0.5`` centre offset cancels in relative
+  logits. The paper's training-time position perturbation (Sec. 3.4.2) is not part of the PE
+  (``--coord-aug`` is pebench's coordinate augmentation).
 * The angle matrices are excluded from weight decay, like RoPE-Mixed's frequencies.
 * CLS: prefix tokens get the identity rotation (the official code gives CLS a position instead;
   pebench's interface has CLS carry none).
@@ -79,6 +88,9 @@ class ComRoPE(PositionalEncoding):
     """ComRoPE: commuting trainable angle matrices, ``ld`` (default) or ``ap``; exactly relative."""
 
     relative = True
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
     options = (
         PEOption("variant", "str", "ld", "ld: theta[a,k] (P - P^T) (linearly dependent); ap: block k on axis k mod p",
                  choices=VARIANTS),

@@ -83,6 +83,9 @@ class ConditionalPE(PositionalEncoding):
 
     #: the map is placed by coordinate ranks (grid) or offsets (knn): translating the coords changes nothing
     relative = True
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
     options = (PEOption("after_block", "int", 0, "the block after which the PEG acts (0: after the first, CPVT's default)"),
                PEOption("mode", "str", "auto", "neighbourhood: grid (depthwise conv over the token grid), knn (kNN "
                         "aggregation over coords, for tokens off a grid), auto (grid if built with a grid)",

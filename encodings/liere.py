@@ -9,9 +9,12 @@ taken from it).
   block-diagonal with blocks of ``block_size`` channels; the default block is the whole head
   (LieRE's ``generator_dim`` 64 = its head dim 64, i.e. one dense ``d x d`` generator). Channels past
   the last full block are not rotated (as in the official code).
-* Generators are per layer and per head (``per_layer=True``: the published configurations set
-  ``rotary_embedding_per_layer`` and ``rotary_embedding_per_head``); ``per_layer=False`` shares one
-  set across all blocks.
+* Generators are per layer and per head (``per_layer=True``). In the official code both are switches
+  (``rotary_embedding_per_layer``, ``rotary_embedding_per_head``) that its argument class leaves off;
+  its CIFAR-100 and UCF101 configurations turn both on, and its ImageNet configuration has versions
+  with both on and both off. pebench follows the on/on setting; ``per_layer=False`` shares one set
+  across all blocks (generators are always per head here). ``generator_dim`` defaults to 64 there,
+  the head dim of its models, hence one dense block per head.
 * Init: the strict upper triangle of each block is drawn from ``U(0, 2 pi)`` and mirrored with a
   minus sign below the diagonal (the official ``triu(raw) - 0.5`` minus its transpose, in which the
   ``-0.5`` cancels). Only the upper triangle is stored as parameters.
@@ -73,6 +76,9 @@ class LieRE(PositionalEncoding):
     """LieRE: ``R(r) = expm(sum_a s_a r_a A_a)``, learned dense skew generators per layer and head."""
 
     relative = False
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
     options = (
         PEOption("block_size", "int", None,
                  "generator block size in channels (default: the head dim, one dense block)"),

@@ -247,6 +247,9 @@ class LookHere(PositionalEncoding):
     """LookHere, LH-90 layout (see the module docstring); ``self.heads`` lists the layout."""
 
     relative = True
+    rotation_invariant = False
+    distance_decay = True
+    learned = False
     options = (
         PEOption("unmasked_heads", "int", None, "number of unmasked heads (default: the LH-90 rule, 4 with 12 or 16 "
                  "heads)"),

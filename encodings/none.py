@@ -16,3 +16,6 @@ class NoPE(PositionalEncoding):
     """No positional information at all (identity everywhere)."""
 
     relative = True
+    rotation_invariant = True
+    distance_decay = False
+    learned = False

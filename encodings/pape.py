@@ -372,6 +372,9 @@ class PaPE(PositionalEncoding):
     """PaPE; the default is the published parameterisation (see the module docstring)."""
 
     relative = True
+    rotation_invariant = False
+    distance_decay = True
+    learned = True
     options = (
         PEOption("num_parabolas", "int", 50, "m, the number of parabolas per head"),
         PEOption("impl", "str", "sdpa", "sdpa: exact fold into q/k (no N x N tensor); naive: explicit N x N logits",

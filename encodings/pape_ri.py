@@ -109,6 +109,9 @@ class PaPERI(PositionalEncoding):
     """Rotation-invariant PaPE; the default is the published method (see the module docstring)."""
 
     relative = True
+    rotation_invariant = True
+    distance_decay = True
+    learned = True
     options = (
         PEOption("impl", "str", "sdpa", "sdpa: exact fold into q/k (no N x N tensor); naive: explicit N x N logits",
                  PAPE_IMPLS),

@@ -39,6 +39,16 @@ frame is constant, so its relative angle is 0). Qwen's code rotates half-split c
 (``rotate_half``); pebench pairs adjacent channels, a fixed channel permutation that the qkv
 projection absorbs. ``base`` stays pebench's 100 for every layout (the LLMs' 10^6 is for text
 positions in the thousands). Every layout is linear in the coords, hence exactly relative.
+
+p-RoPE (option ``p``; Barbero et al., ICLR 2025, "Round and Round We Go! What makes Rotary Positional
+Encodings useful?", Sec. 6.1): ``p`` is the fraction of RoPE's frequencies kept; the lowest ``1 - p``
+are truncated to frequency 0, i.e. their pairs are not rotated and act as position-free (NoPE)
+channels, while the kept frequencies keep their values (``p = 1``: RoPE, ``p = 0``: no rotation).
+The number kept is ``floor(p * F)``, counted from the highest frequency, as in the authors' group's
+public Gemma code (``rope_proportion``: ``int(p * F)`` frequencies, the rest zero). ``axial``
+truncates each axis's own ladder of ``F = d // (2 * axes)`` pairs; the other layouts truncate their one
+ladder of ``d/2`` pairs (whichever axis owns the dropped pairs). Still linear in the coords, so
+exactly relative. The default ``p = 1`` leaves rope-axial unchanged.
 """
 from __future__ import annotations
 
@@ -53,7 +63,7 @@ from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch
 from .options import PEOption
 from .registry import register_pe
 
-__all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "apply_rope", "LAYOUTS", "layout_frequencies"]
+__all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "apply_rope", "LAYOUTS", "layout_frequencies", "kept_frequencies"]
 
 #: Frequency layouts of ``rope-axial`` (see the module docstring).
 LAYOUTS = ("axial", "mrope", "mrope-interleaved", "videorope")
@@ -90,9 +100,16 @@ def _pair_axes(layout: str, n_pairs: int) -> list[int]:
     raise ValueError(f"no pair assignment for layout {layout!r}")
 
 
-def layout_frequencies(layout: str, head_dim: int, spatial_dims: int, base: float) -> Tensor:
+def kept_frequencies(p: float, n_freq: int) -> int:
+    """p-RoPE: how many of a ladder's ``n_freq`` frequencies keep their value (the highest ones)."""
+    return int(p * n_freq)
+
+
+def layout_frequencies(layout: str, head_dim: int, spatial_dims: int, base: float,
+                       p: float = 1.0) -> Tensor:
     """Frequency matrix ``M: (p, d/2)`` float64 of a non-axial layout: pair ``k`` is rotated by
-    ``sum_a c_a M[a, k]`` (see the module docstring)."""
+    ``sum_a c_a M[a, k]`` (see the module docstring); ``p < 1`` zeroes the pairs past the kept
+    fraction of the ladder (p-RoPE)."""
     if spatial_dims not in (2, 3):
         raise PEConfigError(f"rope-axial layout {layout!r} needs 2-D or 3-D coords, got p={spatial_dims}")
     n_pairs = head_dim // 2
@@ -103,6 +120,8 @@ def layout_frequencies(layout: str, head_dim: int, spatial_dims: int, base: floa
         m[a, k] = omega[k]
     if layout == "videorope":  # t' = 2 t drives its own pairs and, by the diagonal offset, the spatial ones
         m[0] = VIDEOROPE_TIME_SCALE * omega
+    if p < 1:
+        m[:, kept_frequencies(p, n_pairs):] = 0.0  # p-RoPE: the lowest frequencies are not rotated
     return m if spatial_dims == 3 else m[1:]  # images: no time axis (its pairs stay unrotated)
 
 
@@ -116,17 +135,23 @@ class AxialRoPELayer(LayerPE):
     """Stateless per-layer part (all layers share it): rotates q and k. ``freq_matrix`` ``(p, d/2)``:
     a non-axial layout's frequencies (:func:`layout_frequencies`); ``None``: the axial layout."""
 
-    def __init__(self, base: float, n_freq: int, num_prefix_tokens: int, freq_matrix: Tensor | None = None) -> None:
+    def __init__(self, base: float, n_freq: int, num_prefix_tokens: int, freq_matrix: Tensor | None = None,
+                 n_rot: int | None = None) -> None:
         super().__init__()
         self.base = base
         self.n_freq = n_freq
+        self.n_rot = n_freq if n_rot is None else n_rot  # p-RoPE: frequencies past n_rot are 0
         self.num_prefix_tokens = num_prefix_tokens
         self.freq_matrix = freq_matrix  # (p, d/2) float64 or None; a plain attribute (no state_dict entry)
         self._tables = CoordsCache()
 
     def omega(self, device: torch.device, dtype: torch.dtype) -> Tensor:
-        """Frequencies ``w_k = base^(-k/F)``: ``(F,)`` (computed on the fly, in float32 or wider)."""
-        return self.base ** (-torch.arange(self.n_freq, device=device, dtype=dtype) / self.n_freq)
+        """Frequencies ``w_k = base^(-k/F)``: ``(F,)`` (computed on the fly, in float32 or wider); with
+        p-RoPE, ``w_k = 0`` for ``k >= n_rot``."""
+        w = self.base ** (-torch.arange(self.n_freq, device=device, dtype=dtype) / self.n_freq)
+        if self.n_rot < self.n_freq:
+            w = torch.cat([w[:self.n_rot], w.new_zeros(self.n_freq - self.n_rot)])
+        return w
 
     def angles(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
         """Pair angles ``(B, 1, N, p * F)``, axis-major (a non-axial layout: ``(B, 1, N, d/2)``)."""
@@ -153,16 +178,22 @@ class AxialRoPELayer(LayerPE):
 
 @register_pe("rope-axial", order=30)
 class AxialRoPE(PositionalEncoding):
-    """Axial RoPE (no parameters). Options: ``base`` (default 100), ``layout`` (default ``axial``)."""
+    """Axial RoPE (no parameters). Options: ``base`` (default 100), ``layout`` (default ``axial``), ``p``
+    (p-RoPE's fraction of frequencies rotated, default 1)."""
 
     relative = True
+    rotation_invariant = False
+    distance_decay = False
+    learned = False
     options = (PEOption("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),
                PEOption("layout", "str", "axial", "frequency layout over t/y/x: axial (per-axis ladders), mrope "
-                        "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope", choices=LAYOUTS))
+                        "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope", choices=LAYOUTS),
+               PEOption("p", "float", 1.0, "p-RoPE (Barbero et al. 2024): fraction of each frequency ladder rotated, "
+                        "the highest; the lowest 1-p stay unrotated (1: RoPE, 0: no rotation)"))
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, base: float = 100.0,
-                 layout: str = "axial") -> None:
+                 layout: str = "axial", p: float = 1.0) -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if self.head_dim % 2:
             raise PEConfigError(f"rope-axial needs an even head dim, got {self.head_dim}")
@@ -173,10 +204,14 @@ class AxialRoPE(PositionalEncoding):
             raise PEConfigError(f"rope-axial base must be > 1, got {base}")
         if layout not in LAYOUTS:
             raise PEConfigError(f"rope-axial layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+        if not 0.0 <= p <= 1.0:
+            raise PEConfigError(f"rope-axial p must be in [0, 1] (the fraction of frequencies rotated), got {p}")
         self.base = float(base)
         self.layout = layout
-        matrix = None if layout == "axial" else layout_frequencies(layout, self.head_dim, spatial_dims, self.base)
-        self.rope = AxialRoPELayer(self.base, n_freq, num_prefix_tokens, matrix)
+        self.p = float(p)
+        matrix = None if layout == "axial" else layout_frequencies(layout, self.head_dim, spatial_dims, self.base,
+                                                                   self.p)
+        self.rope = AxialRoPELayer(self.base, n_freq, num_prefix_tokens, matrix, kept_frequencies(self.p, n_freq))
 
     def layer(self, i: int) -> LayerPE:
         return self.rope

@@ -87,6 +87,9 @@ class MixedRoPE(PositionalEncoding):
     """RoPE-Mixed. Option: ``theta`` (init magnitude base, default 10 as in the paper)."""
 
     relative = True
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
     options = (PEOption("theta", "float", 10.0, "frequency base of the initial frequency vectors"),)
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

@@ -44,6 +44,9 @@ class SinCosPE(PositionalEncoding):
     """Fixed sinusoidal table evaluated at the tokens' coords (no parameters)."""
 
     relative = False
+    rotation_invariant = False
+    distance_decay = False
+    learned = False
     options = (PEOption("base", "float", 10000.0, "frequency base of the sinusoids"),)
 
     additive = True

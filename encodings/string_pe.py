@@ -10,14 +10,19 @@ and the leading ``P^T`` cancels in ``q^T R(r_i)^T R(r_j) k``. So the rotation ap
 which depends on ``r_j - r_i`` only. (Applied the other way round, ``P RoPE(r)``, ``P`` would cancel.)
 
 * ``p_form`` ``cayley`` (default, Cayley-STRING): ``P = (I - S)(I + S)^{-1}`` with a learned
-  skew-symmetric ``S`` per layer and head (only its strict upper triangle is stored). ``S`` starts at
-  0, so ``P = I`` and STRING starts as the RoPE it wraps (pebench's init; the learned ``P`` leaves
+  skew-symmetric ``S`` per layer and head (only its strict upper triangle is stored). Cayley is the
+  paper's default: it is best in its experiments and recommended unless training cost rules it out
+  (Sec. 3, "Computationally efficient STRING"); ``P`` is learned "once per attention head" and
+  the RoPE frequencies are learned too.
+  No official code is published and the paper states no initialisation of ``S``: ``S`` starts at 0
+  here, so ``P = I`` and STRING starts as the RoPE it wraps (pebench's init; the learned ``P`` leaves
   the identity in training). ``RoPE(r)``: RoPE-Mixed's learnable frequencies ``(p, H, d/2)`` per layer
   with its init (``theta``, default 10; see ``rope-mixed``), so the family is the general STRING.
 * ``p_form`` ``circulant`` (Circulant-STRING): ``L_a = C_a - C_a^T`` with ``C_a`` circulant (learned
   first column ``c_a``, per layer and head); circulant matrices commute and the DFT diagonalises
   them (``P`` the Fourier basis), so ``R(r) q = IFFT(exp(sum_a r_a FFT(l_a)) * FFT(q))`` with
-  ``l_a = c_a - reverse(c_a)``, in O(d log d). Init (pebench's): ``c_a`` entries ``N(0, 1 / (8 d))``,
+  ``l_a = c_a - reverse(c_a)``, in O(d log d). Init (pebench's; the paper states none): ``c_a``
+  entries ``N(0, 1 / (8 d))``,
   so the eigen-frequencies have std 1/2 rad per patch.
 * Coords are in patch units (as rope-axial / rope-mixed); parameters are excluded from weight decay.
 * Computed in float32 or wider with autocast off; the rotated q and k keep their dtype.
@@ -124,6 +129,9 @@ class STRING(PositionalEncoding):
     """STRING: ``R(r) = RoPE(r) P`` with a learned orthogonal ``P`` (Cayley) or circulant generators."""
 
     relative = True
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
     options = (
         PEOption("p_form", "str", "cayley", "cayley: P = (I - S)(I + S)^-1 with RoPE-Mixed frequencies; "
                  "circulant: circulant skew generators (FFT)", choices=P_FORMS),

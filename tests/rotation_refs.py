@@ -13,7 +13,7 @@ import numpy as np
 import scipy.linalg
 import torch
 
-__all__ = ["rotation_matrices", "rotated_qk", "naive_logits", "layout_pair_angles"]
+__all__ = ["rotation_matrices", "rotated_qk", "naive_logits", "layout_pair_angles", "axial_pair_angles"]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -77,11 +77,31 @@ def _generators(pe, layer) -> np.ndarray:
     return out
 
 
-def layout_pair_angles(layout: str, coords: np.ndarray, d: int, base: float) -> np.ndarray:
+def _kept(frac: float, F: int) -> int:
+    """p-RoPE (Barbero et al. 2024): the highest floor(p F) of a ladder's F frequencies are kept."""
+    return math.floor(frac * F)
+
+
+def axial_pair_angles(coords: np.ndarray, d: int, base: float, frac: float = 1.0) -> np.ndarray:
+    """Angles ``(N, d/2)`` of rope-axial's axial layout: axis ``a`` owns pairs ``a F .. a F + F - 1``,
+    ``F = d // (2 p)``, pair ``k`` of it turns by ``c_a base^(-k/F)`` (0 for ``k >= floor(frac F)``,
+    p-RoPE); leftover pairs 0."""
+    N, p = coords.shape
+    F = d // (2 * p)
+    out = np.zeros((N, d // 2))
+    for n in range(N):
+        for a in range(p):
+            for k in range(_kept(frac, F)):
+                out[n, a * F + k] = coords[n, a] * base ** (-k / F)
+    return out
+
+
+def layout_pair_angles(layout: str, coords: np.ndarray, d: int, base: float, frac: float = 1.0) -> np.ndarray:
     """Angles ``(N, d/2)`` of rope-axial's non-axial layouts, from the written rules: one ladder
-    ``base^(-k/F)`` over all ``F = d/2`` pairs; 2-D coords are ``(y, x)`` with time 0."""
+    ``base^(-k/F)`` over all ``F = d/2`` pairs; 2-D coords are ``(y, x)`` with time 0; p-RoPE
+    (``frac < 1``) leaves the pairs past the highest ``floor(frac F)`` unrotated."""
     F = d // 2
-    w = [base ** (-k / F) for k in range(F)]
+    w = [base ** (-k / F) if k < _kept(frac, F) else 0.0 for k in range(F)]
     if coords.shape[1] == 2:
         coords = np.concatenate([np.zeros((coords.shape[0], 1)), coords], axis=1)
     out = np.zeros((coords.shape[0], F))
@@ -142,7 +162,8 @@ def rotation_matrices(pe, layer_idx: int, coords: torch.Tensor) -> np.ndarray:
                 out[h, n] = scipy.linalg.expm(sum(c[n, a] * L[a] for a in range(len(L))))
         return out
     if pe.name == "rope-axial":
-        ang = layout_pair_angles(pe.layout, c, d, pe.base)
+        ang = (axial_pair_angles(c, d, pe.base, pe.p) if pe.layout == "axial"
+               else layout_pair_angles(pe.layout, c, d, pe.base, pe.p))
         for n in range(N):
             out[:, n] = _rope_matrix(ang[n], d)
         return out

@@ -122,11 +122,21 @@ def _table_names(section: str) -> set[str]:
 def test_readme_pe_table_lists_every_registered_pe():
     assert _table_names("Positional encodings") == set(list_pes())
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    for name in list_pes():  # the modalities and additive columns are the classes' own
+    header = next(line for line in readme.splitlines() if line.startswith("| `--pe` |"))
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "`--pe`", "what", "modalities", "additive", "relative", "rotation-invariant", "distance decay", "learned",
+        "probes"], header
+    swept = {d.name for d in (REPO / "results" / "embedded").glob("probe-*/*") if d.is_dir()}
+    for name in list_pes():  # every column but "what" is the class's own declaration or the committed sweep
         cls = get_pe_class(name)
         row = next(line for line in readme.splitlines() if line.startswith(f"| `{name}` |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[2] == ", ".join(cls.modalities) and cells[3] == ("yes" if cls.additive else "no"), row
+        yn = ["yes" if getattr(cls, a) else "no" for a in
+              ("additive", "relative", "rotation_invariant", "distance_decay", "learned")]
+        assert cells[2] == ", ".join(cls.modalities) and cells[3:8] == yn, row
+        probes = ("[probe sweep](results/embedded/REPORT.md)" if name in swept
+                  else "not yet in the committed probe sweep")
+        assert cells[8] == probes, row
 
 
 def test_readme_dataset_table_lists_every_registered_dataset():

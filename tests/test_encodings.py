@@ -244,6 +244,41 @@ def test_translation_invariance(name, p):
         assert (y1 - y0).abs().max() > 1e-3
 
 
+@pytest.mark.parametrize("name", ALL)
+def test_rotation_invariance_declaration(name):
+    """Every PE declares rotation_invariant; rotating a square grid by 90 degrees (each token keeps its
+    content) leaves the output unchanged exactly when it says so."""
+    grid = (4, 4)
+    coords = grid_coords(grid).double()  # (y, x)
+    rotated = torch.stack([coords[:, 1], grid[0] - 1 - coords[:, 0]], dim=-1)
+    m = nano(name, 2, grid)
+    x = torch.randn(2, coords.shape[0], 128, dtype=torch.float64)
+    with torch.no_grad():
+        y0, y1 = m(x, coords, grid), m(x, rotated, grid)
+    declared = get_pe_class(name).rotation_invariant
+    assert declared in (True, False), f"PE {name!r} must declare rotation_invariant = True or False"
+    if declared:
+        torch.testing.assert_close(y1, y0, rtol=1e-8, atol=1e-8)
+    else:
+        assert (y1 - y0).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_learned_and_distance_decay_declarations(name):
+    """``learned``: trainable parameters at the default options. ``distance_decay``: at initialisation
+    (bench card's probe, shared content) keys within 1.5 cells get more attention than keys beyond 6."""
+    from pebench.card import pe_card  # deferred: only this test needs the card
+
+    cls = get_pe_class(name)
+    assert cls.learned in (True, False) and cls.distance_decay in (True, False), name
+    pe = build_pe(name, dim=128, num_heads=4, depth=2, spatial_dims=2, grid=(8, 8))
+    assert any(p.requires_grad for p in pe.parameters()) == cls.learned, name
+    if cls.distance_decay:
+        torch.manual_seed(0)
+        card = pe_card(build_backbone("vit-nano", pe=name, spatial_dims=2, grid=(8, 8)).eval(), samples=2)
+        assert card["att <=1.5"] > card["att >6"], (name, card)
+
+
 @pytest.mark.parametrize("p", [2, 3])
 def test_pape_ri_rotation_invariant_pape_not(p):
     torch.manual_seed(1)

@@ -1,4 +1,4 @@
-"""The learned-rotation PEs (liere, comrope, string) and rope-axial's video layouts.
+"""The learned-rotation PEs (liere, comrope, string), rope-axial's video layouts and p-RoPE.
 
 Every PE is compared in float64 with a naive reference built from the paper's formula
 (tests/rotation_refs.py: ``scipy.linalg.expm``, explicit rotation matrices, a double-loop attention);
@@ -25,7 +25,8 @@ from rotation_refs import layout_pair_angles, naive_logits, rotation_matrices
 CASES = [("liere", {}), ("liere", {"block_size": 8, "per_layer": False}), ("comrope", {}),
          ("comrope", {"variant": "ap", "block_size": 4}),
          ("comrope", {"block_size": 4, "coord_scale": [0.5, 0.25, 1.0]}), ("string", {}),
-         ("string", {"p_form": "circulant"})] + [("rope-axial", {"layout": lay}) for lay in LAYOUTS[1:]]
+         ("string", {"p_form": "circulant"})] + [("rope-axial", {"layout": lay}) for lay in LAYOUTS[1:]] + \
+        [("rope-axial", {"p": 0.75}), ("rope-axial", {"p": 0.5, "layout": "videorope"})]  # p-RoPE
 IDS = [variant_label(n, o) for n, o in CASES]
 RELATIVE = [(n, o) for n, o in CASES if n != "liere"]
 D, H = 32, 2  # head dim 16
@@ -291,11 +292,32 @@ def test_layouts_published_sections_and_axial_default():
         build_pe("rope-axial", dim=128, num_heads=4, depth=1, spatial_dims=1, layout="mrope")
 
 
+def test_p_rope_truncates_the_lowest_frequencies_and_p1_is_rope():
+    c = coords_of(6, 2)
+    q = torch.randn(2, 4, 6, 32, dtype=torch.float64)
+    old = build_pe("rope-axial", dim=128, num_heads=4, depth=1, spatial_dims=2).double()
+    one = build_pe("rope-axial", dim=128, num_heads=4, depth=1, spatial_dims=2, p=1.0).double()
+    for a, b in zip(old.layer(0).qk(q, q, None, c), one.layer(0).qk(q, q, None, c)):
+        assert torch.equal(a, b)  # p = 1 is plain RoPE, bit for bit
+    F = 8  # head dim 32 over 2 axes
+    assert torch.equal(one.rope.omega(c.device, torch.float64),
+                       100.0 ** (-torch.arange(F, dtype=torch.float64) / F))
+    pr = build_pe("rope-axial", dim=128, num_heads=4, depth=1, spatial_dims=2, p=0.75)
+    w = pr.rope.omega(c.device, torch.float64)
+    assert torch.equal(w[:6], one.rope.omega(c.device, torch.float64)[:6]) and (w[6:] == 0).all()  # floor(0.75 * 8)
+    zero = build_pe("rope-axial", dim=128, num_heads=4, depth=1, spatial_dims=2, p=0.0).double()
+    assert torch.equal(zero.layer(0).qk(q, q, None, c)[0], q)  # p = 0: no rotation (NoPE)
+    assert variant_label("rope-axial", {"p": 0.75}) == "rope-axial[p=0.75]"
+    M = build_pe("rope-axial", dim=512, num_heads=4, depth=1, spatial_dims=3, layout="mrope", p=0.5).rope.freq_matrix
+    assert (M[:, 32:] == 0).all() and (M[:, :32].sum(0) > 0).all()  # one ladder of 64 pairs: the lowest 32 dropped
+
+
 @pytest.mark.parametrize("name,kw", [("liere", {"block_size": 1}), ("liere", {"block_size": 64}),
                                      ("liere", {"coord_scale": [1.0]}), ("comrope", {"variant": "xx"}),
                                      ("comrope", {"block_size": 5}), ("comrope", {"init_std": 0.0}),
                                      ("comrope", {"coord_scale": [1.0, -1.0]}), ("string", {"p_form": "dft"}),
-                                     ("string", {"theta": 1.0}), ("rope-axial", {"layout": "diagonal"})])
+                                     ("string", {"theta": 1.0}), ("rope-axial", {"layout": "diagonal"}),
+                                     ("rope-axial", {"p": 1.5}), ("rope-axial", {"p": -0.1})])
 def test_bad_options_raise_peconfigerror(name, kw):
     with pytest.raises(PEConfigError):
         build_pe(name, dim=128, num_heads=4, depth=1, spatial_dims=2, **kw)
@@ -309,7 +331,7 @@ def test_list_pes_options_shows_the_new_options(capsys):
     out = capsys.readouterr().out
     rows = [[cell.strip() for cell in line.split("|")] for line in out.splitlines() if "|" in line]
     keys = {(r[1], r[2]) for r in rows if len(r) > 3}
-    for name in ("liere", "comrope", "string", "rope-axial"):
+    for name in ("liere", "comrope", "string", "cpe", "rope-axial"):
         for o in pe_options(name):
             assert (name, o["key"]) in keys, (name, o["key"])
     assert "mrope-interleaved" in out and "videorope" in out
