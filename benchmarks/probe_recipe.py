@@ -1,0 +1,211 @@
+"""The probe recipe study (results/probe-recipe/REPORT.md): which training recipe lets the probes' PEs learn.
+
+    python benchmarks/probe_recipe.py --results results/probe-recipe --baseline results/embedded \
+        [--report results/probe-recipe/REPORT.md]
+
+``benchmarks/probe_recipe.sh`` trains the probe x PE cells that the committed sweep's 200-step recipe left
+bimodal (some seeds learned, some stayed at chance) under each candidate recipe, one folder per recipe
+(``<recipe>/<probe>/<pe>/vit-probe/seed<S>``), validating every ``--val-every`` steps. This script reads
+each run's ``results.json`` and ``metrics.csv`` and, per recipe x probe x PE, reports
+
+* how many seeds *learned* the probe: final validation accuracy at least halfway from the probe's no-PE
+  ceiling to 100 % (the rule of ``benchmarks/probe_findings.py``), decided per seed;
+* each seed's *steps to learn*: the first validation step at which it crossed that line (``—``: never
+  within the run's budget), a property of the PE under the recipe in its own right;
+* the optimizer steps the seed trained (``--stop-at`` ends a run at its validation target) and the run's
+  wall time, which set the cost of the full sweep under that recipe.
+
+``--baseline`` adds the committed sweep's runs of the same cells and seeds as the recipe ``committed``
+(200 steps, validated once per epoch: its steps to learn are not measured, shown as ``n/m``). The recipe
+is read from the runs' own configurations (never typed in), and the comparison at the end is computed:
+learned seeds summed over the runs the recipes share, then the steps they trained.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from probe_findings import CEILING, LEARNED_SHARE  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import fill, write_report  # noqa: E402
+
+REPORT = """\
+# Probe recipe study (`results/probe-recipe`)
+
+Written by `python benchmarks/probe_recipe.py --results results/probe-recipe --report
+results/probe-recipe/REPORT.md --baseline results/embedded` from the committed runs of
+`benchmarks/probe_recipe.sh` and the same cells and seeds of the committed sweep
+(`tests/test_leaderboard_committed.py` checks that it regenerates byte for byte).
+
+The committed probe sweep ([`../embedded/REPORT.md`](../embedded/REPORT.md)) trains every cell for a
+fixed 200 steps with a cosine decay, and several of its cells are bimodal: some seeds leave the loss
+plateau and learn the probe, others end at chance. A verdict about a PE property is only as good as
+the seeds that learned, so this study asks which recipe gets the seeds of such a cell off the plateau,
+and at what cost. Each recipe below trains the same cells (same model `vit-probe`, same data seeds, the
+same learning-rate selection as the sweep unless the recipe names another), validating every few steps
+so that each seed's *steps to learn* (the first validation at or above the "learned" line: halfway
+from the no-PE ceiling to 100 %) is measured, not inferred.
+
+## Recipes (read from the runs' configurations)
+
+@@RECIPES@@
+
+## Per cell
+
+@@CELLS@@
+
+## Comparison
+
+@@COMPARISON@@
+"""
+
+
+def _val_curve(run_dir: Path) -> list[tuple[int, float]]:
+    """(optimizer step, val/acc1) of every validation logged during training (steps 1-based)."""
+    path = run_dir / "metrics.csv"
+    if not path.is_file():
+        return []
+    out = []
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            v = row.get("val/acc1")
+            if v:
+                out.append((int(row["step"]) + 1, float(v)))
+    seen: dict[int, float] = {}
+    for step, v in out:  # the final validation after training repeats the last step's: keep the first
+        seen.setdefault(step, v)
+    return sorted(seen.items())
+
+
+class SeedRun:
+    def __init__(self, res: dict, run_dir: Path) -> None:
+        self.seed = int(res["seed"])
+        self.config = res.get("config", {})
+        self.val = res["metrics"].get("val/acc1")
+        self.test = res["metrics"].get("test/acc1")
+        self.wall = float(res.get("wall_time_s") or 0.0)
+        self.curve = _val_curve(run_dir)
+        stopped = res.get("stopped_at_target") or {}
+        self.steps = int(stopped["global_step"]) if "global_step" in stopped else (self.curve[-1][0] if self.curve else 0)
+
+    def steps_to(self, line: float) -> str:
+        """The first validation step at or above ``line`` (``—``: never; ``n/m``: validated once per epoch only)."""
+        if not self.curve or self.config.get("val_every") is None:  # validated once per epoch only
+            return "n/m"
+        return next((str(s) for s, v in self.curve if v >= line), "—")
+
+
+def _complete(path: Path) -> dict | None:
+    res = json.loads(path.read_text())
+    return res if res.get("status") == "complete" and res.get("dataset") in CEILING else None
+
+
+def load(root: Path, baseline: Path | None = None) -> dict[str, dict[tuple[str, str], list[SeedRun]]]:
+    """recipe -> (probe, PE) -> the complete runs, by seed (``committed``: the same cells and seeds of
+    the committed sweep below ``baseline``)."""
+    out: dict[str, dict[tuple[str, str], list[SeedRun]]] = defaultdict(lambda: defaultdict(list))
+    for path in sorted(root.glob("*/*/*/*/seed*/results.json")):
+        if (res := _complete(path)) is not None:
+            recipe = path.relative_to(root).parts[0]
+            out[recipe][(res["dataset"], res.get("variant") or res["pe"])].append(SeedRun(res, path.parent))
+    if baseline is not None:
+        wanted = {(k, r.seed) for cells in list(out.values()) for k, runs in cells.items() for r in runs}
+        for path in sorted(baseline.glob("*/*/*/seed*/results.json")):
+            if (res := _complete(path)) is not None:
+                key = (res["dataset"], res.get("variant") or res["pe"])
+                if (key, int(res["seed"])) in wanted:
+                    out["committed"][key].append(SeedRun(res, path.parent))
+    for cells in out.values():
+        for runs in cells.values():
+            runs.sort(key=lambda r: r.seed)
+    return out
+
+
+def describe(recipe: str, cells: dict[tuple[str, str], list[SeedRun]]) -> str:
+    """One line: the recipe's options as its runs recorded them (the same in every run, else listed)."""
+    def values(key: str) -> str:
+        vals = sorted({json.dumps(r.config.get(key)) for runs in cells.values() for r in runs})
+        return ", ".join(v.strip('"') for v in vals)
+    seeds = sorted({r.seed for runs in cells.values() for r in runs})
+    return (f"- `{recipe}`: lr {values('lr')}, schedule {values('lr_schedule')} after a {values('warmup_epochs')}-epoch "
+            f"warm-up, {values('epochs')} epochs of {values('batch_size')}-scene batches at most, validation every "
+            f"{values('val_every')} steps, stop at val/acc1 > {values('stop_at')}; seeds {', '.join(map(str, seeds))}")
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def cell_table(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
+    lines = ["| probe | PE | recipe | learned (seeds) | steps to learn, per seed | steps trained (mean) | "
+             "val % (mean) | test % (mean) | wall s (mean) |", "|---|---|---|---:|---|---:|---:|---:|---:|"]
+    keys = sorted({k for cells in data.values() for k in cells})
+    for probe, pe in keys:
+        line = CEILING[probe] + LEARNED_SHARE * (1 - CEILING[probe])
+        for recipe in sorted(data):
+            runs = data[recipe].get((probe, pe))
+            if not runs:
+                continue
+            learned = sum(1 for r in runs if r.val is not None and r.val >= line)
+            to_learn = ", ".join("—" if r.steps_to(line) is None else str(r.steps_to(line)) for r in runs)
+            lines.append(f"| `{probe}` | {pe} | `{recipe}` | {learned}/{len(runs)} | {to_learn} | "
+                         f"{statistics.mean(r.steps for r in runs):.0f} | "
+                         f"{_pct(statistics.mean(r.val for r in runs if r.val is not None))} | "
+                         f"{_pct(statistics.mean(r.test for r in runs if r.test is not None))} | "
+                         f"{statistics.mean(r.wall for r in runs):.0f} |")
+    return "\n".join(lines)
+
+
+def comparison(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
+    """Learned seeds and steps trained, summed over the (probe, PE, seed) runs every recipe has."""
+    if not data:
+        return "No complete runs."
+    shared = set.intersection(*({(k, r.seed) for k, runs in cells.items() for r in runs} for cells in data.values()))
+    if not shared:
+        return "The recipes share no (probe, PE, seed) run."
+    lines = [f"Over the {len(shared)} (probe, PE, seed) runs that every recipe has:", "",
+             "| recipe | seeds learned | steps trained (sum) | wall s (sum) |", "|---|---:|---:|---:|"]
+    score = {}
+    for recipe in sorted(data):
+        runs = [r for k, rs in data[recipe].items() for r in rs if (k, r.seed) in shared]
+        lines_of = {id(r): CEILING[k[0]] + LEARNED_SHARE * (1 - CEILING[k[0]])
+                    for k, rs in data[recipe].items() for r in rs}
+        learned = sum(1 for r in runs if r.val is not None and r.val >= lines_of[id(r)])
+        steps, wall = sum(r.steps for r in runs), sum(r.wall for r in runs)
+        score[recipe] = (-learned, steps)
+        lines.append(f"| `{recipe}` | {learned}/{len(runs)} | {steps} | {wall:.0f} |")
+    best = min(score, key=score.get)
+    ties = [r for r in score if score[r][0] == score[best][0]]
+    lines += ["", f"Most seeds learned: `{best}`" + (f" (tied on learned seeds with {', '.join(f'`{t}`' for t in ties if t != best)}; "
+                                                   "chosen for fewer steps trained)" if len(ties) > 1 else "") + "."]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="results/probe-recipe")
+    ap.add_argument("--baseline", help="the committed sweep's results (e.g. results/embedded): its runs of the "
+                    "same cells and seeds as the recipe 'committed'")
+    ap.add_argument("--report", help="write the report here instead of printing it")
+    args = ap.parse_args(argv)
+    root = Path(args.results)
+    if not root.is_dir():
+        print(f"probe_recipe: results directory not found: {root}", file=sys.stderr)
+        return 2
+    data = load(root, Path(args.baseline) if args.baseline else None)
+    text = fill(REPORT, recipes="\n".join(describe(r, data[r]) for r in sorted(data)) or "No complete runs.",
+                cells=cell_table(data), comparison=comparison(data))
+    if args.report:
+        write_report(args.report, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

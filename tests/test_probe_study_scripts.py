@@ -1,0 +1,82 @@
+"""The probe study scripts' rules on constructed runs: benchmarks/probe_findings.py ("learned" = at least 4
+of 5 seeds, verdicts on the seeds that learned, steps to learn from metrics.csv) and
+benchmarks/probe_recipe.py (per-recipe cells, steps to learn, the computed comparison)."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import probe_findings  # noqa: E402
+import probe_recipe  # noqa: E402
+
+TEMPLATE = REPO / "results" / "embedded" / "probe-decay" / "rope-axial" / "vit-probe" / "seed0"
+
+
+def _write_run(root: Path, seed: int, val: float, test: float, curve: list[tuple[int, float]] | None,
+               pe: str = "rope-axial", probe: str = "probe-decay", stopped: int | None = None) -> None:
+    """A complete run made from a committed one, with the given accuracies and validation curve."""
+    run = root / probe / pe / "vit-probe" / f"seed{seed}"
+    run.mkdir(parents=True)
+    res = json.loads((TEMPLATE / "results.json").read_text())
+    res.update(seed=seed, pe=pe, variant=pe, pe_label=pe, dataset=probe,
+               run_dir=f"{probe}/{pe}/vit-probe/seed{seed}")
+    res["metrics"] = {**res["metrics"], "val/acc1": val, "test/acc1": test}
+    res["config"] = {**res["config"], "seed": seed, "pe": pe, "dataset": probe,
+                     "val_every": 25 if curve is not None else None}
+    if stopped is not None:
+        res["stopped_at_target"] = {"target": 0.98, "metric": "val/acc1", "reached": val > 0.98, "global_step": stopped}
+    (run / "results.json").write_text(json.dumps(res))
+    shutil.copy(TEMPLATE / "config.yaml", run / "config.yaml")
+    with (run / "metrics.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["epoch", "step", "train/loss_step", "val/acc1"])
+        for step, v in curve or [(99, val)]:
+            w.writerow([0, step - 1, 0.5, ""])
+            w.writerow([0, step - 1, "", v])
+
+
+def test_learned_needs_four_of_five_seeds_and_verdicts_read_only_those(tmp_path):
+    vals = [0.99, 0.98, 0.97, 0.99, 0.50]  # seed 4 stayed at chance: 4 of 5 learned
+    curves = [[(25, 0.5), (50, v)] for v in vals[:4]] + [[(25, 0.5), (50, 0.5)]]
+    for s, (v, c) in enumerate(zip(vals, curves)):
+        _write_run(tmp_path, s, v, v - 0.01, c, stopped=50)
+    cell = probe_findings.load(str(tmp_path))["probe-decay"]["rope-axial"]
+    assert cell.learned_seeds == 4 and cell.learned
+    only = cell.learned_only()
+    assert only.n == 4 and sorted(only.test) == [0, 1, 2, 3]
+    assert cell.steps_to_learn == {0: 50, 1: 50, 2: 50, 3: 50, 4: None} and cell.median_steps_to_learn() == "50"
+    assert "keeps it" in probe_findings._keeps(cell) and "4 seeds that learned" in probe_findings._keeps(cell)
+    three = cell.replaced(val={**cell.val, 3: 0.5})  # 3 of 5: not learned, and the budget is named
+    assert not three.learned and "learned in 3 of 5 seeds within 50 steps" in three.not_learned()
+
+
+def test_runs_validated_once_per_epoch_have_no_steps_to_learn(tmp_path):
+    for s in range(3):
+        _write_run(tmp_path, s, 0.9, 0.9, None)
+    cell = probe_findings.load(str(tmp_path))["probe-decay"]["rope-axial"]
+    assert cell.steps_to_learn == {} and cell.median_steps_to_learn() == "n/m"
+    assert "steps to learn" not in "\n".join(probe_findings.table("probe-decay", {"rope-axial": cell}))
+
+
+def test_recipe_study_counts_learned_seeds_and_steps_and_compares_recipes(tmp_path, capsys):
+    slow, fast = tmp_path / "study" / "slow", tmp_path / "study" / "fast"
+    for s in range(3):
+        _write_run(slow, s, 0.99 if s else 0.5, 0.9, [(25, 0.5), (50, 0.5), (75, 0.99 if s else 0.5)], stopped=75)
+        _write_run(fast, s, 0.99, 0.9, [(25, 0.99)], stopped=25)
+    data = probe_recipe.load(tmp_path / "study")
+    runs = data["slow"][("probe-decay", "rope-axial")]
+    assert [r.steps_to(0.75) for r in runs] == ["—", "75", "75"] and [r.steps for r in runs] == [75] * 3
+    table = probe_recipe.cell_table(data)
+    assert "| `probe-decay` | rope-axial | `slow` | 2/3 | —, 75, 75 | 75 |" in table
+    comp = probe_recipe.comparison(data)
+    assert "| `fast` | 3/3 | 75 |" in comp and "Most seeds learned: `fast`." in comp
+    assert probe_recipe.main(["--results", str(tmp_path / "study")]) == 0
+    assert "# Probe recipe study" in capsys.readouterr().out
+    assert probe_recipe.main(["--results", str(tmp_path / "missing")]) == 2
