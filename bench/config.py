@@ -130,6 +130,10 @@ class RunConfig:
                                    "and results.json records the step (--epochs is then the budget)", metavar='X',
                                    bounds=(-math.inf, False, math.inf, False, 'a value of the validation metric'),
                                    none_means='train every epoch')
+    give_up: str | None = option(None, "STEP:X: stop training at the first validation at or after optimizer step "
+                                 "STEP whose primary metric (val/ form) is not above X, e.g. a run still at "
+                                 "chance; the run is complete and results.json says it gave up",
+                                 metavar='STEP:X', none_means='never')
     limit_val_batches: float | None = option(None, 'fraction (<=1) or number of validation batches', metavar='X',
                                              bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
                                              none_means='all')
@@ -300,6 +304,18 @@ def parse_analyses(value: str | list | None, synthetic: bool, additive_pe: bool)
     return [a for a in ANALYSES if a in items], True
 
 
+def parse_give_up(text: str) -> tuple[int, float]:
+    """``--give-up STEP:X`` as (step, value): a whole number of steps >= 1 and a finite value."""
+    step, sep, value = str(text).partition(":")
+    try:
+        parsed = int(step), float(value)
+    except ValueError:
+        parsed = None
+    if not sep or parsed is None or parsed[0] < 1 or not math.isfinite(parsed[1]):
+        raise ConfigError(f"give_up must be STEP:X (a step >= 1 and a finite metric value, e.g. 400:0.3), got {text!r}")
+    return parsed
+
+
 def resolve(cfg: RunConfig) -> RunConfig:
     """Fill in defaults that depend on what is installed (the default PE) and check simple
     consistency rules that need no registry."""
@@ -335,6 +351,8 @@ def resolve(cfg: RunConfig) -> RunConfig:
                           "generates host-specific ones (inductor's code under the AVX2 pin gave NaN losses on "
                           "an AVX-512 host); run reproducible runs without --compile")
     _check_numbers(cfg)
+    if cfg.give_up is not None:
+        parse_give_up(cfg.give_up)
     if not str(cfg.out).strip():
         raise ConfigError("out must name a directory, got an empty string (default: runs)")
     if cfg.data_root is not None and not str(cfg.data_root).strip():

@@ -65,7 +65,7 @@ from pebench.models.attention import AttentionImplError, check_forced_impl, chec
 from pebench.models.vit import attention_impls_used, set_attention_impl, set_coord_augment
 from pebench.tasks import get_task_setup, resolve_task
 
-from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
+from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, parse_give_up, resolve, run_dir_for, variant_name
 from .integrity import (check_out_dir, check_same_configuration, check_writable, fingerprint, fingerprint_keys,
                         run_dir_lock)
 from .core.io import atomic_write_json, atomic_write_yaml
@@ -214,31 +214,39 @@ def _strict_json(obj: Any) -> Any:
 
 class _StopAtTarget(Callback):
     """``--stop-at X``: training ends at the first validation whose value of the validation form of the primary
-    metric is above ``X`` (all ranks agree: the reduced metric, and Lightning's boolean reduction as in its
-    EarlyStopping, which has no way to report that its threshold, rather than its patience, stopped it).
-    ``reached_step`` (the optimizer step) is kept in checkpoints, so a resumed run reports it too."""
+    metric is above ``X``; ``--give-up STEP:Y``: it also ends at the first validation at or after optimizer step
+    ``STEP`` whose value is not above ``Y`` (a run still on its plateau). All ranks agree: the metric is the
+    reduced one, and the decision goes through Lightning's boolean reduction as in its EarlyStopping (which
+    cannot report which of its rules stopped it). ``reached_step`` / ``gave_up_step`` are kept in checkpoints,
+    so a resumed run reports them too."""
 
-    def __init__(self, target: float, primary: str) -> None:
-        self.target = float(target)
+    def __init__(self, target: float | None, give_up: tuple[int, float] | None, primary: str) -> None:
+        self.target = None if target is None else float(target)
+        self.give_up = give_up
         self.monitor = "val/" + primary.split("/", 1)[1] if primary.startswith("test/") else primary
         self.reached_step: int | None = None
+        self.gave_up_step: int | None = None
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking or trainer.state.fn != "fit" or self.reached_step is not None:
+        if trainer.sanity_checking or trainer.state.fn != "fit" or trainer.should_stop:
             return
         value = trainer.callback_metrics.get(self.monitor)
         if value is None:
-            raise ConfigError(f"--stop-at: the task logs no {self.monitor} to compare with the target")
-        reached = trainer.strategy.reduce_boolean_decision(bool(float(value) > self.target), all=False)
-        if reached:
-            self.reached_step = int(trainer.global_step)
-            trainer.should_stop = True
+            raise ConfigError(f"--stop-at / --give-up: the task logs no {self.monitor} to compare with")
+        step, value = int(trainer.global_step), float(value)
+        reached = self.target is not None and value > self.target
+        stuck = self.give_up is not None and step >= self.give_up[0] and not value > self.give_up[1]
+        if trainer.strategy.reduce_boolean_decision(reached, all=False):
+            self.reached_step, trainer.should_stop = step, True
+        elif trainer.strategy.reduce_boolean_decision(stuck, all=False):
+            self.gave_up_step, trainer.should_stop = step, True
 
     def state_dict(self) -> dict[str, Any]:
-        return {"reached_step": self.reached_step}
+        return {"reached_step": self.reached_step, "gave_up_step": self.gave_up_step}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.reached_step = state_dict.get("reached_step")
+        self.gave_up_step = state_dict.get("gave_up_step")
 
 
 class _StepSeed(Callback):
@@ -410,8 +418,9 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     callbacks: list[Callback] = [counter, _StepSeed(cfg.seed), _last_checkpoint(run_dir)]
     if cfg.progress_bar:
         callbacks.append(TQDMProgressBar())
-    if cfg.stop_at is not None:
-        callbacks.append(_StopAtTarget(cfg.stop_at, setup.primary_metric(dm)))
+    if cfg.stop_at is not None or cfg.give_up is not None:
+        callbacks.append(_StopAtTarget(cfg.stop_at, parse_give_up(cfg.give_up) if cfg.give_up else None,
+                                       setup.primary_metric(dm)))
     loggers = _loggers(cfg, run_dir)
     try:
         trainer = L.Trainer(
@@ -479,12 +488,13 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict,
 
 
 def _stopped_at_target(trainer: L.Trainer, cfg: RunConfig) -> dict[str, Any] | None:
-    """With ``--stop-at``: whether the validation target was reached and the optimizer step at which training
-    ended (the budget's last step when it was not reached); ``None`` without it."""
-    if cfg.stop_at is None:
+    """With ``--stop-at`` / ``--give-up``: whether the validation target was reached, whether the run gave up,
+    and the optimizer step at which training ended (the budget's last step when neither happened)."""
+    if cfg.stop_at is None and cfg.give_up is None:
         return None
     stop = next(c for c in trainer.callbacks if isinstance(c, _StopAtTarget))
-    return {"target": cfg.stop_at, "metric": stop.monitor, "reached": stop.reached_step is not None,
+    return {"target": cfg.stop_at, "give_up": cfg.give_up, "metric": stop.monitor,
+            "reached": stop.reached_step is not None, "gave_up": stop.gave_up_step is not None,
             "global_step": int(trainer.global_step)}
 
 
@@ -595,7 +605,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         if stopped is not None:
             results["stopped_at_target"] = stopped
         if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run
-                                   and not (stopped or {}).get("reached")):
+                                   and not ((stopped or {}).get("reached") or (stopped or {}).get("gave_up"))):
             complete = False
         results["attention_impl"] = attention_impls_used(task)  # per phase, as run (pebench.models.attention)
         _write_curves(run_dir, results)

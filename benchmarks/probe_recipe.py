@@ -65,21 +65,21 @@ from the no-PE ceiling to 100 %) is measured, not inferred.
 """
 
 
-def _val_curve(run_dir: Path) -> list[tuple[int, float]]:
-    """(optimizer step, val/acc1) of every validation logged during training (steps 1-based)."""
+def _read_metrics(run_dir: Path) -> tuple[list[tuple[int, float]], int]:
+    """The validations logged during training as (optimizer step, val/acc1), steps 1-based, and the last
+    training step logged (``log_every_n_steps`` = 10, so a multiple of 10 or the run's last step)."""
     path = run_dir / "metrics.csv"
     if not path.is_file():
-        return []
-    out = []
+        return [], 0
+    seen: dict[int, float] = {}
+    last_train = 0
     with path.open(newline="") as fh:
         for row in csv.DictReader(fh):
-            v = row.get("val/acc1")
-            if v:
-                out.append((int(row["step"]) + 1, float(v)))
-    seen: dict[int, float] = {}
-    for step, v in out:  # the final validation after training repeats the last step's: keep the first
-        seen.setdefault(step, v)
-    return sorted(seen.items())
+            if row.get("val/acc1"):  # the validation after training repeats the last step's: keep the first
+                seen.setdefault(int(row["step"]) + 1, float(row["val/acc1"]))
+            if row.get("train/loss_step"):
+                last_train = max(last_train, int(row["step"]) + 1)
+    return sorted(seen.items()), last_train
 
 
 class SeedRun:
@@ -89,9 +89,9 @@ class SeedRun:
         self.val = res["metrics"].get("val/acc1")
         self.test = res["metrics"].get("test/acc1")
         self.wall = float(res.get("wall_time_s") or 0.0)
-        self.curve = _val_curve(run_dir)
+        self.curve, last_train = _read_metrics(run_dir)
         stopped = res.get("stopped_at_target") or {}
-        self.steps = int(stopped["global_step"]) if "global_step" in stopped else (self.curve[-1][0] if self.curve else 0)
+        self.steps = int(stopped["global_step"]) if "global_step" in stopped else last_train
 
     def steps_to(self, line: float) -> str:
         """The first validation step at or above ``line`` (``—``: never; ``n/m``: validated once per epoch only)."""

@@ -62,6 +62,8 @@ OPTION_CASES = {
     "limit_val_batches_fractional_count": (["--limit-val-batches", "2.5"], ["whole number of batches"]),
     "max_skipped_fraction_2": (["--max-skipped-fraction", "2"], ["max_skipped_fraction must be >= 0 and <= 1"]),
     "val_every_0": (["--val-every", "0"], ["val_every must be >= 1"]),
+    "give_up_no_colon": (["--give-up", "400"], ["give_up must be STEP:X"]),
+    "give_up_step_0": (["--give-up", "0:0.3"], ["give_up must be STEP:X"]),
     "stop_at_nan": (["--stop-at", "nan"], ["stop_at must be", "finite"]),
     "lr_schedule_unknown": (["--lr-schedule", "step"], ["--lr-schedule", "cosine", "constant"]),
     "lr_schedule_dino": (["--task", "dino", "--lr-schedule", "constant"], ["--lr-schedule does not apply to --task dino"]),

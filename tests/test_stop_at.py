@@ -32,9 +32,9 @@ def test_constant_schedule_holds_the_peak_after_the_same_warm_up():
         _factors("step")
 
 
-def _run(tmp_path, stop_at: str) -> tuple[dict, list[dict]]:
+def _run(tmp_path, stop_at: str, *extra: str) -> tuple[dict, list[dict]]:
     out = tmp_path / "runs"
-    assert main([*TINY, "--stop-at", stop_at, "--out", str(out)]) == 0
+    assert main([*TINY, "--stop-at", stop_at, *extra, "--out", str(out)]) == 0
     run_dir = out / "shapes" / "ape" / "vit-nano" / "seed0"
     rows = list(csv.DictReader((run_dir / "metrics.csv").open()))
     return json.loads((run_dir / "results.json").read_text()), rows
@@ -43,7 +43,8 @@ def _run(tmp_path, stop_at: str) -> tuple[dict, list[dict]]:
 def test_stop_at_a_reached_target_ends_training_at_that_validation(tmp_path):
     res, rows = _run(tmp_path, "-1")  # any accuracy is above -1: the first validation (step 2) stops it
     assert res["status"] == "complete"
-    assert res["stopped_at_target"] == {"target": -1.0, "metric": "val/acc1", "reached": True, "global_step": 2}
+    assert res["stopped_at_target"] == {"target": -1.0, "give_up": None, "metric": "val/acc1", "reached": True,
+                                        "gave_up": False, "global_step": 2}
     val_steps = [int(r["step"]) for r in rows if r.get("val/acc1")]
     assert val_steps[0] == 1  # validated after 2 optimizer steps (0-based step 1), not at the epoch's end
 
@@ -54,3 +55,10 @@ def test_stop_at_an_unreached_target_trains_the_whole_budget(tmp_path):
     assert res["stopped_at_target"]["reached"] is False and res["stopped_at_target"]["global_step"] == 12
     val_steps = sorted({int(r["step"]) for r in rows if r.get("val/acc1")})
     assert val_steps[:6] == [1, 3, 5, 7, 9, 11]  # every 2 steps, across epoch boundaries
+
+
+def test_give_up_ends_a_run_still_below_its_line_at_the_first_validation_from_that_step(tmp_path):
+    res, rows = _run(tmp_path, "2", "--give-up", "5:2")  # never above 2: gives up at the validation at step 6
+    assert res["status"] == "complete"
+    stop = res["stopped_at_target"]
+    assert stop["gave_up"] is True and stop["reached"] is False and stop["global_step"] == 6 and stop["give_up"] == "5:2"

@@ -39,9 +39,10 @@ REPLICATE_KEYS: tuple[str, ...] = ("seed",)
 #: result-changing keys added after fingerprints were first recorded, with the value that means the old
 #: behaviour: at that value a key is left out of the fingerprint, so a configuration from before it
 #: existed keeps its recorded fingerprint (``coord_aug``: the coordinate augmentation, off by default;
-#: ``lr_schedule``, ``val_every``, ``stop_at``: the schedule after warm-up, validation every N steps, the
-#: validation target that ends training)
-LATER_KEYS: dict[str, Any] = {"coord_aug": "none", "lr_schedule": "cosine", "val_every": None, "stop_at": None}
+#: ``lr_schedule``, ``val_every``, ``stop_at``, ``give_up``: the schedule after warm-up, validation every N
+#: steps, the validation target that ends training, the step by which a run must have left a plateau)
+LATER_KEYS: dict[str, Any] = {"coord_aug": "none", "lr_schedule": "cosine", "val_every": None, "stop_at": None,
+                               "give_up": None}
 
 
 def fingerprint_keys(config: Mapping[str, Any]) -> list[str]:
