@@ -134,6 +134,9 @@ class RunConfig:
                                  "STEP whose primary metric (val/ form) is not above X, e.g. a run still at "
                                  "chance; the run is complete and results.json says it gave up",
                                  metavar='STEP:X', none_means='never')
+    eval_checkpoint: str = option("last", "the weights the final validation, the test split and the analyses "
+                                  "read: the last step's, or those of the validation with the best primary metric "
+                                  "(val/ form; best.ckpt in the run directory)", choices=("last", "best"))
     limit_val_batches: float | None = option(None, 'fraction (<=1) or number of validation batches', metavar='X',
                                              bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
                                              none_means='all')

@@ -65,7 +65,7 @@ from pebench.models.attention import AttentionImplError, check_forced_impl, chec
 from pebench.models.vit import attention_impls_used, set_attention_impl, set_coord_augment
 from pebench.tasks import get_task_setup, resolve_task
 
-from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, parse_give_up, resolve, run_dir_for, variant_name
+from .config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
 from .integrity import (check_out_dir, check_same_configuration, check_writable, fingerprint, fingerprint_keys,
                         run_dir_lock)
 from .core.io import atomic_write_json, atomic_write_yaml
@@ -73,6 +73,7 @@ from ._loaders import install_samplers, restore_loaders
 from .numerics import flush_denormals, numerics_record
 from .distributed import DDP_TIMEOUT  # noqa: F401  (re-exported: the default DDP timeout)
 from .distributed import _check_multi_node, _ddp_strategy, _indivisible, _is_rendezvous_failure, _rendezvous_message
+from .stopping import load_best, stopped_record, stopping_callbacks
 from .resume import (RunInterrupted, _AtomicCheckpointIO, _epochs_done, _InterruptSignals, _last_checkpoint,
                      _resume_command, _resume_path)
 
@@ -210,43 +211,6 @@ def _strict_json(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_strict_json(v) for v in obj]
     return obj
-
-
-class _StopAtTarget(Callback):
-    """``--stop-at X``: training ends at the first validation whose value of the validation form of the primary
-    metric is above ``X``; ``--give-up STEP:Y``: it also ends at the first validation at or after optimizer step
-    ``STEP`` whose value is not above ``Y`` (a run still on its plateau). All ranks agree: the metric is the
-    reduced one, and the decision goes through Lightning's boolean reduction as in its EarlyStopping (which
-    cannot report which of its rules stopped it). ``reached_step`` / ``gave_up_step`` are kept in checkpoints,
-    so a resumed run reports them too."""
-
-    def __init__(self, target: float | None, give_up: tuple[int, float] | None, primary: str) -> None:
-        self.target = None if target is None else float(target)
-        self.give_up = give_up
-        self.monitor = "val/" + primary.split("/", 1)[1] if primary.startswith("test/") else primary
-        self.reached_step: int | None = None
-        self.gave_up_step: int | None = None
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking or trainer.state.fn != "fit" or trainer.should_stop:
-            return
-        value = trainer.callback_metrics.get(self.monitor)
-        if value is None:
-            raise ConfigError(f"--stop-at / --give-up: the task logs no {self.monitor} to compare with")
-        step, value = int(trainer.global_step), float(value)
-        reached = self.target is not None and value > self.target
-        stuck = self.give_up is not None and step >= self.give_up[0] and not value > self.give_up[1]
-        if trainer.strategy.reduce_boolean_decision(reached, all=False):
-            self.reached_step, trainer.should_stop = step, True
-        elif trainer.strategy.reduce_boolean_decision(stuck, all=False):
-            self.gave_up_step, trainer.should_stop = step, True
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"reached_step": self.reached_step, "gave_up_step": self.gave_up_step}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.reached_step = state_dict.get("reached_step")
-        self.gave_up_step = state_dict.get("gave_up_step")
 
 
 class _StepSeed(Callback):
@@ -418,9 +382,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     callbacks: list[Callback] = [counter, _StepSeed(cfg.seed), _last_checkpoint(run_dir)]
     if cfg.progress_bar:
         callbacks.append(TQDMProgressBar())
-    if cfg.stop_at is not None or cfg.give_up is not None:
-        callbacks.append(_StopAtTarget(cfg.stop_at, parse_give_up(cfg.give_up) if cfg.give_up else None,
-                                       setup.primary_metric(dm)))
+    callbacks += stopping_callbacks(cfg, setup.primary_metric(dm), run_dir)
     loggers = _loggers(cfg, run_dir)
     try:
         trainer = L.Trainer(
@@ -485,17 +447,6 @@ def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict,
     if errors:
         out["analysis_errors"] = errors
     return out, not errors
-
-
-def _stopped_at_target(trainer: L.Trainer, cfg: RunConfig) -> dict[str, Any] | None:
-    """With ``--stop-at`` / ``--give-up``: whether the validation target was reached, whether the run gave up,
-    and the optimizer step at which training ended (the budget's last step when neither happened)."""
-    if cfg.stop_at is None and cfg.give_up is None:
-        return None
-    stop = next(c for c in trainer.callbacks if isinstance(c, _StopAtTarget))
-    return {"target": cfg.stop_at, "give_up": cfg.give_up, "metric": stop.monitor,
-            "reached": stop.reached_step is not None, "gave_up": stop.gave_up_step is not None,
-            "global_step": int(trainer.global_step)}
 
 
 def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
@@ -575,6 +526,9 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     signals = _InterruptSignals()
     try:
         trainer.fit(task, datamodule=dm, ckpt_path=ckpt)
+        evaluated = load_best(trainer, task)  # --eval-checkpoint best: the best validation's weights from here on
+        if evaluated is not None:
+            results["evaluated_checkpoint"] = evaluated
         val = trainer.validate(task, datamodule=dm, verbose=False)
         metrics = dict(val[0] if val else {})
         if getattr(dm, "has_test_split", False):  # a held-out (e.g. out-of-distribution) test split: test/*
@@ -601,7 +555,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         results.update(extra)
         complete = finished or (extra.get("analyses") == "unavailable" and not parts["explicit_analyses"])
         complete = complete and not data_problem
-        stopped = _stopped_at_target(trainer, cfg)
+        stopped = stopped_record(trainer, cfg)
         if stopped is not None:
             results["stopped_at_target"] = stopped
         if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run

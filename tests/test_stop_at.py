@@ -62,3 +62,18 @@ def test_give_up_ends_a_run_still_below_its_line_at_the_first_validation_from_th
     assert res["status"] == "complete"
     stop = res["stopped_at_target"]
     assert stop["gave_up"] is True and stop["reached"] is False and stop["global_step"] == 6 and stop["give_up"] == "5:2"
+
+
+def test_eval_checkpoint_best_evaluates_the_best_validations_weights(tmp_path):
+    out = tmp_path / "runs"
+    assert main([*TINY, "--eval-checkpoint", "best", "--lr", "3e-3", "--out", str(out)]) == 0
+    run_dir = out / "shapes" / "ape" / "vit-nano" / "seed0"
+    res = json.loads((run_dir / "results.json").read_text())
+    rows = list(csv.DictReader((run_dir / "metrics.csv").open()))
+    during = [(float(r["val/acc1"]), int(r["step"]) + 1) for r in rows if r.get("val/acc1")][:-1]  # the last: final
+    best = max(v for v, _ in during)
+    ev = res["evaluated_checkpoint"]
+    assert ev["which"] == "best" and ev["metric"] == "val/acc1" and ev["value"] == pytest.approx(best)
+    assert ev["global_step"] == next(s for v, s in during if v == best)  # the first validation with the best value
+    assert res["metrics"]["val/acc1"] == pytest.approx(best, abs=1e-6)  # re-validated on the loaded weights
+    assert (run_dir / "best.ckpt").is_file()

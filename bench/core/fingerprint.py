@@ -40,9 +40,10 @@ REPLICATE_KEYS: tuple[str, ...] = ("seed",)
 #: behaviour: at that value a key is left out of the fingerprint, so a configuration from before it
 #: existed keeps its recorded fingerprint (``coord_aug``: the coordinate augmentation, off by default;
 #: ``lr_schedule``, ``val_every``, ``stop_at``, ``give_up``: the schedule after warm-up, validation every N
-#: steps, the validation target that ends training, the step by which a run must have left a plateau)
+#: steps, the validation target that ends training, the step by which a run must have left a plateau;
+#: ``eval_checkpoint``: which weights are evaluated)
 LATER_KEYS: dict[str, Any] = {"coord_aug": "none", "lr_schedule": "cosine", "val_every": None, "stop_at": None,
-                               "give_up": None}
+                               "give_up": None, "eval_checkpoint": "last"}
 
 
 def fingerprint_keys(config: Mapping[str, Any]) -> list[str]:
