@@ -26,6 +26,11 @@ from .core.errors import ConfigError
 __all__ = ["StopAtTarget", "val_monitor", "stopping_callbacks", "stopped_record", "load_best"]
 
 
+def _f32(x: Any) -> float:
+    """``x`` rounded to float32 (the precision the metric was logged in)."""
+    return float(torch.as_tensor(x, dtype=torch.float32))
+
+
 def val_monitor(primary: str) -> str:
     """The validation form of a primary metric (``test/acc1`` -> ``val/acc1``; ``val/*`` unchanged)."""
     return "val/" + primary.split("/", 1)[1] if primary.startswith("test/") else primary
@@ -49,9 +54,9 @@ class StopAtTarget(Callback):
         value = trainer.callback_metrics.get(self.monitor)
         if value is None:
             raise ConfigError(f"--stop-at / --give-up: the task logs no {self.monitor} to compare with")
-        step, value = int(trainer.global_step), float(value)
-        reached = self.target is not None and value > self.target
-        stuck = self.give_up is not None and step >= self.give_up[0] and not value > self.give_up[1]
+        step, value = int(trainer.global_step), _f32(value)  # metrics are float32: compare in float32, so
+        reached = self.target is not None and value > _f32(self.target)  # 588/600 is not above 0.98
+        stuck = self.give_up is not None and step >= self.give_up[0] and not value > _f32(self.give_up[1])
         if trainer.strategy.reduce_boolean_decision(reached, all=False):
             self.reached_step, trainer.should_stop = step, True
         elif trainer.strategy.reduce_boolean_decision(stuck, all=False):

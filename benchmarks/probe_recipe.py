@@ -90,6 +90,8 @@ class SeedRun:
         self.test = res["metrics"].get("test/acc1")
         self.wall = float(res.get("wall_time_s") or 0.0)
         self.curve, last_train = _read_metrics(run_dir)
+        #: the best validation accuracy logged during training (the final one when there is no curve)
+        self.best_val = max([v for _, v in self.curve] + [self.val or 0.0])
         stopped = res.get("stopped_at_target") or {}
         self.steps = int(stopped["global_step"]) if "global_step" in stopped else last_train
 
@@ -143,7 +145,8 @@ def _pct(x: float | None) -> str:
 
 def cell_table(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
     lines = ["| probe | PE | recipe | learned (seeds) | steps to learn, per seed | steps trained (mean) | "
-             "val % (mean) | test % (mean) | wall s (mean) |", "|---|---|---|---:|---|---:|---:|---:|---:|"]
+             "val % (mean) | best val % during training (mean) | test % (mean) | wall s (mean) |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|---:|"]
     keys = sorted({k for cells in data.values() for k in cells})
     for probe, pe in keys:
         line = CEILING[probe] + LEARNED_SHARE * (1 - CEILING[probe])
@@ -156,34 +159,38 @@ def cell_table(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
             lines.append(f"| `{probe}` | {pe} | `{recipe}` | {learned}/{len(runs)} | {to_learn} | "
                          f"{statistics.mean(r.steps for r in runs):.0f} | "
                          f"{_pct(statistics.mean(r.val for r in runs if r.val is not None))} | "
+                         f"{_pct(statistics.mean(r.best_val for r in runs))} | "
                          f"{_pct(statistics.mean(r.test for r in runs if r.test is not None))} | "
                          f"{statistics.mean(r.wall for r in runs):.0f} |")
     return "\n".join(lines)
 
 
-def comparison(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
-    """Learned seeds and steps trained, summed over the (probe, PE, seed) runs every recipe has."""
-    if not data:
-        return "No complete runs."
-    shared = set.intersection(*({(k, r.seed) for k, runs in cells.items() for r in runs} for cells in data.values()))
+def _pair_table(data, names: tuple[str, ...]) -> list[str]:
+    """Learned seeds and steps trained of ``names`` over the (probe, PE, seed) runs they all have."""
+    shared = set.intersection(*({(k, r.seed) for k, runs in data[n].items() for r in runs} for n in names))
     if not shared:
-        return "The recipes share no (probe, PE, seed) run."
-    lines = [f"Over the {len(shared)} (probe, PE, seed) runs that every recipe has:", "",
+        return []
+    cells = sorted({k for k, _ in shared})
+    lines = [f"Over the {len(shared)} runs ({', '.join(f'`{p}` {pe}' for p, pe in cells)}) that "
+             + " and ".join(f"`{n}`" for n in names) + " share:", "",
              "| recipe | seeds learned | steps trained (sum) | wall s (sum) |", "|---|---:|---:|---:|"]
-    score = {}
-    for recipe in sorted(data):
-        runs = [r for k, rs in data[recipe].items() for r in rs if (k, r.seed) in shared]
-        lines_of = {id(r): CEILING[k[0]] + LEARNED_SHARE * (1 - CEILING[k[0]])
-                    for k, rs in data[recipe].items() for r in rs}
-        learned = sum(1 for r in runs if r.val is not None and r.val >= lines_of[id(r)])
-        steps, wall = sum(r.steps for r in runs), sum(r.wall for r in runs)
-        score[recipe] = (-learned, steps)
-        lines.append(f"| `{recipe}` | {learned}/{len(runs)} | {steps} | {wall:.0f} |")
-    best = min(score, key=score.get)
-    ties = [r for r in score if score[r][0] == score[best][0]]
-    lines += ["", f"Most seeds learned: `{best}`" + (f" (tied on learned seeds with {', '.join(f'`{t}`' for t in ties if t != best)}; "
-                                                   "chosen for fewer steps trained)" if len(ties) > 1 else "") + "."]
-    return "\n".join(lines)
+    for name in names:
+        runs = [(k, r) for k, rs in data[name].items() for r in rs if (k, r.seed) in shared]
+        learned = sum(1 for k, r in runs if r.val is not None
+                      and r.val >= CEILING[k[0]] + LEARNED_SHARE * (1 - CEILING[k[0]]))
+        lines.append(f"| `{name}` | {learned}/{len(runs)} | {sum(r.steps for _, r in runs)} | "
+                     f"{sum(r.wall for _, r in runs):.0f} |")
+    return lines + [""]
+
+
+def comparison(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
+    """Every pair of recipes on the runs both have: seeds learned, steps trained, wall time."""
+    names = sorted(data)
+    lines: list[str] = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            lines += _pair_table(data, (a, b))
+    return "\n".join(lines).strip() or "No two recipes share a run."
 
 
 def main(argv=None) -> int:

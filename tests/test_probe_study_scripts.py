@@ -74,9 +74,9 @@ def test_recipe_study_counts_learned_seeds_and_steps_and_compares_recipes(tmp_pa
     runs = data["slow"][("probe-decay", "rope-axial")]
     assert [r.steps_to(0.75) for r in runs] == ["—", "75", "75"] and [r.steps for r in runs] == [75] * 3
     table = probe_recipe.cell_table(data)
-    assert "| `probe-decay` | rope-axial | `slow` | 2/3 | —, 75, 75 | 75 |" in table
+    assert "| `probe-decay` | rope-axial | `slow` | 2/3 | —, 75, 75 | 75 | 82.7 | 82.7 |" in table
     comp = probe_recipe.comparison(data)
-    assert "| `fast` | 3/3 | 75 |" in comp and "Most seeds learned: `fast`." in comp
+    assert "| `fast` | 3/3 | 75 |" in comp and "| `slow` | 2/3 | 225 |" in comp
     assert probe_recipe.main(["--results", str(tmp_path / "study")]) == 0
     assert "# Probe recipe study" in capsys.readouterr().out
     assert probe_recipe.main(["--results", str(tmp_path / "missing")]) == 2
