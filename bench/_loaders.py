@@ -6,8 +6,10 @@
   of ``W`` takes ``perm[r::W]``; with a per-rank batch of ``B // W`` the union of the ranks'
   ``s``-th batches is exactly the single-process ``s``-th batch ``perm[s*B:(s+1)*B]``. DDP averages
   the per-rank mean gradients, which equals the global-batch mean gradient, so a W-process run
-  follows the single-process trajectory up to floating-point reduction order (when the training
-  set size is a multiple of ``B``; otherwise only the last, padded batch differs).
+  computes the single-process training steps up to floating-point reduction order (when the
+  training set size is a multiple of ``B``; otherwise only the last, padded batch differs).
+  Training amplifies that rounding like any perturbation, so endpoints agree over seeds, not run
+  by run (docs/distributed.md).
 * Validation: Lightning's ``UnrepeatedDistributedSampler`` (no padding, no duplicates), so every
   validation sample is counted exactly once; the task's torchmetrics sum states then reduce
   exactly across ranks. Ranks may get one sample fewer than others; validation logs only at

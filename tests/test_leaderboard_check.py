@@ -130,7 +130,8 @@ def test_absolute_paths_are_found_in_nested_values_only() -> None:
     assert list(absolute_paths(value)) == [("config.data_root", "C:\\data"), ("x[0]", "~/a")]
 
 
-@pytest.mark.parametrize("study", ["embedded", "dino", "probe-lr/lr5e-3", "probe-lr/lr1.5e-2"])
+@pytest.mark.parametrize("study", ["embedded", "dino", "probe-lr/lr5e-3", "probe-lr/lr1.5e-2",
+                                   "ddp-agreement/one-process", "ddp-agreement/ddp-2"])
 def test_the_committed_results_are_accepted(study: str) -> None:
     if not (REPO / "results" / study).is_dir():
         pytest.skip("no committed results")

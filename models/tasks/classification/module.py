@@ -205,7 +205,10 @@ class ClassificationTask(SkippedSampleCount, L.LightningModule):
             raise NonFiniteLossError(f"non-finite training loss {loss.item()} at global step {self.global_step}, "
                                      f"epoch {self.current_epoch}, batch {batch_idx}")
         self.train_acc(logits.detach(), labels)
-        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=labels.numel())
+        # sync_dist: under DDP the logged loss is the global batch's (the mean of the ranks' equal-size
+        # halves), so metrics.csv reads the same for any number of processes (one scalar all-reduce a step)
+        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=labels.numel(),
+                 sync_dist=True)
         self.log("train/acc1", self.train_acc, prog_bar=False, on_step=False, on_epoch=True)
         return loss
 
