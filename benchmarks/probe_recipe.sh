@@ -6,8 +6,9 @@
 #   constant-5e-3:     AdamW at a constant 5e-3 after a 0.3-epoch warm-up, at most 10 epochs (1000 steps of 64),
 #                      stop at val/acc1 > 0.98. (A constant rate makes a run's first t steps the same whatever
 #                      the budget, so "not learned within N steps" is a truncation, not a different schedule.)
-#   constant-5e-3-b32: the same with batches of 32 (a step costs about half; 1000 steps = 5 epochs), on the
-#                      probe-context cells: does a PE learn in about as many steps with half the batch?
+#   constant-5e-3-b32: the same with batches of 32 (a step costs about half; 1000 steps = 5 epochs): does a PE
+#                      learn in about as many steps with half the batch? A pilot: rope-axial on probe-context,
+#                      seed 0 only (stopped there to leave the CPU to the main recipe).
 # One run per worker process, one thread each, --deterministic. BENCH: the bench executable at the study's
 # commit. Complete runs are skipped, so a rerun resumes. Then:
 #   python benchmarks/probe_recipe.py --results $OUT/probe-recipe --baseline $OUT/embedded \
@@ -31,5 +32,5 @@ while read -r probe pes; do
   "$BENCH" sweep --datasets "$probe" --pes "$pes" --seeds "$SEEDS" --out "$OUT/probe-recipe/constant-5e-3" \
     "${RECIPE[@]}" --lr 5e-3 --lr-schedule constant
 done < <(cells)
-"$BENCH" sweep --datasets probe-context --pes rope-axial,pape,lookhere --seeds "$SEEDS" \
+"$BENCH" sweep --datasets probe-context --pes rope-axial --seeds 0 \
   --out "$OUT/probe-recipe/constant-5e-3-b32" "${RECIPE[@]}" --epochs 5 --batch-size 32 --lr 5e-3 --lr-schedule constant
