@@ -62,6 +62,10 @@ from the no-PE ceiling to 100 %) is measured, not inferred.
 ## Comparison
 
 @@COMPARISON@@
+
+## Leaving the plateau
+
+@@PLATEAU@@
 """
 
 
@@ -193,6 +197,38 @@ def comparison(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
     return "\n".join(lines).strip() or "No two recipes share a run."
 
 
+#: a run has left the plateau once its validation accuracy is this far above the no-PE ceiling (the
+#: sweep's --give-up value is the ceiling plus this)
+OFF_PLATEAU = 0.05
+
+
+def plateau(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
+    """Per recipe with learning curves: the step at which each seed that learned first left the plateau
+    (validation above the ceiling + :data:`OFF_PLATEAU`), the latest of them, and the runs that never did."""
+    out = []
+    for recipe in sorted(data):
+        left, stuck = [], []
+        for (probe, pe), runs in sorted(data[recipe].items()):
+            line = CEILING[probe] + LEARNED_SHARE * (1 - CEILING[probe])
+            for r in runs:
+                if r.config.get("val_every") is None:
+                    continue
+                off = next((st for st, v in r.curve if v > CEILING[probe] + OFF_PLATEAU), None)
+                if r.val is not None and r.val >= line and off is not None:
+                    left.append((off, f"`{probe}` {pe} seed {r.seed}"))
+                elif off is None:
+                    stuck.append(f"`{probe}` {pe} seed {r.seed}")
+        if not left and not stuck:
+            continue
+        latest = max(left) if left else None
+        out.append(f"- `{recipe}`: " + (f"the {len(left)} seeds that learned left the plateau (validation more than "
+                                        f"{100 * OFF_PLATEAU:.0f} points above the no-PE ceiling) by step "
+                                        f"{latest[0]} at the latest ({latest[1]}); " if latest else "")
+                   + (f"{len(stuck)} runs never left it within their budget"
+                      + (f" ({', '.join(stuck)})" if stuck else "") + "." if stuck else "every run left it."))
+    return "\n".join(out) or "No run validated every few steps."
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results/probe-recipe")
@@ -206,7 +242,7 @@ def main(argv=None) -> int:
         return 2
     data = load(root, Path(args.baseline) if args.baseline else None)
     text = fill(REPORT, recipes="\n".join(describe(r, data[r]) for r in sorted(data)) or "No complete runs.",
-                cells=cell_table(data), comparison=comparison(data))
+                cells=cell_table(data), comparison=comparison(data), plateau=plateau(data))
     if args.report:
         write_report(args.report, text)
     else:
