@@ -7,7 +7,7 @@
 those values, and nothing else, for every ``results.json`` / ``config.yaml`` pair below ``--results``:
 
 * ``run_dir`` becomes the run folder relative to the study folder (``<dataset>/<pe>/<model>/seed<S>``,
-  what ``bench run`` records now: the run folder relative to ``--out``);
+  what ``bench run`` records now: the run folder relative to ``--out``; such a run keeps it);
 * ``out`` becomes ``.``: the study folder is the output root the runs were made with;
 * ``data_root``, when it is a path below ``out``, becomes that path relative to it; any other
   absolute ``data_root`` is reported and the file left alone (no committed run sets one).
@@ -55,12 +55,13 @@ def new_values(results: dict[str, Any], run_folder: Path) -> tuple[dict[str, str
         return {}, "no string 'out' in config or 'run_dir'"
     if out == "." and not PurePosixPath(run_dir).is_absolute():
         return {}, None  # already rewritten
-    rel = _relative(run_dir, out)
+    # bench run now records run_dir relative to out already: then only out (and data_root) change
+    rel = run_dir if not PurePosixPath(run_dir).is_absolute() else _relative(run_dir, out)
     if rel is None or rel == ".":
         return {}, f"run_dir {run_dir!r} is not below out {out!r}"
     if not run_folder.as_posix().endswith("/" + rel) and run_folder.as_posix() != rel:
         return {}, f"the committed folder does not end with {rel!r} (run_dir relative to out)"
-    changes = {"run_dir": rel, "out": "."}
+    changes = {"run_dir": rel, "out": "."} if rel != run_dir else {"out": "."}
     data_root = cfg.get("data_root")
     if isinstance(data_root, str):
         inside = _relative(data_root, out)
