@@ -195,13 +195,28 @@ def summary(d: dict[str, Any], found: dict[str, dict[str, list]]) -> list[str]:
         parts = []
         for k, v in tr.items():
             t = v["trace"]
-            mid = next((x for x in t if x["step"] >= d["steps"] // 2), t[-1])
+            peak = max(t, key=lambda x: x["within_orbit"])
+            after = next((x for x in t if x["step"] > peak["step"]), t[-1])
             fs = first_step(t)
-            parts.append(f"`{k}`: within-orbit signal {t[0]['within_orbit']:.1e} at step 0, {mid['within_orbit']:.1e} "
-                         f"at step {mid['step']}, {t[-1]['within_orbit']:.1e} at step {t[-1]['step']}; "
+            parts.append(f"`{k}`: within-orbit signal {t[0]['within_orbit']:.1e} at step 0, largest "
+                         f"{peak['within_orbit']:.1e} at step {peak['step']}, {after['within_orbit']:.1e} at step "
+                         f"{after['step']}, {t[-1]['within_orbit']:.1e} at step {t[-1]['step']}; "
                          + (f"≥ 75 % on the fixed scenes from step {fs}" if fs is not None else
                             f"never ≥ 75 % (final {pct(t[-1]['acc'])} %)"))
         L.append("5. **Training (plain loop, one seed).** " + "; ".join(parts) + ".")
+        falls = []
+        for k, v in tr.items():
+            t = v["trace"]
+            peak = max(t, key=lambda x: x["within_orbit"])
+            falls.append(peak["within_orbit"] / min(x["within_orbit"] for x in t if x["step"] > peak["step"]))
+        warm = round(0.15 * d["steps"])
+        L.append(f"6. **What this shows.** The positional part of the output exists at initialisation and grows "
+                 f"during the warm-up (to step {warm}), then falls by a factor of {min(falls):.0f}–{max(falls):.0f} "
+                 "(from its peak to its lowest value later) once the learning rate peaks, and stays low; the loss stays "
+                 "at ln 2 and the training accuracy at chance. So on this recipe ALiBi never leaves the loss plateau "
+                 "although no exact symmetry hides the label from it (item 1), and 8× larger slopes did not change "
+                 "that in the seed measured. Why the signal collapses after the warm-up was not identified; the dilution by "
+                 "mean pooling (hypothesis d) was not tested separately.")
     for probe, f in found.items():
         for v, runs in f.items():
             if v.startswith("embedded/"):
