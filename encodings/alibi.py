@@ -9,6 +9,11 @@ Input Length Extrapolation"; the n-D (Euclidean) form follows its 2-D uses in Vi
 * Any grid, unseen grids and non-grid coords: the bias is a function of coords only, and of
   their differences (translation and rotation invariant).
 * CLS: prefix rows and columns of the bias are zero.
+* Options (pebench variants; the defaults are the published method, unchanged):
+  ``slope_scale`` (float, default 1) multiplies every slope; ``learnable_slopes`` (bool, default
+  false) makes the ``H`` slopes one parameter vector shared by all layers (initialised to the
+  scaled published slopes, unconstrained in sign, excluded from weight decay). Why they exist:
+  ``results/alibi-study/REPORT.md``.
 * The bias is cast to the dtype of the q seen by ``qk`` (so autocast works), else coords' dtype.
 """
 from __future__ import annotations
@@ -17,10 +22,11 @@ import math
 from typing import Callable, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from .base import LayerPE, PositionalEncoding
+from .base import LayerPE, PEConfigError, PositionalEncoding
 from .lookhere import BiasLayerPE, entry_distance, pairwise_distance
+from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["ALiBi", "ALiBiLayer", "alibi_slopes"]
@@ -39,9 +45,12 @@ def alibi_slopes(n: int) -> list[float]:
 
 
 class ALiBiLayer(BiasLayerPE):
-    def __init__(self, slopes: Sequence[float], num_prefix_tokens: int) -> None:
+    def __init__(self, slopes: Sequence[float], num_prefix_tokens: int, learnable: bool = False) -> None:
         super().__init__()
-        self.register_buffer("slopes", torch.tensor(slopes, dtype=torch.float64), persistent=False)  # (H,)
+        if learnable:  # float32 parameter (H,), initialised to the given slopes
+            self.slopes = nn.Parameter(torch.tensor(slopes, dtype=torch.float32))
+        else:
+            self.register_buffer("slopes", torch.tensor(slopes, dtype=torch.float64), persistent=False)  # (H,)
         self.num_prefix_tokens = num_prefix_tokens
 
     def bias(self, coords: Tensor) -> Tensor:
@@ -58,16 +67,34 @@ class ALiBiLayer(BiasLayerPE):
 
 @register_pe("alibi", order=60)
 class ALiBi(PositionalEncoding):
-    """n-D ALiBi with fixed geometric slopes (no parameters)."""
+    """n-D ALiBi with fixed geometric slopes (no parameters); options: see the module docstring."""
 
     relative = True
     rotation_invariant = True
     distance_decay = True
     learned = False
+    options = (
+        PEOption("slope_scale", "float", 1.0, "multiply the published head slopes 2^(-8h/H) by this factor "
+                 "(pebench variant; 1 = published)"),
+        PEOption("learnable_slopes", "bool", False, "per-head slopes as one parameter vector shared by all layers, "
+                 "initialised to the (scaled) published slopes, no weight decay (pebench variant; false = published)"),
+    )
+
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
-                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None) -> None:
+                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, slope_scale: float = 1.0,
+                 learnable_slopes: bool = False) -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
-        self.alibi = ALiBiLayer(alibi_slopes(num_heads), num_prefix_tokens)
+        if not (math.isfinite(slope_scale) and slope_scale > 0):
+            raise PEConfigError(f"alibi slope_scale must be a finite number > 0, got {slope_scale}")
+        self.slope_scale = float(slope_scale)
+        self.learnable_slopes = bool(learnable_slopes)
+        slopes = alibi_slopes(num_heads)
+        if self.slope_scale != 1.0:
+            slopes = [m * self.slope_scale for m in slopes]
+        self.alibi = ALiBiLayer(slopes, num_prefix_tokens, learnable=self.learnable_slopes)
 
     def layer(self, i: int) -> LayerPE:
         return self.alibi
+
+    def no_weight_decay(self) -> set[str]:
+        return {"alibi.slopes"} if self.learnable_slopes else set()
