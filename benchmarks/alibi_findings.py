@@ -20,7 +20,10 @@ CEILING = {"probe-decay": 0.5, "probe-context": 1 / 3}
 LEARNED_SHARE = 0.5  # as benchmarks/probe_findings.py: half way from the no-PE ceiling to 100 %
 #: variant folder -> what it is
 VARIANTS = {"default": "published slopes (no option)", "scale8": "`slope_scale=8`",
-            "learnable": "`learnable_slopes=true`", "scale8-learnable": "`slope_scale=8`, `learnable_slopes=true`"}
+            "learnable": "`learnable_slopes=true`", "scale8-learnable": "`slope_scale=8`, `learnable_slopes=true`",
+            "target-default": "published slopes, trained to a target", "target-scale8": "`slope_scale=8`, trained to a target",
+            "target-learnable": "`learnable_slopes=true`, trained to a target",
+            "target-lr1e-3": "published slopes at lr 1e-3, trained to a target"}
 REFERENCES = ("alibi", "pape-ri")  # rows read from the probe sweep (results/embedded)
 
 
@@ -69,7 +72,7 @@ def study_section(results: Path, embedded: Path, probe: str) -> tuple[list[str],
     thr = CEILING[probe] + LEARNED_SHARE * (1 - CEILING[probe])
     lines = [f"### `{probe}` (no-PE ceiling {pct(CEILING[probe])} %; learned: val ≥ {pct(thr)} %)", "",
              "| runs | PE label | lr | seeds | val % per seed | mean val % | mean test % | final train loss "
-             "(epoch 2, mean) | final train acc % (mean) | learned | commit (torch threads) |",
+             "(last epoch, mean) | final train acc % (mean) | learned | commit (torch threads) |",
              "|---|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
     found: dict[str, list] = {}
     for pe in REFERENCES:
@@ -257,7 +260,10 @@ def header(d: dict[str, Any], found: dict[str, dict[str, list]], times: list[str
             "--warmup-epochs 0.3 --deterministic --lr 5e-3 --analyses none` plus the variant's `--pe-option`s "
             "(200 steps of 64 scenes, AdamW, weight decay 0.05, linear warm-up for 0.3 epoch then cosine), one run "
             "at a time through `bench sweep --workers 1 --preload`. The published method's reference rows are the "
-            "probe sweep's 5 seeds of the identical recipe. Load: the machine (2 cores) was shared with up to four "
+            "probe sweep's 5 seeds of the identical recipe. Variants *trained to a target* use the probe sweep's "
+            "new recipe ([`../probe-recipe/REPORT.md`](../probe-recipe/REPORT.md)): `--epochs 10 --lr-schedule "
+            "constant --val-every 25 --stop-at 0.98 --give-up 400:0.55` (at most 1000 steps; a run still within 5 "
+            "points of chance at step 400 stops), their final train loss is that of their last epoch. Load: the machine (2 cores) was shared with up to four "
             "other processes throughout (load averages in `study_time.txt`: " + "; ".join(times) + "); wall "
             "times are not performance numbers.", ""]
 

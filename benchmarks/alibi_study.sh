@@ -7,6 +7,11 @@
 # whose 5 seeds of the same recipe are the published method's numbers) and slope_scale=8, seed 0.
 # The planned rest (RUNS="scale8:1,2 learnable:0,1,2 scale8-learnable:0,1,2") did not fit the
 # CPU share of the session that made the study (see results/alibi-study/REPORT.md).
+# The target-* variants train with the probe sweep's new recipe instead (results/probe-recipe: a constant
+# learning rate, validation every 25 steps, stop at 98 % or give up at step 400 within 5 points of chance,
+# at most 1000 steps), seeds 0 and 1: the published slopes, slope_scale=8, learnable slopes, and the
+# published slopes at a 5x smaller learning rate (the diagnosis saw the positional signal collapse once the
+# learning rate peaked): RUNS="target-default:0,1 target-scale8:0,1 target-learnable:0,1 target-lr1e-3:0,1".
 # Each variant has its own output root $OUT/alibi-study/<variant> (bench names run folders by PE,
 # not by PE option). Complete runs are skipped, so a rerun resumes. Start/end times and the
 # machine's load averages go to $OUT/alibi-study/study_time.txt. Then:
@@ -25,6 +30,18 @@ declare -A OPTS=(
   [scale8]="slope_scale=8"
   [learnable]="learnable_slopes=true"
   [scale8-learnable]="slope_scale=8 learnable_slopes=true"
+  [target-default]=""
+  [target-scale8]="slope_scale=8"
+  [target-learnable]="learnable_slopes=true"
+  [target-lr1e-3]=""
+)
+# variant name -> recipe flags added to RECIPE (later flags win)
+TARGET=(--epochs 10 --lr-schedule constant --val-every 25 --stop-at 0.98 --give-up 400:0.55)
+declare -A EXTRA=(
+  [target-default]="${TARGET[*]}"
+  [target-scale8]="${TARGET[*]}"
+  [target-learnable]="${TARGET[*]}"
+  [target-lr1e-3]="${TARGET[*]} --lr 1e-3"
 )
 RECIPE=(--model vit-probe --workers 1 --preload --deterministic --epochs 2 --warmup-epochs 0.3 --lr 5e-3
         --analyses none --no-progress-bar)
@@ -37,8 +54,10 @@ for probe in ${PROBES//,/ }; do
     v=${run%%:*} seeds=${run#*:}
     flags=()
     for o in ${OPTS[$v]}; do flags+=(--pe-option "$o"); done
+    # shellcheck disable=SC2206
+    extra=(${EXTRA[$v]:-})
     "$BENCH" sweep --datasets "$probe" --pes alibi --seeds "$seeds" --out "$OUT/alibi-study/$v" "${RECIPE[@]}" \
-      "${flags[@]}"
+      "${flags[@]}" "${extra[@]}"
   done
 done
 echo "end $(date -u +%FT%TZ) load $(load)" >> "$OUT/alibi-study/study_time.txt"
