@@ -23,7 +23,9 @@
   JPEG through the coco reader) vs the detection model's consumption (:mod:`pebench.perf.detection`).
 * ``startup``     wall time of ``bench --help`` and ``bench run --help`` (fresh processes) vs the
   1-second budget: argument parsing must not import torch (:mod:`pebench.perf.startup`).
-* ``attention``   one attention layer per PE (:mod:`pebench.perf.attention`, own output format).
+* ``attention``   one attention layer per PE, attention implementation (sdpa / dense / flex) and phase
+  (training, evaluation): time, peak memory, memory growth N -> 4N (:mod:`pebench.perf.attention`, own
+  options and output format).
 * ``all``         everything above except ``attention``.
 
 Each command takes ``[--json FILE] [--md FILE] [--quick]``; ``--quick`` runs the same code paths at

@@ -98,8 +98,8 @@ def bench_analysis(quick: bool = False, with_geometry: bool = True) -> list[dict
                          **{f"val{n}": val_epoch(d) for n, d in dms.items()}}, 1 if quick else 2, warmup=0)
         for n_val in dms:
             rows.append(record(f"analysis geometry ({cfg.dataset} val {n_val}, {cfg.model}, pe={cfg.pe})",
-                               "geometry()", "one validation epoch", t["geo"], t[f"val{n_val}"], "s", higher_is_better=False,
-                               target=0.10,
+                               "geometry()", "one validation epoch", t["geo"], t[f"val{n_val}"], "s",
+                               higher_is_better=False, target=0.10,
                                note=f"geometry = SSDC + SSDC_RPI + EED% per layer on the probe set (default 256 "
                                     f"samples, 1 + 2K forwards: a fixed cost, measured once for all rows); "
                                     f"validation epoch = {n_val} samples, 1 forward (+ rendering)"))
