@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Performance benchmarks (budgets: docs/architecture.md §6); "
                                    "`bench perf WHAT --help` for each one's options. Without WHAT: `all` "
                                    "(every suite but `attention`, "
-                                   "about 4 minutes on a 2-core CPU).")
+                                   "at most 5 minutes on an idle 2-core CPU); --quick: smoke-test sizes.")
     p.add_argument("what", metavar="WHAT", help=f"benchmark to run: {', '.join(PERF_COMMANDS)} (default: all)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark, e.g. --json perf.json")
     return parser

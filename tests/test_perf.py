@@ -30,12 +30,15 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
     from pebench import perf
     # geometry needs a model + dataset: too slow for a smoke test
     suites = {"pe-overhead": bench_pe_overhead, "attention-budget": bench_budget,
-              "analysis": lambda quick, tiny: bench_analysis(quick, tiny, with_geometry=False)}
+              "analysis": lambda quick: bench_analysis(quick, with_geometry=False)}
     monkeypatch.setattr(perf, "load_suite", suites.__getitem__)
     js, md = tmp_path / "perf.json", tmp_path / "perf.md"
     assert perf._run("smoke", ["attention-budget", "pe-overhead", "analysis"],
-                     ["--tiny", "--json", str(js), "--md", str(md)]) == 0
+                     ["--quick", "--json", str(js), "--md", str(md)]) == 0
     rows = json.loads(js.read_text())
+    timing = [r for r in rows if r["name"].startswith("perf wall time")]
+    assert [r["suite"] for r in timing] == ["attention-budget", "pe-overhead", "analysis"]  # not `all`: no budget row
+    rows = [r for r in rows if r not in timing]
     assert len(rows) >= 8  # 4 attention budget rows + 2 PEs vs none + SSDC + EED
     budget = [r for r in rows if r["name"].startswith("attention")]
     assert len(budget) == 4 and sum("target" in r for r in budget) == 2
@@ -51,16 +54,55 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
     assert "| measurement |" in md.read_text() and format_markdown(rows).count("\n") >= len(rows) + 2
 
 
-def test_bench_perf_cli_defaults_to_all(tmp_path):
-    """`bench perf [--json FILE]` (no WHAT) runs every suite (here at smoke sizes, no e2e)."""
+def _check_schema(row: dict) -> None:
+    for key, typ in (("name", str), ("a", str), ("b", str), ("a_value", float), ("b_value", float),
+                     ("unit", str), ("ratio", float), ("higher_is_better", bool), ("suite", str)):
+        assert isinstance(row[key], typ), (key, row)
+    assert ("target" in row) == ("meets_target" in row)
+    assert row["ratio"] == row["a_value"] / row["b_value"] or not row["b_value"]
+
+
+def test_bench_perf_quick_runs_every_suite(tmp_path):
+    """`bench perf --quick [--json FILE] [--md FILE]` (no WHAT: `all`) runs every suite of ALL_SUITES
+    but e2e at smoke-test sizes; the records' structure, not their values (no timing asserts)."""
     from pebench.cli import build_parser, main
     perf_help = build_parser()._subparsers._group_actions[0].choices["perf"].format_help()
     assert all(name in perf_help for name in PERF_COMMANDS)  # --help lists the registered suites
-    js = tmp_path / "perf.json"
-    assert main(["perf", "--tiny", "--json", str(js)]) == 0
-    names = [r["name"] for r in json.loads(js.read_text())]
-    for prefix in ("backbone", "attention fwd+bwd", "pe-overhead", "analysis geometry", "data"):
+    js, md = tmp_path / "perf.json", tmp_path / "perf.md"
+    assert main(["perf", "--quick", "--json", str(js), "--md", str(md)]) == 0
+    rows = json.loads(js.read_text())
+    for row in rows:
+        _check_schema(row)
+    ran = [s for s in ALL_SUITES if s != "e2e"]
+    *timing, total = [r for r in rows if r["name"].startswith("perf wall time")]
+    assert [r["suite"] for r in timing] == ran and total["name"] == "perf wall time all suites"
+    assert total["unit"] == "s" and "target" not in total  # --quick: no budget verdict
+    assert total["b_value"] == 300.0 and all(r["b_value"] == total["a_value"] for r in timing)  # shares of it
+    assert sum(r["a_value"] for r in timing) <= total["a_value"]
+    measured = [r for r in rows if not r["name"].startswith("perf wall time")]
+    assert {r["suite"] for r in measured} == set(ran)  # every suite gave records
+    names = [r["name"] for r in measured]
+    for prefix in ("startup", "backbone", "attention fwd+bwd", "pe-overhead", "analysis geometry", "analysis SSDC",
+                   "data", "dino", "scene", "detection"):
         assert any(n.startswith(prefix) for n in names), prefix
+    text = md.read_text()
+    assert "--quick" in text.splitlines()[0] and "| measurement |" in text
+    assert all(r["name"] in text for r in rows)
+
+
+def test_perf_e2e_quick_is_a_fast_dev_run(monkeypatch):
+    """`bench perf e2e --quick`: the same subprocess `bench run`, with --fast-dev-run (not run here:
+    the real command is tested elsewhere); no budget verdict on the smoke run."""
+    from pebench.perf import data
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    monkeypatch.setattr(data.subprocess, "run", fake_run)
+    (quick,), (full,) = data.bench_e2e(quick=True), data.bench_e2e(quick=False)
+    assert "--fast-dev-run" in calls[0] and "--fast-dev-run" not in calls[1] and "run" in calls[1]
+    assert "target" not in quick and full["target"] == 1.0 and "fast-dev-run" in quick["note"]
 
 
 def test_perf_suite_names_without_torch(tmp_path):
@@ -85,3 +127,46 @@ def test_perf_suite_modules_register_their_suites():
         assert load_suite(name) is SUITES.get(name) and callable(load_suite(name))
     with pytest.raises(ValueError, match="unknown perf suite 'no-such-suite'.*backbone"):
         load_suite("no-such-suite")
+
+
+def test_perf_attention_quick_rows_and_memory_growth(tmp_path):
+    """`bench perf attention --quick`: per PE, attention implementation and phase (tiny sizes), the
+    eval-phase memory growth table, the markdown page; structure only (no timing asserts)."""
+    from pebench.perf.attention import PHASES, layer_impls, main, memory_growth
+    js, md = tmp_path / "attn.json", tmp_path / "attn.md"
+    assert main(["--quick", "--pes", "none,rope-axial,alibi,pape", "--impls", "sdpa,dense",
+                 "--json", str(js), "--md", str(md)]) == 0
+    rows = json.loads(js.read_text())
+    cells = {(r["n_tokens"], r["phase"], r["pe"], r["variant"], r["impl"]) for r in rows}
+    for n in (16, 64):
+        for phase in PHASES:
+            assert {(n, phase, "none", "default", "sdpa"), (n, phase, "alibi", "default", "dense"),
+                    (n, phase, "pape", "default", "sdpa"), (n, phase, "pape", "impl=naive", "dense")} <= cells
+    assert len(cells) == len(rows) == 2 * 2 * 5  # no dense for PEs without a bias (the same call as sdpa)
+    for r in rows:
+        assert r["time_ms"] > 0 and r["peak_mem_mb"] > 0 and r["device"] == "cpu" and isinstance(r["auto"], bool)
+    assert all(r["auto"] for r in rows)  # below FLEX_MIN_TOKENS, auto is dense for bias PEs
+    growth = memory_growth(rows)
+    assert {(g["pe"], g["variant"], g["phase"]) for g in growth} == {
+        (p, v, ph) for p, v in (("none", "default"), ("rope-axial", "default"), ("alibi", "default"),
+                                ("pape", "default"), ("pape", "impl=naive")) for ph in PHASES}
+    assert all(g["n"] == 16 and g["ratio"] > 0 and g["meets_target"] == (g["ratio"] <= 4.5) for g in growth)
+    text = md.read_text()
+    assert text.startswith("# Attention cost per positional encoding") and "--tokens 16,64" in text
+    assert "Peak memory growth at 4×" in text and text.count("| 16 → 64 |") == len(growth)
+    # which implementations a PE's layer accepts, per phase (CPU: no FlexAttention backward)
+    assert layer_impls("none", None, 16, "cpu", True) == ["sdpa"]
+    assert layer_impls("none", None, 16, "cpu", False) == ["sdpa", "flex"]
+    assert layer_impls("alibi", None, 16, "cpu", True) == ["dense"]
+    assert layer_impls("alibi", None, 16, "cpu", False) == ["dense", "flex"]
+    assert layer_impls("pape", "naive", 16, "cpu", False) == ["dense"]
+    assert layer_impls("alibi", None, 16, "cuda", True) == ["dense", "flex"]
+
+
+def test_perf_attention_flex_eval_cell():
+    """A forced `flex` cell (evaluation on CPU) runs compiled FlexAttention, untimed compilation first."""
+    from pebench.perf.attention import run
+    (row,) = run([64], head_dim=16, pes=["alibi"], impls=["flex"], phases=["eval"], repeats=1, verbose=False)
+    assert (row["impl"], row["phase"], row["auto"]) == ("flex", "eval", False) and row["peak_mem_mb"] > 0
+    with pytest.raises(ValueError, match="unknown implementation"):
+        run([64], pes=["alibi"], impls=["auto"], verbose=False)

@@ -43,17 +43,16 @@ PE = "pape"
 
 
 @SUITES.register("detection")
-def bench_detection(quick: bool = False, tiny: bool = False) -> list[dict]:
+def bench_detection(quick: bool = False) -> list[dict]:
     load_registries()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    batch = 4 if tiny else 16  # 16: the README's shapes-det runs (--batch-size 16)
-    reps, warmup = (1, 1) if tiny else (3, 2) if quick else (5, 2)
-    min_time = 0.2 if tiny else 1.5 if quick else 3.0
+    batch = 4 if quick else 16  # 16: the README's shapes-det runs (--batch-size 16)
+    reps, warmup = (1, 1) if quick else (4, 1)
+    min_time = 0.2 if quick else 1.5
     model = "vit-nano"
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="pebench-perf-det-") as tmp:
-        sizes = dict(train_size=8, val_size=1, test_size=1) if tiny else \
-            dict(train_size=64 if quick else 128, val_size=1, test_size=1)
+        sizes = dict(train_size=8 if quick else 128, val_size=1, test_size=1)
         dm = get_datamodule_class("shapes-det")(batch_size=batch, cache_dir=tmp, **sizes)  # num_workers: default 0
         grid = train_grid_for(dm)  # (8, 8) at side 64, patch 8
         rate, first = loader_rate(dm.train_dataloader(), min_time)

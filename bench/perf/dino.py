@@ -31,11 +31,11 @@ __all__ = ["bench_dino"]
 
 
 @SUITES.register("dino")
-def bench_dino(quick: bool = False, tiny: bool = False) -> list[dict]:
+def bench_dino(quick: bool = False) -> list[dict]:
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model, batch, n_local = ("vit-nano", 4, 2) if tiny else ("vit-nano12", 64 if dev.type == "cpu" else 256, 4)
-    reps = 1 if tiny else 3 if quick else 5
-    head = dict(out_dim=64, head_hidden=64, head_bottleneck=32) if tiny else \
+    model, batch, n_local = ("vit-nano", 4, 2) if quick else ("vit-nano12", 64 if dev.type == "cpu" else 256, 4)
+    reps = 1 if quick else 3
+    head = dict(out_dim=64, head_hidden=64, head_bottleneck=32) if quick else \
         dict(out_dim=1024, head_hidden=512, head_bottleneck=128)
     torch.manual_seed(0)
     task = DinoTask(num_classes=10, model=model, pe="rope-axial", patch_size=4, train_grid=(8, 8), **head).to(dev)
@@ -88,9 +88,9 @@ def bench_dino(quick: bool = False, tiny: bool = False) -> list[dict]:
                    "classification steps, same crops", t["dino"] - t["teacher"], t["cls"], "s",
                    higher_is_better=False, target=1.1,
                    note="the rest of DINO's overhead: projection head, loss, centre, one AdamW step, EMA")]
-    dm = build_datamodule("objects", batch_size=batch, **({"train_size": 16, "val_size": 8} if tiny else {}))
-    probe = 8 if tiny else 256
-    g = interleaved({"eed": lambda: geometry(task, dm, probe_size=probe, rpi=False)}, 1 if tiny else 2, warmup=1)
+    dm = build_datamodule("objects", batch_size=batch, **({"train_size": 16, "val_size": 8} if quick else {}))
+    probe = 8 if quick else 256
+    g = interleaved({"eed": lambda: geometry(task, dm, probe_size=probe, rpi=False)}, 1 if quick else 2, warmup=1)
     steps = math.ceil(dm.train_size / batch)
     rows.append(record(f"dino EED per checkpoint (probe {probe}) vs one objects epoch ({steps} steps)",
                        "EED + SSDC per layer", "training epoch", g["eed"], steps * t["dino"], "s",

@@ -89,12 +89,13 @@ def _device() -> torch.device:
 
 
 @SUITES.register("backbone")
-def bench_backbone(quick: bool = False, tiny: bool = False) -> list[dict]:
+def bench_backbone(quick: bool = False) -> list[dict]:
     dev = _device()
-    setups = (("vit-nano", 16, 4, 2),) if tiny else BACKBONE_SETUPS
+    setups = (("vit-nano", 16, 4, 2),) if quick else BACKBONE_SETUPS
     rows = []
     for model, img, patch, batch in setups:
-        reps = 1 if tiny else 3 if quick else 4 if model == "vit-s16" else 6
+        # training steps, interleaved medians; inference is cheaper and noisier: more repeats
+        reps, infer_reps = (1, 1) if quick else (3, 5) if model == "vit-s16" else (6, 12)
         if dev.type == "cuda":
             batch *= 8
         torch.manual_seed(0)
@@ -108,8 +109,7 @@ def bench_backbone(quick: bool = False, tiny: bool = False) -> list[dict]:
             t = interleaved({"a": train_step_fn(ours, x, y), "b": train_step_fn(ref, x, y)}, reps, warmup=1)
             rows.append(record(f"backbone train {shape} pe={pe}", f"pebench pe={pe}", ref_name, batch / t["a"],
                                batch / t["b"], "samples/s", target=0.95))
-            # inference is cheap and noisier: twice the repeats
-            t = interleaved({"a": infer_fn(ours, x), "b": infer_fn(ref, x)}, 2 * reps, warmup=1)
+            t = interleaved({"a": infer_fn(ours, x), "b": infer_fn(ref, x)}, infer_reps, warmup=1)
             rows.append(record(f"backbone infer {shape} pe={pe}", f"pebench pe={pe}", ref_name, batch / t["a"],
                                batch / t["b"], "samples/s", target=0.95))
             print(f"  {rows[-2]['name']}: {rows[-2]['ratio']:.3f}; infer {rows[-1]['ratio']:.3f}", flush=True)
@@ -185,14 +185,14 @@ def sdpa_backends(model: nn.Module, x: Tensor, dtype: torch.dtype = torch.float3
 
 
 @SUITES.register("pe-overhead")
-def bench_pe_overhead(quick: bool = False, tiny: bool = False) -> list[dict]:
+def bench_pe_overhead(quick: bool = False) -> list[dict]:
     """Training-step samples/s of every registered PE relative to ``none`` on vit-nano at 32 px
     (64 tokens) and 64 px (256 tokens); batch sizes give the same tokens per step."""
     dev = _device()
-    pes = ["none", "ape", "rope-axial"] if tiny else list_pes()
+    pes = ["none", "ape", "rope-axial"] if quick else list_pes()
     pes = ["none"] + [p for p in pes if p != "none"]
-    sizes = ((16, 2),) if tiny else ((32, 32), (64, 8))
-    reps = 1 if tiny else 2 if quick else 8
+    sizes = ((16, 2),) if quick else ((32, 32), (64, 8))
+    reps = 1 if quick else 8
     rows = []
     for img, batch in sizes:
         if dev.type == "cuda":

@@ -22,8 +22,8 @@
   A last row per PE: peak growth from the smallest to the largest size over token growth (target
   <= 1.25: linear in tokens, with a margin for allocator noise).
 
-``--quick``: a 3·10^4-point scene, memory rows at 1k / 4k tokens; ``--tiny``: 3k points, one repeat,
-memory rows at 64 / 256 tokens with windows of 32 (the smoke test's sizes).
+``--quick``: 3k points, one repeat, memory rows at 64 / 256 tokens with windows of 32 (the smoke
+test's sizes).
 """
 from __future__ import annotations
 
@@ -59,9 +59,9 @@ def synthetic_scene(n: int, seed: int = 0) -> np.ndarray:
 
 
 @SUITES.register("scene")
-def bench_scene(quick: bool = False, tiny: bool = False) -> list[dict]:
+def bench_scene(quick: bool = False) -> list[dict]:
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    n, k, reps = (3000, 16, 1) if tiny else (30_000, 64, 2) if quick else (100_000, 64, 3)
+    n, k, reps = (3000, 16, 1) if quick else (100_000, 64, 3)
     raw = synthetic_scene(n)
     torch.manual_seed(0)
     task = SegmentationTask(num_classes=20, feat_dim=3, pe="pape", patch_size=k, grid_size=0.02).to(dev)
@@ -89,7 +89,7 @@ def bench_scene(quick: bool = False, tiny: bool = False) -> list[dict]:
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    t = interleaved({"tokenize": tokenize, "step": step}, repeats=reps, warmup=0 if tiny else 1)
+    t = interleaved({"tokenize": tokenize, "step": step}, repeats=reps, warmup=0 if quick else 1)
     m = int(state["inputs"]["mask"].shape[1])
     rows = [record(f"scene tokenization ({m} points, {state['tokens']} tokens of {k})", "tokenize s", "train step s",
                    t["tokenize"], t["step"], "s", higher_is_better=False, target=0.20,
@@ -100,7 +100,7 @@ def bench_scene(quick: bool = False, tiny: bool = False) -> list[dict]:
                      "fps": lambda: fps_knn_patches(coord, mask, k)}, repeats=1, warmup=0)
     rows.append(record(f"scene patching ({m} points)", "serialize s", "fps+knn s", c["serialize"], c["fps"], "s",
                        higher_is_better=False, note="z-order serialization vs farthest point sampling + kNN"))
-    return rows + memory_rows(quick=quick, tiny=tiny, dev=dev)
+    return rows + memory_rows(quick=quick, dev=dev)
 
 
 def _scene_batch(tokens: int, k: int, dev: torch.device) -> tuple[dict, torch.Tensor]:
@@ -113,11 +113,11 @@ def _scene_batch(tokens: int, k: int, dev: torch.device) -> tuple[dict, torch.Te
     return inp, torch.randint(0, 20, inp["mask"].shape, device=dev)
 
 
-def memory_rows(quick: bool = False, tiny: bool = False, dev: torch.device | None = None) -> list[dict]:
+def memory_rows(quick: bool = False, dev: torch.device | None = None) -> list[dict]:
     """Peak memory of one segmentation training step, windowed vs full attention (module docstring)."""
     dev = dev or torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    sizes = (64, 256) if tiny else (1024, 4096) if quick else (1024, 4096, 16384)
-    window, k = (32 if tiny else MEMORY_WINDOW), MEMORY_K
+    sizes = (64, 256) if quick else (1024, 4096, 16384)
+    window, k = (32 if quick else MEMORY_WINDOW), MEMORY_K
     cap = FULL_CPU_MAX_TOKENS if dev.type == "cpu" else max(sizes)
     rows: list[dict] = []
     for pe in MEMORY_PES:

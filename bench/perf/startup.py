@@ -12,13 +12,13 @@ from .report import record
 from .suites import SUITES
 from .timing import interleaved
 
-__all__ = ["STARTUP_BUDGET_S", "bench_startup"]
+__all__ = ["STARTUP_BUDGET_S", "bench_startup", "bench_command"]
 
 #: ``bench --help`` budget (docs/architecture.md §6), seconds of wall time
 STARTUP_BUDGET_S = 1.0
 
 
-def _bench_command() -> list[str]:
+def bench_command() -> list[str]:
     """The ``bench`` console script installed beside this interpreter (what a user runs), else
     ``python -m pebench.cli``."""
     script = Path(sys.executable).parent / "bench"
@@ -29,16 +29,16 @@ def _bench_command() -> list[str]:
 
 
 @SUITES.register("startup")
-def bench_startup(quick: bool = False, tiny: bool = False) -> list[dict]:
+def bench_startup(quick: bool = False) -> list[dict]:
     """Wall time of ``bench --help`` and ``bench run --help`` in fresh processes (medians,
     interleaved, after one warm-up round that fills the OS file cache) against the 1-second
     budget, beside the bare interpreter start (``python -c pass``) for reference."""
-    cmd = _bench_command()
+    cmd = bench_command()
 
     def call(argv: list[str]) -> Callable[[], None]:
         return lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
 
-    repeats = 1 if tiny else 5 if quick else 11
+    repeats = 1 if quick else 7
     t = interleaved({"help": call([*cmd, "--help"]), "run-help": call([*cmd, "run", "--help"]),
                      "python": call([sys.executable, "-c", "pass"])}, repeats=repeats, warmup=1)
     note = (f"`{' '.join(cmd)}`, medians of {repeats} fresh processes; bare interpreter start "

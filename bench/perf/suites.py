@@ -1,6 +1,6 @@
 """The ``bench perf`` suite registry: each suite's name, the module that defines it, the ``all`` order.
 
-A suite is a function ``suite(quick=False, tiny=False) -> list[record]`` (records:
+A suite is a function ``suite(quick=False) -> list[record]`` (records:
 :mod:`pebench.perf.report`) that its module registers with ``@SUITES.register(name)``. The suite
 modules import torch, and ``bench --help`` lists the suite names without loading torch, so the
 names and their modules are listed here (:data:`SUITE_MODULES`) and a module is imported only when
@@ -16,7 +16,7 @@ from ..core.registry import Registry
 
 __all__ = ["SUITES", "SUITE_MODULES", "ALL_SUITES", "Suite", "load_suite"]
 
-#: ``suite(quick=False, tiny=False)`` -> records
+#: ``suite(quick=False)`` -> records (``quick``: smoke-test sizes, one repeat)
 Suite = Callable[..., list[dict]]
 
 SUITES: Registry = Registry("perf suite")
@@ -35,7 +35,7 @@ SUITE_MODULES: dict[str, str] = {
     "detection": "detection",
 }
 
-#: what ``bench perf all`` runs, in this order (``e2e`` is left out under ``--quick`` / ``--tiny``)
+#: what ``bench perf all`` runs, in this order (``e2e`` is left out under ``--quick``)
 ALL_SUITES: tuple[str, ...] = ("startup", "backbone", "attention-budget", "pe-overhead", "analysis", "data",
                                "dino", "scene", "detection", "e2e")
 
