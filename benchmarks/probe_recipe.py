@@ -49,7 +49,17 @@ the seeds that learned, so this study asks which recipe gets the seeds of such a
 and at what cost. Each recipe below trains the same cells (same model `vit-probe`, same data seeds, the
 same learning-rate selection as the sweep unless the recipe names another), validating every few steps
 so that each seed's *steps to learn* (the first validation at or above the "learned" line: halfway
-from the no-PE ceiling to 100 %) is measured, not inferred.
+from the no-PE ceiling to 100 %) is measured, not inferred. The committed sweep ran each PE at the
+learning rate its selection stage chose (0.005, or 0.015 for rope-axial and lookhere); the
+constant-rate recipes run every PE at 0.005. *Steps trained* is the cost measure: the wall times
+were taken on a 2-core machine shared with other jobs (and the committed sweep's under other
+loads), so they are not comparable across recipes.
+
+`benchmarks/probe_sweep.sh` adopts `constant-5e-3` for the next sweep and adds two rules this study
+motivates: a run still within 5 points of the no-PE ceiling at step 400 stops (`--give-up`; the
+plateau section below shows when the seeds that learned had left it), and the test split reads the
+best validation's weights (`--eval-checkpoint best`: with a constant rate the last step's accuracy
+is noisy, compare the val and best-val columns).
 
 ## Recipes (read from the runs' configurations)
 
@@ -133,14 +143,19 @@ def load(root: Path, baseline: Path | None = None) -> dict[str, dict[tuple[str, 
 
 
 def describe(recipe: str, cells: dict[tuple[str, str], list[SeedRun]]) -> str:
-    """One line: the recipe's options as its runs recorded them (the same in every run, else listed)."""
-    def values(key: str) -> str:
+    """One line: the recipe's options as its runs recorded them (a key a run predates has its old default)."""
+    def values(key: str, unset: str = "") -> str:
         vals = sorted({json.dumps(r.config.get(key)) for runs in cells.values() for r in runs})
-        return ", ".join(v.strip('"') for v in vals)
+        return ", ".join(unset if v == "null" else v.strip('"') for v in vals)
     seeds = sorted({r.seed for runs in cells.values() for r in runs})
-    return (f"- `{recipe}`: lr {values('lr')}, schedule {values('lr_schedule')} after a {values('warmup_epochs')}-epoch "
-            f"warm-up, {values('epochs')} epochs of {values('batch_size')}-scene batches at most, validation every "
-            f"{values('val_every')} steps, stop at val/acc1 > {values('stop_at')}; seeds {', '.join(map(str, seeds))}")
+    stop = values("stop_at", "none")
+    every = values("val_every", "epoch")
+    val = "validation once per epoch" if every == "epoch" else f"validation every {every} steps"
+    return (f"- `{recipe}`: lr {values('lr')}, {values('lr_schedule', 'cosine')} schedule after a "
+            f"{values('warmup_epochs')}-epoch warm-up, {values('epochs')} epochs of {values('batch_size')}-scene "
+            f"batches{' at most' if stop != 'none' else ''}, {val}, "
+            + ("no stop rule" if stop == "none" else f"stop at val/acc1 above {stop}")
+            + f"; seeds {', '.join(map(str, seeds))}")
 
 
 def _pct(x: float | None) -> str:
@@ -175,7 +190,7 @@ def _pair_table(data, names: tuple[str, ...]) -> list[str]:
     if not shared:
         return []
     cells = sorted({k for k, _ in shared})
-    lines = [f"Over the {len(shared)} runs ({', '.join(f'`{p}` {pe}' for p, pe in cells)}) that "
+    lines = [f"Over the {len(shared)} run{'s' if len(shared) != 1 else ''} ({', '.join(f'`{p}` {pe}' for p, pe in cells)}) that "
              + " and ".join(f"`{n}`" for n in names) + " share:", "",
              "| recipe | seeds learned | steps trained (sum) | wall s (sum) |", "|---|---:|---:|---:|"]
     for name in names:

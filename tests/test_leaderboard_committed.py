@@ -82,6 +82,18 @@ def test_probe_reports_regenerate_from_the_committed_results(tmp_path):
         encoding="utf-8")
 
 
+@pytest.mark.skipif(not (REPO / "results" / "probe-recipe").exists(), reason="no committed recipe study")
+def test_probe_recipe_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/probe-recipe/REPORT.md is exactly what benchmarks/probe_recipe.py makes of the committed runs."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("probe_recipe")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / "results" / "probe-recipe"), "--baseline", str(REPO / RESULTS),
+                     "--report", str(report)]) == 0
+    committed = REPO / "results" / "probe-recipe" / "REPORT.md"
+    assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
+
+
 @pytest.mark.skipif(not (REPO / RESULTS / "probe-anchoring").exists(), reason="no committed probe-anchoring results")
 def test_ssdc_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
     """results/embedded/probe-anchoring/REPORT.md (the SSDC / EED claims on probe-anchoring) is exactly what
