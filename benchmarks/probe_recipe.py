@@ -103,6 +103,7 @@ class SeedRun:
         self.val = res["metrics"].get("val/acc1")
         self.test = res["metrics"].get("test/acc1")
         self.wall = float(res.get("wall_time_s") or 0.0)
+        self.commit = str(res.get("git_sha") or "?")[:7]
         self.curve, last_train = _read_metrics(run_dir)
         #: the best validation accuracy logged during training (the final one when there is no curve)
         self.best_val = max([v for _, v in self.curve] + [self.val or 0.0])
@@ -155,7 +156,8 @@ def describe(recipe: str, cells: dict[tuple[str, str], list[SeedRun]]) -> str:
             f"{values('warmup_epochs')}-epoch warm-up, {values('epochs')} epochs of {values('batch_size')}-scene "
             f"batches{' at most' if stop != 'none' else ''}, {val}, "
             + ("no stop rule" if stop == "none" else f"stop at val/acc1 above {stop}")
-            + f"; seeds {', '.join(map(str, seeds))}")
+            + f"; seeds {', '.join(map(str, seeds))}; commit "
+            + ", ".join(f"`{c}`" for c in sorted({r.commit for runs in cells.values() for r in runs})))
 
 
 def _pct(x: float | None) -> str:
