@@ -8,7 +8,7 @@
 #   python benchmarks/ddp_findings.py --results $OUT --report $OUT/REPORT.md
 set -euo pipefail
 OUT=${OUT:-results/ddp-agreement}
-SEEDS=${SEEDS:-"0 1 2"}
+SEEDS=${SEEDS:-"0 1 2 3 4"}
 BENCH=${BENCH:-bench}
 export OMP_NUM_THREADS=1
 COMMON=(--deterministic --analyses none --no-progress-bar --accelerator cpu)

@@ -129,6 +129,10 @@ def _sd(x: list[float]) -> float:
     return float(np.std(np.asarray(x, dtype=np.float64), ddof=1)) if len(x) > 1 else math.nan
 
 
+#: the gap a user reported (issue #32): val/acc1 0.998 in 2 processes against 0.965 in one
+REPORTED_GAP = 0.998 - 0.965
+
+
 def _verdict(parts: list[tuple[str, float, float, bool]], worst_first: float, acc: dict[str, list[float]],
              n: int) -> str:
     same_start = worst_first <= 1e-5
@@ -147,8 +151,13 @@ def _verdict(parts: list[tuple[str, float, float, bool]], worst_first: float, ac
               f"contains 0, and the paired differences (largest |Δ| {max(abs(d) for d in diffs):.4f}) are of the "
               f"size of the across-seed spread of either mode (sd up to {spread:.4f}): the rounding difference is "
               "amplified by training like any other perturbation, so 1- and 2-process results agree in "
-              "distribution over seeds, not run by run. A single 1-vs-2-process gap at one seed (such as 0.965 vs "
-              "0.998 in issue #32) is this seed-to-seed spread, not a difference in what is trained."))
+              "distribution over seeds, not run by run. "
+              + (f"A reported gap of {REPORTED_GAP:.3f} (val/acc1 0.965 in one process against 0.998 in two, a "
+                 "user's run of the default) is larger than every paired difference measured here; these "
+                 f"{n} seeds with `--deterministic` do not reproduce it, and say nothing about what caused it."
+                 if REPORTED_GAP > max(abs(d) for d in diffs) else
+                 f"A reported gap of {REPORTED_GAP:.3f} (val/acc1 0.965 against 0.998) is within the paired "
+                 "differences measured here.")))
     return start + end
 
 
