@@ -431,7 +431,7 @@ def test_bench_perf_data_spiking_row():
 
     ev = spiking_stream(20_000, duration_us=1_000_000)
     assert len(ev) == 20_000 and np.all(np.diff(ev["t"]) >= 0) and ev["x"].max() < 128
-    (row,) = bench_spiking(tiny=True)
+    (row,) = bench_spiking(quick=True)
     assert row["name"].startswith("data events: spiking-patch tokenizer") and row["unit"] == "samples/s"
     assert row["a_value"] > 0 and row["b_value"] > 0 and row["ratio"] == pytest.approx(row["a_value"] / row["b_value"])
     assert row["target"] == 1.0 and "tokens/s" in row["note"] and "cap 512" in row["note"]
