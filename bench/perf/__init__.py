@@ -63,7 +63,7 @@ from .suites import ALL_SUITES, SUITE_MODULES, load_suite
 __all__ = ["PERF_COMMANDS", "ALL_BUDGET_S", "main"]
 
 
-#: wall-time budget of ``bench perf all`` on an idle 2-core CPU (issue #30), seconds
+#: wall-time budget of ``bench perf all`` on an idle 2-core CPU, seconds
 ALL_BUDGET_S = 300.0
 
 
@@ -102,7 +102,7 @@ def _run(what: str, names: Sequence[str], argv: Sequence[str] | None = None) -> 
     rows += [record(f"perf wall time {name}", "suite s", "all suites s", s, total, "s", higher_is_better=False,
                     suite=name) for name, s in secs.items()]
     if what == "all":
-        rows.append(record("perf wall time all suites", "wall time", "budget (issue #30)", total, ALL_BUDGET_S, "s",
+        rows.append(record("perf wall time all suites", "wall time", "budget", total, ALL_BUDGET_S, "s",
                            higher_is_better=False, target=None if args.quick else 1.0,
                            note="--quick: smoke-test sizes, no e2e; the budget applies to the full run only"
                            if args.quick else "idle 2-core CPU; the header's load average says how idle", suite="all"))

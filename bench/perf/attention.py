@@ -34,7 +34,7 @@ on the device (``check_forced_impl``: on CPU ``flex`` has no backward, so evalua
 * ``auto``: whether ``attention_impl=auto`` (what ``bench run`` uses) picks this implementation for
   this PE, device, phase and N (:func:`pebench.models.attention.choose_impl`).
 
-Memory growth (issue #30's target: peak memory linear in N for every PE in evaluation, <= 4.5x
+Memory growth (the target: peak memory linear in N for every PE in evaluation, <= 4.5x
 from 1,024 to 4,096 tokens): for every (PE, implementation, phase) measured at both N and 4N, the
 ratio of the peaks (:func:`memory_growth`); an ``N x N`` tensor makes it ~16x.
 
@@ -245,7 +245,7 @@ def format_table(rows: list[dict], notes: Sequence[str] = ()) -> str:
     growth = memory_growth(rows)
     if growth:
         lines += ["", f"Peak memory growth at 4× the tokens (linear in N: ~4×; target ≤ {MEMORY_GROWTH_TARGET:g}×, "
-                      "issue #30, for every PE in evaluation under `auto`):", "",
+                      "for every PE in evaluation under `auto`):", "",
                   f"| N → 4N | phase | PE | variant | attention | auto | peak × | ≤ {MEMORY_GROWTH_TARGET:g} |",
                   "|---|---|---|---|---|:-:|---:|:-:|"]
         for g in sorted(growth, key=lambda g: (g["n"], g["phase"] != "eval", not g["auto"])):
