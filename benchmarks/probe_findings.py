@@ -138,12 +138,9 @@ class Cell:
                 f"{_pct(self.threshold)} %; mean val {_pct(self.mean('val'))} %)")
 
     def median_steps_to_learn(self) -> str:
-        """The median over the seeds that learned of the steps to learn ("—": none learned; "n/m": not
-        measured, validated once per epoch)."""
-        if not self.steps_to_learn:
-            return "n/m"
+        """Median steps to learn over the seeds that learned ("—": none did; "n/m": validated per epoch only)."""
         v = [x for x in self.steps_to_learn.values() if x is not None]
-        return f"{np.median(v):.0f}" if v else "—"
+        return "n/m" if not self.steps_to_learn else f"{np.median(v):.0f}" if v else "—"
 
 
 def _steps_to(results_json: Path, threshold: float) -> int | None:
