@@ -95,7 +95,7 @@ def bench_backbone(quick: bool = False) -> list[dict]:
     rows = []
     for model, img, patch, batch in setups:
         # training steps, interleaved medians; inference is cheaper and noisier: more repeats
-        reps, infer_reps = (1, 1) if quick else (3, 5) if model == "vit-s16" else (6, 12)
+        reps, infer_reps = (1, 1) if quick else (2, 4) if model == "vit-s16" else (6, 12)
         if dev.type == "cuda":
             batch *= 8
         torch.manual_seed(0)
@@ -192,7 +192,7 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
     pes = ["none", "ape", "rope-axial"] if quick else list_pes()
     pes = ["none"] + [p for p in pes if p != "none"]
     sizes = ((16, 2),) if quick else ((32, 32), (64, 8))
-    reps = 1 if quick else 8
+    reps = 1 if quick else 5
     rows = []
     for img, batch in sizes:
         if dev.type == "cuda":
