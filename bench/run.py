@@ -558,8 +558,9 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         stopped = stopped_record(trainer, cfg)
         if stopped is not None:
             results["stopped_at_target"] = stopped
+        ended_by_rule = bool(stopped and (stopped["reached"] or stopped["gave_up"]))  # not by --max-time
         if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run
-                                   and not ((stopped or {}).get("reached") or (stopped or {}).get("gave_up"))):
+                                   and not ended_by_rule):
             complete = False
         results["attention_impl"] = attention_impls_used(task)  # per phase, as run (pebench.models.attention)
         _write_curves(run_dir, results)

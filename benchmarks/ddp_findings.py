@@ -32,7 +32,7 @@ import numpy as np
 from pebench.leaderboard.stats import paired_t_interval
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import fill, write_report  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import emit, fill  # noqa: E402  (benchmarks/ is the script's directory)
 
 MODES = {"one-process": "1 process", "ddp-2": "2 processes (DDP, gloo)"}
 #: relative difference of a logged loss above which the two trajectories count as apart
@@ -239,11 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=Path("results/ddp-agreement"))
     ap.add_argument("--report", type=Path, default=None, help="write the report here (default: print it)")
     a = ap.parse_args(argv)
-    text = build(a.results)
-    if a.report:
-        write_report(a.report, text)
-    else:
-        sys.stdout.write(text)
+    emit(build(a.results), a.report)
     return 0
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import math
 import sys
 from collections import defaultdict
@@ -41,7 +40,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import fill, write_report  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import fill, read_metrics, write_report  # noqa: E402  (benchmarks/ is the script's directory)
 
 #: the exact no-PE ceilings of the test splits (pebench.datamodules.probes; tests check the two agree)
 CEILING = {"probe-translation": 0.25, "probe-rotation": 0.25, "probe-decay": 0.5, "probe-context": 1 / 3,
@@ -144,17 +143,10 @@ class Cell:
 
 
 def _steps_to(results_json: Path, threshold: float) -> int | None:
-    """The first logged validation step (1-based optimizer step) whose val/acc1 is at least ``threshold``
-    (from the ``metrics.csv`` beside ``results_json``)."""
-    path = results_json.parent / "metrics.csv"
-    if not path.is_file():
-        return None
-    with path.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            v = row.get("val/acc1")
-            if v and float(v) >= threshold:
-                return int(row["step"]) + 1
-    return None
+    """The first validation step logged during training whose val/acc1 is at least ``threshold`` (from the
+    ``metrics.csv`` beside ``results_json``)."""
+    curve, _ = read_metrics(results_json.parent)
+    return next((step for step, v in curve if v >= threshold), None)
 
 
 def load(results: str) -> dict[str, dict[str, Cell]]:

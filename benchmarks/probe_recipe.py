@@ -23,7 +23,6 @@ learned seeds summed over the runs the recipes share, then the steps they traine
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import sys
@@ -32,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_findings import CEILING, LEARNED_SHARE  # noqa: E402  (benchmarks/ is the script's directory)
-from reports import fill, write_report  # noqa: E402
+from reports import emit, fill, read_metrics  # noqa: E402
 
 REPORT = """\
 # Probe recipe study (`results/probe-recipe`)
@@ -79,23 +78,6 @@ is noisy, compare the val and best-val columns).
 """
 
 
-def _read_metrics(run_dir: Path) -> tuple[list[tuple[int, float]], int]:
-    """The validations logged during training as (optimizer step, val/acc1), steps 1-based, and the last
-    training step logged (``log_every_n_steps`` = 10, so a multiple of 10 or the run's last step)."""
-    path = run_dir / "metrics.csv"
-    if not path.is_file():
-        return [], 0
-    seen: dict[int, float] = {}
-    last_train = 0
-    with path.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row.get("val/acc1"):  # the validation after training repeats the last step's: keep the first
-                seen.setdefault(int(row["step"]) + 1, float(row["val/acc1"]))
-            if row.get("train/loss_step"):
-                last_train = max(last_train, int(row["step"]) + 1)
-    return sorted(seen.items()), last_train
-
-
 class SeedRun:
     def __init__(self, res: dict, run_dir: Path) -> None:
         self.seed = int(res["seed"])
@@ -104,7 +86,7 @@ class SeedRun:
         self.test = res["metrics"].get("test/acc1")
         self.wall = float(res.get("wall_time_s") or 0.0)
         self.commit = str(res.get("git_sha") or "?")[:7]
-        self.curve, last_train = _read_metrics(run_dir)
+        self.curve, last_train = read_metrics(run_dir)
         #: the best validation accuracy logged during training (the final one when there is no curve)
         self.best_val = max([v for _, v in self.curve] + [self.val or 0.0])
         stopped = res.get("stopped_at_target") or {}
@@ -176,7 +158,7 @@ def cell_table(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
             if not runs:
                 continue
             learned = sum(1 for r in runs if r.val is not None and r.val >= line)
-            to_learn = ", ".join("—" if r.steps_to(line) is None else str(r.steps_to(line)) for r in runs)
+            to_learn = ", ".join(r.steps_to(line) for r in runs)
             lines.append(f"| `{probe}` | {pe} | `{recipe}` | {learned}/{len(runs)} | {to_learn} | "
                          f"{statistics.mean(r.steps for r in runs):.0f} | "
                          f"{_pct(statistics.mean(r.val for r in runs if r.val is not None))} | "
@@ -258,12 +240,8 @@ def main(argv=None) -> int:
         print(f"probe_recipe: results directory not found: {root}", file=sys.stderr)
         return 2
     data = load(root, Path(args.baseline) if args.baseline else None)
-    text = fill(REPORT, recipes="\n".join(describe(r, data[r]) for r in sorted(data)) or "No complete runs.",
-                cells=cell_table(data), comparison=comparison(data), plateau=plateau(data))
-    if args.report:
-        write_report(args.report, text)
-    else:
-        sys.stdout.write(text)
+    emit(fill(REPORT, recipes="\n".join(describe(r, data[r]) for r in sorted(data)) or "No complete runs.",
+              cells=cell_table(data), comparison=comparison(data), plateau=plateau(data)), args.report)
     return 0
 
 

@@ -3,11 +3,15 @@
 A report is the script's fixed prose (its template, kept in the script beside the code that computes
 the numbers) with the tables and verdicts the script computes from the committed result files put in
 place of ``@@NAME@@`` placeholders. Nothing in a report is typed in by hand, so it regenerates byte for
-byte from the committed runs (the study's test checks that).
+byte from the committed runs (the study's test checks that). ``read_metrics`` reads a run's learning curve
+from its ``metrics.csv`` for the scripts that report steps to learn.
 """
 from __future__ import annotations
 
+import csv
 import os
+import sys
+from pathlib import Path
 
 from pebench.core.io import atomic_write_bytes
 
@@ -30,3 +34,28 @@ def fill(template: str, **blocks: str) -> str:
 def write_report(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` atomically (UTF-8)."""
     atomic_write_bytes(os.fspath(path), text.encode("utf-8"))
+
+
+def emit(text: str, path: str | os.PathLike | None) -> None:
+    """The report ``text``: written to ``path`` (:func:`write_report`), or printed when ``path`` is None."""
+    if path:
+        write_report(path, text)
+    else:
+        sys.stdout.write(text)
+
+
+def read_metrics(run_dir: Path) -> tuple[list[tuple[int, float]], int]:
+    """The validations logged during training as (optimizer step, val/acc1), steps 1-based, and the last
+    training step logged (``log_every_n_steps`` = 10, so a multiple of 10 or the run's last step)."""
+    path = run_dir / "metrics.csv"
+    if not path.is_file():
+        return [], 0
+    seen: dict[int, float] = {}
+    last_train = 0
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("val/acc1"):  # the validation after training repeats the last step's: keep the first
+                seen.setdefault(int(row["step"]) + 1, float(row["val/acc1"]))
+            if row.get("train/loss_step"):
+                last_train = max(last_train, int(row["step"]) + 1)
+    return sorted(seen.items()), last_train
