@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # ALiBi on the probes (pebench issue #32): the published slopes against the pebench variants of
-# encodings/alibi.py (slope_scale, learnable_slopes), with the probe sweep's recipe (vit-probe,
+# encodings/alibi.py (slope_scale, learnable_slopes), with the previous probe sweep's recipe (vit-probe,
 # 2 epochs of 6400 scenes = 200 steps of 64, AdamW, warm-up 0.3 epoch then cosine, lr 5e-3 as
-# in results/probe-lr), one run at a time (1 worker). RUNS lists variant:seeds; the default is what
-# results/alibi-study holds: the published slopes once (seed 0, a check against results/embedded,
+# in results/probe-sweep-200-steps/probe-lr), one run at a time (1 worker). RUNS lists variant:seeds; the default is what
+# results/alibi-study holds: the published slopes once (seed 0, a check against results/probe-sweep-200-steps,
 # whose 5 seeds of the same recipe are the published method's numbers) and slope_scale=8, seed 0.
 # The planned rest (RUNS="scale8:1,2 learnable:0,1,2 scale8-learnable:0,1,2") did not fit the
 # CPU share of the session that made the study (see results/alibi-study/REPORT.md).

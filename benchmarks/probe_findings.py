@@ -1,7 +1,6 @@
 """Summarise a probe sweep (results/embedded/REPORT.md): accuracy per probe x PE and a verdict per prediction.
 
-    python benchmarks/probe_findings.py --results results/embedded --lr-results results/probe-lr \
-        [--report results/embedded/REPORT.md --lr-report results/probe-lr/REPORT.md]
+    python benchmarks/probe_findings.py --results results/embedded [--report results/embedded/REPORT.md]
 
 For each probe: one row per PE with the learning rate it ran with, the number of seeds, the
 in-distribution validation accuracy and how many seeds learned it (the precondition, decided per
@@ -9,7 +8,8 @@ seed: a PE counts as having learned a probe when at least 4 of 5 seeds did, :dat
 that did not says nothing about the property), each seed's steps to learn when the runs validated
 every few steps (``bench run --val-every``), the out-of-distribution test accuracy with its 95 %
 Student-t interval over seeds, and the paired test - val difference (the cost of leaving the training
-distribution). Verdicts about a PE are computed on the seeds that learned the probe. Then
+distribution); under the table, how the runs ended (target reached, gave up, budget). Verdicts about a
+PE are computed on the seeds that learned the probe. Then
 each theoretical prediction with its verdict, computed here from the numbers (never typed in):
 ``held`` / ``contradicted`` / ``not testable`` (a precondition failed) / ``inconclusive``. A
 verdict other than inconclusive needs the t-interval and the t-test to agree (the interval excludes
@@ -17,11 +17,9 @@ the threshold and p < 0.05). Differences between PEs are paired by seed (the sam
 runs the same data). The summary after the verdicts is generated from them and names the PEs behind
 each one.
 
-``--lr-results`` reads the learning-rate selection runs (same recipe, one held-out seed, each
-learning rate in its own ``lr<X>`` folder) and prints which learning rate each PE got.
-
-``--report`` / ``--lr-report`` write the two studies' reports (the tables and verdicts inside the
-prose of :data:`REPORT` / :data:`LR_REPORT`) instead of printing.
+``--report`` writes the report (the tables and verdicts inside the prose of :data:`REPORT`, with the
+recipe, commits, run count and wall time read from the runs and ``probe_sweep_time.txt``) instead of
+printing the tables and verdicts.
 """
 from __future__ import annotations
 
@@ -30,6 +28,7 @@ import copy
 import math
 import sys
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -55,11 +54,23 @@ MIN_LEARNED = 0.8
 #: tolerance (accuracy points) of "keeps its accuracy" / "at chance"
 TOL = 0.05
 
-RELATIVE = ("rope-axial", "rope-mixed", "pape", "lookhere")
+#: the predictions' groups, each a subset of the PEs whose declarations (``relative``, ``rotation_invariant``,
+#: ``distance_decay`` in pebench.encodings) say so; tests/test_probe_study_scripts.py checks the two agree and
+#: that every registered PE is in a group or in :data:`MEASURED_ONLY`
+RELATIVE = ("rope-axial", "rope-mixed", "pape", "lookhere", "comrope", "string")
 ABSOLUTE = ("ape", "sincos")
 DISTANCE_ONLY = ("alibi", "pape-ri")
 #: PEs with a monotone distance decay of the attention logit (ALiBi's fixed slopes, LookHere's, PaPE's learned one)
 DECAY = ("alibi", "lookhere", "pape", "pape-ri")
+#: PEs measured without a prediction on the translation and extrapolation probes: LieRE is not exactly
+#: relative (its generators do not commute), and CPE's convolution sees the zero padding at the canvas border,
+#: an absolute cue (CPVT's argument), although translating its coordinates changes nothing
+MEASURED_ONLY = ("liere", "cpe")
+#: PEs whose logits read directions, measured on probe-rotation without a prediction
+DIRECTIONAL = ("rope-axial", "rope-mixed", "pape", "lookhere", "sincos", "ape", "liere", "comrope", "string", "cpe")
+#: PEs without a designed decay, measured on probe-decay without a prediction (RoPE's long-range decay is weak
+#: and not monotone; the learned rotations and CPE have none by design)
+NO_DECAY = ("rope-axial", "rope-mixed", "liere", "comrope", "string", "cpe")
 
 
 def _pct(x: float) -> str:
@@ -88,6 +99,9 @@ class Cell:
                                if r.raw.get("config", {}).get("val_every") and root is not None}
         #: per seed: the optimizer steps trained (``--stop-at`` ends a run early), when recorded
         self.steps = {r.seed: (r.raw.get("stopped_at_target") or {}).get("global_step") for r in runs}
+        #: per seed: how the run ended ("reached" the target, "gave up" on the plateau, trained the whole
+        #: "budget"), None when it ran without a stop rule
+        self.ends = {r.seed: _end(r.raw.get("stopped_at_target")) for r in runs}
 
     def replaced(self, **attrs) -> "Cell":
         """The same runs with some attributes replaced: another "learned" ``threshold`` (a probe half of
@@ -142,6 +156,12 @@ class Cell:
         return "n/m" if not self.steps_to_learn else f"{np.median(v):.0f}" if v else "—"
 
 
+def _end(stopped: dict | None) -> str | None:
+    if not stopped:
+        return None
+    return "reached" if stopped.get("reached") else "gave up" if stopped.get("gave_up") else "budget"
+
+
 def _steps_to(results_json: Path, threshold: float) -> int | None:
     """The first validation step logged during training whose val/acc1 is at least ``threshold`` (from the
     ``metrics.csv`` beside ``results_json``)."""
@@ -194,7 +214,8 @@ def table(probe: str, cells: dict[str, Cell]) -> list[str]:
         steps = f"{c.median_steps_to_learn()} | " if curves else ""
         out.append(f"| {pe} | {lr} | {c.n} | {_pct(c.mean('val'))} | {c.learned_seeds}/{c.n} | {steps}"
                    f"{_pct(c.mean('test'))} | {_ci(c.values('test'))} | {gap} |")
-    return out + [""]
+    ended = _ended(cells)
+    return out + ([""] + [ended] if ended else []) + [""]
 
 
 def upsampled_table(cells: dict[str, Cell]) -> list[str]:
@@ -324,6 +345,8 @@ def claims(data: dict[str, dict[str, Cell]], tally: Tally | None = None) -> list
                 "their accuracy:"] + _group_claim(c, RELATIVE, "keeps", t,
                                                       "Translation: relative PEs keep their accuracy")
         out += ["  Absolute PEs lose it:"] + _group_claim(c, ABSOLUTE, "loses", t, "Translation: absolute PEs lose it")
+        out += ["  Not exactly relative or with an absolute cue (measured, no prediction):"] + _group_claim(
+            c, MEASURED_ONLY, None)
         out += ["  Relative PEs beat the absolute sincos off the training region (test, paired by seed):"]
         out += [f"  - {pe} − sincos: {t.beats('Translation: relative PEs beat sincos', c, pe, 'sincos')}"
                 for pe in RELATIVE]
@@ -342,8 +365,7 @@ def claims(data: dict[str, dict[str, Cell]], tally: Tally | None = None) -> list
                 "halfway from 25 % to its 50 % bound) on the rotated scenes:"]
         out += _group_claim({pe: c[pe].replaced(threshold=0.375) for pe in DISTANCE_ONLY if pe in c}, DISTANCE_ONLY,
                             "keeps", t, "Rotation: distance-only PEs keep what they learned on rotated scenes")
-        out += ["  Directional PEs (measured, no prediction):"] + _group_claim(
-            c, ("rope-axial", "rope-mixed", "pape", "lookhere", "sincos", "ape"), None)
+        out += ["  Directional PEs (measured, no prediction):"] + _group_claim(c, DIRECTIONAL, None)
     if "probe-decay" in data:
         c = data["probe-decay"]
         out += ["- **Distance decay** (test: the nearest glyph at 3–4.5 cells instead of 1–2.3). PEs whose "
@@ -352,8 +374,8 @@ def claims(data: dict[str, dict[str, Cell]], tally: Tally | None = None) -> list
         out += _group_claim(c, DECAY, "keeps", t, "Distance decay: monotone-decay PEs keep the rule at unseen distances")
         out += ["  Absolute PEs have no notion of distance to extrapolate and lose it:"] + _group_claim(
             c, ABSOLUTE, "loses", t, "Distance decay: absolute PEs lose the rule")
-        out += ["  RoPE (measured, no prediction: its long-range decay is weak and not monotone):"] + _group_claim(
-            c, ("rope-axial", "rope-mixed"), None)
+        out += ["  PEs without a designed decay (measured, no prediction; RoPE's long-range decay is weak and not "
+                "monotone):"] + _group_claim(c, NO_DECAY, None)
     if "probe-context" in data:
         c = data["probe-context"]
         out += [f"- **Context-dependent decay** (PaPE's motivation): PaPE beats RoPE-axial on probe-context: "
@@ -365,6 +387,8 @@ def claims(data: dict[str, dict[str, Cell]], tally: Tally | None = None) -> list
                 "their accuracy:"] + _group_claim(c, RELATIVE, "keeps", t,
                                                       "Extrapolation: relative PEs keep their accuracy")
         out += ["  Absolute PEs lose it:"] + _group_claim(c, ABSOLUTE, "loses", t, "Extrapolation: absolute PEs lose it")
+        out += ["  Not exactly relative or with an absolute cue (measured, no prediction):"] + _group_claim(
+            c, MEASURED_ONLY, None)
         out += ["  Relative PEs beat the absolute sincos on the larger canvas (test, paired by seed):"]
         out += [f"  - {pe} − sincos: {t.beats('Extrapolation: relative PEs beat sincos', c, pe, 'sincos')}"
                 for pe in RELATIVE]
@@ -411,40 +435,38 @@ def not_learned_table(data: dict[str, dict[str, Cell]]) -> list[str]:
     return out + [""]
 
 
-def _selection(root: str) -> dict[str, dict[float, float]]:
-    """PE -> {lr: mean validation accuracy} over the selection runs below ``root/lr*``."""
-    acc: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for sub in sorted(Path(root).glob("lr*")):
-        runs, _ = collect_results(sub)
-        for r in runs:
-            if r.complete:
-                acc[r.label][float(r.raw["config"]["lr"])].append(r.metrics.get("val/acc1") or 0.0)
-    return {pe: {lr: float(np.mean(v)) for lr, v in d.items()} for pe, d in acc.items()}
+def probes_learned(data: dict[str, dict[str, Cell]]) -> dict[str, tuple[int, int]]:
+    """PE -> (probes it learned in at least 4 of 5 seeds, probes it ran): the README's "probes" column."""
+    out: dict[str, tuple[int, int]] = {}
+    for cells in data.values():
+        for pe, c in cells.items():
+            k, n = out.get(pe, (0, 0))
+            out[pe] = (k + c.learned, n + 1)
+    return out
 
 
-#: a larger learning rate must beat the smallest one's validation accuracy by this much to be chosen
-#: (about one standard error of an accuracy near 50 % on the 600-sample validation split)
-LR_MARGIN = 0.02
-
-
-def chosen_lr(means: dict[float, float]) -> float:
-    """The learning rate with the best validation accuracy, unless it beats the smallest learning rate
-    by less than :data:`LR_MARGIN` (then the smallest: a noise-level gain does not choose)."""
-    lrs = sorted(means)
-    best = max(lrs, key=lambda lr: (means[lr], -lr))
-    return best if means[best] - means[lrs[0]] >= LR_MARGIN else lrs[0]
-
-
-def lr_selection(root: str) -> list[str]:
-    """Markdown table: validation accuracy per PE and learning rate, and the one chosen."""
-    sel = _selection(root)
-    lrs = sorted({lr for v in sel.values() for lr in v})
-    out = ["| PE | " + " | ".join(f"val % at lr {lr:g}" for lr in lrs) + " | chosen lr |",
-           "|---|" + "---:|" * (len(lrs) + 1)]
-    for pe in sorted(sel, key=pe_sort_key):
-        means = sel[pe]
-        out.append(f"| {pe} | " + " | ".join(_pct(means[lr]) if lr in means else "—" for lr in lrs)
-                   + f" | {chosen_lr(means):g} |")
+def learned_matrix(data: dict[str, dict[str, Cell]]) -> list[str]:
+    """PE x probe: the seeds that learned it (k/n, bold when the PE counts as having learned it) and the
+    median steps to learn over them."""
+    probes = [p for p in CEILING if p in data]
+    pes = sorted({pe for p in probes for pe in data[p]}, key=pe_sort_key)
+    out = ["#### What each PE learned", "",
+           "Seeds that learned each probe (**bold**: at least 4 of 5, the PE counts as having learned it) and, "
+           "in brackets, the median steps to learn over those seeds:", "",
+           "| PE | " + " | ".join(f"`{p}`" for p in probes) + " | probes learned |",
+           "|---|" + "---:|" * (len(probes) + 1)]
+    for pe in pes:
+        row = []
+        for p in probes:
+            c = data[p].get(pe)
+            if c is None:
+                row.append("—")
+                continue
+            k = f"{c.learned_seeds}/{c.n}"
+            row.append((f"**{k}**" if c.learned else k) + (f" ({c.median_steps_to_learn()})" if c.learned_seeds
+                                                          and c.steps_to_learn else ""))
+        k, n = probes_learned({p: data[p] for p in probes}).get(pe, (0, 0))
+        out.append(f"| {pe} | " + " | ".join(row) + f" | {k} of {n} |")
     return out + [""]
 
 
@@ -459,47 +481,113 @@ def findings(results: str) -> list[str]:
                 lines += upsampled_table(data[probe])
     tally = Tally()
     lines += claims(data, tally)
-    return lines + summary(tally) + not_learned_table({p: data[p] for p in CEILING if p in data})
+    ordered = {p: data[p] for p in CEILING if p in data}
+    return learned_matrix(ordered) + lines + summary(tally) + not_learned_table(ordered)
+
+
+def _ended(cells: dict[str, Cell]) -> str:
+    """How the probe's runs ended (``stopped_at_target`` in results.json): target reached, gave up, budget."""
+    ends = [e for c in cells.values() for e in c.ends.values()]
+    if not any(ends):
+        return ""
+    n = {k: sum(e == k for e in ends) for k in ("reached", "gave up", "budget")}
+    return (f"Runs: {len(ends)}; reached the target {n['reached']}, gave up on the plateau {n['gave up']}, "
+            f"trained the whole budget {n['budget']}.")
+
+
+def protocol(results: str, time_file: Path) -> dict[str, str]:
+    """The sweep's recipe, commits, run count and wall time, read from the runs and the time file."""
+    runs = [r for r in collect_results(results)[0] if r.dataset in CEILING]
+    done = [r for r in runs if r.complete]
+    keys = ("lr", "lr_schedule", "warmup_epochs", "epochs", "batch_size", "val_every", "stop_at", "give_up",
+            "eval_checkpoint")
+    seen = {k: sorted({str(r.raw.get("config", {}).get(k)) for r in done}) for k in keys}
+    recipe = ", ".join(f"`{k}` {' / '.join(v)}" for k, v in seen.items())
+    commits = sorted({r.raw.get("git_sha", "?")[:7] for r in done})
+    lines = time_file.read_text(encoding="utf-8").splitlines() if time_file.is_file() else []
+    stamps = [(ln.split()[0], ln.split()[1]) for ln in lines if ln.split()[:1] in (["start"], ["end"])]
+    total, start = 0.0, None
+    for what, when in stamps:
+        t = datetime.fromisoformat(when.replace("Z", "+00:00"))
+        if what == "start":
+            start = t
+        elif start is not None:
+            total, start = total + (t - start).total_seconds(), None
+    wall = (f"**{total / 60:.1f} min** of wall time ({'; '.join(' '.join(x) for x in stamps)}, from "
+            f"`{time_file.name}`)") if total else "not recorded"
+    return {"recipe": recipe, "commits": ", ".join(f"`{c}`" for c in commits), "runs": str(len(done)),
+            "incomplete": str(len(runs) - len(done)), "wall": wall}
+
+
+def learning_png(data: dict[str, dict[str, Cell]], path: str) -> None:
+    """Per probe, the share of each PE's seeds that had learned the probe by each step (the empirical
+    distribution of steps to learn; a seed that never learned never counts), up to the largest budget."""
+    import io
+    import os
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from pebench.core.io import atomic_write_bytes
+
+    probes = [p for p in CEILING if p in data and any(c.steps_to_learn for c in data[p].values())]
+    if not probes:
+        return
+    cols = min(3, len(probes))
+    rows = math.ceil(len(probes) / cols)
+    fig = Figure(figsize=(5 * cols, 3.6 * rows))
+    FigureCanvasAgg(fig)
+    budget = max((v for cells in data.values() for c in cells.values() for v in c.steps.values() if v), default=0)
+    styles = ["-", "--", ":"]
+    for i, probe in enumerate(probes):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        for j, pe in enumerate(sorted(data[probe], key=pe_sort_key)):
+            c = data[probe][pe]
+            steps = sorted(v for v in c.steps_to_learn.values() if v is not None)
+            xs = [0] + [x for s in steps for x in (s, s)] + [budget]
+            ys = [0.0] + [y for k in range(len(steps)) for y in (k / c.n, (k + 1) / c.n)] + [len(steps) / c.n]
+            ax.plot(xs, ys, styles[j // 10 % 3], label=pe, lw=1.4)
+        ax.axhline(MIN_LEARNED, color="grey", lw=0.6)
+        ax.set(title=f"{probe} (learned: val ≥ {_pct(next(iter(data[probe].values())).threshold)} %)",
+               xlabel="optimizer step", ylabel="share of seeds learned", xlim=(0, budget), ylim=(-0.03, 1.03))
+    fig.axes[0].legend(fontsize=7, ncol=2, loc="lower right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    atomic_write_bytes(os.fspath(path), buf.getvalue())
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results/embedded")
-    ap.add_argument("--lr-results", default=None)
+    ap.add_argument("--time-file", default=None, help="the sweep's start/end times (default: "
+                    "probe_sweep_time.txt beside the results folder)")
     ap.add_argument("--report", metavar="FILE", help="write the sweep's report (results/embedded/REPORT.md) to FILE "
                     "instead of printing")
-    ap.add_argument("--lr-report", metavar="FILE", help="write the learning-rate selection's report "
-                    "(results/probe-lr/REPORT.md) to FILE; needs --lr-results")
-    ap.add_argument("--choose-lr", metavar="DIR", help="print 'PE LR' lines from the selection runs under DIR "
-                    "and exit (benchmarks/probe_sweep.sh reads them)")
+    ap.add_argument("--png", metavar="FILE", help="also draw each PE's share of seeds learned against the step, per "
+                    "probe (results/embedded/probe_learning.png)")
     args = ap.parse_args(argv)
-    if args.choose_lr:
-        for pe, means in sorted(_selection(args.choose_lr).items(), key=lambda kv: pe_sort_key(kv[0])):
-            print(pe, f"{chosen_lr(means):g}")
+    lines = findings(args.results)
+    if args.png:
+        learning_png({p: c for p, c in load(args.results).items()}, args.png)
+    if args.report:
+        time_file = Path(args.time_file) if args.time_file else Path(args.results).resolve().parent / \
+            "probe_sweep_time.txt"
+        write_report(args.report, fill(REPORT, findings="\n".join(lines), **protocol(args.results, time_file)))
         return 0
-    if args.lr_report and not args.lr_results:
-        ap.error("--lr-report needs --lr-results")
-    if args.report or args.lr_report:
-        if args.report:
-            write_report(args.report, fill(REPORT, findings="\n".join(findings(args.results))))
-        if args.lr_report:
-            write_report(args.lr_report, fill(LR_REPORT, selection="\n".join(lr_selection(args.lr_results))))
-        return 0
-    lines = []
-    if args.lr_results:
-        lines += ["#### Learning rate per PE (selection runs)", ""] + lr_selection(args.lr_results)
-    print("\n".join(lines + findings(args.results)))
+    print("\n".join(lines))
     return 0
 
 
-#: results/embedded/REPORT.md; @@FINDINGS@@ is filled in by :func:`findings`
+#: results/embedded/REPORT.md; @@FINDINGS@@ is filled in by :func:`findings`, the rest by :func:`protocol`
 REPORT = """\
 # Probe sweep: one PE property per probe (`results/embedded/probe-*`)
 
-Written by `python benchmarks/probe_findings.py --results results/embedded --lr-results
-results/probe-lr --report results/embedded/REPORT.md --lr-report results/probe-lr/REPORT.md` from
-the committed runs (`tests/test_leaderboard_committed.py` checks that it regenerates byte for byte).
-The probes themselves (what each one asks, its no-PE ceiling, its options) are described in
+Written by `python benchmarks/probe_findings.py --results results/embedded --report
+results/embedded/REPORT.md --png results/embedded/probe_learning.png` from the committed runs and
+`results/probe_sweep_time.txt` (`tests/test_leaderboard_committed.py` checks that the report
+regenerates byte for byte). The probes
+themselves (what each one asks, its no-PE ceiling, its options) are described in
 [`docs/probes.md`](../../docs/probes.md). This folder also holds the `shapes` sweep
 ([`shapes/REPORT.md`](shapes/REPORT.md)) and the detection sweep (`benchmarks/detection_sweep.sh`,
 tables in the leaderboard); the SSDC and EED studies' claims tested on the `probe-anchoring` runs
@@ -507,38 +595,43 @@ are in [`probe-anchoring/REPORT.md`](probe-anchoring/REPORT.md).
 
 ## How the sweep was run
 
-`benchmarks/probe_sweep.sh` (commit `dce1ba0`, `--deterministic`, one thread per run, two runs
-in parallel through `bench sweep --preload`): model `vit-probe` (64 wide, 2 blocks, 4 heads),
-2 epochs of 6400 scenes (200 steps of 64), AdamW, warm-up 0.3 epoch then cosine decay. Each PE's
-learning rate is chosen first ([`../probe-lr/REPORT.md`](../probe-lr/REPORT.md)); then every probe ×
-PE runs with seeds 0–4 (the seed is also the data seed, so PEs are compared on identical scenes,
-paired by seed), and the numbers below are the out-of-distribution **test** split (1200 scenes;
-±2.9 points at most) beside the in-distribution validation accuracy. `none` is not trained on the
-first five probes: no permutation-invariant model can beat the exact ceiling, which
-`tests/test_probes.py` checks on the rendered split and on an untrained model. `probe-anchoring`
-also trains `none` (content alone gives 50 % there) and `sincos+rpt`, `rope-axial+rpt`, `pape+rpt`
-(random permutation of the tokens against their positions during training), with the geometry and
-robustness analyses and, for the additive PEs, the α sweep (see
-[`probe-anchoring/REPORT.md`](probe-anchoring/REPORT.md)); `probe-extrapolation`
-runs the extrapolation analysis on 256 upsampled scenes per size (1280 over the 5 seeds). All 278
-runs (18 selection + 260 probe runs) ran in one go from a git worktree at commit `dce1ba0`, and
-every `results.json` records that commit. The leaderboard of the same runs is
+`benchmarks/probe_sweep.sh` (commit @@COMMITS@@, `--deterministic`, one thread per run, two runs in
+parallel through `bench sweep --preload`): model `vit-probe` (64 wide, 2 blocks, 4 heads), AdamW,
+every PE under one recipe, read here from the runs' configurations: @@RECIPE@@. That is the constant
+learning rate of the recipe study ([`../probe-recipe/REPORT.md`](../probe-recipe/REPORT.md)), cut to
+the sweep's 2.5-hour CPU budget: validation every `val_every` steps; a run stops at the first
+validation above `stop_at`, or gives up at the first validation from step STEP of `give_up`
+(STEP:ACCURACY) that is not above ACCURACY (the probe's no-PE ceiling + 5 points), else it trains the
+whole budget (`epochs` of 100 steps of 64 scenes); the test split and the analyses read the weights of
+the best validation (`eval_checkpoint`). Every probe × PE runs with seeds 0–4 (the seed is also the
+data seed, so PEs are compared on identical scenes, paired by seed), and the numbers below are the
+out-of-distribution **test** split (1200 scenes; ±2.9 points at most) beside the in-distribution
+validation accuracy. `none` is not trained on the first five probes: no permutation-invariant model
+can beat the exact ceiling, which `tests/test_probes.py` checks on the rendered split and on an
+untrained model. `probe-anchoring` also trains `none` (content alone gives 50 % there) and
+`sincos+rpt`, `rope-axial+rpt`, `pape+rpt` (random permutation of the tokens against their positions
+during training), with the geometry and robustness analyses and, for the additive PEs, the α sweep
+(see [`probe-anchoring/REPORT.md`](probe-anchoring/REPORT.md)); `probe-extrapolation` runs the
+extrapolation analysis on 256 upsampled scenes per size. @@RUNS@@ complete runs (@@INCOMPLETE@@
+incomplete) ran from one git worktree, and every `results.json` records its commit. The sweep took
+@@WALL@@ on a 2-core machine with 2 workers. The leaderboard of the same runs is
 [`LEADERBOARD.md`](../../LEADERBOARD.md) (`bench leaderboard --results results/embedded --reference
-rope-axial,none --out LEADERBOARD.md`).
+rope-axial,none --out LEADERBOARD.md`), with each cell's validation curves in
+[`LEADERBOARD_curves.png`](../../LEADERBOARD_curves.png).
 
-A seed has *learned* a probe when its validation accuracy is at least halfway from the no-PE
+A seed has *learned* a probe when its best validation accuracy is at least halfway from the no-PE
 ceiling to 100 %, and a PE counts as having learned the probe when at least 4 of its 5 seeds did
 (the `learned (seeds)` column); only then is its test accuracy read as evidence about the property,
-and only on the seeds that learned (each verdict names how many). (The threshold was first a flat
-90 %, then the halfway rule on the mean over seeds; a mean over a bimodal outcome called PEs with
-seeds at chance "learned", so the rule is per seed; then every seed had to learn, and now 4 of 5, the
-rule the recipe study [`../probe-recipe/REPORT.md`](../probe-recipe/REPORT.md) is judged by.)
-"Keeps" / "loses" compare test with validation accuracy, paired by seed, against a 5-point
-tolerance. Intervals are 95 % Student-t intervals over seeds (with 5 seeds a percentile bootstrap
-cannot reach past the seeds' own range), and a verdict other than *inconclusive* needs the interval
-and the t-test against the same threshold to agree.
+and only on the seeds that learned (each verdict names how many). *Steps to learn* is the first
+validation step at or above that line. A PE that did not learn is reported as "learned in k of 5
+seeds within N steps": that is the measured result under this budget, not a statement that the PE
+cannot represent the property. "Keeps" / "loses" compare test with validation accuracy, paired by
+seed, against a 5-point tolerance. Intervals are 95 % Student-t intervals over seeds, and a verdict
+other than *inconclusive* needs the interval and the t-test against the same threshold to agree.
 
 ## Tables and verdicts
+
+![Per probe: the share of each PE's seeds that had learned it by each step](probe_learning.png)
 
 @@FINDINGS@@
 
@@ -546,44 +639,13 @@ and the t-test against the same threshold to agree.
 
 The verdicts and their summary above are the report's findings; this report adds no reading of its
 own. `probe-parts` is not in the sweep: no PE learned it with the `bench run` recipes tried (see
-[`docs/probes.md`](../../docs/probes.md)).
-
-**PaPE's outcome on a probe depends on the seed and on the last bits of its arithmetic.** This
-sweep's one intended change to the arithmetic since the previous one (commit `7fa0941`) is flushing
-subnormal floats to zero (`numerics.flush_denormal`, see [`docs/distributed.md`](../../docs/distributed.md#reliability)), which
-matters only where a softmax underflows: PaPE's published initialisation gives attention logits of −50 to −200. Of the 260
-probe runs, every ALiBi, APE, sincos and RoPE-mixed run gave the same test accuracy as before; 2
-RoPE-axial, 2 LookHere and 2 PaPE-RI runs moved slightly (one LookHere run by 10 points); 20 of
-30 PaPE runs changed, three of them by whole outcomes: probe-translation seed 0 92.8 → 34.2 %,
-probe-context seed 3 89.0 → 57.2 % and seed 4 60.3 → 40.9 % (seed 2 on translation went the other
-way, 86.4 → 97.2 %). Under this 200-step recipe PaPE either finds the solution early or stays on a
-plateau, and which one is decided by details below any tolerance a user would set, so read PaPE's
-rows as five draws of a bimodal outcome: the per-seed `learned (seeds)` count, not the mean, says how
-often it solved a probe.
-
-Sweep time on this 2-core machine, measured: the whole sweep, 278 runs, took **98.4 min**
-(09:15:36–10:54:00 UTC, 2 workers, `results/probe_sweep_time.txt`), inside the 2-hour budget,
-while a 16-minute test-suite run shared the cores for part of it. The previous sweep at `7fa0941`
-took about 3 h in two parts; the difference is the denormal flush (a PaPE training step 311 →
-162 ms on `vit-probe`) and `--preload`, which imports torch and Lightning once per worker instead
-of once per run (8.3 s each here).
-"""
-
-#: results/probe-lr/REPORT.md; @@SELECTION@@ is filled in by :func:`lr_selection`
-LR_REPORT = """\
-# Learning-rate selection for the probe sweep (`results/probe-lr`)
-
-Written by `python benchmarks/probe_findings.py --results results/embedded --lr-results
-results/probe-lr --report results/embedded/REPORT.md --lr-report results/probe-lr/REPORT.md` from
-the committed selection runs (`tests/test_leaderboard_committed.py` checks that it regenerates byte
-for byte). Same recipe as the sweep ([`../embedded/REPORT.md`](../embedded/REPORT.md)), on
-`probe-decay` with a held-out seed (100), one folder per learning rate (`lr<X>/`). Each PE's
-learning rate is chosen on the *validation* split from {5e-3, 1.5e-2}: the larger one only when it
-beats the smaller by ≥ 2 points (about one standard error of an accuracy near 50 % on the
-600-sample validation split). `benchmarks/probe_sweep.sh` reads the choice with
-`python benchmarks/probe_findings.py --choose-lr results/probe-lr`.
-
-@@SELECTION@@
+[`docs/probes.md`](../../docs/probes.md)). Why ALiBi stays at chance on the probes is the subject
+of [`../alibi-study/REPORT.md`](../alibi-study/REPORT.md) (slope scale, learnable slopes, learning
+rate and a longer budget, with a diagnosis of its attention at initialisation and during
+training); that study did not identify the mechanism. The previous sweep (200 steps with a cosine
+decay after a per-PE learning-rate selection, commit `dce1ba0`) is kept in
+[`../probe-sweep-200-steps/`](../probe-sweep-200-steps/) as the baseline of the recipe and ALiBi
+studies.
 """
 
 

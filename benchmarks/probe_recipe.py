@@ -1,9 +1,9 @@
 """The probe recipe study (results/probe-recipe/REPORT.md): which training recipe lets the probes' PEs learn.
 
-    python benchmarks/probe_recipe.py --results results/probe-recipe --baseline results/embedded \
+    python benchmarks/probe_recipe.py --results results/probe-recipe --baseline results/probe-sweep-200-steps \
         [--report results/probe-recipe/REPORT.md]
 
-``benchmarks/probe_recipe.sh`` trains the probe x PE cells that the committed sweep's 200-step recipe left
+``benchmarks/probe_recipe.sh`` trains the probe x PE cells that the previous sweep's 200-step recipe left
 bimodal (some seeds learned, some stayed at chance) under each candidate recipe, one folder per recipe
 (``<recipe>/<probe>/<pe>/vit-probe/seed<S>``), validating every ``--val-every`` steps. This script reads
 each run's ``results.json`` and ``metrics.csv`` and, per recipe x probe x PE, reports
@@ -15,7 +15,7 @@ each run's ``results.json`` and ``metrics.csv`` and, per recipe x probe x PE, re
 * the optimizer steps the seed trained (``--stop-at`` ends a run at its validation target) and the run's
   wall time, which set the cost of the full sweep under that recipe.
 
-``--baseline`` adds the committed sweep's runs of the same cells and seeds as the recipe ``committed``
+``--baseline`` adds the previous sweep's runs of the same cells and seeds as the recipe ``sweep-200-steps``
 (200 steps, validated once per epoch: its steps to learn are not measured, shown as ``n/m``). The recipe
 is read from the runs' own configurations (never typed in), and the comparison at the end is computed:
 learned seeds summed over the runs the recipes share, then the steps they trained.
@@ -37,26 +37,28 @@ REPORT = """\
 # Probe recipe study (`results/probe-recipe`)
 
 Written by `python benchmarks/probe_recipe.py --results results/probe-recipe --report
-results/probe-recipe/REPORT.md --baseline results/embedded` from the committed runs of
-`benchmarks/probe_recipe.sh` and the same cells and seeds of the committed sweep
+results/probe-recipe/REPORT.md --baseline results/probe-sweep-200-steps` from the committed runs of
+`benchmarks/probe_recipe.sh` and the same cells and seeds of the previous sweep
 (`tests/test_leaderboard_committed.py` checks that it regenerates byte for byte).
 
-The committed probe sweep ([`../embedded/REPORT.md`](../embedded/REPORT.md)) trains every cell for a
+The previous probe sweep (`../probe-sweep-200-steps`, commit `dce1ba0`) trained every cell for a
 fixed 200 steps with a cosine decay, and several of its cells are bimodal: some seeds leave the loss
 plateau and learn the probe, others end at chance. A verdict about a PE property is only as good as
 the seeds that learned, so this study asks which recipe gets the seeds of such a cell off the plateau,
 and at what cost. Each recipe below trains the same cells (same model `vit-probe`, same data seeds, the
-same learning-rate selection as the sweep unless the recipe names another), validating every few steps
+same learning-rate selection as that sweep unless the recipe names another), validating every few steps
 so that each seed's *steps to learn* (the first validation at or above the "learned" line: halfway
-from the no-PE ceiling to 100 %) is measured, not inferred. The committed sweep ran each PE at the
+from the no-PE ceiling to 100 %) is measured, not inferred. The previous sweep ran each PE at the
 learning rate its selection stage chose (0.005, or 0.015 for rope-axial and lookhere); the
 constant-rate recipes run every PE at 0.005. *Steps trained* is the cost measure: the wall times
-were taken on a 2-core machine shared with other jobs (and the committed sweep's under other
-loads), so they are not comparable across recipes.
+were taken on a 2-core machine shared with other jobs (and the previous sweep's under other
+loads), so they are not comparable across recipes. The recipe `sweep-200-steps` below is that
+previous sweep's.
 
-`benchmarks/probe_sweep.sh` adopts `constant-5e-3` for the next sweep and adds two rules this study
-motivates: a run still within 5 points of the no-PE ceiling at step 400 stops (`--give-up`; the
-plateau section below shows when the seeds that learned had left it), and the test split reads the
+The committed sweep (`benchmarks/probe_sweep.sh`, [`../embedded/REPORT.md`](../embedded/REPORT.md))
+adopts `constant-5e-3`, cut to its 2.5 h budget (at most 400 steps, target 95 %), and adds two rules
+this study motivates: a run still within 5 points of the no-PE ceiling at step 200 stops (`--give-up`;
+the plateau section below shows when the seeds that learned had left it), and the test split reads the
 best validation's weights (`--eval-checkpoint best`: with a constant rate the last step's accuracy
 is noisy, compare the val and best-val columns).
 
@@ -105,8 +107,8 @@ def _complete(path: Path) -> dict | None:
 
 
 def load(root: Path, baseline: Path | None = None) -> dict[str, dict[tuple[str, str], list[SeedRun]]]:
-    """recipe -> (probe, PE) -> the complete runs, by seed (``committed``: the same cells and seeds of
-    the committed sweep below ``baseline``)."""
+    """recipe -> (probe, PE) -> the complete runs, by seed (``sweep-200-steps``: the same cells and
+    seeds of the previous sweep below ``baseline``)."""
     out: dict[str, dict[tuple[str, str], list[SeedRun]]] = defaultdict(lambda: defaultdict(list))
     for path in sorted(root.glob("*/*/*/*/seed*/results.json")):
         if (res := _complete(path)) is not None:
@@ -118,7 +120,7 @@ def load(root: Path, baseline: Path | None = None) -> dict[str, dict[tuple[str, 
             if (res := _complete(path)) is not None:
                 key = (res["dataset"], res.get("variant") or res["pe"])
                 if (key, int(res["seed"])) in wanted:
-                    out["committed"][key].append(SeedRun(res, path.parent))
+                    out["sweep-200-steps"][key].append(SeedRun(res, path.parent))
     for cells in out.values():
         for runs in cells.values():
             runs.sort(key=lambda r: r.seed)
@@ -231,8 +233,8 @@ def plateau(data: dict[str, dict[tuple[str, str], list[SeedRun]]]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results/probe-recipe")
-    ap.add_argument("--baseline", help="the committed sweep's results (e.g. results/embedded): its runs of the "
-                    "same cells and seeds as the recipe 'committed'")
+    ap.add_argument("--baseline", help="the previous sweep's results (results/probe-sweep-200-steps): its runs of the "
+                    "same cells and seeds as the recipe 'sweep-200-steps'")
     ap.add_argument("--report", help="write the report here instead of printing it")
     args = ap.parse_args(argv)
     root = Path(args.results)

@@ -126,7 +126,10 @@ def test_readme_pe_table_lists_every_registered_pe():
     assert [c.strip() for c in header.strip("|").split("|")] == [
         "`--pe`", "what", "modalities", "additive", "relative", "rotation-invariant", "distance decay", "learned",
         "probes"], header
-    swept = {d.name for d in (REPO / "results" / "embedded").glob("probe-*/*") if d.is_dir()}
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import probe_findings  # the report's own count of the probes each PE learned
+
+    learned = probe_findings.probes_learned(probe_findings.load(str(REPO / "results" / "embedded")))
     for name in list_pes():  # every column but "what" is the class's own declaration or the committed sweep
         cls = get_pe_class(name)
         row = next(line for line in readme.splitlines() if line.startswith(f"| `{name}` |"))
@@ -134,8 +137,8 @@ def test_readme_pe_table_lists_every_registered_pe():
         yn = ["yes" if getattr(cls, a) else "no" for a in
               ("additive", "relative", "rotation_invariant", "distance_decay", "learned")]
         assert cells[2] == ", ".join(cls.modalities) and cells[3:8] == yn, row
-        probes = ("[probe sweep](results/embedded/REPORT.md)" if name in swept
-                  else "not yet in the committed probe sweep")
+        probes = (f"[{learned[name][0]} of {learned[name][1]}](results/embedded/REPORT.md#what-each-pe-learned)"
+                  if name in learned else "not in the committed probe sweep")
         assert cells[8] == probes, row
 
 

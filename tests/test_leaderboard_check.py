@@ -130,7 +130,10 @@ def test_absolute_paths_are_found_in_nested_values_only() -> None:
     assert list(absolute_paths(value)) == [("config.data_root", "C:\\data"), ("x[0]", "~/a")]
 
 
-@pytest.mark.parametrize("study", ["embedded", "dino", "probe-lr/lr5e-3", "probe-lr/lr1.5e-2",
+@pytest.mark.parametrize("study", ["embedded", "dino", *(f"probe-sweep-200-steps/probe-{p}" for p in (
+                                       "translation", "rotation", "context", "extrapolation", "decay", "anchoring")),
+                                   "probe-sweep-200-steps/probe-lr/lr5e-3",
+                                   "probe-sweep-200-steps/probe-lr/lr1.5e-2",
                                    "ddp-agreement/one-process", "ddp-agreement/ddp-2", "probe-recipe/constant-5e-3",
                                    "probe-recipe/constant-5e-3-b32", "alibi-study/default", "alibi-study/scale8",
                                    "alibi-study/target-default", "alibi-study/target-scale8",

@@ -68,18 +68,15 @@ def test_committed_results_have_three_seeds_per_complete_row():
 
 
 @pytest.mark.skipif(not list((REPO / RESULTS).glob("probe-*")), reason="no committed probe results")
-def test_probe_reports_regenerate_from_the_committed_results(tmp_path):
-    """results/embedded/REPORT.md (probe tables and verdicts) and results/probe-lr/REPORT.md (learning-rate
-    selection) are exactly what benchmarks/probe_findings.py makes of the committed runs."""
+def test_probe_report_regenerates_from_the_committed_results(tmp_path):
+    """results/embedded/REPORT.md (probe tables, verdicts, recipe and sweep time) is exactly what
+    benchmarks/probe_findings.py makes of the committed runs and results/probe_sweep_time.txt."""
     spec = importlib.util.spec_from_file_location("probe_findings", REPO / "benchmarks" / "probe_findings.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    report, lr_report = tmp_path / "REPORT.md", tmp_path / "LR_REPORT.md"
-    assert mod.main(["--results", str(REPO / RESULTS), "--lr-results", str(REPO / "results" / "probe-lr"),
-                     "--report", str(report), "--lr-report", str(lr_report)]) == 0
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
     assert report.read_text(encoding="utf-8") == (REPO / RESULTS / "REPORT.md").read_text(encoding="utf-8")
-    assert lr_report.read_text(encoding="utf-8") == (REPO / "results" / "probe-lr" / "REPORT.md").read_text(
-        encoding="utf-8")
 
 
 @pytest.mark.skipif(not (REPO / "results" / "probe-recipe").exists(), reason="no committed recipe study")
@@ -88,7 +85,8 @@ def test_probe_recipe_report_regenerates_from_the_committed_results(tmp_path, mo
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     mod = importlib.import_module("probe_recipe")
     report = tmp_path / "REPORT.md"
-    assert mod.main(["--results", str(REPO / "results" / "probe-recipe"), "--baseline", str(REPO / RESULTS),
+    assert mod.main(["--results", str(REPO / "results" / "probe-recipe"), "--baseline",
+                     str(REPO / "results" / "probe-sweep-200-steps"),
                      "--report", str(report)]) == 0
     committed = REPO / "results" / "probe-recipe" / "REPORT.md"
     assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")

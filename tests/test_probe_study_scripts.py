@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import probe_findings  # noqa: E402
 import probe_recipe  # noqa: E402
 
-TEMPLATE = REPO / "results" / "embedded" / "probe-decay" / "rope-axial" / "vit-probe" / "seed0"
+TEMPLATE = REPO / "results" / "probe-sweep-200-steps" / "probe-decay" / "rope-axial" / "vit-probe" / "seed0"
 
 
 def _write_run(root: Path, seed: int, val: float, test: float, curve: list[tuple[int, float]] | None,
@@ -57,6 +57,25 @@ def test_learned_needs_four_of_five_seeds_and_verdicts_read_only_those(tmp_path)
     assert not three.learned and "learned in 3 of 5 seeds within 50 steps" in three.not_learned()
 
 
+def test_report_counts_probes_learned_how_runs_ended_and_the_sweep_time(tmp_path):
+    res = tmp_path / "embedded"
+    for s in range(5):  # rope-axial: 5 of 5 learned (reached the target); sincos: 1 of 5 (budget)
+        _write_run(res, s, 0.99, 0.97, [(25, 0.5), (50, 0.99)], stopped=50)
+        _write_run(res, s, 0.99 if s == 0 else 0.5, 0.6, [(25, 0.5), (400, 0.99 if s == 0 else 0.5)], pe="sincos",
+                   stopped=400)
+    (tmp_path / "probe_sweep_time.txt").write_text("start 2026-12-02T10:00:00Z commit abc\nend 2026-12-02T10:30:00Z\n"
+                                                   "start 2026-12-02T11:00:00Z commit abc\nend 2026-12-02T11:15:30Z\n")
+    data = probe_findings.load(str(res))
+    assert probe_findings.probes_learned(data) == {"rope-axial": (1, 1), "sincos": (0, 1)}
+    report, png = tmp_path / "REPORT.md", tmp_path / "learning.png"
+    assert probe_findings.main(["--results", str(res), "--report", str(report), "--png", str(png)]) == 0
+    text = report.read_text(encoding="utf-8")
+    assert "| rope-axial | **5/5** (50) | 1 of 1 |" in text and "| sincos | 1/5 (400) | 0 of 1 |" in text
+    assert "Runs: 10; reached the target 6, gave up on the plateau 0, trained the whole budget 4." in text
+    assert "**45.5 min** of wall time" in text and "10 complete runs (0\nincomplete)" in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_runs_validated_once_per_epoch_have_no_steps_to_learn(tmp_path):
     for s in range(3):
         _write_run(tmp_path, s, 0.9, 0.9, None)
@@ -80,3 +99,33 @@ def test_recipe_study_counts_learned_seeds_and_steps_and_compares_recipes(tmp_pa
     assert probe_recipe.main(["--results", str(tmp_path / "study")]) == 0
     assert "# Probe recipe study" in capsys.readouterr().out
     assert probe_recipe.main(["--results", str(tmp_path / "missing")]) == 2
+
+
+def test_prediction_groups_follow_the_pe_declarations_and_cover_every_pe():
+    """The findings' groups say what the PEs declare (relative, rotation-invariant, distance decay), and every
+    registered PE is in a translation / extrapolation group: a new PE cannot silently drop out of the verdicts."""
+    from pebench.encodings import get_pe_class, list_pes
+
+    assert all(get_pe_class(pe).relative for pe in probe_findings.RELATIVE)
+    assert not any(get_pe_class(pe).relative for pe in probe_findings.ABSOLUTE)
+    assert all(get_pe_class(pe).rotation_invariant for pe in probe_findings.DISTANCE_ONLY)
+    assert all(get_pe_class(pe).distance_decay for pe in probe_findings.DECAY)
+    assert not any(get_pe_class(pe).distance_decay for pe in probe_findings.NO_DECAY)
+    assert not any(get_pe_class(pe).rotation_invariant for pe in probe_findings.DIRECTIONAL)
+    groups = (probe_findings.RELATIVE, probe_findings.ABSOLUTE, probe_findings.MEASURED_ONLY,
+              probe_findings.DISTANCE_ONLY)
+    for pe in list_pes():
+        if pe != "none":
+            assert sum(pe in g for g in groups) == 1, pe
+            assert (pe in probe_findings.DECAY) != (pe in probe_findings.NO_DECAY) or pe in ("ape", "sincos"), pe
+
+
+def test_ssdc_findings_use_the_same_four_of_five_rule_and_read_the_seeds_that_learned():
+    """benchmarks/ssdc_findings.py decides "learned the position bit" per seed, 4 of 5, like probe_findings."""
+    import ssdc_findings
+
+    vs = ssdc_findings.load(str(REPO / "results" / "probe-sweep-200-steps"))
+    v = vs["rope-axial"]  # 4 of its 5 seeds learned the position bit in that sweep
+    assert v.learned_seeds == 4 and v.learned
+    assert len(v.learned_only().runs) == 4 and all(x >= 0.75 for x in v.learned_only().metric("val/acc1").values())
+    assert not vs["rope-axial+rpt"].learned  # RPT reads content only: 50 %
