@@ -23,7 +23,8 @@ VARIANTS = {"default": "published slopes (no option)", "scale8": "`slope_scale=8
             "learnable": "`learnable_slopes=true`", "scale8-learnable": "`slope_scale=8`, `learnable_slopes=true`",
             "target-default": "published slopes, trained to a target", "target-scale8": "`slope_scale=8`, trained to a target",
             "target-learnable": "`learnable_slopes=true`, trained to a target",
-            "target-lr1e-3": "published slopes at lr 1e-3, trained to a target"}
+            "target-lr1e-3": "published slopes at lr 1e-3, trained to a target",
+            "target-cls": "published slopes, CLS-token readout (`--class-token --pool cls`), trained to a target"}
 REFERENCES = ("alibi", "pape-ri")  # rows read from the previous probe sweep (results/probe-sweep-200-steps)
 
 
@@ -164,6 +165,22 @@ def main() -> None:
         print(text, end="")
 
 
+def pooling_sentence(found: dict[str, dict[str, list]]) -> str:
+    """Hypothesis (d), the mean over ~100 tokens diluting the one token that finds the nearest glyph, as the
+    ``target-cls`` runs (a CLS-token readout) tested it, or that it was not tested."""
+    runs = found.get("probe-decay", {}).get("target-cls")
+    if not runs:
+        return "the dilution by mean pooling (hypothesis d) was not tested separately."
+    thr = CEILING["probe-decay"] + LEARNED_SHARE * (1 - CEILING["probe-decay"])
+    n = sum(r["val"] >= thr for r in runs)
+    verdict = ("so on this probe the mean-pooled readout is what kept ALiBi at chance" if n == len(runs) else
+               "so the mean-pooled readout alone does not explain it" if n == 0 else
+               "a mixed outcome that neither confirms nor rules out the mean-pooled readout")
+    return (f"reading the label from a CLS token instead of the mean over tokens (hypothesis d, the dilution by mean "
+            f"pooling; `target-cls` below), ALiBi learned probe-decay in {n} of {len(runs)} seeds (mean val "
+            f"{pct(statistics.fmean(r['val'] for r in runs))} %): {verdict}.")
+
+
 def summary(d: dict[str, Any], found: dict[str, dict[str, list]]) -> list[str]:
     """The findings, each sentence computed from the measurements it states."""
     init, att, o = d["init"], d["attention"], d["orbits"]
@@ -218,8 +235,8 @@ def summary(d: dict[str, Any], found: dict[str, dict[str, list]]) -> list[str]:
                  "(from its peak to its lowest value later) once the learning rate peaks, and stays low; the loss stays "
                  "at ln 2 and the training accuracy at chance. So on this recipe ALiBi never leaves the loss plateau "
                  "although no exact symmetry hides the label from it (item 1), and 8× larger slopes did not change "
-                 "that in the seed measured. Why the signal collapses after the warm-up was not identified; the dilution by "
-                 "mean pooling (hypothesis d) was not tested separately.")
+                 "that in the seed measured. Why the signal collapses after the warm-up was not identified; "
+                 + pooling_sentence(found))
     for probe, f in found.items():
         for v, runs in f.items():
             if v.startswith("embedded/"):

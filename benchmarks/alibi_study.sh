@@ -12,6 +12,8 @@
 # at most 1000 steps), seeds 0 and 1: the published slopes, slope_scale=8, learnable slopes, and the
 # published slopes at a 5x smaller learning rate (the diagnosis saw the positional signal collapse once the
 # learning rate peaked): RUNS="target-default:0,1 target-scale8:0,1 target-learnable:0,1 target-lr1e-3:0,1".
+# target-cls reads the label from a CLS token instead of the mean over tokens (the hypothesis that mean
+# pooling dilutes the one token that attends to the nearest glyph): RUNS="target-cls:0,1".
 # Each variant has its own output root $OUT/alibi-study/<variant> (bench names run folders by PE,
 # not by PE option). Complete runs are skipped, so a rerun resumes. Start/end times and the
 # machine's load averages go to $OUT/alibi-study/study_time.txt. Then:
@@ -34,6 +36,7 @@ declare -A OPTS=(
   [target-scale8]="slope_scale=8"
   [target-learnable]="learnable_slopes=true"
   [target-lr1e-3]=""
+  [target-cls]=""
 )
 # variant name -> recipe flags added to RECIPE (later flags win)
 TARGET=(--epochs 10 --lr-schedule constant --val-every 25 --stop-at 0.98 --give-up 400:0.55)
@@ -42,6 +45,7 @@ declare -A EXTRA=(
   [target-scale8]="${TARGET[*]}"
   [target-learnable]="${TARGET[*]}"
   [target-lr1e-3]="${TARGET[*]} --lr 1e-3"
+  [target-cls]="${TARGET[*]} --class-token --pool cls"
 )
 RECIPE=(--model vit-probe --workers 1 --preload --deterministic --epochs 2 --warmup-epochs 0.3 --lr 5e-3
         --analyses none --no-progress-bar)

@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             out.append(f"| {shift} | {a} | {b} | {fa.mean():.3f} | {fb.mean():.3f} | {p:.3f} |")
 
     if args.report:
-        commits = sorted({r.raw.get("git_sha", "?")[:7] for lab in labels for r in by_label[lab]})
-        write_report(args.report, fill(REPORT, tables="\n".join(out), commit=", ".join(f"`{c}`" for c in commits)))
+        write_report(args.report, fill(REPORT, tables="\n".join(out)))
     else:
         print("\n".join(out))
 
@@ -154,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-#: results/embedded/shapes/REPORT.md; @@TABLES@@ and @@COMMIT@@ are filled in by :func:`main`
+#: results/embedded/shapes/REPORT.md; @@TABLES@@ is filled in by :func:`main`
 REPORT = """\
 # The SSDC and EED studies' claims on `shapes` (`results/embedded/shapes`)
 
@@ -169,14 +168,20 @@ defined in [`docs/analyses.md`](../../../docs/analyses.md).
 
 `shapes` (label = where a disc is and which side of a square it lies on), vit-nano (4 blocks),
 the default recipe (4 epochs × 64 steps), 3 seeds per PE, `--deterministic`, all runs from commit
-@@COMMIT@@ (`benchmarks/shapes_sweep.sh`; [`LEADERBOARD.md`](../../../LEADERBOARD.md) is generated from them). Geometry with the SSDC
+`c8848f4` ([`LEADERBOARD.md`](../../../LEADERBOARD.md) is generated from them). Geometry with the SSDC
 paper's protocol: tap `attn_in` (layer 0 = LN(embedding + PE)), cosine S averaged over a fixed
 256-scene probe, L1 grid distance, RPI averaged over K = 8 permutations, null band = the same
 statistic for the untrained twin (same seed). Per-layer values are means over seeds; acc1 interval
 = 95 % Student-t over seeds (3 seeds: 2 degrees of freedom, so it is wide); FS = 1 − A_shift/A_clean (JPEG q5, blur σ 2.5) on 512 scenes. `none`
-and RPT are not trained here (the `probe-anchoring` study has both).
+and RPT were not rerun this time (they were dropped to fit the regeneration into one session).
 Resolution extrapolation: trained at 32 px = 8 × 8 tokens, each PE's native rule for the larger
 grid.
+
+**These runs do not reproduce at the current code.** They predate the denormal flush
+(`numerics.flush_denormal`, see [`docs/distributed.md`](../../../docs/distributed.md#reliability)),
+which changes the last bits of training: a rerun at a later commit and the committed run differ
+already at step 59 (validation accuracy 99.8 % against 100.0 %). They are kept as the record of what commit `c8848f4`
+produced, not rerun; read them as that commit's numbers.
 
 ## Tables
 
