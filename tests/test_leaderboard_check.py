@@ -137,7 +137,8 @@ def test_absolute_paths_are_found_in_nested_values_only() -> None:
                                    "ddp-agreement/one-process", "ddp-agreement/ddp-2", "probe-recipe/constant-5e-3",
                                    "probe-recipe/constant-5e-3-b32", "alibi-study/default", "alibi-study/scale8",
                                    "alibi-study/target-default", "alibi-study/target-scale8",
-                                   "alibi-study/target-learnable", "alibi-study/target-lr1e-3"])
+                                   "alibi-study/target-learnable", "alibi-study/target-lr1e-3",
+                                   "alibi-study/target-cls"])
 def test_the_committed_results_are_accepted(study: str) -> None:
     if not (REPO / "results" / study).is_dir():
         pytest.skip("no committed results")
