@@ -28,7 +28,6 @@ import copy
 import math
 import sys
 from collections import defaultdict
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +38,8 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import fill, read_metrics, write_report  # noqa: E402  (benchmarks/ is the script's directory)
+from probe_report_parts import learning_png, protocol  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import fill, read_metrics, write_report  # noqa: E402
 
 #: the exact no-PE ceilings of the test splits (pebench.datamodules.probes; tests check the two agree)
 CEILING = {"probe-translation": 0.25, "probe-rotation": 0.25, "probe-decay": 0.5, "probe-context": 1 / 3,
@@ -495,68 +495,6 @@ def _ended(cells: dict[str, Cell]) -> str:
             f"trained the whole budget {n['budget']}.")
 
 
-def protocol(results: str, time_file: Path) -> dict[str, str]:
-    """The sweep's recipe, commits, run count and wall time, read from the runs and the time file."""
-    runs = [r for r in collect_results(results)[0] if r.dataset in CEILING]
-    done = [r for r in runs if r.complete]
-    keys = ("lr", "lr_schedule", "warmup_epochs", "epochs", "batch_size", "val_every", "stop_at", "give_up",
-            "eval_checkpoint")
-    seen = {k: sorted({str(r.raw.get("config", {}).get(k)) for r in done}) for k in keys}
-    recipe = ", ".join(f"`{k}` {' / '.join(v)}" for k, v in seen.items())
-    commits = sorted({r.raw.get("git_sha", "?")[:7] for r in done})
-    lines = time_file.read_text(encoding="utf-8").splitlines() if time_file.is_file() else []
-    stamps = [(ln.split()[0], ln.split()[1]) for ln in lines if ln.split()[:1] in (["start"], ["end"])]
-    total, start = 0.0, None
-    for what, when in stamps:
-        t = datetime.fromisoformat(when.replace("Z", "+00:00"))
-        if what == "start":
-            start = t
-        elif start is not None:
-            total, start = total + (t - start).total_seconds(), None
-    wall = (f"**{total / 60:.1f} min** of wall time ({'; '.join(' '.join(x) for x in stamps)}, from "
-            f"`{time_file.name}`)") if total else "not recorded"
-    return {"recipe": recipe, "commits": ", ".join(f"`{c}`" for c in commits), "runs": str(len(done)),
-            "incomplete": str(len(runs) - len(done)), "wall": wall}
-
-
-def learning_png(data: dict[str, dict[str, Cell]], path: str) -> None:
-    """Per probe, the share of each PE's seeds that had learned the probe by each step (the empirical
-    distribution of steps to learn; a seed that never learned never counts), up to the largest budget."""
-    import io
-    import os
-
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from pebench.core.io import atomic_write_bytes
-
-    probes = [p for p in CEILING if p in data and any(c.steps_to_learn for c in data[p].values())]
-    if not probes:
-        return
-    cols = min(3, len(probes))
-    rows = math.ceil(len(probes) / cols)
-    fig = Figure(figsize=(5 * cols, 3.6 * rows))
-    FigureCanvasAgg(fig)
-    budget = max((v for cells in data.values() for c in cells.values() for v in c.steps.values() if v), default=0)
-    styles = ["-", "--", ":"]
-    for i, probe in enumerate(probes):
-        ax = fig.add_subplot(rows, cols, i + 1)
-        for j, pe in enumerate(sorted(data[probe], key=pe_sort_key)):
-            c = data[probe][pe]
-            steps = sorted(v for v in c.steps_to_learn.values() if v is not None)
-            xs = [0] + [x for s in steps for x in (s, s)] + [budget]
-            ys = [0.0] + [y for k in range(len(steps)) for y in (k / c.n, (k + 1) / c.n)] + [len(steps) / c.n]
-            ax.plot(xs, ys, styles[j // 10 % 3], label=pe, lw=1.4)
-        ax.axhline(MIN_LEARNED, color="grey", lw=0.6)
-        ax.set(title=f"{probe} (learned: val ≥ {_pct(next(iter(data[probe].values())).threshold)} %)",
-               xlabel="optimizer step", ylabel="share of seeds learned", xlim=(0, budget), ylim=(-0.03, 1.03))
-    fig.axes[0].legend(fontsize=7, ncol=2, loc="lower right")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    atomic_write_bytes(os.fspath(path), buf.getvalue())
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results/embedded")
@@ -569,11 +507,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     lines = findings(args.results)
     if args.png:
-        learning_png({p: c for p, c in load(args.results).items()}, args.png)
+        data = load(args.results)
+        learning_png({p: data[p] for p in CEILING if p in data}, args.png, MIN_LEARNED)
     if args.report:
         time_file = Path(args.time_file) if args.time_file else Path(args.results).resolve().parent / \
             "probe_sweep_time.txt"
-        write_report(args.report, fill(REPORT, findings="\n".join(lines), **protocol(args.results, time_file)))
+        write_report(args.report, fill(REPORT, findings="\n".join(lines), **protocol(args.results, time_file, CEILING)))
         return 0
     print("\n".join(lines))
     return 0
