@@ -470,10 +470,9 @@ def learned_matrix(data: dict[str, dict[str, Cell]]) -> list[str]:
     return out + [""]
 
 
-def findings(results: str) -> list[str]:
-    """The tables of every probe under ``results`` and the verdicts (markdown lines)."""
+def findings(data: dict[str, dict[str, Cell]]) -> list[str]:
+    """The tables of every probe in ``data`` (:func:`load`) and the verdicts (markdown lines)."""
     lines = []
-    data = load(results)
     for probe in CEILING:
         if probe in data:
             lines += table(probe, data[probe])
@@ -505,9 +504,9 @@ def main(argv=None) -> int:
     ap.add_argument("--png", metavar="FILE", help="also draw each PE's share of seeds learned against the step, per "
                     "probe (results/embedded/probe_learning.png)")
     args = ap.parse_args(argv)
-    lines = findings(args.results)
+    data = load(args.results)  # read once: the tables, the verdicts and the figure share it
+    lines = findings(data)
     if args.png:
-        data = load(args.results)
         learning_png({p: data[p] for p in CEILING if p in data}, args.png, MIN_LEARNED)
     if args.report:
         time_file = Path(args.time_file) if args.time_file else Path(args.results).resolve().parent / \
