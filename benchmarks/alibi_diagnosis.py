@@ -24,9 +24,21 @@ head) on probe-decay's training split (data seed 0):
    matrices only, 30 linear warm-up steps, then cosine), torch seed 0, batches from a seeded
    permutation per epoch; every 20 steps: the batch loss, the within-orbit signal and the
    accuracy on the 256 fixed training scenes; and the slopes after training.
+5. ``readout``: where the label can be read. The same model and loop, but the head reads the backbone's
+   output at chosen tokens instead of the mean over all 100: the ring token alone, the three glyph tokens
+   (ring, disc, cross), those plus K background tokens (a fixed random subset per scene, seed 0), or all
+   tokens (the recipe's mean); and controls: ``none`` read at the ring token (no position: must stay at
+   chance), ``rope-axial`` and ``pape-ri`` (a distance decay whose slope depends on content) with the
+   recipe's mean (the loop itself can learn the probe), and ALiBi with its content logits held at zero (the q and k rows of every ``qkv`` projection
+   zeroed and their gradients masked: attention = softmax of the bias alone). The ring and glyph positions
+   come from the scene records, so these heads are oracles that measure the readout, not methods. Linear
+   warm-up for 30 steps, then a constant learning rate (the sweep's recipe), 300 steps of 64; every 25
+   steps the within-orbit signal and the accuracy on 512 fixed training scenes, at the end the accuracy on
+   the 600 validation scenes.
 
 Paper: Press et al., ICLR 2022 (ALiBi). Usage: ``python benchmarks/alibi_diagnosis.py [--out F]
-[--steps N]``. Timings are not recorded (the machine it ran on was shared).
+[--steps N] [--parts orbits,init,attention,training,readout]`` (a subset recomputes those parts and keeps the
+others of ``--out``). Timings are not recorded (the machine it ran on was shared).
 """
 from __future__ import annotations
 
@@ -55,6 +67,24 @@ MODELS = [
 TRAINED = ["alibi", "alibi slope_scale=8"]
 ATTENTION = ["alibi", "alibi slope_scale=8"]
 IMG, PATCH, GRID, FIXED = 40, 4, 10, 256
+PARTS = ("orbits", "init", "attention", "training", "readout")
+#: (label, PE, readout, background tokens K, lr, content logits held at zero, seed) of the readout runs
+READOUT = [
+    ("alibi, ring token", "alibi", "ring", 0, 5e-3, False, 0),
+    ("alibi, ring token", "alibi", "ring", 0, 5e-3, False, 1),
+    ("none, ring token (control)", "none", "ring", 0, 5e-3, False, 0),
+    ("alibi, content logits at zero, ring token", "alibi", "ring", 0, 5e-3, True, 0),
+    ("alibi, 3 glyph tokens", "alibi", "objects", 0, 5e-3, False, 0),
+    ("alibi, 3 glyph tokens", "alibi", "objects", 0, 1e-3, False, 0),
+    ("alibi, 3 glyph tokens", "alibi", "objects", 0, 1e-3, False, 1),
+    ("alibi, 3 glyph + 10 background tokens", "alibi", "objects", 10, 1e-3, False, 0),
+    ("alibi, 3 glyph + 30 background tokens", "alibi", "objects", 30, 1e-3, False, 0),
+    ("alibi, all 100 tokens (the recipe's mean)", "alibi", "mean", 0, 1e-3, False, 0),
+    ("alibi, all 100 tokens (the recipe's mean)", "alibi", "mean", 0, 5e-3, False, 0),
+    ("rope-axial, all 100 tokens (control)", "rope-axial", "mean", 0, 5e-3, False, 0),
+    ("pape-ri, all 100 tokens (control)", "pape-ri", "mean", 0, 5e-3, False, 0),
+]
+READOUT_STEPS, READOUT_EVAL, READOUT_WARMUP = 300, 25, 30
 
 
 def build(pe: str, options: dict[str, Any], seed: int = 0) -> PeClassifier:
@@ -179,23 +209,122 @@ def train_trace(pe: str, opts: dict[str, Any], X: torch.Tensor, Y: torch.Tensor,
     return {"trace": trace, "slopes": slopes.slopes.detach().double().tolist() if slopes is not None else None}
 
 
+def readout_tokens(ds, k: int, seed: int = 0) -> torch.Tensor:
+    """``(N, 3 + k)`` token indices per scene: ring, disc, cross, then k background tokens (fixed random)."""
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for i in range(len(ds)):
+        obj = [y * GRID + x for y, x in cells_of(ds.scene(i))]
+        bg = [t for t in torch.randperm(GRID * GRID, generator=g).tolist() if t not in obj]
+        rows.append(obj + bg[:k])
+    return torch.tensor(rows)
+
+
+def zero_content_logits(m: torch.nn.Module) -> None:
+    """Hold the q and k rows of every ``qkv`` projection at zero (gradients masked): attention = softmax(bias)."""
+    for mod in m.modules():
+        if isinstance(mod, vit.Attention):
+            d = mod.qkv.in_features
+            keep_w, keep_b = torch.ones_like(mod.qkv.weight), torch.ones_like(mod.qkv.bias)
+            keep_w[: 2 * d], keep_b[: 2 * d] = 0, 0
+            with torch.no_grad():
+                mod.qkv.weight.mul_(keep_w)
+                mod.qkv.bias.mul_(keep_b)
+            mod.qkv.weight.register_hook(lambda g, k=keep_w: g * k)
+            mod.qkv.bias.register_hook(lambda g, k=keep_b: g * k)
+
+
+def readout_trace(run: tuple, data: dict[str, tuple[torch.Tensor, ...]]) -> dict[str, Any]:
+    label, pe, readout, k, lr, zero_content, seed = run
+    m = build(pe, {}, seed)
+    if zero_content:
+        zero_content_logits(m)
+
+    def forward(x: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
+        tb = m.tokenizer(x)
+        t = m.backbone(tb.x, tb.coords, tb.grid, tb.mask)  # (B, 100, D)
+        if readout == "mean":
+            return m.head(t, tb.mask)
+        sel = tok[:, :1] if readout == "ring" else tok[:, :3 + k]
+        return m.head(t[torch.arange(len(x)).unsqueeze(1), sel], None)  # mean over the chosen tokens
+
+    X, Y, T = data["train"]
+    decay = [p for p in m.parameters() if p.ndim > 1]
+    rest = [p for p in m.parameters() if p.ndim <= 1]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": rest, "weight_decay": 0.0}], lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s + 1) / READOUT_WARMUP if s < READOUT_WARMUP else 1.0)
+    g = torch.Generator().manual_seed(seed)
+    order: list[int] = []
+    trace = []
+    for step in range(READOUT_STEPS + 1):
+        if step % READOUT_EVAL == 0:
+            m.eval()
+            with torch.no_grad():
+                o = forward(X[:2 * FIXED], T[:2 * FIXED])
+            trace.append({"step": step, "within_orbit": within_orbit(o[:FIXED]),
+                          "acc": (o.argmax(1) == Y[:2 * FIXED]).float().mean().item()})
+        if step == READOUT_STEPS:
+            break
+        if len(order) < 64:
+            order += torch.randperm(len(X), generator=g).tolist()
+        idx, order = order[:64], order[64:]
+        m.train()
+        loss = F.cross_entropy(forward(X[idx], T[idx]), Y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    Xv, Yv, Tv = data["val"]
+    m.eval()
+    with torch.no_grad():
+        val = (forward(Xv, Tv).argmax(1) == Yv).float().mean().item()
+    return {"label": label, "pe": pe, "readout": readout, "background_tokens": k, "lr": lr,
+            "content_logits_zero": zero_content, "seed": seed, "trace": trace, "val_acc": val}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("results/alibi-study/diagnosis.json"))
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--parts", default=",".join(PARTS),
+                    help="comma-separated subset of " + ", ".join(PARTS) + "; the others are kept from --out")
     args = ap.parse_args()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    bad = [p for p in parts if p not in PARTS]
+    if bad or not parts:
+        ap.error(f"--parts expects a comma-separated subset of {', '.join(PARTS)}; got {args.parts!r}")  # exit 2
     torch.set_num_threads(1)
-    ds = DecayProbeDataModule(train_size=6400, val_size=600, test_size=8, data_seed=0).train_dataset()
+    dm = DecayProbeDataModule(train_size=6400, val_size=600, test_size=8, data_seed=0)
+    ds = dm.train_dataset()
     X = torch.stack([ds[i][0] for i in range(len(ds))])
     Y = torch.tensor([ds[i][1] for i in range(len(ds))])
     scenes = [ds.scene(i) for i in range(FIXED)]
-    result = {"probe": "probe-decay", "data_seed": 0, "torch_seed": 0, "model": "vit-probe", "fixed_scenes": FIXED,
-              "steps": args.steps, "orbits": orbit_check(ds), "init": init_stats(X[:FIXED], Y[:FIXED]),
-              "attention": attention_stats(X[:FIXED], scenes), "training": {}}
-    for label, pe, opts in MODELS:
-        if label in TRAINED:
-            result["training"][label] = train_trace(pe, opts, X, Y, args.steps)
-            print(label, result["training"][label]["trace"][-1], flush=True)
+    result = json.loads(args.out.read_text()) if len(parts) < len(PARTS) and args.out.exists() else {}
+    result.update({"probe": "probe-decay", "data_seed": 0, "torch_seed": 0, "model": "vit-probe",
+                   "fixed_scenes": FIXED})
+    if "orbits" in parts:
+        result["orbits"] = orbit_check(ds)
+    if "init" in parts:
+        result["init"] = init_stats(X[:FIXED], Y[:FIXED])
+    if "attention" in parts:
+        result["attention"] = attention_stats(X[:FIXED], scenes)
+    if "training" in parts:
+        result["steps"], result["training"] = args.steps, {}
+        for label, pe, opts in MODELS:
+            if label in TRAINED:
+                result["training"][label] = train_trace(pe, opts, X, Y, args.steps)
+                print(label, result["training"][label]["trace"][-1], flush=True)
+    if "readout" in parts:
+        vs = dm.val_dataset()
+        kmax = max(r[3] for r in READOUT)
+        data = {"train": (X, Y, readout_tokens(ds, kmax)),
+                "val": (torch.stack([vs[i][0] for i in range(len(vs))]), torch.tensor([vs[i][1] for i in range(len(vs))]),
+                        readout_tokens(vs, kmax))}
+        result["readout"] = {"steps": READOUT_STEPS, "warmup": READOUT_WARMUP, "runs": []}
+        for run in READOUT:
+            r = readout_trace(run, data)
+            result["readout"]["runs"].append(r)
+            print(r["label"], r["lr"], r["seed"], r["trace"][-1], "val", r["val_acc"], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
 

@@ -14,8 +14,10 @@ the tables inside the prose of :data:`REPORT` (the ``shapes`` study's report) in
 from __future__ import annotations
 
 import argparse
+import datetime
 import io
 import itertools
+import json
 import os
 import sys
 from collections import defaultdict
@@ -70,6 +72,42 @@ def _fs(rs, shift: str) -> list[float | None]:
     return [(r.robustness or {}).get(shift, {}).get("fs") for r in rs]
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository (reports name no machine path)."""
+    return Path(os.path.relpath(path.resolve(), Path(__file__).resolve().parents[1])).as_posix()
+
+
+def provenance(runs, time_file: str) -> str:
+    """"all N runs from commit X, W min of wall time ..." from the runs' results.json and the sweep's time file."""
+    commits = sorted({(r.raw.get("git_sha") or "?")[:7] for r in runs})
+    text = (f"all {len(runs)} runs from commit `{commits[0]}`" if len(commits) == 1 else
+            f"{len(runs)} runs from commits " + ", ".join(f"`{c}`" for c in commits))
+    path = Path(time_file)
+    if path.is_file():
+        stamps = [line.split()[1] for line in path.read_text().splitlines() if line.split()[:1] in (["start"], ["end"])]
+        if len(stamps) == 2:
+            t0, t1 = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in stamps)
+            text += (f", {(t1 - t0).total_seconds() / 60:.1f} min of wall time on the 2-core machine with 2 workers "
+                     f"(`benchmarks/shapes_sweep.sh`, `{_shown(path)}`)")
+    return text
+
+
+def reproduced(rerun_json: str, dataset: str) -> str:
+    """What ``benchmarks/rerun_check.py --json`` recorded for this dataset's runs, or that they were not rerun."""
+    path = Path(rerun_json)
+    recs = [r for r in json.loads(path.read_text()) if r["run"].startswith(f"{dataset}/")] if path.is_file() else []
+    if not recs:
+        return "These runs have not been rerun by `benchmarks/rerun_check.py` since they were made."
+    same = sum(r["status"] == "identical" for r in recs)
+    at = sorted({r.get("rerun_commit", "?") for r in recs})
+    worst = max((r for r in recs if r["status"] == "differs"), key=lambda r: r["max_abs_diff"], default=None)
+    return (f"**Reproduced:** `benchmarks/rerun_check.py` reran {len(recs)} of them ("
+            + ", ".join(f"`{r['run']}`" for r in recs) + f") from their `config.yaml` in fresh processes at commit "
+            + ", ".join(f"`{c}`" for c in at) + f" (`{_shown(path)}`): {same} of {len(recs)} gave identical metrics"
+            + (f"; the largest difference was {worst['max_abs_diff']:.3g} in `{worst['metric']}` (`{worst['run']}`)"
+               if worst else "") + ".")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results/embedded", help="root of the sweep's run directories")
@@ -77,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--png", default=None, help="write SSDC_RPI / EED%% vs depth plot here")
     ap.add_argument("--report", metavar="FILE", help="write the study's report (results/embedded/shapes/REPORT.md) "
                     "to FILE instead of printing the tables")
+    ap.add_argument("--time-file", default="results/shapes_sweep_time.txt",
+                    help="the sweep's start/end record (benchmarks/shapes_sweep.sh), for the report")
+    ap.add_argument("--rerun-check", default="results/rerun_check.json",
+                    help="benchmarks/rerun_check.py --json output, for the report's reproducibility sentence")
     args = ap.parse_args(argv)
     out: list[str] = []  # the printed lines
 
@@ -123,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             out.append(f"| {shift} | {a} | {b} | {fa.mean():.3f} | {fb.mean():.3f} | {p:.3f} |")
 
     if args.report:
-        write_report(args.report, fill(REPORT, tables="\n".join(out)))
+        every = [r for lab in labels for r in by_label[lab]]
+        write_report(args.report, fill(REPORT, tables="\n".join(out), provenance=provenance(every, args.time_file),
+                                       reproduced=reproduced(args.rerun_check, args.dataset)))
     else:
         print("\n".join(out))
 
@@ -167,8 +211,8 @@ defined in [`docs/analyses.md`](../../../docs/analyses.md).
 ## Setting
 
 `shapes` (label = where a disc is and which side of a square it lies on), vit-nano (4 blocks),
-the default recipe (4 epochs × 64 steps), 3 seeds per PE, `--deterministic`, all runs from commit
-`c8848f4` ([`LEADERBOARD.md`](../../../LEADERBOARD.md) is generated from them). Geometry with the SSDC
+the default recipe (4 epochs × 64 steps), 3 seeds per PE, `--deterministic`, @@PROVENANCE@@
+([`LEADERBOARD.md`](../../../LEADERBOARD.md) is generated from them). Geometry with the SSDC
 paper's protocol: tap `attn_in` (layer 0 = LN(embedding + PE)), cosine S averaged over a fixed
 256-scene probe, L1 grid distance, RPI averaged over K = 8 permutations, null band = the same
 statistic for the untrained twin (same seed). Per-layer values are means over seeds; acc1 interval
@@ -177,11 +221,7 @@ and RPT were not rerun this time (they were dropped to fit the regeneration into
 Resolution extrapolation: trained at 32 px = 8 × 8 tokens, each PE's native rule for the larger
 grid.
 
-**These runs do not reproduce at the current code.** They predate the denormal flush
-(`numerics.flush_denormal`, see [`docs/distributed.md`](../../../docs/distributed.md#reliability)),
-which changes the last bits of training: a rerun at a later commit and the committed run differ
-already at step 59 (validation accuracy 99.8 % against 100.0 %). They are kept as the record of what commit `c8848f4`
-produced, not rerun; read them as that commit's numbers.
+@@REPRODUCED@@
 
 ## Tables
 

@@ -27,7 +27,7 @@ import argparse
 import copy
 import math
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe_report_parts import learning_png, protocol  # noqa: E402  (benchmarks/ is the script's directory)
+from probe_report_parts import alibi_readout, learning_png, protocol  # noqa: E402  (benchmarks/ is the script's directory)
 from reports import fill, read_metrics, write_report  # noqa: E402
 
 #: the exact no-PE ceilings of the test splits (pebench.datamodules.probes; tests check the two agree)
@@ -140,20 +140,36 @@ class Cell:
                              upsampled={s: v for s, v in self.upsampled.items() if s in keep}, n=len(keep))
 
     def budget(self) -> str:
-        """" within N steps" when the runs recorded their optimizer steps, else ""."""
-        steps = [v for v in self.steps.values() if v is not None]
-        return f" within {max(steps)} steps" if steps else ""
+        """How the seeds that did not learn ended, from their recorded optimizer steps ("the other 2 gave up
+        at step 200", "all 5 trained all 400 steps"); "" when no run recorded its steps."""
+        missed = [s for s, v in self.val.items() if v is None or v < self.threshold]
+        if not missed or all(self.steps.get(s) is None for s in missed):
+            return ""
+        how = Counter(_how_ended(self.ends.get(s), self.steps.get(s)) for s in missed)
+        who = f"the other {len(missed)}" if len(missed) < self.n else f"all {len(missed)}"
+        if len(how) == 1:
+            return f"{who} {next(iter(how))}"
+        return f"{who}: " + ", ".join(f"{k} {h}" for h, k in sorted(how.items()))
 
     def not_learned(self, name: str = "") -> str:
-        """Why the precondition failed: the per-seed count and the threshold."""
+        """Why the precondition failed: the per-seed count, how the others ended and the threshold."""
         who = f"{name} " if name else ""
-        return (f"{who}learned in {self.learned_seeds} of {self.n} seeds{self.budget()} (val ≥ "
+        ended = self.budget()
+        return (f"{who}learned in {self.learned_seeds} of {self.n} seeds ({ended + '; ' if ended else ''}val ≥ "
                 f"{_pct(self.threshold)} %; mean val {_pct(self.mean('val'))} %)")
 
     def median_steps_to_learn(self) -> str:
         """Median steps to learn over the seeds that learned ("—": none did; "n/m": validated per epoch only)."""
         v = [x for x in self.steps_to_learn.values() if x is not None]
         return "n/m" if not self.steps_to_learn else f"{np.median(v):.0f}" if v else "—"
+
+
+def _how_ended(end: str | None, steps: int | None) -> str:
+    """One not-learned seed's ending in words: "gave up at step 200", "trained all 400 steps"."""
+    if steps is None:
+        return "trained an unrecorded number of steps"
+    return (f"gave up at step {steps}" if end == "gave up" else f"trained all {steps} steps" if end == "budget"
+            else f"stopped at step {steps}")
 
 
 def _end(stopped: dict | None) -> str | None:
@@ -323,16 +339,17 @@ def _beats(cells, a: str, b: str) -> str:
     if a not in cells or b not in cells:
         return "not run"
     ca, cb = cells[a], cells[b]
-    if not ca.learned:  # the predicted winner must have learned the probe; the other failing to is the outcome
-        return f"**not testable** ({ca.not_learned(a)}: not learned)"
-    ca = ca.learned_only()  # on the seeds where the predicted winner learned the probe, paired by seed
+    for name, c in ((a, ca), (b, cb)):  # both must have learned: against a PE at chance the difference would
+        if not c.learned:               # measure that it did not train, not the property
+            return f"**not testable** ({c.not_learned(name)}: not learned)"
+    ca, cb = ca.learned_only(), cb.learned_only()  # on the seeds where both learned the probe, paired by seed
     r = paired(ca, cb)
     if r is None:
         return "**not testable** (fewer than 2 paired seeds)"
     mean, lo, hi, p = r
     verdict = "held" if lo > 0 and p < 0.05 else "contradicted" if hi < 0 and p < 0.05 else "inconclusive"
     return (f"**{verdict}** (test {a} − {b} = {100 * mean:+.1f} points, paired t-CI [{100 * lo:+.1f}, "
-            f"{100 * hi:+.1f}], paired t-test p = {p:.3g}; {len(_differences(ca, cb))} seeds where {a} learned)")
+            f"{100 * hi:+.1f}], paired t-test p = {p:.3g}; {len(_differences(ca, cb))} seeds where both learned)")
 
 
 def claims(data: dict[str, dict[str, Cell]], tally: Tally | None = None) -> list[str]:
@@ -425,10 +442,10 @@ def summary(tally: Tally) -> list[str]:
 
 def not_learned_table(data: dict[str, dict[str, Cell]]) -> list[str]:
     """Per probe, the PEs that did not learn it in at least 4 of 5 seeds (count of seeds that did, and the
-    step budget when the runs recorded it)."""
+    steps the others trained when the runs recorded them)."""
     out = ["#### Not learned (fewer than 4 of 5 seeds learned the probe)", ""]
     for probe, cells in data.items():
-        miss = [f"{pe} ({c.learned_seeds}/{c.n}{c.budget()})"
+        miss = [f"{pe} ({c.learned_seeds}/{c.n}" + (f"; {c.budget()})" if c.budget() else ")")
                 for pe, c in sorted(cells.items(), key=lambda kv: pe_sort_key(kv[0])) if not c.learned]
         out.append(f"- `{probe}`: " + (", ".join(miss) if miss else "every PE learned it in at least 4 of 5 seeds")
                    + ".")
@@ -511,7 +528,9 @@ def main(argv=None) -> int:
     if args.report:
         time_file = Path(args.time_file) if args.time_file else Path(args.results).resolve().parent / \
             "probe_sweep_time.txt"
-        write_report(args.report, fill(REPORT, findings="\n".join(lines), **protocol(args.results, time_file, CEILING)))
+        alibi = Path(args.results).resolve().parent / "alibi-study" / "diagnosis.json"
+        write_report(args.report, fill(REPORT, findings="\n".join(lines), alibi=alibi_readout(alibi),
+                                       **protocol(args.results, time_file, CEILING)))
         return 0
     print("\n".join(lines))
     return 0
@@ -562,7 +581,7 @@ ceiling to 100 %, and a PE counts as having learned the probe when at least 4 of
 (the `learned (seeds)` column); only then is its test accuracy read as evidence about the property,
 and only on the seeds that learned (each verdict names how many). *Steps to learn* is the first
 validation step at or above that line. A PE that did not learn is reported as "learned in k of 5
-seeds within N steps": that is the measured result under this budget, not a statement that the PE
+seeds" with how the others ended (gave up at step N, or trained all N steps): that is the measured result under this budget, not a statement that the PE
 cannot represent the property. "Keeps" / "loses" compare test with validation accuracy, paired by
 seed, against a 5-point tolerance. Intervals are 95 % Student-t intervals over seeds, and a verdict
 other than *inconclusive* needs the interval and the t-test against the same threshold to agree.
@@ -579,8 +598,8 @@ The verdicts and their summary above are the report's findings; this report adds
 own. `probe-parts` is not in the sweep: no PE learned it with the `bench run` recipes tried (see
 [`docs/probes.md`](../../docs/probes.md)). Why ALiBi stays at chance on the probes is the subject
 of [`../alibi-study/REPORT.md`](../alibi-study/REPORT.md) (slope scale, learnable slopes, learning
-rate and a longer budget, with a diagnosis of its attention at initialisation and during
-training); that study did not identify the mechanism. The previous sweep (200 steps with a cosine
+rate and a longer budget, a CLS readout, and a diagnosis of its attention and of where its
+output carries the label). @@ALIBI@@ The previous sweep (200 steps with a cosine
 decay after a per-PE learning-rate selection, commit `dce1ba0`) is kept in
 [`../probe-sweep-200-steps/`](../probe-sweep-200-steps/) as the baseline of the recipe and ALiBi
 studies.

@@ -1,9 +1,11 @@
 """The parts of the probe sweep's report that are not verdicts (benchmarks/probe_findings.py uses them): the
-sweep's protocol read from its runs and time file, and the figure of each PE's share of seeds learned by step.
+sweep's protocol read from its runs and time file, the figure of each PE's share of seeds learned by step, and
+the ALiBi study's readout finding (``benchmarks/alibi_findings.py``).
 """
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 from datetime import datetime
@@ -15,6 +17,18 @@ from matplotlib.figure import Figure
 from pebench.core.io import atomic_write_bytes
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
+
+from alibi_findings import readout_finding  # benchmarks/ is on sys.path (probe_findings.py puts it there)
+
+
+def alibi_readout(diagnosis: Path) -> str:
+    """The ALiBi study's readout finding (``benchmarks/alibi_findings.py``), or that it has none."""
+    d = json.loads(diagnosis.read_text(encoding="utf-8")) if diagnosis.is_file() else {}
+    found = readout_finding(d)
+    if not found:
+        return "That study has no readout measurements; it did not identify the mechanism."
+    text = found[0].split(".** ", 1)[1]
+    return "From that study's readout runs: " + text[0].lower() + text[1:]
 
 
 def protocol(results: str, time_file: Path, probes) -> dict[str, str]:

@@ -1,25 +1,30 @@
 """Rerun committed runs from their saved configuration and compare their metrics (reproducibility check).
 
     python benchmarks/rerun_check.py --results results/embedded [--per-cell 1] [--datasets probe-decay,shapes]
-        [--pes pape,liere] [--max 12] [--bench bench] [--keep DIR]
+        [--pes pape,liere] [--max 12] [--bench bench] [--keep DIR] [--workers 2] [--json FILE]
 
-For each selected run folder (by default seed 0 of every cell: dataset x PE label x model), runs
+For each selected run folder under each ``--results`` folder (by default seed 0 of every cell: dataset x PE
+label x model), runs
 ``bench run --config <run>/config.yaml --out <tmp>`` in a fresh process with the thread count the run
 recorded (``numerics.torch_threads``, set through ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` as
 ``bench sweep`` does) and compares every metric of the new ``results.json`` with the committed one.
 Prints one line per run (identical, or the largest difference and which metric) and exits 1 when any
 rerun differs, 2 on bad input. The committed folders are only read; reruns go to a temporary folder
-(``--keep DIR`` keeps them there). With ``--deterministic`` runs (every committed study uses it) the
+(``--keep DIR`` keeps them there). ``--workers N`` runs N reruns at once (each with its recorded
+thread count); ``--json FILE`` writes one record per rerun (run, committed and rerun commit, threads,
+largest difference and its metric). With ``--deterministic`` runs (every committed study uses it) the
 metrics should agree bit for bit on another x86-64 machine (docs/cli.md, "Reproducing").
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -38,19 +43,49 @@ def select(results: Path, per_cell: int, datasets: set[str] | None, pes: set[str
 
 
 def compare(old: dict, new: dict) -> tuple[float, str]:
-    """Largest absolute difference over the committed run's metrics (inf when one is missing)."""
+    """Largest absolute difference over the committed run's metrics: 0 where both are missing or null (COCO's
+    ``map_large`` on a set without large objects) or both NaN, inf where only one is."""
     worst, which = 0.0, ""
     for k, v in old.get("metrics", {}).items():
         w = new.get("metrics", {}).get(k)
-        d = float("inf") if w is None else abs(float(v) - float(w))
+        if v is None or w is None:
+            d = 0.0 if v is None and w is None else float("inf")
+        elif math.isnan(float(v)) or math.isnan(float(w)):
+            d = 0.0 if math.isnan(float(v)) and math.isnan(float(w)) else float("inf")
+        else:
+            d = abs(float(v) - float(w))
         if d > worst:
             worst, which = d, k
     return worst, which
 
 
+def rerun(run: Path, results: Path, out: Path, bench: str) -> dict:
+    """Rerun one committed run into ``out``, print its line, return its record."""
+    old = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    threads = str((old.get("numerics") or {}).get("torch_threads") or 1)
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    proc = subprocess.run([bench, "run", "--config", str(run / "config.yaml"), "--out", str(out),
+                           "--no-progress-bar"], env=env, capture_output=True, text=True)
+    new_path = next(out.glob("**/results.json"), None)
+    rec = {"results": results.as_posix(), "run": run.relative_to(results).as_posix(),
+           "commit": old.get("git_sha", "?")[:7], "threads": int(threads)}
+    if proc.returncode != 0 or new_path is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        print(f"{rec['run']}: rerun failed (exit {proc.returncode}): {tail[0]}", flush=True)
+        return {**rec, "status": "failed", "error": tail[0]}
+    new = json.loads(new_path.read_text(encoding="utf-8"))
+    worst, which = compare(old, new)
+    rec.update({"rerun_commit": new.get("git_sha", "?")[:7], "max_abs_diff": worst, "metric": which,
+                "metrics": len(old.get("metrics", {})),
+                "status": "identical" if worst == 0.0 else "differs"})
+    print(f"{rec['run']}: " + ("identical metrics" if worst == 0.0 else f"differs: max |Δ| {worst:.3g} ({which})")
+          + f" (commit {rec['commit']}, rerun at {rec['rerun_commit']}, {threads} thread(s))", flush=True)
+    return rec
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", required=True, help="a committed results folder")
+    ap.add_argument("--results", required=True, action="append", help="a committed results folder (repeatable)")
     ap.add_argument("--per-cell", type=int, default=1, help="seeds per cell to rerun (lowest first; default 1)")
     ap.add_argument("--datasets", help="comma-separated datasets to include (default all)")
     ap.add_argument("--pes", help="comma-separated PE labels to include (default all)")
@@ -58,11 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", default="bench", help="the bench executable (default: bench on PATH)")
     ap.add_argument("--keep", metavar="DIR", help="write the reruns under DIR (must not exist) instead of a temporary "
                     "folder that is removed")
+    ap.add_argument("--workers", type=int, default=1, help="reruns at once (default 1)")
+    ap.add_argument("--json", metavar="FILE", help="write one record per rerun to FILE (must not exist)")
     args = ap.parse_args(argv)
-    results = Path(args.results)
-    if not results.is_dir():
-        print(f"rerun_check: expected a results folder, got {results}", file=sys.stderr)
-        return 2
+    folders = [Path(r) for r in args.results]
+    for results in folders:
+        if not results.is_dir():
+            print(f"rerun_check: expected a results folder, got {results}", file=sys.stderr)
+            return 2
     if args.per_cell < 1 or (args.max is not None and args.max < 1):
         print("rerun_check: expected --per-cell and --max of at least 1", file=sys.stderr)
         return 2
@@ -70,35 +108,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rerun_check: expected --keep to name a folder that does not exist yet, got {args.keep}",
               file=sys.stderr)
         return 2
-    split = (lambda s: set(s.split(",")) if s else None)
-    runs = select(results, args.per_cell, split(args.datasets), split(args.pes))[: args.max]
-    if not runs:
-        print(f"rerun_check: expected a complete run with a config.yaml under {results} that matches the filters",
-              file=sys.stderr)
+    if args.workers < 1:
+        print("rerun_check: expected --workers of at least 1", file=sys.stderr)
         return 2
-    differ = 0
+    if args.json and Path(args.json).exists():
+        print(f"rerun_check: expected --json to name a file that does not exist yet, got {args.json}", file=sys.stderr)
+        return 2
+    split = (lambda s: set(s.split(",")) if s else None)
+    runs = [(results, run) for results in folders
+            for run in select(results, args.per_cell, split(args.datasets), split(args.pes))][: args.max]
+    if not runs:
+        print(f"rerun_check: expected a complete run with a config.yaml under {', '.join(map(str, folders))} that "
+              "matches the filters", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
-        for i, run in enumerate(runs):
-            old = json.loads((run / "results.json").read_text(encoding="utf-8"))
-            threads = str((old.get("numerics") or {}).get("torch_threads") or 1)
-            env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-            out = root / str(i)
-            proc = subprocess.run([args.bench, "run", "--config", str(run / "config.yaml"), "--out", str(out),
-                                   "--no-progress-bar"], env=env, capture_output=True, text=True)
-            new_path = next(out.glob("**/results.json"), None)
-            name = run.relative_to(results)
-            if proc.returncode != 0 or new_path is None:
-                differ += 1
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                print(f"{name}: rerun failed (exit {proc.returncode}): {tail[0]}", flush=True)
-                continue
-            worst, which = compare(old, json.loads(new_path.read_text(encoding="utf-8")))
-            same = worst == 0.0
-            differ += not same
-            print(f"{name}: " + ("identical metrics" if same else f"differs: max |Δ| {worst:.3g} ({which})")
-                  + f" (commit {old.get('git_sha', '?')[:7]}, {threads} thread(s))", flush=True)
+        with ThreadPoolExecutor(args.workers) as pool:  # threads only wait on the subprocesses
+            records = list(pool.map(lambda ir: rerun(ir[1][1], ir[1][0], root / str(ir[0]), args.bench),
+                                    enumerate(runs)))
+    differ = sum(r["status"] != "identical" for r in records)
     print(f"{len(runs) - differ} of {len(runs)} reruns identical")
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     return 1 if differ else 0
 
 

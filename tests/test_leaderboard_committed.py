@@ -111,6 +111,31 @@ def test_shapes_report_regenerates_from_the_committed_results(tmp_path, monkeypa
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     mod = importlib.import_module("findings")
     report = tmp_path / "REPORT.md"
-    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report), "--time-file",
+                     str(REPO / "results" / "shapes_sweep_time.txt"), "--rerun-check",
+                     str(REPO / "results" / "rerun_check.json")]) == 0
     committed = REPO / RESULTS / "shapes" / "REPORT.md"
     assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not (REPO / RESULTS / "shapes-det").exists(), reason="no committed detection results")
+def test_detection_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/embedded/DETECTION_REPORT.md is exactly what benchmarks/detection_findings.py makes of the
+    committed shapes-det / events-det runs and results/detection_sweep_time.txt."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("detection_findings")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    assert report.read_text(encoding="utf-8") == (REPO / RESULTS / "DETECTION_REPORT.md").read_text(encoding="utf-8")
+    text = report.read_text(encoding="utf-8")
+    assert "[95 % t-CI]" in text and "paired t-test" in text and "bootstrap" not in text
+
+
+def test_detection_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("detection_findings")
+    with pytest.raises(SystemExit) as e:
+        mod.main(["--results", str(tmp_path / "missing")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "expected a results folder" in err[-1]

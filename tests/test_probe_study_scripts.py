@@ -53,8 +53,12 @@ def test_learned_needs_four_of_five_seeds_and_verdicts_read_only_those(tmp_path)
     assert only.n == 4 and sorted(only.test) == [0, 1, 2, 3]
     assert cell.steps_to_learn == {0: 50, 1: 50, 2: 50, 3: 50, 4: None} and cell.median_steps_to_learn() == "50"
     assert "keeps it" in probe_findings._keeps(cell) and "4 seeds that learned" in probe_findings._keeps(cell)
-    three = cell.replaced(val={**cell.val, 3: 0.5})  # 3 of 5: not learned, and the budget is named
-    assert not three.learned and "learned in 3 of 5 seeds within 50 steps" in three.not_learned()
+    three = cell.replaced(val={**cell.val, 3: 0.5}, ends={**cell.ends, 3: "budget"})  # 3 of 5: not learned
+    assert not three.learned and "learned in 3 of 5 seeds (the other 2 trained all 50 steps; val ≥" in three.not_learned()
+    gave_up = three.replaced(ends={**three.ends, 3: "gave up"}, steps={**three.steps, 3: 25})
+    assert gave_up.budget() == "the other 2: 1 gave up at step 25, 1 trained all 50 steps"
+    assert cell.replaced(val={s: 0.5 for s in range(5)}, ends={s: "budget" for s in range(5)}).budget() == \
+        "all 5 trained all 50 steps"
 
 
 def test_report_counts_probes_learned_how_runs_ended_and_the_sweep_time(tmp_path):

@@ -1,0 +1,157 @@
+"""Write results/embedded/DETECTION_REPORT.md from the committed detection runs (``shapes-det``, ``events-det``).
+
+    python benchmarks/detection_findings.py [--results results/embedded] [--time-file results/detection_sweep_time.txt]
+        [--report results/embedded/DETECTION_REPORT.md]
+
+The runs are those of ``benchmarks/detection_sweep.sh`` (vit-nano, FCOS-style head, COCO evaluation through
+pycocotools: mAP@[.5:.95]). Per detection set and PE: the number of seeds, val and test mAP (mean and 95 %
+Student-t interval over seeds), and the mAP of the resolution-extrapolation analysis at each input size; per
+PE against ``none`` (the no-PE baseline), the test-mAP difference paired by seed with its Student-t interval
+and paired t-test, and a verdict that needs both to agree (*held* / *contradicted*, else *inconclusive*), with
+the count of seeds whose val mAP is above ``none``'s. The report's prose is fixed; every number in it is read
+from the runs.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from pebench.leaderboard import collect_results
+from pebench.leaderboard.render import pe_sort_key
+from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reports import emit, fill  # noqa: E402  (benchmarks/ is the script's directory)
+
+SETS = ("shapes-det", "events-det")
+REFERENCE = "none"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _mean_ci(values: list[float]) -> str:
+    mean = sum(values) / len(values)
+    ci = t_mean_ci(values)
+    return _pct(mean) + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else " (one seed)")
+
+
+def _sizes(runs) -> list[str]:
+    return sorted({e["resolution"] for r in runs for e in (r.raw.get("extrapolation") or [])},
+                  key=lambda s: [int(p) for p in s.replace("x", " ").split()])
+
+
+def _at_size(r, size: str) -> float | None:
+    return next((e["map"] for e in (r.raw.get("extrapolation") or []) if e["resolution"] == size), None)
+
+
+def verdict(diffs: list[float]) -> str:
+    """"held" / "contradicted" (the t-interval and the paired t-test agree at 95 %) or "inconclusive"."""
+    r = paired_t_interval(diffs)
+    if r is None:
+        return "not testable (fewer than 2 paired seeds)"
+    mean, lo, hi, p, sig = r
+    word = "held" if sig and lo > 0 else "contradicted" if sig and hi < 0 else "inconclusive"
+    return (f"**{word}** (test mAP {mean * 100:+.1f} points, paired t-CI [{lo * 100:+.1f}, {hi * 100:+.1f}], "
+            f"paired t-test p = {p:.2g}; {len(diffs)} seeds)")
+
+
+def tables(results: str) -> tuple[str, list]:
+    runs = [r for r in collect_results(results)[0] if r.complete and r.dataset in SETS]
+    if not runs:
+        print(f"detection_findings: expected complete {'/'.join(SETS)} runs under {results}", file=sys.stderr)
+        raise SystemExit(2)
+    out: list[str] = []
+    for ds in SETS:
+        by_pe: dict[str, dict[int, object]] = defaultdict(dict)
+        for r in runs:
+            if r.dataset == ds:
+                by_pe[r.label][int(r.seed)] = r
+        if not by_pe:
+            continue
+        sizes = _sizes([r for v in by_pe.values() for r in v.values()])
+        out += [f"### `{ds}`", "", "| PE | seeds | val mAP % [95 % t-CI] | test mAP % [95 % t-CI] | "
+                + " | ".join(f"mAP % at {s}" + (" px" if s.isdigit() else "") for s in sizes) + " |",
+                "|---|---|---|---|" + "---:|" * len(sizes)]
+        for pe in sorted(by_pe, key=pe_sort_key):
+            rs = [by_pe[pe][s] for s in sorted(by_pe[pe])]
+            at = [[v for v in (_at_size(r, s) for r in rs) if v is not None] for s in sizes]
+            out.append(f"| {pe} | {','.join(map(str, sorted(by_pe[pe])))} | "
+                       f"{_mean_ci([r.metrics['val/map'] for r in rs])} | {_mean_ci([r.metrics['test/map'] for r in rs])} | "
+                       + " | ".join(_pct(sum(v) / len(v)) if v else "—" for v in at) + " |")
+        out.append("")
+        ref = by_pe.get(REFERENCE, {})
+        for pe in sorted(by_pe, key=pe_sort_key):
+            if pe == REFERENCE or not ref:
+                continue
+            seeds = sorted(set(ref) & set(by_pe[pe]))
+            diffs = [by_pe[pe][s].metrics["test/map"] - ref[s].metrics["test/map"] for s in seeds]
+            ahead = sum(by_pe[pe][s].metrics["val/map"] > ref[s].metrics["val/map"] for s in seeds)
+            out.append(f"- {pe} beats {REFERENCE} on test mAP: {verdict(diffs)}; val mAP above {REFERENCE}'s in "
+                       f"{ahead} of {len(seeds)} seeds.")
+        out.append("")
+    return "\n".join(out), runs
+
+
+def provenance(runs, time_file: Path) -> str:
+    commits = sorted({(r.raw.get("git_sha") or "?")[:7] for r in runs})
+    cfg = runs[0].raw.get("config", {})
+    text = (f"{len(runs)} complete runs, commit{'s' if len(commits) > 1 else ''} "
+            + ", ".join(f"`{c}`" for c in commits) + f", `--model {cfg.get('model')} --epochs {cfg.get('epochs')} "
+            f"--batch-size {cfg.get('batch_size')}`" + (" `--deterministic`" if cfg.get("deterministic") else ""))
+    if time_file.is_file():
+        stamps = [ln.split()[1] for ln in time_file.read_text().splitlines() if ln.split()[:1] in (["start"], ["end"])]
+        if len(stamps) == 2:
+            t0, t1 = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in stamps)
+            shown = Path(os.path.relpath(time_file.resolve(), REPO)).as_posix()
+            text += f", {(t1 - t0).total_seconds() / 60:.1f} min of wall time with 2 workers (`{shown}`)"
+    return text
+
+
+#: results/embedded/DETECTION_REPORT.md
+REPORT = """\
+# Detection on the embedded sets (`results/embedded/shapes-det`, `results/embedded/events-det`)
+
+Written by `python benchmarks/detection_findings.py --report results/embedded/DETECTION_REPORT.md` from the
+committed runs (`tests/test_leaderboard_committed.py` checks that it regenerates byte for byte). The task,
+its head and its evaluation are described in [`docs/tasks.md`](../../docs/tasks.md) ("Detection").
+
+## Setting
+
+`benchmarks/detection_sweep.sh`: `none` (the no-PE baseline) and `pape`, seeds 0–2, two runs of one thread
+in parallel on the 2-core CPU machine, the detection task's default analyses: @@PROVENANCE@@. mAP is COCO's
+mAP@[.5:.95] (pycocotools) on the validation and test splits; the extrapolation columns evaluate the same
+weights on the same scenes rendered at larger input sizes (`events-det`: the sensor grid scaled). Intervals
+are 95 % Student-t intervals over seeds (3 seeds: 2 degrees of freedom, so they are wide); a verdict other
+than *inconclusive* needs the paired interval and the paired t-test to agree.
+
+## Tables and verdicts
+
+@@TABLES@@
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="results/embedded")
+    ap.add_argument("--time-file", default=None, help="the sweep's start/end record (default: "
+                    "detection_sweep_time.txt beside the results folder)")
+    ap.add_argument("--report", metavar="FILE", help="write the report to FILE instead of printing it")
+    args = ap.parse_args(argv)
+    if not Path(args.results).is_dir():
+        ap.error(f"expected a results folder, got {args.results}")
+    time_file = Path(args.time_file) if args.time_file else Path(args.results).resolve().parent / \
+        "detection_sweep_time.txt"
+    body, runs = tables(args.results)
+    emit(fill(REPORT, provenance=provenance(runs, time_file), tables=body), args.report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
