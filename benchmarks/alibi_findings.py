@@ -13,8 +13,12 @@ import argparse
 import csv
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reports import reproduced, shown  # noqa: E402  (benchmarks/ is the script's directory)
 
 CEILING = {"probe-decay": 0.5, "probe-context": 1 / 3}
 LEARNED_SHARE = 0.5  # as benchmarks/probe_findings.py: half way from the no-PE ceiling to 100 %
@@ -235,8 +239,11 @@ def main() -> None:
             study += lines
             found[probe] = f
     missing = [f"{VARIANTS[v]} on {p}" for p in CEILING for v in VARIANTS if v not in found.get(p, {})]
-    text = "\n".join(header(d, found, times) + default_check(args.results, args.embedded) + summary(d, found) + diagnosis_section(d) + readout_section(d) + ["## Study (`bench run`)", ""] + study
-                     + footer(missing)) + "\n"
+    rerun = reproduced(args.results.resolve().parent / "rerun_check.json", shown(args.results),
+                       sorted(p.name for p in args.results.iterdir() if p.is_dir()))
+    text = "\n".join(header(d, found, times) + default_check(args.results, args.embedded) + summary(d, found)
+                     + diagnosis_section(d) + readout_section(d) + ["## Study (`bench run`)", ""] + study
+                     + [rerun, ""] + footer(missing)) + "\n"
     if args.report:
         args.report.write_text(text)
     else:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -25,11 +24,10 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import emit, fill  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import emit, fill, reproduced, shown  # noqa: E402  (benchmarks/ is the script's directory)
 
 SETS = ("shapes-det", "events-det")
 REFERENCE = "none"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _pct(x: float) -> str:
@@ -109,8 +107,7 @@ def provenance(runs, time_file: Path) -> str:
         stamps = [ln.split()[1] for ln in time_file.read_text().splitlines() if ln.split()[:1] in (["start"], ["end"])]
         if len(stamps) == 2:
             t0, t1 = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in stamps)
-            shown = Path(os.path.relpath(time_file.resolve(), REPO)).as_posix()
-            text += f", {(t1 - t0).total_seconds() / 60:.1f} min of wall time with 2 workers (`{shown}`)"
+            text += f", {(t1 - t0).total_seconds() / 60:.1f} min of wall time with 2 workers (`{shown(time_file)}`)"
     return text
 
 
@@ -131,6 +128,8 @@ weights on the same scenes rendered at larger input sizes (`events-det`: the sen
 are 95 % Student-t intervals over seeds (3 seeds: 2 degrees of freedom, so they are wide); a verdict other
 than *inconclusive* needs the paired interval and the paired t-test to agree.
 
+@@REPRODUCED@@
+
 ## Tables and verdicts
 
 @@TABLES@@
@@ -142,14 +141,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default="results/embedded")
     ap.add_argument("--time-file", default=None, help="the sweep's start/end record (default: "
                     "detection_sweep_time.txt beside the results folder)")
+    ap.add_argument("--rerun-check", default=None, help="benchmarks/rerun_check.py --json output (default: "
+                    "rerun_check.json beside the results folder)")
     ap.add_argument("--report", metavar="FILE", help="write the report to FILE instead of printing it")
     args = ap.parse_args(argv)
     if not Path(args.results).is_dir():
         ap.error(f"expected a results folder, got {args.results}")
     time_file = Path(args.time_file) if args.time_file else Path(args.results).resolve().parent / \
         "detection_sweep_time.txt"
+    rerun_json = Path(args.rerun_check) if args.rerun_check else Path(args.results).resolve().parent / \
+        "rerun_check.json"
     body, runs = tables(args.results)
-    emit(fill(REPORT, provenance=provenance(runs, time_file), tables=body), args.report)
+    emit(fill(REPORT, provenance=provenance(runs, time_file), tables=body,
+              reproduced=reproduced(rerun_json, shown(Path(args.results)), SETS)), args.report)
     return 0
 
 

@@ -37,7 +37,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import fill, write_report  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import fill, reproduced, shown, write_report  # noqa: E402  (benchmarks/ is the script's directory)
 
 SETS = ("objects", "textures")
 #: the factors benchmarks/dino_shortcut.py measures, in table order, and the file each run keeps them in
@@ -266,7 +266,9 @@ def report(results: str | Path) -> str:
     """results/dino/REPORT.md: the findings and the shortcut table of the runs below ``results`` in REPORT."""
     data, missing = load(str(results))
     shares, no_cache = cached_shares(results, data)
-    return fill(REPORT, findings=summarise(data, missing), shortcut=shortcut_text(shares, no_cache))
+    rerun = reproduced(Path(results).resolve().parent / "rerun_check.json", shown(Path(results)),
+                       sorted({ds for ds, _ in data}))
+    return fill(REPORT, findings=summarise(data, missing), shortcut=shortcut_text(shares, no_cache), reproduced=rerun)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,6 +298,8 @@ checks that it regenerates byte for byte). The study: `benchmarks/dino_study.sh`
 30 runs: `objects` and `textures` × `none`, `ape`, `sincos`, `rope-axial`, `pape` × seeds 0–2, with
 the recipe below. The task itself (`--task dino`, its options, crops, evaluation and presets) is
 described in [`docs/tasks.md`](../../docs/tasks.md#self-supervised-dino---task-dino).
+
+@@REPRODUCED@@
 
 ## The study's recipe, and where it departs from the official one
 

@@ -17,7 +17,6 @@ import argparse
 import datetime
 import io
 import itertools
-import json
 import os
 import sys
 from collections import defaultdict
@@ -34,7 +33,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import fill, write_report  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import fill, reproduced, shown, write_report  # noqa: E402  (benchmarks/ is the script's directory)
 
 
 def _finite(values) -> np.ndarray:
@@ -72,11 +71,6 @@ def _fs(rs, shift: str) -> list[float | None]:
     return [(r.robustness or {}).get(shift, {}).get("fs") for r in rs]
 
 
-def _shown(path: Path) -> str:
-    """``path`` relative to the repository (reports name no machine path)."""
-    return Path(os.path.relpath(path.resolve(), Path(__file__).resolve().parents[1])).as_posix()
-
-
 def provenance(runs, time_file: str) -> str:
     """"all N runs from commit X, W min of wall time ..." from the runs' results.json and the sweep's time file."""
     commits = sorted({(r.raw.get("git_sha") or "?")[:7] for r in runs})
@@ -88,24 +82,8 @@ def provenance(runs, time_file: str) -> str:
         if len(stamps) == 2:
             t0, t1 = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in stamps)
             text += (f", {(t1 - t0).total_seconds() / 60:.1f} min of wall time on the 2-core machine with 2 workers "
-                     f"(`benchmarks/shapes_sweep.sh`, `{_shown(path)}`)")
+                     f"(`benchmarks/shapes_sweep.sh`, `{shown(path)}`)")
     return text
-
-
-def reproduced(rerun_json: str, dataset: str) -> str:
-    """What ``benchmarks/rerun_check.py --json`` recorded for this dataset's runs, or that they were not rerun."""
-    path = Path(rerun_json)
-    recs = [r for r in json.loads(path.read_text()) if r["run"].startswith(f"{dataset}/")] if path.is_file() else []
-    if not recs:
-        return "These runs have not been rerun by `benchmarks/rerun_check.py` since they were made."
-    same = sum(r["status"] == "identical" for r in recs)
-    at = sorted({r.get("rerun_commit", "?") for r in recs})
-    worst = max((r for r in recs if r["status"] == "differs"), key=lambda r: r["max_abs_diff"], default=None)
-    return (f"**Reproduced:** `benchmarks/rerun_check.py` reran {len(recs)} of them ("
-            + ", ".join(f"`{r['run']}`" for r in recs) + f") from their `config.yaml` in fresh processes at commit "
-            + ", ".join(f"`{c}`" for c in at) + f" (`{_shown(path)}`): {same} of {len(recs)} gave identical metrics"
-            + (f"; the largest difference was {worst['max_abs_diff']:.3g} in `{worst['metric']}` (`{worst['run']}`)"
-               if worst else "") + ".")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         every = [r for lab in labels for r in by_label[lab]]
         write_report(args.report, fill(REPORT, tables="\n".join(out), provenance=provenance(every, args.time_file),
-                                       reproduced=reproduced(args.rerun_check, args.dataset)))
+                                       reproduced=reproduced(Path(args.rerun_check), shown(Path(args.results)),
+                                                             [args.dataset])))
     else:
         print("\n".join(out))
 

@@ -39,7 +39,7 @@ from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_report_parts import alibi_readout, learning_png, protocol  # noqa: E402  (benchmarks/ is the script's directory)
-from reports import fill, read_metrics, write_report  # noqa: E402
+from reports import fill, read_metrics, reproduced, shown, write_report  # noqa: E402
 
 #: the exact no-PE ceilings of the test splits (pebench.datamodules.probes; tests check the two agree)
 CEILING = {"probe-translation": 0.25, "probe-rotation": 0.25, "probe-decay": 0.5, "probe-context": 1 / 3,
@@ -529,7 +529,9 @@ def main(argv=None) -> int:
         time_file = Path(args.time_file) if args.time_file else Path(args.results).resolve().parent / \
             "probe_sweep_time.txt"
         alibi = Path(args.results).resolve().parent / "alibi-study" / "diagnosis.json"
-        write_report(args.report, fill(REPORT, findings="\n".join(lines), alibi=alibi_readout(alibi),
+        rerun = reproduced(Path(args.results).resolve().parent / "rerun_check.json", shown(Path(args.results)),
+                           [p for p in CEILING if p in data])
+        write_report(args.report, fill(REPORT, findings="\n".join(lines), alibi=alibi_readout(alibi), reproduced=rerun,
                                        **protocol(args.results, time_file, CEILING)))
         return 0
     print("\n".join(lines))
@@ -575,6 +577,8 @@ incomplete) ran from one git worktree, and every `results.json` records its comm
 [`LEADERBOARD.md`](../../LEADERBOARD.md) (`bench leaderboard --results results/embedded --reference
 rope-axial,none --out LEADERBOARD.md`), with each cell's validation curves in
 [`LEADERBOARD_curves.png`](../../LEADERBOARD_curves.png).
+
+@@REPRODUCED@@
 
 A seed has *learned* a probe when its best validation accuracy is at least halfway from the no-PE
 ceiling to 100 %, and a PE counts as having learned the probe when at least 4 of its 5 seeds did

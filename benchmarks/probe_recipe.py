@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_findings import CEILING, LEARNED_SHARE  # noqa: E402  (benchmarks/ is the script's directory)
-from reports import emit, fill, read_metrics  # noqa: E402
+from reports import emit, fill, read_metrics, reproduced, shown  # noqa: E402
 
 REPORT = """\
 # Probe recipe study (`results/probe-recipe`)
@@ -65,6 +65,8 @@ is noisy, compare the val and best-val columns).
 ## Recipes (read from the runs' configurations)
 
 @@RECIPES@@
+
+@@REPRODUCED@@
 
 ## Per cell
 
@@ -243,7 +245,9 @@ def main(argv=None) -> int:
         return 2
     data = load(root, Path(args.baseline) if args.baseline else None)
     emit(fill(REPORT, recipes="\n".join(describe(r, data[r]) for r in sorted(data)) or "No complete runs.",
-              cells=cell_table(data), comparison=comparison(data), plateau=plateau(data)), args.report)
+              cells=cell_table(data), comparison=comparison(data), plateau=plateau(data),
+              reproduced=reproduced(root.resolve().parent / "rerun_check.json", shown(root),
+                                    sorted(p.name for p in root.iterdir() if p.is_dir()))), args.report)
     return 0
 
 

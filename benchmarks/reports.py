@@ -4,11 +4,13 @@ A report is the script's fixed prose (its template, kept in the script beside th
 the numbers) with the tables and verdicts the script computes from the committed result files put in
 place of ``@@NAME@@`` placeholders. Nothing in a report is typed in by hand, so it regenerates byte for
 byte from the committed runs (the study's test checks that). ``read_metrics`` reads a run's learning curve
-from its ``metrics.csv`` for the scripts that report steps to learn.
+from its ``metrics.csv`` for the scripts that report steps to learn; ``reproduced`` states what
+``benchmarks/rerun_check.py --json`` recorded for a study's runs.
 """
 from __future__ import annotations
 
 import csv
+import json
 import os
 import sys
 from pathlib import Path
@@ -59,3 +61,35 @@ def read_metrics(run_dir: Path) -> tuple[list[tuple[int, float]], int]:
             if row.get("train/loss_step"):
                 last_train = max(last_train, int(row["step"]) + 1)
     return sorted(seen.items()), last_train
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the repository (reports name no machine path)."""
+    return Path(os.path.relpath(Path(path).resolve(), REPO)).as_posix()
+
+
+def reproduced(rerun_json: Path, folder: str, datasets) -> str:
+    """One sentence: how many of ``folder``'s runs of ``datasets`` ``rerun_check.py`` reran (from
+    ``rerun_json``), at which commits, and how many gave identical metrics; or that none was rerun."""
+    path = Path(rerun_json)
+    recs = [r for r in json.loads(path.read_text(encoding="utf-8"))
+            if Path(r.get("results", "")).as_posix() == folder and r["run"].split("/")[0] in set(datasets)] \
+        if path.is_file() else []
+    if not recs:
+        return "These runs have not been rerun by `benchmarks/rerun_check.py` since they were made."
+    same = sum(r["status"] == "identical" for r in recs)
+    at = sorted({r.get("rerun_commit", "?") for r in recs})
+    made = sorted({r["commit"] for r in recs})
+    worst = max((r for r in recs if r["status"] == "differs"), key=lambda r: r["max_abs_diff"], default=None)
+    failed = sum(r["status"] == "failed" for r in recs)
+    cells = len({r["run"].rsplit("/", 1)[0] for r in recs})
+    return (f"**Reproduced:** `benchmarks/rerun_check.py` reran {len(recs)} of these runs (one seed of each of "
+            f"{cells} cells, made at commit " + ", ".join(f"`{c}`" for c in made) + ") from their `config.yaml` in "
+            "fresh processes with their thread count, at commit " + ", ".join(f"`{c}`" for c in at)
+            + f" (`{shown(path)}`): **{same} of {len(recs)} gave identical metrics**"
+            + (f"; {failed} failed" if failed else "")
+            + (f"; the largest difference was {worst['max_abs_diff']:.3g} in `{worst['metric']}` (`{worst['run']}`)"
+               if worst else "") + ".")

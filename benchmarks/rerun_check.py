@@ -12,7 +12,7 @@ Prints one line per run (identical, or the largest difference and which metric) 
 rerun differs, 2 on bad input. The committed folders are only read; reruns go to a temporary folder
 (``--keep DIR`` keeps them there). ``--workers N`` runs N reruns at once (each with its recorded
 thread count); ``--json FILE`` writes one record per rerun (run, committed and rerun commit, threads,
-largest difference and its metric). With ``--deterministic`` runs (every committed study uses it) the
+largest difference and its metric; ``--append`` adds them to an existing file). With ``--deterministic`` runs (every committed study uses it) the
 metrics should agree bit for bit on another x86-64 machine (docs/cli.md, "Reproducing").
 """
 from __future__ import annotations
@@ -30,14 +30,16 @@ from pathlib import Path
 
 def select(results: Path, per_cell: int, datasets: set[str] | None, pes: set[str] | None) -> list[Path]:
     """The first ``per_cell`` seeds (lowest first) of every cell under ``results`` that match the filters."""
-    cells: dict[tuple[str, str, str], list[tuple[int, Path]]] = {}
+    cells: dict[tuple[str, ...], list[tuple[int, Path]]] = {}
     for res in sorted(results.glob("**/results.json")):
         r = json.loads(res.read_text(encoding="utf-8"))
         if r.get("status") != "complete" or not (res.parent / "config.yaml").is_file():
             continue
-        if (datasets and r["dataset"] not in datasets) or (pes and r.get("pe_label", r["pe"]) not in pes):
+        # PE options live in pe_label ("alibi[slope_scale=8.0]"), RPT in variant ("pape+rpt"): a cell each
+        labels = (r.get("pe_label") or r["pe"], r.get("variant") or r.get("pe_label") or r["pe"])
+        if (datasets and r["dataset"] not in datasets) or (pes and not set(labels) & pes):
             continue
-        key = (r["dataset"], r.get("pe_label", r["pe"]), r["model"])
+        key = (r["dataset"], *labels, r["model"])
         cells.setdefault(key, []).append((int(r["seed"]), res.parent))
     return [p for key in sorted(cells) for _, p in sorted(cells[key])[:per_cell]]
 
@@ -94,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", metavar="DIR", help="write the reruns under DIR (must not exist) instead of a temporary "
                     "folder that is removed")
     ap.add_argument("--workers", type=int, default=1, help="reruns at once (default 1)")
-    ap.add_argument("--json", metavar="FILE", help="write one record per rerun to FILE (must not exist)")
+    ap.add_argument("--json", metavar="FILE", help="write one record per rerun to FILE (must not exist, unless "
+                    "--append)")
+    ap.add_argument("--append", action="store_true", help="add the records to an existing --json FILE")
     args = ap.parse_args(argv)
     folders = [Path(r) for r in args.results]
     for results in folders:
@@ -111,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         print("rerun_check: expected --workers of at least 1", file=sys.stderr)
         return 2
-    if args.json and Path(args.json).exists():
+    if args.append and not (args.json and Path(args.json).is_file()):
+        print("rerun_check: expected --append with an existing --json FILE", file=sys.stderr)
+        return 2
+    if args.json and Path(args.json).exists() and not args.append:
         print(f"rerun_check: expected --json to name a file that does not exist yet, got {args.json}", file=sys.stderr)
         return 2
     split = (lambda s: set(s.split(",")) if s else None)
@@ -129,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     differ = sum(r["status"] != "identical" for r in records)
     print(f"{len(runs) - differ} of {len(runs)} reruns identical")
     if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+        before = json.loads(Path(args.json).read_text(encoding="utf-8")) if args.append else []
+        Path(args.json).write_text(json.dumps(before + records, indent=1) + "\n", encoding="utf-8")
     return 1 if differ else 0
 
 

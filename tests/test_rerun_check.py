@@ -18,6 +18,8 @@ def test_selects_the_lowest_seeds_of_every_matching_cell():
     assert [str(p.relative_to(ARCHIVE)) for p in runs] == [
         f"probe-decay/{pe}/vit-probe/seed{s}" for pe in ("alibi", "pape") for s in (0, 1)]
     assert rerun_check.select(ARCHIVE, 1, {"probe-context"}, {"nope"}) == []
+    rpt = rerun_check.select(REPO / "results" / "embedded", 1, {"probe-anchoring"}, {"pape", "pape+rpt"})
+    assert [p.parent.parent.name for p in rpt] == ["pape", "pape+rpt"]  # RPT runs are a cell of their own
 
 
 def test_compare_reports_the_largest_difference_and_a_missing_metric():
@@ -71,3 +73,8 @@ def test_reruns_in_parallel_and_writes_one_record_per_run(tmp_path, capsys):
         ("probe-decay/alibi/vit-probe/seed1", "differs", "abcdef0")]
     assert recs[1]["max_abs_diff"] == 0.5 and recs[1]["metric"] == "val/acc1"
     assert capsys.readouterr().out.strip().splitlines()[-1] == "1 of 2 reruns identical"
+    assert rerun_check.main(["--results", str(tmp_path / "res"), "--per-cell", "1", "--bench", str(fake),
+                             "--json", str(out), "--append"]) == 0
+    assert [r["run"] for r in json.loads(out.read_text())] == [
+        "probe-decay/alibi/vit-probe/seed0", "probe-decay/alibi/vit-probe/seed1", "probe-decay/alibi/vit-probe/seed0"]
+    assert rerun_check.main(["--results", str(ARCHIVE), "--json", str(tmp_path / "new.json"), "--append"]) == 2
