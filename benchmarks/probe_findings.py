@@ -38,7 +38,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe_report_parts import alibi_readout, learning_png, protocol  # noqa: E402  (benchmarks/ is the script's directory)
+from probe_report_parts import alibi_readout, learned_matrix, learning_png, not_learned_table, protocol  # noqa: E402  (benchmarks/ is the script's directory)
 from reports import fill, read_metrics, reproduced, shown, write_report  # noqa: E402
 
 #: the exact no-PE ceilings of the test splits (pebench.datamodules.probes; tests check the two agree)
@@ -440,18 +440,6 @@ def summary(tally: Tally) -> list[str]:
     return out + [""]
 
 
-def not_learned_table(data: dict[str, dict[str, Cell]]) -> list[str]:
-    """Per probe, the PEs that did not learn it in at least 4 of 5 seeds (count of seeds that did, and the
-    steps the others trained when the runs recorded them)."""
-    out = ["#### Not learned (fewer than 4 of 5 seeds learned the probe)", ""]
-    for probe, cells in data.items():
-        miss = [f"{pe} ({c.learned_seeds}/{c.n}" + (f"; {c.budget()})" if c.budget() else ")")
-                for pe, c in sorted(cells.items(), key=lambda kv: pe_sort_key(kv[0])) if not c.learned]
-        out.append(f"- `{probe}`: " + (", ".join(miss) if miss else "every PE learned it in at least 4 of 5 seeds")
-                   + ".")
-    return out + [""]
-
-
 def probes_learned(data: dict[str, dict[str, Cell]]) -> dict[str, tuple[int, int]]:
     """PE -> (probes it learned in at least 4 of 5 seeds, probes it ran): the README's "probes" column."""
     out: dict[str, tuple[int, int]] = {}
@@ -460,31 +448,6 @@ def probes_learned(data: dict[str, dict[str, Cell]]) -> dict[str, tuple[int, int
             k, n = out.get(pe, (0, 0))
             out[pe] = (k + c.learned, n + 1)
     return out
-
-
-def learned_matrix(data: dict[str, dict[str, Cell]]) -> list[str]:
-    """PE x probe: the seeds that learned it (k/n, bold when the PE counts as having learned it) and the
-    median steps to learn over them."""
-    probes = [p for p in CEILING if p in data]
-    pes = sorted({pe for p in probes for pe in data[p]}, key=pe_sort_key)
-    out = ["#### What each PE learned", "",
-           "Seeds that learned each probe (**bold**: at least 4 of 5, the PE counts as having learned it) and, "
-           "in brackets, the median steps to learn over those seeds:", "",
-           "| PE | " + " | ".join(f"`{p}`" for p in probes) + " | probes learned |",
-           "|---|" + "---:|" * (len(probes) + 1)]
-    for pe in pes:
-        row = []
-        for p in probes:
-            c = data[p].get(pe)
-            if c is None:
-                row.append("—")
-                continue
-            k = f"{c.learned_seeds}/{c.n}"
-            row.append((f"**{k}**" if c.learned else k) + (f" ({c.median_steps_to_learn()})" if c.learned_seeds
-                                                          and c.steps_to_learn else ""))
-        k, n = probes_learned({p: data[p] for p in probes}).get(pe, (0, 0))
-        out.append(f"| {pe} | " + " | ".join(row) + f" | {k} of {n} |")
-    return out + [""]
 
 
 def findings(data: dict[str, dict[str, Cell]]) -> list[str]:
@@ -498,7 +461,9 @@ def findings(data: dict[str, dict[str, Cell]]) -> list[str]:
     tally = Tally()
     lines += claims(data, tally)
     ordered = {p: data[p] for p in CEILING if p in data}
-    return learned_matrix(ordered) + lines + summary(tally) + not_learned_table(ordered)
+    probes = [p for p in CEILING if p in ordered]
+    return (learned_matrix(ordered, probes, probes_learned({p: ordered[p] for p in probes})) + lines
+            + summary(tally) + not_learned_table(ordered))
 
 
 def _ended(cells: dict[str, Cell]) -> str:

@@ -1,6 +1,7 @@
 """The parts of the probe sweep's report that are not verdicts (benchmarks/probe_findings.py uses them): the
-sweep's protocol read from its runs and time file, the figure of each PE's share of seeds learned by step, and
-the ALiBi study's readout finding (``benchmarks/alibi_findings.py``).
+sweep's protocol read from its runs and time file, the figure of each PE's share of seeds learned by step, the
+what-each-PE-learned matrix, the not-learned list, and the ALiBi study's readout finding
+(``benchmarks/alibi_findings.py``).
 """
 from __future__ import annotations
 
@@ -83,3 +84,40 @@ def learning_png(data: dict, path: str, min_learned: float) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     atomic_write_bytes(os.fspath(path), buf.getvalue())
+
+
+def learned_matrix(data, probes: list[str], learned: dict[str, tuple[int, int]]) -> list[str]:
+    """PE x probe (``data``: probe -> PE -> probe_findings.Cell): the seeds that learned it (k/n, bold when the
+    PE counts as having learned it), the median steps to learn over them, and ``learned`` (PE -> probes
+    learned, probes run: probe_findings.probes_learned)."""
+    pes = sorted({pe for p in probes for pe in data[p]}, key=pe_sort_key)
+    out = ["#### What each PE learned", "",
+           "Seeds that learned each probe (**bold**: at least 4 of 5, the PE counts as having learned it) and, "
+           "in brackets, the median steps to learn over those seeds:", "",
+           "| PE | " + " | ".join(f"`{p}`" for p in probes) + " | probes learned |",
+           "|---|" + "---:|" * (len(probes) + 1)]
+    for pe in pes:
+        row = []
+        for p in probes:
+            c = data[p].get(pe)
+            if c is None:
+                row.append("—")
+                continue
+            k = f"{c.learned_seeds}/{c.n}"
+            row.append((f"**{k}**" if c.learned else k) + (f" ({c.median_steps_to_learn()})" if c.learned_seeds
+                                                          and c.steps_to_learn else ""))
+        k, n = learned.get(pe, (0, 0))
+        out.append(f"| {pe} | " + " | ".join(row) + f" | {k} of {n} |")
+    return out + [""]
+
+
+def not_learned_table(data) -> list[str]:
+    """Per probe, the PEs that did not learn it in at least 4 of 5 seeds (count of seeds that did, and the
+    steps the others trained when the runs recorded them)."""
+    out = ["#### Not learned (fewer than 4 of 5 seeds learned the probe)", ""]
+    for probe, cells in data.items():
+        miss = [f"{pe} ({c.learned_seeds}/{c.n}" + (f"; {c.budget()})" if c.budget() else ")")
+                for pe, c in sorted(cells.items(), key=lambda kv: pe_sort_key(kv[0])) if not c.learned]
+        out.append(f"- `{probe}`: " + (", ".join(miss) if miss else "every PE learned it in at least 4 of 5 seeds")
+                   + ".")
+    return out + [""]
