@@ -87,8 +87,8 @@ def reproduced(rerun_json: Path, folder: str, datasets) -> str:
     failed = sum(r["status"] == "failed" for r in recs)
     cells = len({r["run"].rsplit("/", 1)[0] for r in recs})
     return (f"**Reproduced:** `benchmarks/rerun_check.py` reran {len(recs)} of these runs (one seed of each of "
-            f"{cells} cells, made at commit " + ", ".join(f"`{c}`" for c in made) + ") from their `config.yaml` in "
-            "fresh processes with their thread count, at commit " + ", ".join(f"`{c}`" for c in at)
+            f"{cells} cells, made at commit{'s' if len(made) > 1 else ''} " + ", ".join(f"`{c}`" for c in made) + ") from their `config.yaml` in "
+            f"fresh processes with their thread count, at commit{'s' if len(at) > 1 else ''} " + ", ".join(f"`{c}`" for c in at)
             + f" (`{shown(path)}`): **{same} of {len(recs)} gave identical metrics**"
             + (f"; {failed} failed" if failed else "")
             + (f"; the largest difference was {worst['max_abs_diff']:.3g} in `{worst['metric']}` (`{worst['run']}`)"
