@@ -14,7 +14,6 @@ from the runs.
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -24,7 +23,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import emit, fill, reproduced, shown  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import emit, fill, reproduced, shown, sweep_minutes  # noqa: E402  (benchmarks/ is the script's directory)
 
 SETS = ("shapes-det", "events-det")
 REFERENCE = "none"
@@ -103,11 +102,9 @@ def provenance(runs, time_file: Path) -> str:
     text = (f"{len(runs)} complete runs, commit{'s' if len(commits) > 1 else ''} "
             + ", ".join(f"`{c}`" for c in commits) + f", `--model {cfg.get('model')} --epochs {cfg.get('epochs')} "
             f"--batch-size {cfg.get('batch_size')}`" + (" `--deterministic`" if cfg.get("deterministic") else ""))
-    if time_file.is_file():
-        stamps = [ln.split()[1] for ln in time_file.read_text().splitlines() if ln.split()[:1] in (["start"], ["end"])]
-        if len(stamps) == 2:
-            t0, t1 = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in stamps)
-            text += f", {(t1 - t0).total_seconds() / 60:.1f} min of wall time with 2 workers (`{shown(time_file)}`)"
+    minutes = sweep_minutes(time_file)
+    if minutes is not None:
+        text += f", {minutes:.1f} min of wall time with 2 workers (`{shown(time_file)}`)"
     return text
 
 

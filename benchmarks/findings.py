@@ -14,7 +14,6 @@ the tables inside the prose of :data:`REPORT` (the ``shapes`` study's report) in
 from __future__ import annotations
 
 import argparse
-import datetime
 import io
 import itertools
 import os
@@ -33,7 +32,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import fill, reproduced, shown, write_report  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import fill, reproduced, shown, sweep_minutes, write_report  # noqa: E402  (benchmarks/ is the script's directory)
 
 
 def _finite(values) -> np.ndarray:
@@ -76,13 +75,10 @@ def provenance(runs, time_file: str) -> str:
     commits = sorted({(r.raw.get("git_sha") or "?")[:7] for r in runs})
     text = (f"all {len(runs)} runs from commit `{commits[0]}`" if len(commits) == 1 else
             f"{len(runs)} runs from commits " + ", ".join(f"`{c}`" for c in commits))
-    path = Path(time_file)
-    if path.is_file():
-        stamps = [line.split()[1] for line in path.read_text().splitlines() if line.split()[:1] in (["start"], ["end"])]
-        if len(stamps) == 2:
-            t0, t1 = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in stamps)
-            text += (f", {(t1 - t0).total_seconds() / 60:.1f} min of wall time on the 2-core machine with 2 workers "
-                     f"(`benchmarks/shapes_sweep.sh`, `{shown(path)}`)")
+    minutes = sweep_minutes(Path(time_file))
+    if minutes is not None:
+        text += (f", {minutes:.1f} min of wall time on the 2-core machine with 2 workers "
+                 f"(`benchmarks/shapes_sweep.sh`, `{shown(Path(time_file))}`)")
     return text
 
 

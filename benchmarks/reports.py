@@ -10,6 +10,7 @@ from its ``metrics.csv`` for the scripts that report steps to learn; ``reproduce
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import os
 import sys
@@ -69,6 +70,18 @@ REPO = Path(__file__).resolve().parents[1]
 def shown(path: Path) -> str:
     """``path`` relative to the repository (reports name no machine path)."""
     return Path(os.path.relpath(Path(path).resolve(), REPO)).as_posix()
+
+
+def sweep_minutes(time_file: Path) -> float | None:
+    """Wall minutes between the ``start`` and ``end`` lines of a sweep's time file (``start <UTC> ...``), or
+    None when the file is missing or does not hold exactly one of each."""
+    path = Path(time_file)
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    stamps = [ln.split()[1] for ln in lines if ln.split()[:1] in (["start"], ["end"])]
+    if len(stamps) != 2:
+        return None
+    t0, t1 = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in stamps)
+    return (t1 - t0).total_seconds() / 60
 
 
 def reproduced(rerun_json: Path, folder: str, datasets) -> str:
