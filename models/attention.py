@@ -18,7 +18,10 @@ that formula written out):
   (``flex_block_visibility``, about half of them on large rasters). No ``(T, T)`` tensor exists at
   any point: memory O(T). On CPU, torch (2.14) has no FlexAttention backward, and the compiled CPU
   kernel takes float32 / float16 / bfloat16 only. Each new input shape costs a compilation (seconds
-  on CPU; ``dynamic=False``: torch 2.14's CPU template fails to build with dynamic sizes). Speed on
+  on CPU; ``dynamic=False``: torch 2.14's CPU template fails to build with dynamic sizes), and one
+  process compiles at most :data:`FLEX_MAX_SHAPES` of them: past that torch.compile would silently run
+  the unfused kernel, which materialises the ``T x T`` scores, so ``flex`` raises instead (``auto``:
+  one warning, then ``dense``). Speed on
   CPU (2 cores, 4096 tokens, 2 sequences, 4 heads of 32): LookHere 2.1 s flex vs 5.0 s dense,
   ALiBi 3.8 s flex vs 1.8 s dense (its per-logit square root); the point on CPU is memory.
 
@@ -45,6 +48,7 @@ the first three before training (:func:`check_forced_impl`, :func:`check_pe_impl
 from __future__ import annotations
 
 import warnings
+from contextlib import AbstractContextManager
 from typing import Callable
 
 import torch
@@ -57,7 +61,7 @@ from pebench.encodings.pape import AugmentedLayerPE
 
 __all__ = ["IMPLS", "FLEX_MIN_TOKENS", "FLEX_BLOCK", "AttentionImplError", "attend", "attention_mask",
            "bias_kind", "choose_impl", "check_impl_name", "check_forced_impl", "check_pe_impl", "flex_block_mask",
-           "flex_kernel", "FLEX_FAILURE"]
+           "flex_kernel", "FLEX_FAILURE", "FLEX_MAX_SHAPES"]
 
 #: the values of ``attention_impl`` / ``--attention-impl``
 IMPLS = ("auto", "dense", "sdpa", "flex")
@@ -65,6 +69,10 @@ IMPLS = ("auto", "dense", "sdpa", "flex")
 FLEX_MIN_TOKENS = 1024
 #: FlexAttention block size (queries and keys): the CPU kernel's work buffers are block x block
 FLEX_BLOCK = 128
+#: input shapes FlexAttention is compiled for in one process (one kernel each, ``dynamic=False``);
+#: torch.compile's own default (``recompile_limit`` 8) is reached by an evaluation over a few
+#: resolutions, after which it falls back, with only a log line, to the unfused O(T^2) kernel
+FLEX_MAX_SHAPES = 64
 _FLEX_CPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -188,7 +196,27 @@ def _flex(q: Tensor, k: Tensor, v: Tensor, layer_pe: LayerPE, coords: Tensor, ke
         tiles = getattr(layer_pe, "flex_block_visibility", None)
         visible = tiles(coords, B, FLEX_BLOCK) if tiles is not None else None
     block_mask = flex_block_mask(key_mask, B, T, k.shape[-2], q.device, visible)
-    return flex_kernel()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
+    try:
+        with _flex_shape_limit():
+            return flex_kernel()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
+    except Exception as e:
+        if type(e).__name__ != "FailOnRecompileLimitHit":
+            raise
+        raise AttentionImplError(
+            f"FlexAttention has been compiled for {FLEX_MAX_SHAPES} input shapes in this process (FLEX_MAX_SHAPES); "
+            f"a further shape {tuple(q.shape)} would run its unfused T x T kernel; use attention_impl=dense or auto"
+        ) from e
+
+
+def _flex_shape_limit() -> AbstractContextManager:
+    """torch.compile settings for the flex call: up to :data:`FLEX_MAX_SHAPES` compiled shapes, then an
+    exception instead of the silent unfused fallback (the names differ across torch releases)."""
+    cfg = torch._dynamo.config
+    opts: dict[str, object] = {"recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit":
+                               FLEX_MAX_SHAPES}
+    if hasattr(cfg, "fail_on_recompile_limit_hit"):
+        opts["fail_on_recompile_limit_hit"] = True
+    return cfg.patch(**opts)
 
 
 #: why ``auto`` stopped choosing ``flex`` in this process (its first failure), else None

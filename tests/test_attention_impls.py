@@ -258,3 +258,29 @@ def test_auto_falls_back_to_dense_when_flex_fails(monkeypatch):
         assert attend(q, k, v, x, layer, coords, key_mask, scale=1.0)[1] == "dense"  # no second try
         dense, _ = attend(q, k, v, x, layer, coords, key_mask, scale=1.0, impl="dense")
     torch.testing.assert_close(out, dense, rtol=0, atol=0)
+
+
+def test_flex_refuses_more_shapes_than_its_limit_instead_of_the_unfused_kernel(monkeypatch):
+    """Past FLEX_MAX_SHAPES compiled shapes torch.compile would silently run flex_attention unfused
+    (a T x T scores tensor); forced flex raises instead, auto warns once and computes dense."""
+    monkeypatch.setattr(attn_mod, "FLEX_MAX_SHAPES", 1)
+    monkeypatch.setattr(attn_mod, "FLEX_FAILURE", None)
+    monkeypatch.setattr(attn_mod, "FLEX_MIN_TOKENS", 8)
+    layer = build_pe("alibi", dim=2 * 16, num_heads=2, depth=1, spatial_dims=2).layer(0)
+    g = torch.Generator().manual_seed(0)
+
+    def inputs(T: int):
+        q, k, v = (torch.randn(1, 2, T, 16, generator=g) for _ in range(3))
+        return q, k, v, torch.randn(1, T, 32, generator=g), torch.rand(T, 2, generator=g) * 9.0
+
+    with torch.no_grad():
+        with pytest.raises(AttentionImplError, match="compiled for 1 input shapes"):
+            for T in (40, 48):  # the second new shape at the latest is one too many
+                q, k, v, x, coords = inputs(T)
+                attend(q, k, v, x, layer, coords, None, scale=0.25, impl="flex")
+        q, k, v, x, coords = inputs(56)
+        with pytest.warns(RuntimeWarning, match="FlexAttention failed.*compiled for 1 input shapes"):
+            out, used = attend(q, k, v, x, layer, coords, None, scale=0.25)
+        assert used == "dense" and attn_mod.FLEX_FAILURE.startswith("AttentionImplError")
+        dense, _ = attend(q, k, v, x, layer, coords, None, scale=0.25, impl="dense")
+    torch.testing.assert_close(out, dense, rtol=0, atol=0)
