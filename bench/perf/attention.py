@@ -13,7 +13,8 @@ note), each attention implementation of :mod:`pebench.models.attention` the PE's
 (``check_pe_impl``: ``sdpa`` for PEs without a bias, ``dense`` and ``flex`` for bias PEs, ``flex``
 also for the PEs without a bias, only ``dense`` for PaPE naive; ``dense`` is left out for the PEs
 without a bias, where it is the same call as ``sdpa``) and each phase that implementation can run
-on the device (``check_forced_impl``: on CPU ``flex`` has no backward, so evaluation only):
+on the device (``check_forced_impl``: on CPU ``flex`` has no backward, so evaluation only; the
+``train`` phase of a PE in :data:`TRAIN_MAX_TOKENS` is skipped, with a note, above its limit):
 
 * ``train``: one forward+backward of the PE's ``encode_tokens`` (identity except for additive PEs)
   + one :class:`pebench.models.Attention` layer driven by the PE's ``layer(0)``, then ``backward``
@@ -56,12 +57,12 @@ import time
 from typing import Callable, Sequence
 
 import torch
-import torch._dynamo.config as dynamo_config
 import torch.nn.functional as F
 
 from pebench.encodings import LayerPE, build_pe, list_pes
 from pebench.encodings.pape import augmented_width, pape_extra_dims
 from pebench.models import Attention, grid_coords
+from pebench.models import attention as attention_module
 from pebench.models.attention import (IMPLS, AttentionImplError, bias_kind, check_forced_impl, check_pe_impl,
                                       choose_impl)
 
@@ -75,6 +76,10 @@ __all__ = ["run", "main", "square_grid", "format_table", "attention_step", "benc
 
 #: default ``--tokens``; docs/perf_attention.md adds 16384 (``--tokens 256,1024,4096,16384``)
 DEFAULT_TOKENS = (256, 1024, 4096)
+#: the ``train`` phase is skipped above this many tokens for these PEs (with a note): LieRE's
+#: ``matrix_exp`` backward holds several ``(N, 2d, 2d)`` buffers per head, O(N d^2) memory that at
+#: 16,384 tokens exceeds a 24 GiB machine (the page's 4,096-token row shows the measured peak)
+TRAIN_MAX_TOKENS = {"liere": 4096}
 #: the phases measured: ``train`` (forward+backward) and ``eval`` (forward, no grad)
 PHASES = ("train", "eval")
 #: issue #30: peak memory at 4N <= this times the peak at N (linear in N: ~4)
@@ -276,8 +281,8 @@ def run(n_tokens: Sequence[int] = DEFAULT_TOKENS, head_dim: int = 64, heads: int
                          f"flex; phases: {', '.join(PHASES)}")
     if any(n < 1 for n in n_tokens):
         raise ValueError(f"token counts must be positive, got {', '.join(map(str, n_tokens))}")
-    # one FlexAttention compilation per input shape and score_mod: more than dynamo's default 8
-    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 256)
+    # one FlexAttention compilation per input shape and score_mod: more than attend()'s per-process limit
+    attention_module.FLEX_MAX_SHAPES = max(attention_module.FLEX_MAX_SHAPES, 256)
     rows, notes = [], []
     variants = [(p, None) for p in names] + ([("pape", "naive")] if "pape" in names else [])
     for n in n_tokens:
@@ -289,6 +294,10 @@ def run(n_tokens: Sequence[int] = DEFAULT_TOKENS, head_dim: int = 64, heads: int
                 continue
             for phase in phases:
                 train = phase == "train"
+                if train and impl is None and n > TRAIN_MAX_TOKENS.get(pe_name, n):
+                    notes.append(f"{pe_name} train skipped at N={n} (> {TRAIN_MAX_TOKENS[pe_name]}: "
+                                 f"O(N d^2) memory in its per-token matrix exponentials' backward)")
+                    continue
                 auto = _auto_choice(pe_name, impl, head_dim, device, train, n, dtype)
                 for attn_impl in layer_impls(pe_name, impl, head_dim, device.type, train, impls):
                     row = _measure(pe_name, impl, n, head_dim, heads, reps, device, dtype, attn_impl, train)
