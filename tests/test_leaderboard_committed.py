@@ -139,3 +139,28 @@ def test_detection_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypat
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "expected a results folder" in err[-1]
+
+
+def test_performance_page_regenerates_from_the_committed_measurements(tmp_path, monkeypatch):
+    """docs/performance.md is exactly what benchmarks/perf_findings.py makes of docs/perf.json and
+    docs/perf_attention.json, and says that the CUDA targets are unmeasured."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("perf_findings")
+    page = tmp_path / "performance.md"
+    assert mod.main(["--perf", str(REPO / "docs" / "perf.json"), "--attention", str(REPO / "docs" / "perf_attention.json"),
+                     "--doc", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert text == (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert "**unmeasured**: no CUDA device" in text and "/root" not in text and "/tmp" not in text
+
+
+def test_perf_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("perf_findings")
+    (tmp_path / "bad.json").write_text("{}", encoding="utf-8")
+    for perf in (tmp_path / "missing.json", tmp_path / "bad.json"):
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--perf", str(perf), "--attention", str(REPO / "docs" / "perf_attention.json")])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert "expected the JSON of bench perf all" in err[-1]

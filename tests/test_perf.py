@@ -15,14 +15,17 @@ from pebench.perf.data import bench_analysis
 from pebench.perf.model import bench_pe_overhead
 from pebench.perf.report import format_markdown, record
 from pebench.perf.suites import ALL_SUITES, SUITE_MODULES, SUITES, load_suite
-from pebench.perf.timing import interleaved
+from pebench.perf.timing import interleaved, interleaved_times
 
 
 def test_perf_commands_and_schema(tmp_path, monkeypatch):
     assert {"all", "backbone", "attention-budget", "pe-overhead", "analysis", "data", "attention"} <= set(PERF_COMMANDS)
     calls = []
     t = interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=2, warmup=1)
-    assert calls == ["a", "b"] * 3 and set(t) == {"a", "b"}
+    assert calls == ["a", "b", "a", "b", "b", "a"] and set(t) == {"a", "b"}  # warm-up, then rounds rotate
+    calls.clear()
+    times = interleaved_times({k: (lambda k=k: calls.append(k)) for k in "abc"}, repeats=3, warmup=0)
+    assert calls == list("abcbcacab") and all(len(v) == 3 for v in times.values())
     r = record("x", "A", "B", 2.0, 4.0, "s", higher_is_better=False, target=1.0)
     assert r["ratio"] == 0.5 and r["meets_target"] is True
 

@@ -34,7 +34,7 @@ __all__ = ["bench_dino"]
 def bench_dino(quick: bool = False) -> list[dict]:
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model, batch, n_local = ("vit-nano", 4, 2) if quick else ("vit-nano12", 64 if dev.type == "cpu" else 256, 4)
-    reps = 1 if quick else 3
+    reps = 1 if quick else 2
     head = dict(out_dim=64, head_hidden=64, head_bottleneck=32) if quick else \
         dict(out_dim=1024, head_hidden=512, head_bottleneck=128)
     torch.manual_seed(0)

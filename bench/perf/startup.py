@@ -41,7 +41,8 @@ def bench_startup(quick: bool = False) -> list[dict]:
     repeats = 1 if quick else 7
     t = interleaved({"help": call([*cmd, "--help"]), "run-help": call([*cmd, "run", "--help"]),
                      "python": call([sys.executable, "-c", "pass"])}, repeats=repeats, warmup=1)
-    note = (f"`{' '.join(cmd)}`, medians of {repeats} fresh processes; bare interpreter start "
+    shown = "the installed `bench` script" if len(cmd) == 1 else "`python -m pebench.cli`"  # no machine path
+    note = (f"{shown}, medians of {repeats} fresh processes; bare interpreter start "
             f"(python -c pass) {t['python']:.3f} s")
     return [record("startup bench --help", "wall time", "budget", t["help"], STARTUP_BUDGET_S, "s",
                    higher_is_better=False, target=1.0, note=note),

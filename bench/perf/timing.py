@@ -1,8 +1,9 @@
 """Measurement helpers shared by the ``bench perf`` suites: interleaved timing and peak memory.
 
 Timing discipline (the dev machines are shared): the candidates of one comparison run
-interleaved in one process (A, B, A, B, ...) after a warm-up and are compared by their medians
-(:func:`interleaved`). Peak memory is what a step allocates on top of what existed before it
+interleaved in one process (A, B, A, B, ..., each round starting one candidate later) after a
+warm-up and are compared by their medians (:func:`interleaved`; the per-round times:
+:func:`interleaved_times`). Peak memory is what a step allocates on top of what existed before it
 (:func:`peak_bytes`): on CUDA from the allocator's statistics, on CPU from ``torch.profiler``'s
 memory events (:func:`cpu_peak_bytes`; ``tracemalloc`` cannot see torch's allocator, RSS is too
 coarse).
@@ -16,27 +17,36 @@ from typing import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-__all__ = ["interleaved", "cpu_peak_bytes", "peak_bytes"]
+__all__ = ["interleaved", "interleaved_times", "cpu_peak_bytes", "peak_bytes"]
 
 
 def interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1,
                 min_time: float = 0.0) -> dict[str, float]:
-    """Median seconds per call of each function, run round-robin (A, B, A, B, ...) after ``warmup``
-    untimed rounds; keeps going past ``repeats`` until ``min_time`` seconds have been spent."""
+    """Median seconds per call of each function (:func:`interleaved_times`)."""
+    return {k: statistics.median(v) for k, v in interleaved_times(fns, repeats, warmup, min_time).items()}
+
+
+def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1,
+                      min_time: float = 0.0) -> dict[str, list[float]]:
+    """Seconds of every call of each function, one entry per round, run round-robin after ``warmup``
+    untimed rounds; keeps going past ``repeats`` until ``min_time`` seconds have been spent. Round
+    ``r`` starts at the ``r``-th function (A, B, C; B, C, A; C, A, B; ...), so that no candidate always
+    runs right after the same one: what one call leaves behind (freed memory the next one faults in
+    again, caches) falls on each candidate in turn, and a median discards it."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
+    keys = list(fns)
     times: dict[str, list[float]] = {k: [] for k in fns}
     start = time.perf_counter()
     while True:
-        for k, fn in fns.items():
+        r = len(times[keys[0]])
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
             t0 = time.perf_counter()
-            fn()
+            fns[k]()
             times[k].append(time.perf_counter() - t0)
-        n = len(next(iter(times.values())))
-        if n >= repeats and time.perf_counter() - start >= min_time:
-            break
-    return {k: statistics.median(v) for k, v in times.items()}
+        if r + 1 >= repeats and time.perf_counter() - start >= min_time:
+            return times
 
 
 def cpu_peak_bytes(fn: Callable[[], object]) -> int:
