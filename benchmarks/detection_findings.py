@@ -35,7 +35,7 @@ def _pct(x: float) -> str:
 
 def _mean_ci(values: list[float]) -> str:
     mean = sum(values) / len(values)
-    ci = t_mean_ci(values)
+    ci = t_mean_ci(values, bounds=(0.0, 1.0))  # mAP
     return _pct(mean) + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else " (one seed)")
 
 

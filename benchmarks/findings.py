@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     for lab in labels:
         rs = by_label[lab]
         acc = _finite([r.metrics.get("val/acc1") for r in rs]) * 100
-        lo, hi = t_mean_ci(acc.tolist()) or (acc.mean(), acc.mean())
+        lo, hi = t_mean_ci(acc.tolist(), bounds=(0.0, 100.0)) or (acc.mean(), acc.mean())
         out.append(f"| {lab} | {len(rs)} | {acc.mean():.1f} [{lo:.1f}, {hi:.1f}] | {_layers(_geo(rs, 'ssdc'))} | "
                    f"{_layers(_geo(rs, 'ssdc_rpi'))} | {_layers(_geo(rs, 'ssdc_rpi_gain'))} | "
                    f"{_layers(_geo(rs, 'ssdc_rpi_init_sd'))} | {_layers(_geo(rs, 'eed_percent'))} | "

@@ -78,7 +78,7 @@ def _pct(x: float) -> str:
 
 
 def _ci(values: list[float]) -> str:
-    ci = t_mean_ci(values)
+    ci = t_mean_ci(values, bounds=(0.0, 1.0))  # accuracies
     return "—" if ci is None else f"[{_pct(ci[0])}, {_pct(ci[1])}]"
 
 
@@ -249,7 +249,7 @@ def upsampled_table(cells: dict[str, Cell]) -> list[str]:
         row = []
         for size in sizes:
             v = list(c.at_size(size).values())
-            ci = t_mean_ci(v)
+            ci = t_mean_ci(v, bounds=(0.0, 1.0))
             row.append("—" if not v else f"{_pct(np.mean(v))}" + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else ""))
         out.append(f"| {pe} | " + " | ".join(row) + " |")
     return out + [""]

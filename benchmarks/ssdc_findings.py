@@ -121,9 +121,9 @@ def _mean(d: dict[int, float]) -> float:
     return float(np.mean(list(d.values()))) if d else float("nan")
 
 
-def _ci(d: dict[int, float], scale: float = 1.0, digits: int = 2) -> str:
+def _ci(d: dict[int, float], scale: float = 1.0, digits: int = 2, bounds: tuple[float, float] | None = None) -> str:
     v = [x * scale for x in d.values()]
-    ci = t_mean_ci(v)
+    ci = t_mean_ci(v, bounds=bounds)
     m = float(np.mean(v)) if v else float("nan")
     return f"{m:.{digits}f}" if ci is None else f"{m:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
@@ -164,7 +164,7 @@ def table(vs: dict[str, Variant]) -> list[str]:
            "|---|---:|---:|---:|---|---|---|---|---|---|---|---|---|"]
     for lab, v in vs.items():
         out.append(f"| {lab} | {len(v.seeds)} | {100 * _mean(v.metric('val/acc1')):.1f} | "
-                   f"{v.learned_seeds}/{len(v.seeds)} | {_ci(v.metric('test/acc1'), 100, 1)} | {_layers(v.layers_mean('ssdc'))} | "
+                   f"{v.learned_seeds}/{len(v.seeds)} | {_ci(v.metric('test/acc1'), 100, 1, (0.0, 100.0))} | {_layers(v.layers_mean('ssdc'))} | "
                    f"{_layers(v.layers_mean('ssdc_rpi'))} | {_layers(v.layers_mean('ssdc_rpi_gain'))} | "
                    f"{_layers(v.layers_mean('ssdc_rpi_init_sd'), 3)} | {_layers(v.layers_mean('eed_percent'), 1)} | "
                    f"{_layers(v.layers_mean('eed_top1_share'))} | {_ci(v.fs('jpeg'))} | {_ci(v.fs('blur'))} |")

@@ -112,10 +112,11 @@ def _layer_means(members: Sequence[RunRecord], key: str, layers_key: str) -> dic
     return {"layers": layers, "mean": mean, "n": len(series)}
 
 
-def _column(values: list[float | None]) -> dict[str, Any]:
-    """A column's per-seed values, how many seeds report it, their mean and Student-t 95 % interval."""
+def _column(values: list[float | None], bounds: tuple[float, float] | None = None) -> dict[str, Any]:
+    """A column's per-seed values, how many seeds report it, their mean and Student-t 95 % interval
+    (clipped to ``bounds``, the range the column cannot leave)."""
     present = [v for v in values if v is not None]
-    return {"values": values, "n": len(present), "mean": _mean(values), "ci95": t_mean_ci(present)}
+    return {"values": values, "n": len(present), "mean": _mean(values), "ci95": t_mean_ci(present, bounds=bounds)}
 
 
 def _columns(members: Sequence[RunRecord], resolutions: Sequence[str], shifts: Sequence[str]) -> dict[str, dict]:
@@ -124,7 +125,7 @@ def _columns(members: Sequence[RunRecord], resolutions: Sequence[str], shifts: S
     cols["ssdc_rpi_peak"] = [_geom_reduce(r, "ssdc_rpi", max) for r in members]
     cols["ssdc_last_layer"] = [_last_layer(r, "ssdc") for r in members]
     cols.update({f"fs_{s}": [(r.robustness or {}).get(s, {}).get("fs") for r in members] for s in shifts})
-    return {k: _column(v) for k, v in cols.items()}
+    return {k: _column(v, (0.0, 1.0) if k.startswith("acc1@") else None) for k, v in cols.items()}
 
 
 def _fs_values(members: Sequence[RunRecord], shift: str) -> tuple[float | None, bool]:
@@ -157,7 +158,8 @@ def _dataset_cells(runs: list[RunRecord], reference: str | None,
         primary = sorted({r.primary_metric for r in members})[0]  # type: ignore[type-var]
         values = {r.seed: r.metrics.get(primary) for r in members}  # type: ignore[misc]
         stats = _stats(list(values.values()))
-        ci = t_mean_ci([v for v in values.values() if v is not None])
+        ci = t_mean_ci([v for v in values.values() if v is not None],
+                       bounds=(0.0, 1.0) if is_fraction_metric(primary) else None)
         ref_key = refs.get((key[0], _tokens_part(key[2])))
         delta, note = None, None
         if not reference:

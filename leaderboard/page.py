@@ -218,7 +218,7 @@ def render_page(cells: Sequence[Cell], runs: Sequence[RunRecord], problems: Sequ
            f"{complete} complete run(s) ({len(incomplete)} incomplete, {len(problems)} problem(s)). Do not edit by "
            "hand; regenerate. Click a column header to sort (again: reverse).</p>",
            '<p class="note">Primary metric: mean ± sample std over seeds; below it the Student-t 95 % '
-           "interval of the mean and the seed count (hover for each seed's value). Δ: mean per-seed difference to the "
+           "interval of the mean (percentages: clipped to [0, 100]) and the seed count (hover for each seed's value). Δ: mean per-seed difference to the "
            "reference row of the same model (highlighted), paired by seed, with its paired Student-t 95 % interval, "
            "the sign-flip p and the paired t-test p; <span class=\"sig\">*</span>: the interval excludes 0 and "
            "t-p &lt; 0.05. Accuracies in %. Extrapolation, geometry (EED % of the lowest layer, peak SSDC_RPI, SSDC "

@@ -169,7 +169,8 @@ def _fs(run: RunRecord, shift: str) -> float | None:
 
 
 def _ci_cell(values: list[float | None], scale: float, decimals: int) -> str:
-    ci = t_mean_ci([v for v in values if v is not None])
+    """The t-interval of a primary metric (clipped to [0, 1] for fractions, shown as %)."""
+    ci = t_mean_ci([v for v in values if v is not None], bounds=(0.0, 1.0) if scale == 100.0 else None)
     return MISSING if ci is None else f"[{_fmt(ci[0] * scale, decimals)}, {_fmt(ci[1] * scale, decimals)}]"
 
 
@@ -360,7 +361,8 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         "evaluated resolution), geometry (EED% of the lowest layer, peak SSDC_RPI over layers, SSDC of the last "
         "layer) and fragility FS = 1 − A_shift/A_clean are means over seeds. `—`: not reported.",
         "",
-        "Primary-metric statistics: `95% t-CI` is the Student-t interval of the mean over seeds. "
+        "Primary-metric statistics: `95% t-CI` is the Student-t interval of the mean over seeds (percentages: "
+        "clipped to [0, 100]). "
         f"`Δ vs {reference}` is the mean per-seed difference to the `{reference}` row of the same model"
         f"{' (the first of these rows that a table has)' if reference and ',' in reference else ''}, paired "
         "by seed, with its paired Student-t 95 % interval, the exact two-sided sign-flip p-value (`p`) and the "

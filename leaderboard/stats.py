@@ -5,7 +5,8 @@ The intervals every table and verdict uses are Student-t intervals (:func:`t_mea
 below cannot reach outside the seeds' own range (with 3 seeds its 95 % interval is the [min, max]
 of the seeds), so it is kept only for comparison and is never printed as a 95 % interval.
 
-* :func:`t_mean_ci`: ``mean ± t_{0.975, n-1} · sd / sqrt(n)`` (sd with ddof = 1), None below 2 values.
+* :func:`t_mean_ci`: ``mean ± t_{0.975, n-1} · sd / sqrt(n)`` (sd with ddof = 1), None below 2 values;
+  clipped to a bounded metric's range when given one (accuracies, mAP: [0, 1]).
 * :func:`paired_t_interval`: the same interval for the mean of per-seed differences, with the paired
   t-test of the same differences; ``significant`` needs both (the interval excludes 0 *and* p < 0.05,
   which for the two-sided t at the same level is the same condition, asserted rather than assumed).
@@ -43,9 +44,12 @@ BOOTSTRAP_SEED = 0
 _EXACT_MAX_N = 20  # 2^20 sign patterns; above, a Monte-Carlo estimate with the fixed seed
 
 
-def t_mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+def t_mean_ci(values: Sequence[float], level: float = 0.95,
+              bounds: tuple[float, float] | None = None) -> tuple[float, float] | None:
     """Student-t interval of the mean of ``values``; None when ``n < 2`` or a value is not finite.
-    All values equal: the point (no spread to widen it)."""
+    All values equal: the point (no spread to widen it). ``bounds``: the range the metric cannot
+    leave (an accuracy's ``(0, 1)``); the interval is clipped to it, which keeps its coverage (the
+    true mean lies inside the range) and stops it from reading e.g. 101 %."""
     from scipy import stats  # deferred: scipy.stats takes about 1 s to import; `bench runs` never needs it
 
     x = np.asarray(list(values), dtype=np.float64)
@@ -56,6 +60,8 @@ def t_mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, floa
     if np.ptp(x) == 0.0:
         return mean, mean
     half = float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * float(x.std(ddof=1)) / math.sqrt(n)
+    if bounds is not None:
+        return max(mean - half, bounds[0]), min(mean + half, bounds[1])
     return mean - half, mean + half
 
 

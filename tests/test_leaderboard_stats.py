@@ -166,6 +166,21 @@ def test_t_interval_matches_scipy_and_agrees_with_the_t_test():
         mean, lo, hi, p, sig = paired_t_interval(d)
         assert sig == (lo > 0 or hi < 0) == (p < 0.05)
 
+    # a bounded metric's interval is clipped to its range; an inner interval is untouched
+    near_one = [1.0, 0.98, 1.0, 0.9, 1.0]
+    raw = stats.t.interval(0.95, 4, loc=np.mean(near_one), scale=stats.sem(near_one))
+    assert raw[1] > 1.0 and t_mean_ci(near_one, bounds=(0.0, 1.0)) == pytest.approx((raw[0], 1.0), abs=1e-12)
+    assert t_mean_ci(vals, bounds=(0.0, 1.0)) == t_mean_ci(vals)
+
+
+def test_leaderboard_clips_a_percentage_interval_at_100(tmp_path):
+    """The 95% t-CI column and the JSON export of an accuracy never pass 100 %."""
+    for s, acc in enumerate((1.0, 0.98, 1.0, 0.9, 1.0)):
+        _write(tmp_path, "shapes-x", "none", s, acc, metrics={"test/acc1": acc})
+    runs, problems = collect_results(tmp_path)
+    row = next(line for line in render_leaderboard(runs, problems).splitlines() if line.startswith("| vit"))
+    assert ", 100.0]" in row and "[" in row
+
 
 def test_top_k_at_or_above_the_class_count_is_left_out(tmp_path):
     """A 4-class probe logs acc4 (= 1 by construction): no column; a real top-5 of 8 classes stays."""
