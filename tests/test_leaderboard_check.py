@@ -138,7 +138,8 @@ def test_absolute_paths_are_found_in_nested_values_only() -> None:
                                    "probe-recipe/constant-5e-3-b32", "alibi-study/default", "alibi-study/scale8",
                                    "alibi-study/target-default", "alibi-study/target-scale8",
                                    "alibi-study/target-learnable", "alibi-study/target-lr1e-3",
-                                   "alibi-study/target-cls"])
+                                   "alibi-study/target-cls", "event-tokens/frames", "event-tokens/spiking",
+                                   "primitives-scene", "hops"])
 def test_the_committed_results_are_accepted(study: str) -> None:
     if not (REPO / "results" / study).is_dir():
         pytest.skip("no committed results")

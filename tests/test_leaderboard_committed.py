@@ -164,3 +164,37 @@ def test_perf_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, c
         assert e.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert "expected the JSON of bench perf all" in err[-1]
+
+
+@pytest.mark.skipif(not (REPO / "results" / "event-tokens").exists(), reason="no committed event-token study")
+def test_event_tokens_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/event-tokens/REPORT.md is exactly what benchmarks/event_tokens_findings.py makes of the runs."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("event_tokens_findings")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / "results" / "event-tokens"), "--report", str(report)]) == 0
+    text = report.read_text(encoding="utf-8")
+    assert text == (REPO / "results" / "event-tokens" / "REPORT.md").read_text(encoding="utf-8")
+    assert "frames beat spiking tokens" in text and "pape beats none" in text
+
+
+def test_event_tokens_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("event_tokens_findings")
+    for folder in (tmp_path / "missing", tmp_path):
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--results", str(folder)])
+        assert e.value.code == 2
+        assert "expected" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("study,reference", [("primitives-scene", "sincos"), ("hops", "none")])
+def test_small_study_leaderboards_regenerate_byte_identical(study, reference):
+    """results/<study>/LEADERBOARD.md (benchmarks/scene_hops_study.sh) is `bench leaderboard` of its runs."""
+    folder = REPO / "results" / study
+    if not (folder / "LEADERBOARD.md").exists():
+        pytest.skip("no committed study")
+    runs, problems = collect_results(folder)
+    assert [r for r in runs if r.complete] and not problems
+    text = render_leaderboard(runs, problems, results_label=f"results/{study}", reference=reference)
+    assert text == (folder / "LEADERBOARD.md").read_text(encoding="utf-8")
