@@ -23,7 +23,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import emit, fill, reproduced, shown, sweep_minutes  # noqa: E402  (benchmarks/ is the script's directory)
+from reports import emit, fill, provenance, reproduced, shown  # noqa: E402  (benchmarks/ is the script's directory)
 
 SETS = ("shapes-det", "events-det")
 REFERENCE = "none"
@@ -94,18 +94,6 @@ def tables(results: str) -> tuple[str, list]:
                        f"{ahead} of {len(seeds)} seeds.")
         out.append("")
     return "\n".join(out), runs
-
-
-def provenance(runs, time_file: Path) -> str:
-    commits = sorted({(r.raw.get("git_sha") or "?")[:7] for r in runs})
-    cfg = runs[0].raw.get("config", {})
-    text = (f"{len(runs)} complete runs, commit{'s' if len(commits) > 1 else ''} "
-            + ", ".join(f"`{c}`" for c in commits) + f", `--model {cfg.get('model')} --epochs {cfg.get('epochs')} "
-            f"--batch-size {cfg.get('batch_size')}`" + (" `--deterministic`" if cfg.get("deterministic") else ""))
-    minutes = sweep_minutes(time_file)
-    if minutes is not None:
-        text += f", {minutes:.1f} min of wall time with 2 workers (`{shown(time_file)}`)"
-    return text
 
 
 #: results/embedded/DETECTION_REPORT.md

@@ -22,7 +22,7 @@ from pebench.leaderboard.render import pe_sort_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection_findings import _mean_ci, _pct, verdict  # noqa: E402  (benchmarks/ is the script's directory)
-from reports import emit, fill, shown, sweep_minutes  # noqa: E402
+from reports import emit, fill, provenance  # noqa: E402
 
 DATASET = "events-det"
 TOKENIZATIONS = ("frames", "spiking")
@@ -75,19 +75,6 @@ def tables(data) -> str:
     return "\n".join(out)
 
 
-def provenance(data, time_file: Path) -> str:
-    runs = [r for by_pe in data.values() for v in by_pe.values() for r in v.values()]
-    commits = sorted({(r.raw.get("git_sha") or "?")[:7] for r in runs})
-    cfg = runs[0].raw.get("config", {})
-    text = (f"{len(runs)} complete runs, commit{'s' if len(commits) > 1 else ''} "
-            + ", ".join(f"`{c}`" for c in commits) + f", `--model {cfg.get('model')} --epochs {cfg.get('epochs')} "
-            f"--batch-size {cfg.get('batch_size')}`" + (" `--deterministic`" if cfg.get("deterministic") else ""))
-    minutes = sweep_minutes(time_file)
-    if minutes is not None:
-        text += f", {minutes:.1f} min of wall time with 2 workers (`{shown(time_file)}`)"
-    return text
-
-
 #: results/event-tokens/REPORT.md
 REPORT = """\
 # Event cameras: frames against spiking tokens on `events-det` (`results/event-tokens`)
@@ -128,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     if not results.is_dir():
         ap.error(f"expected the event-token study's folder (frames/, spiking/), got {args.results}")
     data = load(results)
-    emit(fill(REPORT, provenance=provenance(data, results / "study_time.txt"), tables=tables(data)), args.report)
+    emit(fill(REPORT, provenance=provenance([r for by_pe in data.values() for v in by_pe.values() for r in v.values()],
+                                                  results / "study_time.txt"), tables=tables(data)), args.report)
     return 0
 
 

@@ -84,6 +84,20 @@ def sweep_minutes(time_file: Path) -> float | None:
     return (t1 - t0).total_seconds() / 60
 
 
+def provenance(runs, time_file: Path) -> str:
+    """How a sweep's runs were made: their count, commit(s), the recipe flags of the first run's config and,
+    from the sweep's start/end time file, its wall time on 2 workers."""
+    commits = sorted({(r.raw.get("git_sha") or "?")[:7] for r in runs})
+    cfg = runs[0].raw.get("config", {})
+    text = (f"{len(runs)} complete runs, commit{'s' if len(commits) > 1 else ''} "
+            + ", ".join(f"`{c}`" for c in commits) + f", `--model {cfg.get('model')} --epochs {cfg.get('epochs')} "
+            f"--batch-size {cfg.get('batch_size')}`" + (" `--deterministic`" if cfg.get("deterministic") else ""))
+    minutes = sweep_minutes(time_file)
+    if minutes is not None:
+        text += f", {minutes:.1f} min of wall time with 2 workers (`{shown(time_file)}`)"
+    return text
+
+
 def reproduced(rerun_json: Path, folder: str, datasets) -> str:
     """One sentence: how many of ``folder``'s runs of ``datasets`` ``rerun_check.py`` reran (from
     ``rerun_json``), at which commits, and how many gave identical metrics; or that none was rerun."""
