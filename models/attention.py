@@ -25,6 +25,13 @@ that formula written out):
   CPU (2 cores, 4096 tokens, 2 sequences, 4 heads of 32): LookHere 2.1 s flex vs 5.0 s dense,
   ALiBi 3.8 s flex vs 1.8 s dense (its per-logit square root); the point on CPU is memory.
 
+Low-rank biases (the FlashBias idea: a bias ``B = U V^T`` of rank r is attention with q and k widened by r
+columns, exact, inside any fused kernel): PaPE's logit term is exactly such a bias, of rank
+``p(p+1)/2 + p + 1`` per head (6 for 2-D coordinates), and ``pape``'s ``sdpa`` path is that decomposition.
+ALiBi's ``-slope * ||r_i - r_j||`` and LookHere's masked distance penalty are not low-rank (full rank on
+a raster: a Euclidean distance matrix of distinct points is nonsingular), so a low-rank form would only
+approximate them; they use FlexAttention instead (``tests/test_attention_impls.py`` checks the ranks).
+
 Choice (``impl="auto"``, :func:`choose_impl`), from the PE, the device and the phase (gradients on =
 training, off = evaluation):
 

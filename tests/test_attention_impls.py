@@ -284,3 +284,21 @@ def test_flex_refuses_more_shapes_than_its_limit_instead_of_the_unfused_kernel(m
         assert used == "dense" and attn_mod.FLEX_FAILURE.startswith("AttentionImplError")
         dense, _ = attend(q, k, v, x, layer, coords, None, scale=0.25, impl="dense")
     torch.testing.assert_close(out, dense, rtol=0, atol=0)
+
+
+def test_which_biases_are_exactly_low_rank():
+    """PaPE's bias has rank p(p+1)/2 + p + 1 = 6 per head on 2-D coordinates (its sdpa path is that exact
+    decomposition); ALiBi's and LookHere's are full rank on a raster (no exact low-rank form: FlexAttention)."""
+    from pebench.models import grid_coords
+
+    torch.manual_seed(0)
+    c = grid_coords((8, 8)).double()
+    x = torch.randn(1, 64, 64, dtype=torch.float64)
+    q = torch.zeros(1, 4, 64, 16, dtype=torch.float64)
+    ranks = {}
+    for pe, opts in (("alibi", {}), ("lookhere", {}), ("pape", {"impl": "naive"})):
+        layer = build_pe(pe, dim=64, num_heads=4, depth=1, spatial_dims=2, grid=(8, 8), **opts).double().layer(0)
+        layer.qk(q, q, x, c)
+        bias = layer.bias(c)[0]  # (H, 64, 64)
+        ranks[pe] = [int(torch.linalg.matrix_rank(b)) for b in bias]
+    assert ranks == {"alibi": [64] * 4, "lookhere": [64] * 4, "pape": [6] * 4}
