@@ -204,7 +204,7 @@ def card_rows(pes: Sequence[str], model: str = "vit-nano", grid: int = 8, sample
 
 def format_card(rows: Sequence[tuple[str, dict[str, float]]]) -> str:
     """Markdown table of card rows (3 decimals)."""
-    head = "| PE | " + " | ".join(CARD_COLUMNS) + " |"
+    head = "| PE | " + " | ".join(c.replace("|", "\\|") for c in CARD_COLUMNS) + " |"  # `|L|`: escaped in a table
     sep = "|---|" + "---:|" * len(CARD_COLUMNS)
     lines = [head, sep]
     for label, card in rows:

@@ -105,3 +105,21 @@ def test_cli_table_and_errors(capsys, tmp_path):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("bench: error:") and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_card_table_in_the_cli_docs_is_the_commands_output():
+    """docs/cli.md shows `bench card`'s table: one row per image PE, each row what card_rows + format_card
+    print (recomputed here for the cheap PEs; every PE's row is independent of the others)."""
+    from pathlib import Path
+
+    from pebench.card import format_card
+    from pebench.encodings import get_pe_class, list_pes
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
+    start = doc.index("| PE | shift |")
+    table = doc[start:doc.index("\n\n", start)].splitlines()
+    rows = {line.split("|")[1].strip(): line for line in table[2:]}
+    assert list(rows) == [p for p in list_pes() if "image" in get_pe_class(p).modalities]
+    subset = ["none", "alibi", "pape-ri", "cpe"]
+    fresh = format_card(card_rows(subset)).splitlines()
+    assert table[:2] == fresh[:2] and [rows[pe] for pe in subset] == fresh[2:]
