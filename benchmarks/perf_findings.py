@@ -71,6 +71,19 @@ def round_interval(rounds: list[float]) -> tuple[float, float] | None:
     return None if ci is None else (math.exp(ci[0]), math.exp(ci[1]))
 
 
+def record_verdict(rec: dict) -> str:
+    """A record's target verdict from the 95 % interval over its rounds (``round_ratios``): ``met`` when the
+    whole interval meets the target, ``missed`` when none of it does, else ``inconclusive``; without rounds,
+    the record's own ``meets_target``."""
+    iv = round_interval(rec.get("round_ratios") or [])
+    if iv is None:
+        return "met" if rec["meets_target"] else "missed"
+    lo, hi = iv
+    good, bad = (lo >= rec["target"], hi < rec["target"]) if rec["higher_is_better"] else \
+        (hi <= rec["target"], lo > rec["target"])
+    return "met" if good else "missed" if bad else "inconclusive"
+
+
 def step_verdict(cells) -> str:
     """``met`` when the round interval of every size lies at or above the target, ``missed`` when that of
     some size lies below it, else ``inconclusive`` (a single-round record: its ratio decides)."""
@@ -103,13 +116,18 @@ def targets_table(perf: list[dict], attn: list[dict]) -> str:
     backbone = [r for r in perf if r["suite"] == "backbone" and r.get("target") is not None]
     if backbone:
         lo, hi = min(r["ratio"] for r in backbone), max(r["ratio"] for r in backbone)
-        ok = sum(r["meets_target"] for r in backbone)
+        words = [record_verdict(r) for r in backbone]
+        tally = ", ".join(f"{words.count(w)} {w}" for w in ("met", "missed", "inconclusive") if words.count(w))
         lines.append(f"| pebench's ViT against timm's of the same shape, samples/s ≥ 0.95× (`backbone`) | "
-                     f"{_r(lo)}–{_r(hi)}× over {len(backbone)} cells | {ok} of {len(backbone)} |")
+                     f"{_r(lo)}–{_r(hi)}× over {len(backbone)} cells ({tally}) | "
+                     f"{'**no**' if 'missed' in words else 'yes' if set(words) == {'met'} else 'inconclusive'} |")
     budget = _record(perf, "attention fwd+bwd N=1024 d=64 pape vs rope-axial")
     if budget:
+        iv = round_interval(budget.get("round_ratios") or [])
         lines.append(f"| PaPE against RoPE-axial, one attention layer forward + backward at N = 1,024, "
-                     f"{_bound(budget)}× (`attention-budget`) | {_r(budget['ratio'])}× | {_met(budget['meets_target'])} |")
+                     f"{_bound(budget)}× (`attention-budget`) | {_r(budget['ratio'])}×"
+                     + (f" [{_r(iv[0])}, {_r(iv[1])}] over rounds: {record_verdict(budget)}" if iv else "")
+                     + f" | {_met(record_verdict(budget) == 'met')} |")
     steps = step_ratios(perf)
     if steps:
         verdicts = {pe: step_verdict(by_n.values()) for pe, by_n in steps.items()}
@@ -367,8 +385,12 @@ for `all`, `perf wall time all suites` against the 300 s budget. The committed
 results are in [`perf.md`](perf.md) / `docs/perf.json`.
 
 Timing: the machines are shared, so the two sides of a comparison run **interleaved in one
-process** (A, B, A, B, …, after a warm-up) and are compared by their medians; only ratios are
-meaningful, absolute numbers depend on the load (the header records the load average).
+process** (A, B, A, B, …, each round starting one candidate later, after a warm-up) and are compared
+by their medians; only ratios are meaningful, absolute numbers depend on the load (the header
+records the load average). The `backbone`, `attention-budget` and `pe-overhead` records also keep
+the ratio of each round (`round_ratios`); this page's verdict on their targets is the 95 %
+Student-t interval of the geometric-mean ratio over rounds: *met* when the whole interval meets the
+target, *missed* when none of it does, *inconclusive* otherwise.
 
 Denormals: every `bench perf` command first flushes denormal floats to zero
 (`pebench.numerics.flush_denormals`, the header says so), as `bench run`, `bench eval` and
@@ -379,7 +401,7 @@ below float32's smallest normal number, where x86 arithmetic takes a slow path.
 Repeats are sized so that `all` stays within its 300 s budget on the idle machine (the last record
 checks it): the geometry analysis and the two validation epochs once each, interleaved (its cost
 depends on the probe, not on the validation set); `pe-overhead` 5 interleaved repeats; the DINO step
-2; backbone vit-s16 2 training / 3 inference repeats, vit-nano 6 / 12; `startup` 7 fresh processes
+2; backbone vit-s16 2 training / 4 inference repeats, vit-nano 6 / 12; `startup` 7 fresh processes
 per command; the loaders 1 s each; detection 4 steps after 1 warm-up; the scene tokenization 2
 interleaved repeats and its memory steps at 1,024 and 4,096 tokens once each; the PEs timed alone
 against `none` (`pe-overhead`) 3 rounds. Every ratio is between candidates interleaved in one process.

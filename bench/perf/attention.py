@@ -69,7 +69,7 @@ from pebench.models.attention import (IMPLS, AttentionImplError, bias_kind, chec
 from ..core.io import atomic_write_text
 from .report import record
 from .suites import SUITES
-from .timing import interleaved, peak_bytes
+from .timing import interleaved_times, peak_bytes, round_ratios
 
 __all__ = ["run", "main", "square_grid", "format_table", "attention_step", "bench_budget", "layer_impls",
            "memory_growth", "PHASES", "MEMORY_GROWTH_TARGET"]
@@ -349,12 +349,13 @@ def bench_budget(quick: bool = False) -> list[dict]:
              "pad8": attention_step("none", "pad8", n, hd, 1, dev),
              "rope-axial": attention_step("rope-axial", None, n, hd, 1, dev),
              "pape": attention_step("pape", "sdpa", n, hd, 1, dev)}
-    t = interleaved(steps, reps, warmup=2)
+    times = interleaved_times(steps, reps, warmup=2)
+    t = {k: statistics.median(v) for k, v in times.items()}
     width = hd + _pape_2d_width(hd)
     rows = [record(f"attention fwd+bwd N={n} d={hd} pape vs rope-axial", "pape (sdpa)", "rope-axial",
                    t["pape"] * 1e3, t["rope-axial"] * 1e3, "ms", higher_is_better=False, target=1.15,
                    note=f"docs/architecture.md §6 budget; batch 1, 1 head, {torch.get_num_threads()} threads, interleaved medians "
-                        f"of {reps}"),
+                        f"of {reps}", round_ratios=round_ratios(times, "pape", "rope-axial")),
             record(f"attention fwd+bwd N={n} d={hd} kernel floor", f"none, q/k padded to {width}", "rope-axial",
                    t["pad8"] * 1e3, t["rope-axial"] * 1e3, "ms", higher_is_better=False,
                    note=f"the fused SDPA kernel at head dim {width} (PaPE's 5 extra dims padded to a multiple of 8) "

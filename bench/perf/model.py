@@ -29,7 +29,7 @@ from pebench.tasks.classification import ClassificationTask
 
 from .report import record
 from .suites import SUITES
-from .timing import interleaved, interleaved_times
+from .timing import interleaved, interleaved_times, round_ratios
 
 __all__ = ["PeClassifier", "build_timm", "train_step_fn", "infer_fn", "bench_backbone", "bench_pe_overhead",
            "sdpa_backends"]
@@ -108,12 +108,12 @@ def bench_backbone(quick: bool = False) -> list[dict]:
             ref = build_timm(model, img, patch, pos_embed=pe == "ape").to(dev)
             shape = f"{model} {img}px/p{patch} b{batch}"
             ref_name = f"timm ViT pos_embed={'learn' if pe == 'ape' else 'none'}"
-            t = interleaved({"a": train_step_fn(ours, x, y), "b": train_step_fn(ref, x, y)}, reps, warmup=1)
-            rows.append(record(f"backbone train {shape} pe={pe}", f"pebench pe={pe}", ref_name, batch / t["a"],
-                               batch / t["b"], "samples/s", target=0.95))
-            t = interleaved({"a": infer_fn(ours, x), "b": infer_fn(ref, x)}, infer_reps, warmup=1)
-            rows.append(record(f"backbone infer {shape} pe={pe}", f"pebench pe={pe}", ref_name, batch / t["a"],
-                               batch / t["b"], "samples/s", target=0.95))
+            for phase, fns, n in (("train", (train_step_fn(ours, x, y), train_step_fn(ref, x, y)), reps),
+                                  ("infer", (infer_fn(ours, x), infer_fn(ref, x)), infer_reps)):
+                times = interleaved_times({"a": fns[0], "b": fns[1]}, n, warmup=1)
+                rows.append(record(f"backbone {phase} {shape} pe={pe}", f"pebench pe={pe}", ref_name,
+                                   batch / statistics.median(times["a"]), batch / statistics.median(times["b"]),
+                                   "samples/s", target=0.95, round_ratios=round_ratios(times, "b", "a")))
             print(f"  {rows[-2]['name']}: {rows[-2]['ratio']:.3f}; infer {rows[-1]['ratio']:.3f}", flush=True)
             del ours, ref
     return rows

@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-__all__ = ["interleaved", "interleaved_times", "cpu_peak_bytes", "peak_bytes"]
+__all__ = ["interleaved", "interleaved_times", "round_ratios", "cpu_peak_bytes", "peak_bytes"]
 
 
 def interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1,
@@ -47,6 +47,12 @@ def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, warmup
             times[k].append(time.perf_counter() - t0)
         if r + 1 >= repeats and time.perf_counter() - start >= min_time:
             return times
+
+
+def round_ratios(times: dict[str, list[float]], num: str, den: str) -> list[float]:
+    """Per-round ratio ``times[num][r] / times[den][r]`` of two candidates timed in the same rounds
+    (4 decimals; their spread over rounds is what a verdict on the ratio has to survive)."""
+    return [round(a / b, 4) for a, b in zip(times[num], times[den])]
 
 
 def cpu_peak_bytes(fn: Callable[[], object]) -> int:
