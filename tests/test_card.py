@@ -98,7 +98,7 @@ def test_checkpoint_card_matches_its_backbone(tmp_path):
 def test_cli_table_and_errors(capsys, tmp_path):
     assert main(["card", "--pe", "none,alibi", "--grid", "4", "--samples", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("| PE | ") and all(c in out[0] for c in CARD_COLUMNS)
+    assert out[0].startswith("| PE | ") and all(c.replace("|", "\\|") in out[0] for c in CARD_COLUMNS)  # `|L|` escaped
     assert [line.split("|")[1].strip() for line in out[2:]] == ["none", "alibi"]
     for argv, msg in ((["card", "--pe", "nope"], "unknown PE"), (["card", "--grid", "3"], "--grid"),
                       (["card", "--checkpoint", str(tmp_path / "missing.ckpt")], "does not exist")):
