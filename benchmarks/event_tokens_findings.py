@@ -22,7 +22,7 @@ from pebench.leaderboard.render import pe_sort_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection_findings import _mean_ci, _pct, verdict  # noqa: E402  (benchmarks/ is the script's directory)
-from reports import emit, fill, provenance  # noqa: E402
+from reports import emit, fill, provenance, reproduced, shown  # noqa: E402
 
 DATASET = "events-det"
 TOKENIZATIONS = ("frames", "spiking")
@@ -93,6 +93,8 @@ freedom, so they are wide), clipped to [0, 100] %; a verdict other than *inconcl
 interval and the paired t-test to agree. Frames and spiking tokens of one seed share the seed, not the
 input, so their pairing only blocks the seed.
 
+@@REPRODUCED@@
+
 ## Tables and verdicts
 
 @@TABLES@@
@@ -115,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     if not results.is_dir():
         ap.error(f"expected the event-token study's folder (frames/, spiking/), got {args.results}")
     data = load(results)
-    emit(fill(REPORT, provenance=provenance([r for by_pe in data.values() for v in by_pe.values() for r in v.values()],
+    rerun = reproduced(results.resolve().parent / "rerun_check.json", [shown(results / t) for t in TOKENIZATIONS],
+                       [DATASET])
+    emit(fill(REPORT, reproduced=rerun, provenance=provenance([r for by_pe in data.values() for v in by_pe.values() for r in v.values()],
                                                   results / "study_time.txt"), tables=tables(data)), args.report)
     return 0
 

@@ -98,12 +98,13 @@ def provenance(runs, time_file: Path) -> str:
     return text
 
 
-def reproduced(rerun_json: Path, folder: str, datasets) -> str:
-    """One sentence: how many of ``folder``'s runs of ``datasets`` ``rerun_check.py`` reran (from
-    ``rerun_json``), at which commits, and how many gave identical metrics; or that none was rerun."""
+def reproduced(rerun_json: Path, folder: str | list[str], datasets) -> str:
+    """One sentence: how many of the runs of ``datasets`` in ``folder`` (one, or a list) ``rerun_check.py``
+    reran (from ``rerun_json``), at which commits, and how many gave identical metrics; or that none was rerun."""
     path = Path(rerun_json)
+    folders = {folder} if isinstance(folder, str) else set(folder)
     recs = [r for r in json.loads(path.read_text(encoding="utf-8"))
-            if Path(r.get("results", "")).as_posix() == folder and r["run"].split("/")[0] in set(datasets)] \
+            if Path(r.get("results", "")).as_posix() in folders and r["run"].split("/")[0] in set(datasets)] \
         if path.is_file() else []
     if not recs:
         return "These runs have not been rerun by `benchmarks/rerun_check.py` since they were made."
