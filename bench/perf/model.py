@@ -219,7 +219,7 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
                 if dev.type == "cuda" else {"fp32": sdpa_backends(models[pe], x)}
             sdpa = "; ".join(f"{k}: {v['backend']} ({v['why']})" for k, v in be.items())
             times = alone.get(pe, shared)  # seconds per round of this PE and of none
-            rounds = [round(n / p, 4) for n, p in zip(times["none"], times[pe])]  # per-round samples/s ratio
+            rounds = round_ratios(times, "none", pe)  # per-round samples/s ratio
             pair = f"; timed in its own interleave with none (its step > {HEAVY_STEP}x none's)" if pe in alone else ""
             rows.append(record(f"pe-overhead train vit-nano {img}px ({n_tok} tok) b{batch} {pe}", f"pe={pe}",
                                "pe=none", batch / statistics.median(times[pe]), batch / statistics.median(times["none"]),
