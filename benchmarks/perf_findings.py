@@ -71,28 +71,30 @@ def round_interval(rounds: list[float]) -> tuple[float, float] | None:
     return None if ci is None else (math.exp(ci[0]), math.exp(ci[1]))
 
 
+def interval_verdict(ivs: list[tuple[float, float]], target: float, higher_is_better: bool = True) -> str:
+    """``met`` when every interval lies wholly on the target's good side, ``missed`` when one lies wholly on
+    its bad side, else ``inconclusive``."""
+    sign = 1.0 if higher_is_better else -1.0  # compare -x against -target when lower is better
+    ivs = [sorted((sign * lo, sign * hi)) for lo, hi in ivs]
+    if all(lo >= sign * target for lo, _ in ivs):
+        return "met"
+    if any(hi < sign * target for _, hi in ivs):
+        return "missed"
+    return "inconclusive"
+
+
 def record_verdict(rec: dict) -> str:
-    """A record's target verdict from the 95 % interval over its rounds (``round_ratios``): ``met`` when the
-    whole interval meets the target, ``missed`` when none of it does, else ``inconclusive``; without rounds,
+    """A record's target verdict from the 95 % interval over its rounds (``round_ratios``); without rounds,
     the record's own ``meets_target``."""
     iv = round_interval(rec.get("round_ratios") or [])
     if iv is None:
         return "met" if rec["meets_target"] else "missed"
-    lo, hi = iv
-    good, bad = (lo >= rec["target"], hi < rec["target"]) if rec["higher_is_better"] else \
-        (hi <= rec["target"], lo > rec["target"])
-    return "met" if good else "missed" if bad else "inconclusive"
+    return interval_verdict([iv], rec["target"], rec["higher_is_better"])
 
 
 def step_verdict(cells) -> str:
-    """``met`` when the round interval of every size lies at or above the target, ``missed`` when that of
-    some size lies below it, else ``inconclusive`` (a single-round record: its ratio decides)."""
-    ivs = [round_interval(rounds) or (ratio, ratio) for ratio, rounds in cells]
-    if all(lo >= STEP_TARGET for lo, _ in ivs):
-        return "met"
-    if any(hi < STEP_TARGET for _, hi in ivs):
-        return "missed"
-    return "inconclusive"
+    """The per-PE verdict over both sizes' round intervals (a single-round record: its ratio decides)."""
+    return interval_verdict([round_interval(rounds) or (ratio, ratio) for ratio, rounds in cells], STEP_TARGET)
 
 
 def auto_rows(attn: list[dict]) -> dict[tuple[str, str, int], dict]:

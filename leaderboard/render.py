@@ -168,9 +168,10 @@ def _fs(run: RunRecord, shift: str) -> float | None:
     return run.robustness[shift].get("fs")
 
 
-def _ci_cell(values: list[float | None], scale: float, decimals: int) -> str:
-    """The t-interval of a primary metric (clipped to [0, 1] for fractions, shown as %)."""
-    ci = t_mean_ci([v for v in values if v is not None], bounds=(0.0, 1.0) if scale == 100.0 else None)
+def _ci_cell(values: list[float | None], frac: bool) -> str:
+    """The t-interval of a primary metric (fractions: clipped to [0, 1] and shown as %)."""
+    scale, decimals = (100.0, 1) if frac else (1.0, 4)
+    ci = t_mean_ci([v for v in values if v is not None], bounds=(0.0, 1.0) if frac else None)
     return MISSING if ci is None else f"[{_fmt(ci[0] * scale, decimals)}, {_fmt(ci[1] * scale, decimals)}]"
 
 
@@ -304,7 +305,7 @@ def _table(runs: list[RunRecord], reference: str | None = None,
             row.append(_metric_cell([r.metrics.get(m) for r in members], n, 100.0 if frac else 1.0, 1 if frac else 4))
         for m in primaries:
             frac = is_fraction_metric(m)
-            row.append(_ci_cell([r.metrics.get(m) for r in members], 100.0 if frac else 1.0, 1 if frac else 4))
+            row.append(_ci_cell([r.metrics.get(m) for r in members], frac))
         for m in (primaries if reference and not refs else []):
             row.append(reference_note(reference))  # type: ignore[arg-type]
         for m in (primaries if refs else []):

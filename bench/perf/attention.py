@@ -281,31 +281,36 @@ def run(n_tokens: Sequence[int] = DEFAULT_TOKENS, head_dim: int = 64, heads: int
                          f"flex; phases: {', '.join(PHASES)}")
     if any(n < 1 for n in n_tokens):
         raise ValueError(f"token counts must be positive, got {', '.join(map(str, n_tokens))}")
-    # one FlexAttention compilation per input shape and score_mod: more than attend()'s per-process limit
-    attention_module.FLEX_MAX_SHAPES = max(attention_module.FLEX_MAX_SHAPES, 256)
     rows, notes = [], []
     variants = [(p, None) for p in names] + ([("pape", "naive")] if "pape" in names else [])
-    for n in n_tokens:
-        reps = repeats if repeats is not None else _default_repeats(n)
-        for pe_name, impl in variants:
-            if impl == "naive" and n > naive_max_tokens:
-                notes.append(f"pape impl=naive skipped at N={n} (> {naive_max_tokens}: O(N^2 m) logits, "
-                             f"several N x N tensors)")
-                continue
-            for phase in phases:
-                train = phase == "train"
-                if train and impl is None and n > TRAIN_MAX_TOKENS.get(pe_name, n):
-                    notes.append(f"{pe_name} train skipped at N={n} (> {TRAIN_MAX_TOKENS[pe_name]}: "
-                                 f"O(N d^2) memory in its per-token matrix exponentials' backward)")
+    # one FlexAttention compilation per input shape and score_mod: more than attend()'s per-process limit
+    # (restored afterwards, so the rest of the process keeps attend()'s own limit)
+    old_limit = attention_module.FLEX_MAX_SHAPES
+    attention_module.FLEX_MAX_SHAPES = max(old_limit, 256)
+    try:
+        for n in n_tokens:
+            reps = repeats if repeats is not None else _default_repeats(n)
+            for pe_name, impl in variants:
+                if impl == "naive" and n > naive_max_tokens:
+                    notes.append(f"pape impl=naive skipped at N={n} (> {naive_max_tokens}: O(N^2 m) logits, "
+                                 f"several N x N tensors)")
                     continue
-                auto = _auto_choice(pe_name, impl, head_dim, device, train, n, dtype)
-                for attn_impl in layer_impls(pe_name, impl, head_dim, device.type, train, impls):
-                    row = _measure(pe_name, impl, n, head_dim, heads, reps, device, dtype, attn_impl, train)
-                    row["auto"] = attn_impl == auto
-                    rows.append(row)
-                    if verbose:
-                        print(f"  N={n:>6} {phase:>5} {pe_name:>10} {row['variant']:>10} {attn_impl:>5}: "
-                              f"{row['time_ms']:9.1f} ms {row['peak_mem_mb']:9.1f} MB", flush=True)
+                for phase in phases:
+                    train = phase == "train"
+                    if train and impl is None and n > TRAIN_MAX_TOKENS.get(pe_name, n):
+                        notes.append(f"{pe_name} train skipped at N={n} (> {TRAIN_MAX_TOKENS[pe_name]}: "
+                                     f"O(N d^2) memory in its per-token matrix exponentials' backward)")
+                        continue
+                    auto = _auto_choice(pe_name, impl, head_dim, device, train, n, dtype)
+                    for attn_impl in layer_impls(pe_name, impl, head_dim, device.type, train, impls):
+                        row = _measure(pe_name, impl, n, head_dim, heads, reps, device, dtype, attn_impl, train)
+                        row["auto"] = attn_impl == auto
+                        rows.append(row)
+                        if verbose:
+                            print(f"  N={n:>6} {phase:>5} {pe_name:>10} {row['variant']:>10} {attn_impl:>5}: "
+                                  f"{row['time_ms']:9.1f} ms {row['peak_mem_mb']:9.1f} MB", flush=True)
+    finally:
+        attention_module.FLEX_MAX_SHAPES = old_limit
     title = (f"Attention per PE, implementation and phase (train: forward+backward; eval: forward, no grad), "
              f"batch 1, head_dim {head_dim}, heads {heads}, {device}, {str(dtype).replace('torch.', '')}, "
              f"torch {torch.__version__}, {torch.get_num_threads()} threads")
