@@ -3,7 +3,7 @@
     python benchmarks/backfill_result_keys.py results [more roots ...] [--check]
 
 ``pe_label`` (the PE and its non-default options, ``pebench.encodings.variant_label``) and
-``dataset_info`` (``{"no_pe_bound": ...}``: a probe's exact no-PE ceiling, ``pebench.run.dataset_info``)
+``dataset_info`` (``{"no_pe_bound": ...}``: a probe's exact no-PE ceiling, ``pebench.runner.run.dataset_info``)
 let ``pebench.leaderboard`` render a table without importing torch, the PEs or the datamodules. Files
 written before they were recorded get exactly the values a run made now would record, computed from
 their own ``pe``, ``config.pe_options`` and ``dataset``. Only those two keys are added, and only where
@@ -22,7 +22,7 @@ from typing import Any
 from pebench.core.io import atomic_write_text
 from pebench.datamodules import get_datamodule_class
 from pebench.encodings import variant_label
-from pebench.run import dataset_info, load_registries
+from pebench.runner.run import dataset_info, load_registries
 
 
 def _dump(obj: Any) -> str:

@@ -76,10 +76,10 @@ def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
     in eval mode), so they are the ones the run's k-NN read."""
     import tempfile
 
-    from pebench.config import merge
+    from pebench.runner.config import merge
     from pebench.tasks.dino.multicrop import plain_train_dataset
     from pebench.tasks.dino import DinoTask
-    from pebench.run import prepare
+    from pebench.runner.run import prepare
 
     with tempfile.TemporaryDirectory() as tmp:  # prepare() seeds and builds as `bench run` does; writes nothing here
         parts = prepare(merge(results["config"], {"out": tmp, "devices": 1, "accelerator": "cpu"}))

@@ -395,7 +395,7 @@ Student-t interval of the geometric-mean ratio over rounds: *met* when the whole
 target, *missed* when none of it does, *inconclusive* otherwise.
 
 Denormals: every `bench perf` command first flushes denormal floats to zero
-(`pebench.numerics.flush_denormals`, the header says so), as `bench run`, `bench eval` and
+(`pebench.runner.numerics.flush_denormals`, the header says so), as `bench run`, `bench eval` and
 `bench analyze` do, so the suites time what runs do. It matters for PaPE: its published
 initialisation gives logits of −50 to −200 at a few patches of distance, whose softmax weights fall
 below float32's smallest normal number, where x86 arithmetic takes a slow path.

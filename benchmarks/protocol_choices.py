@@ -44,10 +44,10 @@ BEGIN, END = "<!-- protocol-choices:begin -->", "<!-- protocol-choices:end -->"
 
 
 def _load(run: Path):
-    from pebench.config import load_yaml_config, merge
+    from pebench.runner.config import load_yaml_config, merge
     from pebench.datamodules import get_datamodule_class
     from pebench.tasks.classification import ClassificationTask
-    from pebench.run import load_registries
+    from pebench.runner.run import load_registries
 
     load_registries()
     cfg = merge(load_yaml_config(run / "config.yaml"))

@@ -231,7 +231,7 @@ def _label(data: dict[str, Any]) -> str:
     pe = data["pe"]
     cfg = data.get("config") if isinstance(data.get("config"), dict) else {}
     variant = data.get("variant")
-    # variant = <pe>[+rpt][+<tokens>] (pebench.config.variant_name); older files: <pe>[+rpt]
+    # variant = <pe>[+rpt][+<tokens>] (pebench.runner.config.variant_name); older files: <pe>[+rpt]
     parts = variant[len(pe):].split("+")[1:] if isinstance(variant, str) and variant.startswith(pe) else []
     rpt = data.get("rpt") is True or cfg.get("rpt") is True or "rpt" in parts
     opts = cfg.get("pe_options") if isinstance(cfg.get("pe_options"), dict) else {}

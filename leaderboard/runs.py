@@ -94,7 +94,7 @@ def run_row(res: dict[str, Any], rel: str) -> dict[str, Any]:
             "fingerprint": _fingerprint(res), "reason": not_complete_reason(res)}
 
 
-#: state file of a run submitted by ``bench sweep --launcher slurm`` (``pebench.sweep_slurm``)
+#: state file of a run submitted by ``bench sweep --launcher slurm`` (``pebench.sweep.slurm``)
 SLURM_STATE_NAME = "slurm.json"
 #: ``results.json`` statuses that supersede the SLURM launcher's state: ``bench run`` is going or done
 _RESULTS_SUPERSEDE = ("running", "complete")

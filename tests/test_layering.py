@@ -19,6 +19,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PACKAGE_DIR: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
+PACKAGES: list[str] = PYPROJECT["tool"]["setuptools"]["packages"]
+
+
+def package_folder(package: str) -> Path:
+    """The folder of a (sub)package under the ``package-dir`` mapping (longest mapped prefix)."""
+    prefix = max((p for p in PACKAGE_DIR if package == p or package.startswith(p + ".")), key=len)
+    return ROOT / PACKAGE_DIR[prefix] / Path(*package[len(prefix):].split(".")[1:])
 
 
 def package_tree(dest: Path) -> Path:
@@ -56,8 +63,8 @@ DEFERRED_MARK = "# deferred:"
 
 def _local_imports() -> list[tuple[str, int, str]]:
     out = []
-    for folder in sorted(set(PACKAGE_DIR.values())):
-        for path in sorted((ROOT / folder).glob("*.py")):
+    for folder in sorted({package_folder(p) for p in PACKAGES}):
+        for path in sorted(folder.glob("*.py")):
             lines = path.read_text().splitlines()
             for node in ast.walk(ast.parse("\n".join(lines))):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -65,6 +72,14 @@ def _local_imports() -> list[tuple[str, int, str]]:
                         if isinstance(sub, (ast.Import, ast.ImportFrom)):
                             out.append((str(path.relative_to(ROOT)), sub.lineno, lines[sub.lineno - 1]))
     return sorted(set(out))
+
+
+def test_every_package_folder_is_listed():
+    """Every folder holding an ``__init__.py`` under a mapped folder is a listed package (else it would not
+    be installed, nor checked here)."""
+    listed = {package_folder(p).resolve() for p in PACKAGES}
+    found = {init.parent.resolve() for folder in set(PACKAGE_DIR.values()) for init in (ROOT / folder).rglob("__init__.py")}
+    assert not found - listed, sorted(str(f.relative_to(ROOT)) for f in found - listed)
 
 
 def test_every_function_local_import_says_why():

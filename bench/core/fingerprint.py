@@ -8,7 +8,7 @@ experiment, which the leaderboard may average.
 A configuration written by an older version may lack keys added since; such a key had its default
 value then (options are only ever added with the old behaviour as default). The functions that
 compare or re-fingerprint stored configurations therefore take ``defaults``: the current run
-configuration's default values (``pebench.integrity`` passes ``RunConfig``'s). Without them a
+configuration's default values (``pebench.runner.integrity`` passes ``RunConfig``'s). Without them a
 missing key counts as different from any value.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sweep's lock files (used by :mod:`pebench.sweep`): one exclusive lock per run directory and one
+"""The sweep's lock files (used by :mod:`pebench.sweep.local`): one exclusive lock per run directory and one
 for the sweep summary, so that several ``bench sweep`` processes (on one host or on a shared
 filesystem) never run the same configuration twice, and a lock whose holder died is broken safely.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["RunLock"]
 
-log = logging.getLogger("pebench.sweep")
+log = logging.getLogger("pebench.sweep.local")
 
 #: A lock file still empty after this many seconds belongs to a writer that died mid-create.
 _EMPTY_LOCK_GRACE_S = 10.0

@@ -31,7 +31,7 @@
 Each command takes ``[--json FILE] [--md FILE] [--quick]``; ``--quick`` runs the same code paths at
 smoke-test sizes with one repeat (seconds per suite; the tests use it; the numbers mean nothing;
 ``all --quick`` leaves out ``e2e``, ``e2e --quick`` runs ``bench run --fast-dev-run``). Every
-command first flushes denormals to zero (:func:`pebench.numerics.flush_denormals`), as ``bench run``
+command first flushes denormals to zero (:func:`pebench.runner.numerics.flush_denormals`), as ``bench run``
 does, so the suites time what runs do. After the suites' records come one record per suite with
 its wall time (``b``: the total) and, for ``all``, the total against :data:`ALL_BUDGET_S` (300 s on
 an idle 2-core CPU, issue #30). The JSON is a list of records
@@ -56,7 +56,7 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from ..numerics import flush_denormals
+from pebench.runner.numerics import flush_denormals
 from .report import machine_header, record, write_outputs
 from .suites import ALL_SUITES, SUITE_MODULES, load_suite
 
@@ -82,7 +82,7 @@ def _run(what: str, names: Sequence[str], argv: Sequence[str] | None = None) -> 
     record per suite with its wall time (share of the total) and, for ``all``, the total against
     :data:`ALL_BUDGET_S`."""
     args = _parser(what).parse_args(argv)
-    flushed = flush_denormals()  # as in bench run: the suites measure what runs do (see pebench.numerics)
+    flushed = flush_denormals()  # as in bench run: the suites measure what runs do (see pebench.runner.numerics)
     header = machine_header() + (" Denormals flushed to zero, as in `bench run`." if flushed else
                                  " Denormals NOT flushed (this CPU cannot), as in `bench run` here.")
     names = [n for n in names if not (n == "e2e" and what == "all" and args.quick)]

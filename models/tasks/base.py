@@ -5,7 +5,7 @@ LightningModule, its heads, its metric glue, its own robustness / extrapolation 
 a :class:`TaskSetup` subclass registered under the folder's name with :func:`register_task`.
 Adding a task is adding a folder; nothing else names it.
 
-``prepare`` in :mod:`pebench.run` is task-agnostic; everything a task changes goes through its
+``prepare`` in :mod:`pebench.runner.run` is task-agnostic; everything a task changes goes through its
 setup: which analyses apply, how the dataset's datamodule is wrapped (DINO's multi-crop views), how
 the LightningModule is built, which metric is primary, what it adds to ``results.json``, and which
 robustness / extrapolation functions the post-training analyses call (:meth:`TaskSetup.analysis_hooks`).

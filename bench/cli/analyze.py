@@ -1,0 +1,216 @@
+"""``bench analyze``: pebench's analyses on a pretrained timm ViT read from a local checkpoint.
+
+``bench analyze --model timm:<name> --checkpoint FILE --dataset D [--analyses LIST] [--out DIR]
+[--resolution R] [--seed S]`` builds timm's own model definition (``pretrained=False``, nothing is
+downloaded), loads the checkpoint strictly, fits the analysis head (a linear probe by default) and
+runs geometry / robustness / alpha / extrapolation exactly as ``bench run`` does after training
+(:func:`pebench.analysis.evaluators.run_analyses`); the timm adapter and its protocol choices (taps,
+RPI, native extrapolation rule, head) are described in :mod:`pebench.analysis.pretrained`.
+
+Which analyses apply per family (``all``):
+
+=====================================  ==============================================================
+family (``pe`` in results.json)        analyses
+=====================================  ==============================================================
+``ape`` (plain ViT, DeiT, DINOv2)      geometry, robustness, alpha, extrapolation (APE resampled)
+``rope-axial`` / ``rope-mixed``        geometry, robustness, extrapolation (RoPE on the larger grid)
+``rope-dinov3``                        geometry, robustness, extrapolation (RoPE on the larger grid)
+``ape+rope-*`` (rope-vit ``*_ape``,    geometry, robustness, alpha (scales the APE part),
+EVA02)                                 extrapolation (APE resampled, RoPE on the larger grid)
+=====================================  ==============================================================
+
+Run directory: ``<out>/<dataset>/<pe>/timm:<name>/seed<S>/`` -- the ``<dataset>/<pe>/<model>/seed<S>``
+layout of ``bench run`` with the model named ``timm:<name>`` and ``pe`` the model's native PE family,
+so ``bench runs --pe``/``--model`` filters and the leaderboard's (dataset, PE, model) grouping read it
+like any other run. ``results.json`` has the keys of a ``bench run`` result (``task: "analysis"``,
+``metrics`` = the head's ``val/acc1`` and, for the probe, ``probe/train_acc1``) plus
+``model_source = {"library": "timm", "name", "checkpoint", "checkpoint_sha256", "model_options"}``.
+
+Every user mistake (unknown model or dataset, missing or mismatched checkpoint, a resolution the patch
+size does not divide, an unknown option) is one line and exit code 2 before the run directory exists.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pebench.analysis.evaluators import ANALYSIS_NAMES, DEFAULT_OPTIONS, run_analyses
+from pebench.analysis.extrapolation import check_resolutions
+from pebench.analysis.pretrained import (TAP_SOURCES, TimmTask, accuracy, extrapolation_rule, file_sha256, fit_probe,
+                                         input_affine_for, pe_family, read_state_dict)
+from pebench.datamodules import get_datamodule_class
+
+from pebench.core.errors import ConfigError
+from pebench.core.io import atomic_write_json
+from pebench.runner.numerics import flush_denormals
+from pebench.runner.run import _git_sha, _versions, load_registries
+from pebench.leaderboard.summary import format_summary
+
+__all__ = ["run_analyze", "MODEL_PREFIX", "DEFAULT_PROBE_SAMPLES", "default_resolutions"]
+
+MODEL_PREFIX = "timm:"
+DEFAULT_PROBE_SAMPLES = 1024
+
+
+def default_resolutions(resolution: tuple[int, ...], patch: tuple[int, ...]) -> list[str]:
+    """``S, 1.5S, 2S, 3S, 4S`` of the input size, each side rounded to a multiple of the patch size."""
+    out = []
+    for f in (1, 1.5, 2, 3, 4):
+        sides = [max(p, int(round(s * f / p)) * p) for s, p in zip(resolution, patch)]
+        out.append(str(sides[0]) if len(set(sides)) == 1 else "x".join(map(str, sides)))
+    return list(dict.fromkeys(out))
+
+
+def _analysis_names(text: str) -> list[str]:
+    items = [a.strip() for a in str(text).split(",") if a.strip()]
+    for a in items:
+        if a not in (*ANALYSIS_NAMES, "all", "none"):
+            raise ConfigError(f"unknown analysis {a!r}; available: {', '.join(ANALYSIS_NAMES)}, all, none")
+    return items
+
+
+def _resolve_names(items: list[str], additive: bool) -> list[str]:
+    """The analyses to run, in pebench's order: ``all`` = every one that applies (alpha: additive APE only)."""
+    if "none" in items:
+        return []
+    if "all" in items:
+        return [a for a in ANALYSIS_NAMES if a != "alpha" or additive]
+    return [a for a in ANALYSIS_NAMES if a in items]
+
+
+def _fingerprint(config: dict[str, Any], sha: str) -> str:
+    text = json.dumps({"config": config, "checkpoint_sha256": sha}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _prepare(args: argparse.Namespace) -> dict[str, Any]:
+    """Everything checkable before anything is written: model, checkpoint, dataset, sizes, options."""
+    spec = str(args.model)
+    if not spec.startswith(MODEL_PREFIX) or not spec[len(MODEL_PREFIX):]:
+        raise ConfigError(f"--model must be timm:<name> (e.g. timm:vit_small_patch16_224), got {spec!r}")
+    name = spec[len(MODEL_PREFIX):]
+    names = _analysis_names(args.analyses)
+    analysis_options = dict(args.analysis_option)
+    unknown = sorted(set(analysis_options) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown analysis option {unknown[0]!r}; available: {', '.join(DEFAULT_OPTIONS)}")
+    if args.probe_samples < 1 or args.batch_size < 1 or args.seed < 0:
+        raise ConfigError("--probe-samples and --batch-size must be >= 1 and --seed >= 0")
+    load_registries()
+    dm_cls = get_datamodule_class(args.dataset)
+    if dm_cls.modality != "image":
+        raise ConfigError(f"bench analyze reads image datasets; {args.dataset!r} is {dm_cls.modality} data")
+    if str(getattr(dm_cls, "default_task", "classification")) != "classification":
+        raise ConfigError(f"bench analyze reads classification datasets; {args.dataset!r} is a "
+                          f"{dm_cls.default_task} dataset")
+    dm = dm_cls(batch_size=args.batch_size, num_workers=0, seed=args.seed, resolution=args.resolution,
+                data_root=args.data_root, **dict(args.data_option))
+    if args.head == "probe":
+        try:
+            dm.train_dataset()  # the probe's samples
+        except ValueError as e:
+            raise ConfigError(f"--head probe needs a training split: {e}; use --head native with a "
+                              f"checkpoint trained on these classes") from None
+
+    sd = read_state_dict(args.checkpoint)
+    head_w = sd.get("head.weight")
+    num_classes = int(head_w.shape[0]) if head_w is not None and head_w.dim() == 2 else 0
+    if args.head == "native" and num_classes != dm.num_classes:
+        raise ConfigError(f"--head native needs a classifier for {dm.num_classes} classes; the checkpoint's has "
+                          f"{num_classes}; use --head probe")
+    task = TimmTask(name, dict(args.model_option), num_classes=num_classes,
+                    head_classes=dm.num_classes if args.head == "probe" else 0)
+    try:
+        task.load_checkpoint(sd, str(args.checkpoint))
+    except ValueError as e:
+        hint = " (a checkpoint made at another img_size / patch_size: pass them with --model-option)" \
+            if "'pos_embed'" in str(e) or "'patch_embed." in str(e) else ""
+        raise type(e)(f"{e}{hint}") from None
+    shape = tuple(dm.input_shape())
+    if shape[0] != task.in_chans:
+        raise ConfigError(f"{args.dataset!r} has {shape[0]} input channels; timm:{name} takes {task.in_chans}")
+    task.set_input_affine(input_affine_for(dm, task.model))
+    try:
+        task.tokenizer.grid_for(shape[-2:])
+    except ValueError as e:
+        raise ConfigError(f"--resolution: {e}") from None
+    resolutions = [r.strip() for r in (args.resolutions or "").split(",") if r.strip()] or \
+        default_resolutions(tuple(dm.resolution), task.tokenizer.patch_size)
+    check_resolutions(task, dm, resolutions)
+    pe = pe_family(task.model)
+    config = {"dataset": args.dataset, "pe": pe, "variant": pe, "model": spec, "seed": args.seed,
+              "task": "analysis", "resolution": "x".join(map(str, dm.resolution)), "data": dict(args.data_option),
+              "data_root": args.data_root, "analyses": names, "analysis_options": analysis_options,
+              "extrapolation_resolutions": resolutions, "head": args.head, "probe_samples": args.probe_samples,
+              "batch_size": args.batch_size, "model_options": dict(args.model_option)}
+    sha = file_sha256(args.checkpoint)
+    return {"task": task, "dm": dm, "name": name, "pe": pe, "config": config, "sha": sha,
+            "names": _resolve_names(names, task.backbone.pe.additive)}
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    """``bench analyze``: check everything, then write ``results.json`` (and the plots) of the run."""
+    t0 = time.time()
+    flush_denormals()  # as in bench run (see pebench.runner.numerics)
+    parts = _prepare(args)
+    task, dm, config, pe = parts["task"], parts["dm"], parts["config"], parts["pe"]
+    if torch.cuda.is_available():
+        task = task.cuda()
+    task.eval()
+    run_dir = Path(args.out) / args.dataset / pe / config["model"] / f"seed{args.seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "dataset": args.dataset, "pe": pe, "variant": pe, "model": config["model"], "seed": args.seed,
+        "task": "analysis", "status": "running", "primary_metric": "val/acc1", "metrics": {},
+        "analyses": [], "config": config,
+        "model_source": {"library": "timm", "name": parts["name"], "checkpoint": str(args.checkpoint),
+                         "checkpoint_sha256": parts["sha"], "model_options": config["model_options"],
+                         "timm_class": type(task.model).__name__, "extrapolation_rule": extrapolation_rule(task.model),
+                         "rpi": "patch embeddings permuted by a forward hook on patch_embed, before any PE is added; "
+                                "APE entries and rotary coordinates stay in place",
+                         "taps": TAP_SOURCES},
+        "fingerprint": _fingerprint(config, parts["sha"]), "versions": _versions(), "git_sha": _git_sha(),
+        "n_params": sum(p.numel() for p in task.model.parameters()), "run_dir": str(run_dir),
+    }
+    res_path = run_dir / "results.json"
+    atomic_write_json(res_path, results)
+    try:
+        metrics: dict[str, float | None] = {}
+        if task.head is not None:
+            fit = fit_probe(task, dm, args.probe_samples, args.batch_size)
+            metrics["probe/train_acc1"] = fit["train_acc1"]
+            results["probe_samples"] = fit["samples"]
+        metrics["val/acc1"], results["val_samples"] = accuracy(task, dm.eval_dataloader(None))
+        results["metrics"] = metrics
+        errors: dict[str, str] = {}
+        times: dict[str, float] = {}
+        for name in parts["names"]:
+            try:
+                out = run_analyses(task, dm, [name], run_dir, config)
+            except Exception as e:  # noqa: BLE001 - recorded; the run is then not "complete"
+                errors[name] = f"{type(e).__name__}: {e}"
+                print(f"bench: warning: analysis {name!r} failed: {errors[name]}", file=sys.stderr)
+                continue
+            times.update(out.pop("analysis_times_s", {}))
+            results.update(out)
+        results["analyses"] = list(parts["names"])
+        results["analysis_times_s"] = times
+        if errors:
+            results["analysis_errors"] = errors
+        results["status"] = "incomplete" if errors else "complete"
+    except BaseException as e:
+        results["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        results["error"] = f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        results["wall_time_s"] = round(time.time() - t0, 3)
+        atomic_write_json(res_path, results)
+    print(format_summary(results))
+    return 0 if results["status"] == "complete" else 1

@@ -1,0 +1,378 @@
+"""``bench list | runs | leaderboard | sweep | eval | analyze | perf`` (``bench run`` lives in ``cli.py`` /
+``run.py``; ``bench runs`` in ``pebench.leaderboard.runs``)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pebench.runner.config import (ConfigError, RunConfig, config_to_dict, list_presets, load_yaml_config, merge,
+                     run_config_from_args, variant_name)
+from pebench.core.io import atomic_write_json, atomic_write_text, read_json
+from pebench.runner.integrity import check_writable, fingerprint
+from pebench.runner.numerics import flush_denormals
+from pebench.perf import PERF_COMMANDS
+from pebench.sweep.preload import preload_runner
+from pebench.sweep import local as sweep
+from pebench.sweep import slurm as sweep_slurm
+from pebench.leaderboard import collect_results
+from pebench.leaderboard.check import check_results
+from pebench.leaderboard.curves import write_sweep_curves
+from pebench.leaderboard.formats import render_format
+from pebench.leaderboard.runs import add_provenance, cmd_runs as _cmd_runs
+from pebench.leaderboard.summary import format_summary, format_table
+from pebench.tasks import default_task, get_task_setup, list_tasks, resolve_task
+
+__all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_analyze", "cmd_perf"]
+
+
+def _csv(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+# ----------------------------------------------------------------------------------- list
+#: datamodule constructor arguments that `bench run` sets from its own flags (not --data-option keys)
+_RUN_SET_DATA_ARGS = ("batch_size", "num_workers", "seed", "resolution", "data_root")
+#: meanings of option keys several datamodules share; a datamodule's ``option_help`` mapping (class
+#: attribute, merged along the class hierarchy) overrides or extends these
+_COMMON_DATA_HELP = {
+    "train_size": "training samples generated per epoch", "val_size": "validation samples",
+    "test_size": "held-out test samples", "noise": "std of additive Gaussian pixel noise",
+    "distractors": "extra objects that carry no label information",
+    "task": "which label the synthetic scene defines", "frames": "frames per clip",
+    "time_bins": "time bins of the event voxel grid", "log_counts": "store log1p(event count) per voxel",
+    "jitter": "std of Gaussian jitter on the sampled points", "fine_steps": "simulation steps per sample",
+    "fold": "official train/test split fold", "frame_stride": "frames skipped between sampled frames",
+    "eval_clips": "clips averaged per validation video", "split_seed": "seed of the stratified split",
+    "split_fractions": "train and validation fractions of the split (the rest is test)",
+    "data_seed": "seed of the generated data (default: the run's seed)",
+    "threshold": "mean contrast threshold of the simulated event camera (log intensity)",
+    "noise_rate": "spurious events per pixel and sample",
+}
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def data_options(cls: type) -> list[dict[str, Any]]:
+    """The ``--data-option`` keys of datamodule class ``cls``: every keyword parameter of the
+    ``__init__`` methods along its class hierarchy (a method that takes ``**kwargs`` passes the
+    rest on to its base; the base class rejects what nobody took, which is the validation), minus
+    the arguments `bench run` sets itself. -> ``[{key, type, default, help}]`` in signature order."""
+    out: dict[str, dict[str, Any]] = {}
+    helps: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        helps.update(getattr(klass, "__dict__", {}).get("option_help", {}) or {})
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        for p in params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name == "self" or p.name in _RUN_SET_DATA_ARGS:
+                continue
+            if p.name in out:
+                continue
+            default = None if p.default is inspect.Parameter.empty else p.default
+            ann = p.annotation if p.annotation is not inspect.Parameter.empty else type(default).__name__
+            out[p.name] = {"key": p.name, "type": ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann)),
+                           "default": default, "required": p.default is inspect.Parameter.empty,
+                           "help": helps.get(p.name) or _COMMON_DATA_HELP.get(p.name)
+                           or f"see {klass.__module__}.{klass.__name__}"}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    return list(out.values())
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    what = args.what
+    if what == "presets":  # YAML files only: no registry, no torch
+        names = list_presets()
+        print("presets (bench run --preset NAME)\n" + (format_table(["name"], [[n] for n in names]) if names
+                                                       else "(none installed)"))
+        return 0
+    from pebench.datamodules import MODALITIES, get_datamodule_class, list_datamodules  # deferred: start-up time (torch)
+    from pebench.encodings import get_pe_class, list_pes, pe_options  # deferred: start-up time (torch)
+    from pebench.models import list_models, model_config  # deferred: start-up time (torch)
+    from pebench.runner.run import load_registries  # deferred: start-up time (torch, Lightning)
+
+    load_registries()
+    if what in ("datasets", "all"):
+        rows = []
+
+        def listing_order(name: str) -> tuple:  # embedded sets first, then real ones; by modality, then name
+            c = get_datamodule_class(name)
+            return c.needs_data_root, MODALITIES.index(c.modality) if c.modality in MODALITIES else 99, name
+
+        for name in sorted(list_datamodules(), key=listing_order):
+            c = get_datamodule_class(name)
+            synthetic = "(synthetic, generated on the fly)"
+            if callable(getattr(c, "no_pe_bound", None)):  # probes: the exact no-PE ceiling of the test split
+                synthetic = f"(synthetic probe; no-PE ceiling {100 * c.no_pe_bound():.1f} %)"
+            rows.append([name, c.modality, "yes" if c.needs_data_root else "no",
+                         c.expected_layout if c.needs_data_root else synthetic])
+        print("datasets\n" + format_table(["name", "modality", "--data-root", "expected layout"], rows))
+        if getattr(args, "options", False):
+            rows = [[name, o["key"], o["type"], _shown(o["default"]), o["help"]] for name in list_datamodules()
+                    for o in data_options(get_datamodule_class(name))]
+            print("dataset options (bench run --data-option KEY=VALUE; read from each datamodule's constructor)\n"
+                  + format_table(["dataset", "key", "type", "default", "meaning"], rows))
+    if what in ("pes", "all"):
+        rows = [[n, ", ".join(get_pe_class(n).modalities), "yes" if get_pe_class(n).additive else "no"]
+                for n in list_pes()]
+        print("positional encodings\n" + format_table(["name", "modalities", "additive"], rows))
+        if getattr(args, "options", False):
+            rows = [[n, o["key"], o["type"] + (f" {{{', '.join(o['choices'])}}}" if o.get("choices") else ""),
+                     _shown(o["default"]), o["help"]] for n in list_pes() for o in pe_options(n)]
+            print("PE options (bench run --pe-option KEY=VALUE; the declarations build_pe validates against)\n"
+                  + format_table(["pe", "key", "type", "default", "meaning"], rows))
+    if what in ("models", "all"):
+        rows = [[n, c.embed_dim, c.depth, c.num_heads, c.embed_dim // c.num_heads] for n, c in ((n, model_config(n)) for n in list_models())]
+        print("models\n" + format_table(["name", "dim", "depth", "heads", "head dim"], rows))
+    if what in ("presets", "all"):
+        names = list_presets()
+        print("presets (bench run --preset NAME)\n" + (format_table(["name"], [[n] for n in names]) if names
+                                                       else "(none installed)"))
+    return 0
+
+
+# ----------------------------------------------------------------------------------- runs
+def cmd_runs(args: argparse.Namespace) -> int:
+    return _cmd_runs(args)
+
+
+# ----------------------------------------------------------------------------------- leaderboard
+def _tracked_by_git(path: Path) -> bool:
+    """True when ``path`` exists and is a file git tracks (committed results must not be overwritten by a
+    default); False outside a work tree or without git."""
+    if not path.is_file():
+        return False
+    try:
+        res = subprocess.run(["git", "ls-files", "--error-unmatch", "--", path.name], cwd=path.resolve().parent,
+                             capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return res.returncode == 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """Write the leaderboard in ``--format`` (md: also ``<out>_curves.png``), or ``--check`` a results folder."""
+    # RunConfig's defaults fill the keys that files without a recorded fingerprint lack (torch-free)
+    defaults = config_to_dict(RunConfig())
+    if args.check is not None:
+        if not Path(args.check).is_dir():
+            raise ConfigError(f"results directory {args.check!r} does not exist")
+        problems, summary = check_results(args.check, defaults)
+        for line in problems:
+            print(f"{Path(args.check) / line.split(': ', 1)[0]}: {line.split(': ', 1)[1]}", file=sys.stderr)
+        if problems:
+            print(f"bench: error: {len(problems)} problem(s) in {args.check}", file=sys.stderr)
+            return 2
+        print(f"ok: {args.check}: {summary}")
+        return 0
+    if not Path(args.results).is_dir():
+        raise ConfigError(f"results directory {args.results!r} does not exist")
+    runs, problems = collect_results(args.results, defaults)
+    if not any(r.complete for r in runs):
+        raise ConfigError(f"no complete run in {args.results!r} ({len(runs)} incomplete, {len(problems)} "
+                          f"problem(s)); nothing to tabulate")
+    out = Path(args.out or f"LEADERBOARD.{args.format}")
+    if args.out is None and not getattr(args, "force", False) and _tracked_by_git(out):
+        raise ConfigError(f"refusing to overwrite {out}, a file tracked by git, with the default --out "
+                          f"(name it: --out {out}, or give --force)")
+    text = render_format(args.format, runs, problems, args.results, out, reference=getattr(args, "reference", "none"),
+                         config_defaults=defaults)
+    atomic_write_text(out, text)
+    print(f"wrote {out}")
+    if args.format == "md":
+        curves = write_sweep_curves(args.results, out.with_name(f"{out.stem}_curves.png"))
+        if curves is not None:
+            print(f"wrote {curves}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------- sweep
+_SWEEP_FIXED = {"dataset", "pe", "seed", "model", "out"}
+
+
+def sweep_threads(workers: int) -> int:
+    """Torch threads per run of a sweep with ``workers`` parallel workers: usable cores // workers."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, workers))
+
+
+def cmd_sweep(args: argparse.Namespace, extra: list[str], parser: argparse.ArgumentParser) -> int:
+    from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch)
+    from pebench.encodings import get_pe_class, list_pes  # deferred: start-up time (torch)
+    from pebench.runner.run import load_registries  # deferred: start-up time (torch, Lightning)
+
+    slurm = args.launcher == "slurm"
+    if slurm:  # SLURM flags checked before anything is imported, resolved or created
+        slurm_opts = sweep_slurm.slurm_options(args, args.out)
+        sweep_slurm.check_slurm_commands()
+        if args.workers != 1 or args.preload:
+            raise ConfigError(f"{'--preload' if args.preload else '--workers'} applies to --launcher local; with "
+                              f"--launcher slurm every run is its own array task (see --array-parallelism)")
+    else:
+        sweep_slurm.check_local_launcher(args)
+    load_registries()
+    # Validate the pass-through flags with the run parser (typos fail now, not in every run).
+    run_args, unknown = parser.parse_known_args(["run", *extra])
+    if unknown:
+        raise ConfigError(f"unrecognized arguments: {' '.join(unknown)}")
+    fixed = sorted(k for k in _SWEEP_FIXED if getattr(run_args, k, None) is not None)
+    if fixed:
+        raise ConfigError(f"bench sweep sets --{fixed[0].replace('_', '-')} itself; use --datasets/--pes/--seeds/"
+                          f"--model/--out")
+    if run_args.rpt is not None:
+        raise ConfigError("bench sweep sets --rpt itself; name the variant in --pes, e.g. --pes ape,ape+rpt")
+    try:
+        seeds = [int(s) for s in _csv(args.seeds)]
+    except ValueError:
+        raise ConfigError(f"--seeds must be a comma list of integers, got {args.seeds!r}") from None
+    datasets = _csv(args.datasets)
+    explicit_pes = args.pes is not None
+    pes = _csv(args.pes) if explicit_pes else list_pes()
+    combos = []
+    for d in datasets:
+        mod = get_datamodule_class(d).modality
+        for p in pes:
+            rpt = p.endswith(sweep.RPT_SUFFIX)
+            base = p[: -len(sweep.RPT_SUFFIX)] if rpt else p
+            if rpt and base == "none":
+                raise ConfigError(f"conflicting variant {p!r}: random permutation training needs a PE")
+            if mod in get_pe_class(base).modalities:
+                combos.append((d, p))
+            else:
+                print(f"bench: note: skipping {d} x {p} (PE {p!r} does not apply to {mod} data)", file=sys.stderr)
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    if args.retries < 0:
+        raise ConfigError(f"--retries must be >= 0, got {args.retries}")
+    specs = []
+    for d, p in combos:
+        specs += sweep.plan_sweep([d], [p], seeds, args.model, args.out, extra_args=extra)
+    # Resolve every run's configuration now: a bad pass-through flag (e.g. --epochs 0) stops the
+    # sweep with one line before anything is created, and each run gets its fingerprint (a complete
+    # run is skipped only when it was made with this configuration) and its share of the cores.
+    threads = sweep_threads(args.workers)
+    cfgs = [resolve_task(run_config_from_args(parser.parse_args(s.command()[3:]))) for s in specs]
+    # the run directory bench run will write (e.g. <pe>+spiking with --data-option tokens=spiking)
+    specs = [dataclasses.replace(s, fingerprint=fingerprint(config_to_dict(c)), threads=threads,
+                                 variant=variant_name(c), deterministic=bool(c.deterministic),
+                                 single_process=str(c.devices) == "1" and int(c.num_nodes) == 1)
+             for s, c in zip(specs, cfgs)]
+    if slurm:
+        for c in cfgs:  # --devices must be a number: it is the count of SLURM tasks per node
+            sweep_slurm.job_resources(c, slurm_opts.gpus_per_task)
+        check_writable(args.out)
+        rows = sweep_slurm.submit_sweep(specs, cfgs, slurm_opts, retries=args.retries)
+        print(format_table(["run", "status", "job"], [[r["key"], r["status"], r["job_id"] or ""] for r in rows]))
+        queued = sum(r["status"] == "queued" for r in rows)
+        print(f"submitted {queued} run(s) to SLURM; `bench runs --results {args.out}` shows their state")
+        return 0
+    check_writable(args.out)
+    runner = None
+    if args.preload:
+        runner = preload_runner
+    outcomes = sweep.run_sweep(specs, runner=runner, retries=args.retries, workers=args.workers)
+    rows = [[o.get("key"), o.get("status"), o.get("attempts")] for o in outcomes]
+    print(format_table(["run", "status", "attempts"], rows))
+    return 1 if any(o.get("status") == "failed" for o in outcomes) else 0
+
+
+# ----------------------------------------------------------------------------------- eval
+def cmd_eval(args: argparse.Namespace) -> int:
+    import torch  # deferred: start-up time (torch)
+
+    from pebench.analysis import plot_extrapolation, save_plot  # deferred: start-up time (torch)
+    from pebench.analysis.plots import run_info  # deferred: start-up time (torch)
+    from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch)
+    from pebench.runner.run import _git_sha, load_registries  # deferred: start-up time (torch, Lightning)
+
+    flush_denormals()  # as in bench run (see pebench.runner.numerics)
+    run_dir = Path(args.run)
+    cfg_path, ckpt = run_dir / "config.yaml", run_dir / "last.ckpt"
+    if not cfg_path.is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml)")
+    if not ckpt.is_file():
+        raise ConfigError(f"no checkpoint {str(ckpt)!r}; train the run first")
+    load_registries()
+    cfg = merge(load_yaml_config(cfg_path))
+    # the task's LightningModule and its extrapolation: top-1 (classification), mAP (detection), mIoU
+    # (segmentation) per size
+    task_name = cfg.task or default_task(cfg.dataset)
+    setup = get_task_setup(task_name)
+    task_cls = setup.checkpoint_class()
+    if task_cls is None:  # e.g. dino: no metric at other resolutions
+        able = [t for t in list_tasks() if get_task_setup(t).checkpoint_class() is not None]
+        able_text = " and ".join([", ".join(able[:-1]), able[-1]] if len(able) > 1 else able)
+        raise ConfigError(f"bench eval re-evaluates {able_text} checkpoints (their metric at other "
+                          f"resolutions); {str(run_dir)!r} is a --task {task_name} run")
+    hooks = setup.analysis_hooks()
+    resolutions = _csv(args.resolutions) or list(cfg.extrapolation_resolutions or [])
+    if not resolutions:
+        raise ConfigError("no resolutions given: pass --resolutions, e.g. 24,32,48")
+    dm = get_datamodule_class(cfg.dataset)(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
+                                           resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
+    try:
+        task = task_cls.load_from_checkpoint(str(ckpt), map_location="cpu")
+    except Exception as e:  # noqa: BLE001 - any failure to load is a bad checkpoint for the user
+        raise ConfigError(f"cannot load {str(ckpt)!r}: corrupt or incompatible checkpoint "
+                          f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+    hp = task.hparams
+    if hp.get("pe") != cfg.pe or hp.get("model") != cfg.model or hp.get("num_classes") != dm.num_classes:
+        raise ConfigError(f"checkpoint {str(ckpt)!r} does not match config.yaml (pe/model/num_classes differ)")
+    if torch.cuda.is_available():
+        task = task.cuda()
+    task.eval()
+    hooks.check_resolutions(task, dm, resolutions)  # a size the model cannot take: exit 2, results.json untouched
+    print(f"bench eval: {run_dir} at {len(resolutions)} size(s): {', '.join(map(str, resolutions))} ...", file=sys.stderr,
+          flush=True)
+    t0 = time.perf_counter()
+    rows = hooks.evaluate_extrapolation(task, dm, resolutions)
+    print(f"bench eval: evaluated in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    res_path = run_dir / "results.json"
+    results: dict[str, Any] = read_json(res_path) if res_path.is_file() else {}
+    command = f"bench eval --run {args.run}" + (f" --resolutions {args.resolutions}" if args.resolutions else "")
+    entry = add_provenance(results, "extrapolation", rows, command, _git_sha())
+    atomic_write_json(res_path, results)
+    save_plot(plot_extrapolation, rows, run_dir / "extrapolation.png",
+              run=run_info({**config_to_dict(cfg), "variant": results.get("variant")}, dm.num_classes))
+    if entry["replaced"] is not None:
+        print(f"bench: note: replaced the extrapolation rows of {entry['replaced']['added_by']} "
+              f"({entry['replaced']['samples']} samples per size); they are kept in results.json "
+              f"provenance", file=sys.stderr)
+    print(format_summary({k: v for k, v in results.items() if k not in ("geometry", "robustness", "alpha_sweep")}))
+    return 0
+
+
+# ----------------------------------------------------------------------------------- analyze
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """``bench analyze``: pebench's analyses on a pretrained timm ViT (see :mod:`pebench.cli.analyze`)."""
+    from pebench.cli.analyze import run_analyze  # deferred: start-up time (torch, timm: loaded only for this command)
+
+    return run_analyze(args)
+
+
+# ----------------------------------------------------------------------------------- perf
+def cmd_perf(args: argparse.Namespace) -> int:
+    fn = PERF_COMMANDS.get(args.what)
+    if fn is None:
+        raise ConfigError(f"unknown benchmark {args.what!r}; available: {', '.join(PERF_COMMANDS)}")
+    rc = fn(list(args.args))
+    return int(rc or 0)

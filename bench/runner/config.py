@@ -1,0 +1,471 @@
+"""Run configuration: one dataclass holding every option of ``bench run``.
+
+Precedence (lowest to highest): the embedded defaults below (the default run) <
+``--preset NAME`` (``pebench/presets/NAME.yaml``) < ``--config FILE`` < command-line flags.
+The resolved configuration is saved as ``config.yaml`` in the run directory, and
+``bench run --config <run>/config.yaml`` reproduces the run (same directory, same metrics).
+
+Unknown keys in a YAML file are a user error (:class:`ConfigError`, exit code 2).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.resources
+import inspect
+import math
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from pebench.tasks import list_tasks
+
+from pebench.core.errors import ConfigError
+from pebench.core.options import check_bounds, flag_values, option, parse_bool
+
+__all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_presets", "merge",
+           "resolve", "config_to_dict", "run_dir_for", "variant_name", "tokens_suffix", "parse_analyses", "ANALYSES",
+           "check_resolution_syntax", "merged_config", "run_config_from_args",
+           "DEFAULT_PE_PREFERENCE"]
+
+#: keys of ``analysis_options`` / ``--analysis-option`` (pebench.analysis.evaluators.DEFAULT_OPTIONS; a test
+#: keeps the two in step)
+ANALYSIS_OPTIONS = ("probe_size", "ssdc_tap", "eed_tap", "ssdc_distance", "rpi_permutations", "rpi_null",
+                    "robustness_samples", "alpha_samples", "alpha_probe_size", "extrapolation_samples")
+
+#: ``--logger`` values (the CSV logger's metrics.csv is written in every case)
+LOGGERS = ("csv", "tensorboard", "wandb")
+#: analyses ``--analyses`` accepts (``none``/``all``/``auto`` are shorthands)
+ANALYSES = ("geometry", "robustness", "alpha", "extrapolation")
+#: the default run uses the first of these PEs that is registered
+DEFAULT_PE_PREFERENCE = ("pape", "rope-axial", "ape")
+
+
+@dataclass
+class RunConfig:
+    """Every option of a run. The defaults are the embedded default run (``bench run``)."""
+
+    # what to train
+    dataset: str = option("shapes", 'dataset to train on (see `bench list`); default: shapes', metavar='NAME')
+    pe: str | None = option(None,
+                            'positional encoding (see `bench list`); default: the best registered of pape, '
+                            'rope-axial, ape', metavar='NAME')
+    model: str = option("vit-nano", 'ViT preset (see `bench list`); default: vit-nano', metavar='NAME')
+    pe_options: dict = option({},
+                              'PE constructor option, e.g. impl=naive (repeatable; keys: `bench list pes '
+                              '--options`)', flag='--pe-option', metavar='KEY=VALUE')
+    class_token: bool = option(False, 'prepend a CLS token')
+    pool: str = option("mean", 'head pooling: mean of patch tokens or the CLS token', choices=('mean', 'cls'))
+    rpt: bool = option(False, 'random permutation training (run directory <pe>+rpt)')
+    coord_aug: str = option("none",
+                            "coordinate augmentation in training for every PE that reads coords: dinov3 is "
+                            "DINOv3's RoPE recipe (coords normalised to [-1, 1] per axis, then rescaled by a "
+                            "log-uniform factor in [1/2, 2]; none at evaluation; run directory <pe>+coordaug; "
+                            "pebench.encodings.coord_augment)", choices=("none", "dinov3"))
+    drop_path: float = option(0.0, 'stochastic depth rate', metavar='X',
+                              bounds=(0.0, True, 1.0, False, 'the stochastic-depth rate'))
+    task: str | None = option(None,
+                              "what to train (default: the dataset's own task, classification for most): supervised "
+                              "classification, DINO self-supervised (k-NN / linear probe on frozen features, EED "
+                              "per checkpoint), detection (COCO-style boxes) or segmentation (per-point labels)")
+    task_options: dict = option({},
+                                "task setting, e.g. n_local=6 or out_dim=4096 for --task dino (repeatable; keys: "
+                                "the README's DINO section)", flag='--task-option', metavar='KEY=VALUE')
+    # data
+    resolution: int | str | None = option(None,
+                                          "input resolution: side S or 'AxB' (video/events: frames x side; points: "
+                                          "points x groups)", metavar='R', none_means="the dataset's")
+    data_root: str | None = option(None, 'root directory of a real dataset', metavar='PATH')
+    data: dict = option({},
+                        'extra datamodule option, e.g. train_size=512 (repeatable; keys: `bench list datasets '
+                        '--options`)', flag='--data-option', metavar='KEY=VALUE')
+    num_workers: int = option(0, 'data-loading worker processes per rank', metavar='N')
+    # optimisation
+    epochs: int = option(4, 'training epochs', metavar='N')
+    batch_size: int = option(64, 'global batch size; with W processes (devices x nodes) each loads B/W', metavar='B')
+    lr: float = option(2e-3, 'peak learning rate (AdamW, warm-up then cosine)', metavar='X',
+                       bounds=(0.0, False, math.inf, False, 'the peak learning rate'))
+    lr_schedule: str = option("cosine", 'learning rate after the linear warm-up: cosine decay to 0 at the last step, '
+                              'or held at the peak (constant; for runs that stop at --stop-at)',
+                              choices=("cosine", "constant"))
+    weight_decay: float = option(0.05, 'AdamW weight decay', metavar='X',
+                                 bounds=(0.0, True, math.inf, False, 'the AdamW weight decay'))
+    warmup_epochs: float = option(1.0, 'linear warm-up length in epochs', metavar='N',
+                                  bounds=(0.0, True, math.inf, False, 'the warm-up length in epochs'))
+    label_smoothing: float = option(0.0, 'cross-entropy label smoothing', metavar='X',
+                                    bounds=(0.0, True, 1.0, False, 'the label-smoothing factor'))
+    layer_decay: float | None = option(None, 'layer-wise learning-rate decay factor', metavar='X',
+                                       bounds=(0.0, False, 1.0, True, 'the layer-wise lr decay factor'),
+                                       none_means='none (no decay)')
+    seed: int = option(0, "random seed (also the run directory's seed<S>)", metavar='S')
+    # trainer
+    devices: int | str = option(1, 'devices per node (an integer, or auto)', metavar='N')
+    accelerator: str = option("auto", 'cpu, gpu, mps or auto', metavar='A')
+    strategy: str = option("auto", 'Lightning strategy, e.g. ddp (auto: single device)', metavar='S')
+    num_nodes: int = option(1, 'number of nodes (multi-node DDP)', metavar='K')
+    precision: str = option("32-true", 'Lightning precision: 32-true, bf16-mixed, 16-mixed', metavar='P')
+    deterministic: bool = option(False, 'use deterministic algorithms (slower on GPU)')
+    compile: bool = option(False,
+                           'torch.compile the backbone (in place: checkpoints stay loadable without it); the first '
+                           'steps pay the compilation (tens of seconds; needs a C++ compiler on CPU)')
+    attention_impl: str = option("auto", "how attention is computed: auto picks per PE, device and phase (dense "
+                                 "reference, fused SDPA, FlexAttention for bias PEs); force one to debug "
+                                 "(pebench.models.attention)", choices=("auto", "dense", "sdpa", "flex"))
+    fast_dev_run: bool = option(False,
+                                'one training and one validation batch (smoke test; analyses off unless --analyses '
+                                'is given)')
+    limit_train_batches: float | None = option(None, 'fraction (<=1) or number of training batches per epoch',
+                                               metavar='X',
+                                               bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
+                                               none_means='all')
+    val_every: int | None = option(None, 'validate every N training steps, counted across epochs (a learning '
+                                   'curve; --stop-at checks at each validation)', metavar='N',
+                                   bounds=(1, True, math.inf, False, 'a number of training steps'),
+                                   none_means='once per epoch')
+    stop_at: float | None = option(None, "stop training at the first validation whose value of the primary metric "
+                                   "(its val/ form, e.g. val/acc1 as a fraction) is above X; the run is complete "
+                                   "and results.json records the step (--epochs is then the budget)", metavar='X',
+                                   bounds=(-math.inf, False, math.inf, False, 'a value of the validation metric'),
+                                   none_means='train every epoch')
+    give_up: str | None = option(None, "STEP:X: stop training at the first validation at or after optimizer step "
+                                 "STEP whose primary metric (val/ form) is not above X, e.g. a run still at "
+                                 "chance; the run is complete and results.json says it gave up",
+                                 metavar='STEP:X', none_means='never')
+    eval_checkpoint: str = option("last", "the weights the final validation, the test split and the analyses "
+                                  "read: the last step's, or those of the validation with the best primary metric "
+                                  "(val/ form; best.ckpt in the run directory)", choices=("last", "best"))
+    limit_val_batches: float | None = option(None, 'fraction (<=1) or number of validation batches', metavar='X',
+                                             bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
+                                             none_means='all')
+    max_time: str | None = option(None, 'stop training after this wall time', metavar='DD:HH:MM:SS')
+    progress_bar: bool = option(True, 'show the TQDM progress bar')
+    tensorboard: bool = option(False, 'same as --logger tensorboard (needs the tensorboard extra)')
+    logger: str = option("csv",
+                         'experiment logger; metrics.csv is always written. tensorboard needs the tensorboard '
+                         'extra; wandb (Weights & Biases, offline unless WANDB_MODE=online) needs the wandb extra',
+                         choices=('csv', 'tensorboard', 'wandb'))
+    # outputs and analyses
+    out: str = option("runs", 'root of run directories; default: runs', metavar='DIR')
+    analyses: str = option("auto",
+                           'comma list of geometry,robustness,alpha,extrapolation, or none / all; default: all that '
+                           'apply on synthetic datasets, geometry on real ones', metavar='LIST')
+    extrapolation_resolutions: list | None = option(None,
+                                                    'resolutions for the extrapolation analysis, e.g. 24,32,48,64',
+                                                    metavar='LIST', none_means='sizes derived from the training size')
+    analysis_options: dict = option({},
+                                    'analysis setting, e.g. ssdc_tap=block_out or rpi_permutations=16 (repeatable)',
+                                    flag='--analysis-option', metavar='KEY=VALUE')
+    # data integrity: above this fraction of a split's samples missing or corrupt, the run is not complete
+    max_skipped_fraction: float = option(0.05,
+                                         "largest fraction of a split's samples that may be missing (exit 2 before "
+                                         "training) or corrupt (status incomplete) (default: 0.05)", metavar='X',
+                                         bounds=(0.0, True, 1.0, True, "the largest fraction of a split's samples that may be missing or corrupt"))
+
+
+_HINTS: dict[str, Any] | None = None
+
+
+def _hints() -> dict[str, Any]:
+    global _HINTS
+    if _HINTS is None:
+        _HINTS = typing.get_type_hints(RunConfig)
+    return _HINTS
+
+
+def field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(RunConfig)]
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Convert ``value`` to the type of field ``name`` (YAML and CLI give loosely typed values)."""
+    if value is None:
+        return None
+    hint = _hints()[name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    origin = typing.get_origin(hint)
+    if origin is dict or hint is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config key {name!r} must be a mapping, got {value!r}")
+        return dict(value)
+    if list in args or typing.get_origin(args[0]) is list:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key {name!r} must be a list, got {value!r}")
+        return [str(v) for v in value]
+    if bool in args:
+        flag = parse_bool(value)
+        if flag is None:
+            raise ConfigError(f"config key {name!r} must be true or false, got {value!r}")
+        return flag
+    for t in args:  # first type that accepts the value (int | str: keep ints as ints)
+        if t is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if t is int and isinstance(value, str) and value.lstrip("-").isdigit():
+            return int(value)
+        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if t is float and isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                continue
+        if t is str and isinstance(value, (str, int, float)):
+            return str(value)
+    raise ConfigError(f"config key {name!r} has an invalid value {value!r} (expected {hint})")
+
+
+def _check_keys(data: Mapping[str, Any], source: str) -> None:
+    valid = field_names()
+    for key in data:
+        if key not in valid:
+            raise ConfigError(f"unknown key {key!r} in {source}; valid keys: {', '.join(valid)}")
+
+
+def load_yaml_config(path: str | Path) -> dict[str, Any]:
+    """Read a run config YAML file; unknown keys raise :class:`ConfigError`."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {str(p)!r}: {e.strerror or e}") from None
+    return _parse_yaml(text, f"config file {str(p)!r}")
+
+
+def _parse_yaml(text: str, source: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must be a mapping of run options, got {type(data).__name__}")
+    _check_keys(data, source)
+    return {k: _coerce(k, v) for k, v in data.items()}
+
+
+def _preset_dir() -> Any:
+    return importlib.resources.files("pebench") / "presets"
+
+
+def list_presets() -> list[str]:
+    try:
+        d = _preset_dir()
+        return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".yaml"))
+    except (FileNotFoundError, NotADirectoryError, ModuleNotFoundError):
+        return []
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """Read ``pebench/presets/<name>.yaml`` (shipped with the package)."""
+    res = _preset_dir() / f"{name}.yaml"
+    if not res.is_file():
+        raise ConfigError(f"unknown preset {name!r}; available: {', '.join(list_presets()) or '(none)'}")
+    return _parse_yaml(res.read_text(encoding="utf-8"), f"preset {name!r}")
+
+
+def merge(*layers: Mapping[str, Any]) -> RunConfig:
+    """Later layers override earlier ones; ``None`` values in a layer mean "not given"."""
+    values: dict[str, Any] = {}
+    for layer in layers:
+        _check_keys(layer, "options")
+        for k, v in layer.items():
+            if v is not None:
+                values[k] = _coerce(k, v)
+    return RunConfig(**values)
+
+
+def best_default_pe() -> str:
+    from pebench.encodings import list_pes  # deferred: start-up time (torch; the CLI imports this module)
+
+    names = list_pes()
+    for name in DEFAULT_PE_PREFERENCE:
+        if name in names:
+            return name
+    return names[0] if names else "none"
+
+
+def parse_analyses(value: str | list | None, synthetic: bool, additive_pe: bool) -> tuple[list[str], bool]:
+    """-> (analyses to run, explicitly requested). ``auto``: all that apply on synthetic datasets
+    (alpha only for additive PEs), ``geometry`` on real ones. ``all``: all that apply."""
+    if value is None or value == "auto":
+        if not synthetic:
+            return ["geometry"], False
+        return [a for a in ANALYSES if a != "alpha" or additive_pe], False
+    items = value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
+    if items == ["none"]:
+        return [], True
+    if items == ["all"]:
+        return [a for a in ANALYSES if a != "alpha" or additive_pe], True
+    for a in items:
+        if a not in ANALYSES:
+            raise ConfigError(f"unknown analysis {a!r}; available: {', '.join(ANALYSES)}, none, all")
+    return [a for a in ANALYSES if a in items], True
+
+
+def parse_give_up(text: str) -> tuple[int, float]:
+    """``--give-up STEP:X`` as (step, value): a whole number of steps >= 1 and a finite value."""
+    step, sep, value = str(text).partition(":")
+    try:
+        parsed = int(step), float(value)
+    except ValueError:
+        parsed = None
+    if not sep or parsed is None or parsed[0] < 1 or not math.isfinite(parsed[1]):
+        raise ConfigError(f"give_up must be STEP:X (a step >= 1 and a finite metric value, e.g. 400:0.3), got {text!r}")
+    return parsed
+
+
+def resolve(cfg: RunConfig) -> RunConfig:
+    """Fill in defaults that depend on what is installed (the default PE) and check simple
+    consistency rules that need no registry."""
+    cfg = dataclasses.replace(cfg, pe_options=dict(cfg.pe_options), data=dict(cfg.data),
+                              analysis_options=dict(cfg.analysis_options))
+    if cfg.pe is None:
+        cfg.pe = best_default_pe()
+    if cfg.logger not in LOGGERS:
+        raise ConfigError(f"unknown logger {cfg.logger!r}; available: {', '.join(LOGGERS)}")
+    if cfg.tensorboard and cfg.logger == "wandb":
+        raise ConfigError("conflicting flags: --tensorboard is --logger tensorboard; choose one of "
+                          "--logger tensorboard or --logger wandb")
+    if cfg.tensorboard:
+        cfg.logger = "tensorboard"
+    if cfg.rpt and cfg.pe == "none":
+        raise ConfigError("conflicting flags: --rpt permutes tokens against positions, which needs a PE "
+                          "(got --pe none)")
+    if cfg.pool == "cls" and not cfg.class_token:
+        raise ConfigError("conflicting flags: --pool cls needs --class-token")
+    if cfg.task is not None and cfg.task not in list_tasks():
+        raise ConfigError(f"unknown task {cfg.task!r}; available: {', '.join(list_tasks())}")
+    if cfg.coord_aug not in ("none", "dinov3"):
+        raise ConfigError(f"unknown coord_aug {cfg.coord_aug!r}; available: none, dinov3")
+    if cfg.pool not in ("mean", "cls"):
+        raise ConfigError(f"unknown pool {cfg.pool!r}; available: mean, cls")
+    for name in ("epochs", "batch_size", "num_nodes"):
+        if getattr(cfg, name) < 1:
+            raise ConfigError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.num_workers < 0:
+        raise ConfigError(f"num_workers must be >= 0, got {cfg.num_workers}")
+    if cfg.deterministic and cfg.compile:
+        raise ConfigError("conflicting flags: --deterministic pins CPU kernels to a portable path and --compile "
+                          "generates host-specific ones (inductor's code under the AVX2 pin gave NaN losses on "
+                          "an AVX-512 host); run reproducible runs without --compile")
+    _check_numbers(cfg)
+    if cfg.give_up is not None:
+        parse_give_up(cfg.give_up)
+    if not str(cfg.out).strip():
+        raise ConfigError("out must name a directory, got an empty string (default: runs)")
+    if cfg.data_root is not None and not str(cfg.data_root).strip():
+        raise ConfigError("data_root must name a directory, got an empty string")
+    parse_analyses(cfg.analyses, True, True)  # validates names
+    unknown = sorted(set(cfg.analysis_options) - set(ANALYSIS_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown analysis option {unknown[0]!r}; available: {', '.join(ANALYSIS_OPTIONS)}")
+    _check_analysis_options(cfg.analysis_options)
+    for r in cfg.extrapolation_resolutions or []:
+        check_resolution_syntax(r, "extrapolation_resolutions")
+    return cfg
+
+
+def _check_analysis_options(opts: dict) -> None:
+    """Values of the analysis options that pick a protocol (one-line :class:`ConfigError`)."""
+    for key in ("ssdc_tap", "eed_tap"):
+        if key in opts and opts[key] not in ("attn_in", "block_out"):
+            raise ConfigError(f"analysis option {key} must be attn_in or block_out, got {opts[key]!r}")
+    if opts.get("ssdc_distance") not in (None, "l1", "euclidean"):
+        raise ConfigError(f"analysis option ssdc_distance must be l1 or euclidean, got {opts['ssdc_distance']!r}")
+    k = opts.get("rpi_permutations", 8)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"analysis option rpi_permutations must be an integer >= 1, got {k!r}")
+    if opts.get("rpi_null", True) not in (True, False):
+        raise ConfigError(f"analysis option rpi_null must be true or false, got {opts['rpi_null']!r}")
+
+
+def _check_numbers(cfg: RunConfig) -> None:
+    """Every float option finite and inside its declared ``bounds`` (one-line :class:`ConfigError` otherwise)."""
+    check_bounds(cfg, ConfigError)
+    for name in ("limit_train_batches", "limit_val_batches"):
+        v = getattr(cfg, name)
+        if v is not None and v > 1 and v != int(v):
+            raise ConfigError(f"{name} must be a fraction (<= 1) or a whole number of batches, got {v!r}")
+
+
+def check_resolution_syntax(value: Any, name: str) -> None:
+    """``S`` or ``AxB`` with positive integers, else :class:`ConfigError` (divisibility by the patch
+    size is checked where the dataset is known)."""
+    parts = str(value).strip().lower().split("x")
+    if not (1 <= len(parts) <= 2 and all(p.isdigit() and int(p) > 0 for p in parts)):
+        raise ConfigError(f"{name}: {str(value)!r} is not a resolution; expected positive integers "
+                          f"'S' or 'AxB', e.g. 24,32,48")
+
+
+def config_to_dict(cfg: RunConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def config_to_yaml(cfg: RunConfig) -> str:
+    return yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
+
+
+def dataset_default_tokens(dataset: str) -> str | None:
+    """The default of dataset ``dataset``'s ``tokens`` data option (``spiking`` for dvsgesture, as in
+    the PaPE paper; ``frames`` for synthetic-events), or None when it has no such option or is not
+    registered."""
+    try:
+        from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch; the CLI imports this module)
+
+        param = inspect.signature(get_datamodule_class(dataset).__init__).parameters.get("tokens")
+    except (ImportError, KeyError, ValueError):
+        return None
+    return None if param is None or param.default is inspect.Parameter.empty else str(param.default).lower()
+
+
+def tokens_suffix(cfg: RunConfig) -> str:
+    """``+<tokens>`` (e.g. ``+spiking``, ``+frames`` on dvsgesture) when the ``tokens`` data option
+    picks a token kind other than the dataset's default, else ``""``: spiking and frames runs of
+    one dataset, PE and seed get different run directories and variant labels."""
+    tokens = cfg.data.get("tokens")
+    if tokens is None:
+        return ""
+    tokens = str(tokens).strip().lower()
+    return "" if tokens == dataset_default_tokens(cfg.dataset) else f"+{tokens}"
+
+
+def variant_name(cfg: RunConfig) -> str:
+    """The PE variant: the PE name, ``+rpt`` when trained with random permutations, ``+coordaug``
+    with a coordinate augmentation, then :func:`tokens_suffix` (``pape+spiking``, ``ape+rpt+spiking``)."""
+    aug = "+coordaug" if cfg.coord_aug != "none" else ""
+    return (f"{cfg.pe}+rpt" if cfg.rpt else str(cfg.pe)) + aug + tokens_suffix(cfg)
+
+
+def run_dir_for(cfg: RunConfig) -> Path:
+    """``<out>/<dataset>/<pe-variant>/<model>/seed<S>``."""
+    return Path(cfg.out) / cfg.dataset / variant_name(cfg) / cfg.model / f"seed{cfg.seed}"
+
+
+def run_config_from_args(args: argparse.Namespace) -> RunConfig:
+    """defaults < --preset < --config < flags -> resolved :class:`RunConfig`."""
+    return resolve(merged_config(args))
+
+
+def merged_config(args: argparse.Namespace) -> RunConfig:
+    """defaults < --preset < --config < flags, before :func:`resolve` (which may import torch)."""
+    layers: list[dict[str, Any]] = []
+    if getattr(args, "preset", None):
+        layers.append(load_preset(args.preset))
+    if getattr(args, "config", None):
+        layers.append(load_yaml_config(args.config))
+    base = merge(*layers)
+    flags = flag_values(args, RunConfig)
+    if getattr(args, "config", None) and layers[-1].get("out") == "." and "out" not in flags:
+        # committed results store `out: .` (relative to their study folder: benchmarks/strip_machine_paths.py);
+        # from that folder a rerun would write over the committed run, from anywhere else into a stray folder
+        raise ConfigError(f"config file {str(args.config)!r} has out: . (a committed run's folder is relative to "
+                          f"its study); give --out DIR to rerun it (e.g. --out runs)")
+    for key, value in flags.items():
+        if isinstance(value, dict):  # KEY=VALUE pairs update the file's mapping
+            flags[key] = {**getattr(base, key), **value}
+    return merge(dataclasses.asdict(base), flags)

@@ -1,0 +1,588 @@
+"""``bench run``: validate a :class:`RunConfig`, train, validate, analyse, write the run directory.
+
+Run directory (docs/architecture.md §5): ``<out>/<dataset>/<pe-variant>/<model>/seed<S>/`` with
+``config.yaml`` (resolved, written at start), ``results.json`` (``status`` ``running`` at start,
+``complete`` / ``incomplete`` / ``failed`` at the end), ``metrics.csv`` (CSVLogger), ``last.ckpt``
+(every epoch), analysis plots ``*.png``. Only global rank 0 writes, always atomically.
+
+Kill-and-resume: when ``last.ckpt`` exists and ``results.json`` is not ``complete``, training
+resumes from it (or from a newer SLURM ``hpc_ckpt_*.ckpt``); a complete run is re-run from
+scratch. Resumption is exact at epoch boundaries: the training order depends only on
+(seed, epoch) and every training step is reseeded from (seed, epoch, batch) (``_StepSeed``), so
+a killed and resumed run ends with the same metrics as an uninterrupted one (CPU,
+``--deterministic``, ``num_workers=0``; with worker processes, random augmentation inside the
+workers is not restored). Nothing is created before validation passes.
+
+DDP: the global batch is ``batch_size``; each of the ``W = devices x num_nodes`` ranks loads
+``batch_size // W`` (``batch_size`` must be divisible by ``W``). See ``_loaders.py`` for the
+samplers. ``--strategy ddp`` is Lightning's DDP without the search for unused parameters (every
+PE holds only the parameters its input type uses) and with a 10-minute timeout; ``--num-nodes K``
+outside SLURM/torchrun needs MASTER_ADDR, MASTER_PORT and NODE_RANK. Ranks > 0 return once
+training and validation are done; rank 0 runs the analyses and owns the exit status.
+
+One configuration per run directory: ``results.json`` records the configuration ``fingerprint``
+(:mod:`pebench.runner.integrity`); a directory holding another configuration is refused (exit code 2,
+the differing keys named) before anything is touched, and ``<run_dir>/.run.lock`` keeps a second
+``bench run`` out. SIGINT / SIGTERM end the run with ``status: interrupted`` and the command that
+resumes it (``resume_command``). Checkpoints, resume and interrupts live in :mod:`pebench.runner.resume`, the DDP
+settings and multi-node checks in :mod:`pebench.runner.distributed`.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib
+import logging
+import math
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback, TQDMProgressBar
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from pebench.analysis.evaluators import RESULT_KEYS as ANALYSIS_KEYS  # analysis name -> results.json key
+from pebench.analysis.evaluators import run_analyses
+from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
+from pebench.datamodules import DataRootError, get_datamodule_class, list_datamodules
+from pebench.datamodules.events.event_transforms import spiking_analyses
+from pebench.datamodules.events.spiking import cap_report
+from pebench.encodings import PEConfigError, get_pe_class, list_pes, variant_label
+from pebench.leaderboard.curves import write_run_curves
+from pebench.models import ResolutionError, list_models
+from pebench.models.attention import AttentionImplError, check_forced_impl, check_impl_name, check_pe_impl
+from pebench.models.vit import attention_impls_used, set_attention_impl, set_coord_augment
+from pebench.tasks import get_task_setup, resolve_task
+
+from pebench.runner.config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
+from pebench.runner.integrity import (check_out_dir, check_same_configuration, check_writable, fingerprint, fingerprint_keys,
+                        run_dir_lock)
+from pebench.core.io import atomic_write_json, atomic_write_yaml
+from pebench.runner.samplers import install_samplers, restore_loaders
+from pebench.runner.numerics import flush_denormals, numerics_record
+from pebench.runner.distributed import DDP_TIMEOUT  # noqa: F401  (re-exported: the default DDP timeout)
+from pebench.runner.distributed import _check_multi_node, _ddp_strategy, _indivisible, _is_rendezvous_failure, _rendezvous_message
+from pebench.runner.stopping import load_best, stopped_record, stopping_callbacks
+from pebench.runner.resume import (RunInterrupted, _AtomicCheckpointIO, _epochs_done, _InterruptSignals, _last_checkpoint,
+                     _resume_command, _resume_path)
+
+__all__ = ["run", "prepare", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for",
+           "dataset_info"]
+
+RESULT_KEYS = ("dataset", "pe", "variant", "pe_label", "model", "seed", "task", "status", "primary_metric", "metrics",
+               "val_samples", "skipped_samples", "analyses", "config", "versions", "git_sha", "wall_time_s",
+               "n_params", "run_dir", "resumed_from", "dataset_info")
+
+
+def load_registries() -> None:
+    """Import every PE and dataset module now (the registries are lazy: this is for a process that
+    forks many runs, e.g. a preloading sweep worker)."""
+    list_pes()
+    list_datamodules()
+
+
+def train_grid_for(dm: Any) -> tuple[int, ...] | None:
+    """Token grid at the training resolution (``None`` for point clouds)."""
+    if dm.modality == "points" or getattr(dm, "tokens", "frames") == "spiking":  # spiking-patch tokens: no grid
+        return None
+    shape = tuple(dm.input_shape())
+    sizes = shape[-2:] if dm.modality == "image" else shape[-3:]
+    patch = (dm.patch_size,) * 2 if dm.modality == "image" else (dm.tubelet, dm.patch_size, dm.patch_size)
+    for s, p in zip(sizes, patch):
+        if s % p:
+            what = "H x W" if dm.modality == "image" else "T x H x W"
+            raise ResolutionError(f"input size {'x'.join(map(str, sizes))} ({what}) of dataset {dm.name!r} is not "
+                                  f"divisible by its patch size {'x'.join(map(str, patch))}; choose a --resolution "
+                                  f"that is a multiple of it")
+    return tuple(s // p for s, p in zip(sizes, patch))
+
+
+def _kept_skipped(batch: Any) -> tuple[int, int]:
+    """-> (samples in the batch, corrupt samples the collate function dropped from it)."""
+    info = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 and isinstance(batch[2], dict) else {}
+    return len(batch[1]), int(info.get("skipped", 0))  # labels (B,) or a list of B target dicts (detection)
+
+
+#: token-cap counts a spiking-token batch's info carries (pebench.datamodules.events.spiking.CAP_COUNTS)
+_CAP_COUNTS = ("capped", "tokens_fired", "tokens_kept")
+
+
+def _cap_counts(batch: Any) -> list[int]:
+    """-> the batch's :data:`_CAP_COUNTS` (0 where the collate function gives none)."""
+    info = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 and isinstance(batch[2], dict) else {}
+    return [int(info.get(k, 0)) for k in _CAP_COUNTS]
+
+
+class _ValSampleCounter(Callback):
+    """Counts samples over all ranks: ``total`` / ``val_skipped`` of the last validation pass (checks
+    that DDP counts every sample once) and ``train_kept`` / ``train_skipped`` over this attempt's
+    training epochs (corrupt samples dropped by the loader; see ``datamodules/corrupt.py``); and,
+    for spiking tokens, ``cap[split]`` = (samples, capped, tokens fired, tokens kept) on the same
+    footing (results.json ``token_cap``)."""
+
+    def __init__(self) -> None:
+        # this rank's (kept, skipped, capped, tokens fired, tokens kept) in the current epoch
+        self.local = {"train": [0] * 5, "val": [0] * 5}
+        self.total = self.val_skipped = self.train_kept = self.train_skipped = 0
+        self.cap = {"train": [0, 0, 0, 0], "val": [0, 0, 0, 0]}
+
+    def _reduce(self, split: str, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[int, int, list[int]]:
+        t = torch.tensor([float(v) for v in self.local[split]], device=pl_module.device)
+        kept, skipped, *cap = (int(v) for v in trainer.strategy.reduce(t, reduce_op="sum").tolist())
+        self.local[split] = [0] * 5
+        return kept, skipped, [kept, *cap]
+
+    def _add(self, split: str, batch: Any) -> None:
+        for i, v in enumerate((*_kept_skipped(batch), *_cap_counts(batch))):
+            self.local[split][i] += v
+
+    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.local["val"] = [0] * 5
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._add("val", batch)
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.total, self.val_skipped, self.cap["val"] = self._reduce("val", trainer, pl_module)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.local["train"] = [0] * 5
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._add("train", batch)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        kept, skipped, cap = self._reduce("train", trainer, pl_module)
+        self.train_kept += kept
+        self.train_skipped += skipped
+        self.cap["train"] = [a + b for a, b in zip(self.cap["train"], cap)]
+
+
+def _skip_report(task: Any, dm: Any, counter: _ValSampleCounter, max_fraction: float) -> tuple[dict, str | None]:
+    """-> (``skipped_samples`` of results.json, why the data make the run incomplete or None).
+
+    ``by_reason``: ``missing`` = listed files that do not exist (dropped before training, counted
+    once), ``corrupt`` = undecodable samples dropped in batches (counted each time they are read).
+    ``fraction``: corrupt share of the training samples read in this attempt and of the final
+    validation pass. A split with no samples left, or a fraction above ``max_fraction``, is a reason.
+    """
+    by_reason = {"missing": 0, **dict(getattr(dm, "skipped_samples", {}) or {})}
+    in_batches = task.skipped_total()
+    by_reason["corrupt"] = by_reason.get("corrupt", 0) + in_batches
+    fractions: dict[str, float | None] = {}
+    reason = None
+    for split, kept, skipped in (("train", counter.train_kept, counter.train_skipped),
+                                 ("val", counter.total, counter.val_skipped)):
+        fractions[split] = round(skipped / (kept + skipped), 6) if kept + skipped else None
+        if skipped and not kept:
+            reason = reason or (f"no {split} samples: all {skipped} read were corrupt and skipped; "
+                                f"expected layout: {dm.expected_layout or 'see bench list datasets'}")
+        elif fractions[split] is not None and fractions[split] > max_fraction:
+            reason = reason or (f"{skipped} of {kept + skipped} {split} samples ({100 * fractions[split]:.1f} %) "
+                                f"were corrupt and skipped, more than max_skipped_fraction={max_fraction:g}")
+    if counter.total == 0 and reason is None:
+        reason = "no validation samples were evaluated"
+    return {"in_batches": in_batches, "by_reason": by_reason, "fraction": fractions}, reason
+
+
+def _batch_limit(v: float | None) -> float | int | None:
+    """``--limit-*-batches``: a fraction (<= 1) stays a float, a count (> 1) becomes the int Lightning
+    expects (it rejects a float above 1)."""
+    return int(v) if v is not None and v > 1 else v
+
+
+def _strict_json(obj: Any) -> Any:
+    """Non-finite floats -> None, so results.json is standard JSON (no ``NaN`` / ``Infinity``)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict_json(v) for v in obj]
+    return obj
+
+
+class _StepSeed(Callback):
+    """Reseed torch / numpy / random before every training batch from ``(seed, epoch, batch)``.
+
+    The random numbers a training step draws (RPT permutations, drop-path, ...) then depend only
+    on the seed and the position in training, not on what ran before in this process, so a run
+    resumed from ``last.ckpt`` continues exactly like the uninterrupted run. (Lightning does not
+    checkpoint RNG states, and on resume it creates the first epoch's DataLoader iterator, which
+    draws from the global RNG, at a different moment than in an uninterrupted run.) The training
+    order is fixed separately by ``DistributedSampler(seed=seed)`` and Lightning's ``set_epoch``.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.seed = int(seed)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        a, b = np.random.SeedSequence([self.seed, int(trainer.current_epoch), int(batch_idx)]).generate_state(2)
+        torch.manual_seed(int(a) << 32 | int(b))  # also seeds every CUDA device
+        np.random.seed(int(a))
+        random.seed(int(b))
+
+
+def _versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for mod in ("torch", "lightning", "timm", "torchmetrics", "pebench"):
+        try:
+            out[mod] = importlib.import_module(mod).__version__
+        except Exception:  # noqa: BLE001 - a missing optional module is reported as null
+            out[mod] = None
+    return out
+
+
+def _git_sha() -> str | None:
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                           text=True, timeout=10)
+        return r.stdout.strip() or None if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+class _DropTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip:" not in str(record.msg)
+
+
+def _quiet_lightning() -> None:
+    """Drop Lightning's advertising tip and warnings that are expected in a run directory."""
+    log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _DropTips) for f in log.filters):
+        log.addFilter(_DropTips())
+    for msg in (".*Experiment logs directory.*exists and is not empty.*", ".*smaller than the logging interval.*",
+                ".*treespec, LeafSpec.*", ".*does not have many workers.*", ".*Checkpoint directory .* exists and is not empty.*"):
+        warnings.filterwarnings("ignore", message=msg)
+
+
+#: ``--logger`` -> (module that must be importable, extra that installs it)
+_LOGGER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
+
+
+def _check_logger_installed(logger: str) -> None:
+    if logger not in _LOGGER_PACKAGES:
+        return
+    module, extra = _LOGGER_PACKAGES[logger]
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(f"--logger {logger} needs the {module} package, which is not installed: "
+                          f"pip install -e '.[{extra}]'") from None
+
+
+def _loggers(cfg: RunConfig, run_dir: Path) -> list[Any]:
+    """The CSV logger (always: ``metrics.csv``, read by ``curves.png`` and ``bench runs``) plus the
+    one ``--logger`` names. W&B runs offline (files under ``<run>/wandb/``, ``wandb sync`` uploads
+    them later) unless the environment sets ``WANDB_MODE=online``."""
+    loggers: list[Any] = [CSVLogger(save_dir=run_dir, name="", version="")]
+    if cfg.logger == "tensorboard":
+        loggers.append(TensorBoardLogger(save_dir=run_dir, name="tensorboard", version=""))
+    elif cfg.logger == "wandb":
+        offline = os.environ.get("WANDB_MODE", "offline") != "online"
+        if offline:
+            os.environ["WANDB_MODE"] = "offline"  # wandb.init reads it; no network access is attempted
+        loggers.append(WandbLogger(save_dir=str(run_dir), project=os.environ.get("WANDB_PROJECT", "pebench"),
+                                   name=f"{cfg.dataset}/{variant_name(cfg)}/{cfg.model}/seed{cfg.seed}",
+                                   offline=offline, config=config_to_dict(cfg)))
+    return loggers
+
+
+def _check_data_root(dm: Any, max_fraction: float) -> None:
+    """Build the sample lists now (``dm.preflight``: unreadable pickles, no images, listed files
+    missing raise ``DataRootError``) and refuse a split with more than ``max_fraction`` of its listed
+    files missing, before anything is written."""
+    dm.preflight()
+    for split, (listed, missing, first) in sorted(getattr(dm, "missing_by_split", {}).items()):
+        if listed and missing / listed > max_fraction:
+            raise DataRootError(f"{dm.name}: {missing} of the {listed} {split} files listed do not exist "
+                                f"(first: {first!r}), more than max_skipped_fraction={max_fraction:g}; "
+                                f"expected layout: {dm.expected_layout}")
+
+
+def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
+    """Validate everything that can be validated without touching the disk; build the pieces.
+
+    ``check_run_dir``: also check, before Lightning prints anything, that the output root is writable
+    and that the run directory holds no run of another configuration (``bench run`` does; rebuilding a
+    run's model for an analysis does not).
+    Raises ``ValueError`` subclasses for user errors (the CLI turns them into exit code 2).
+    """
+    load_registries()
+    cfg = resolve(cfg)
+    dm_cls = get_datamodule_class(cfg.dataset)
+    pe_cls = get_pe_class(cfg.pe)
+    if cfg.model not in list_models():
+        raise ConfigError(f"unknown model {cfg.model!r}; available: {', '.join(list_models())}")
+    if dm_cls.modality not in tuple(pe_cls.modalities):
+        raise PEConfigError(f"PE {cfg.pe!r} does not apply to {dm_cls.modality} data (dataset {cfg.dataset!r}); "
+                            f"it supports: {', '.join(pe_cls.modalities)}")
+    analyses, explicit = parse_analyses(cfg.analyses, synthetic=not dm_cls.needs_data_root,
+                                        additive_pe=bool(getattr(pe_cls, "additive", False)))
+    if cfg.fast_dev_run and not explicit:
+        analyses = []  # a smoke test: analyses only when asked for
+    if "alpha" in analyses and not getattr(pe_cls, "additive", False):  # only an explicit --analyses alpha
+        raise PEConfigError(f"analysis 'alpha' does not apply to PE {cfg.pe!r}: it scales an additive PE "
+                            f"(see `bench list pes`); drop it from --analyses or use --analyses all")
+    setup = get_task_setup(resolve_task(cfg).task)
+    analyses = setup.analyses(analyses, explicit)
+    _check_logger_installed(cfg.logger)
+    try:
+        dm = dm_cls(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
+                    resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
+    except TypeError as e:
+        raise ConfigError(f"invalid data options for dataset {cfg.dataset!r}: {e}") from None
+    dm = setup.prepare_data(cfg, dm)  # e.g. DINO's multi-crop views + k-NN loaders around the dataset's
+    if getattr(dm, "tokens", "frames") == "spiking":
+        analyses = spiking_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]))
+    grid = train_grid_for(dm)
+    _check_data_root(dm, cfg.max_skipped_fraction)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    try:
+        task = setup.build(cfg, dm, grid)
+    except TypeError as e:
+        if "keyword argument" in str(e):
+            raise PEConfigError(f"invalid --pe-option for PE {cfg.pe!r}: {e}") from None
+        raise
+    try:
+        set_coord_augment(task, cfg.coord_aug)  # every backbone of the task; training only
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if cfg.extrapolation_resolutions and "extrapolation" in analyses:  # bad sizes fail now, not as rows later
+        setup.analysis_hooks().check_resolutions(task, dm, cfg.extrapolation_resolutions)
+    try:
+        set_attention_impl(task, check_impl_name(cfg.attention_impl))
+        check_pe_impl(check_impl_name(cfg.attention_impl), task.backbone.pe.layer(0))
+    except AttentionImplError as e:
+        raise ConfigError(str(e)) from None
+    if cfg.compile:
+        task.backbone.compile()  # nn.Module.compile: forward compiled in place, state_dict keys unchanged
+    if isinstance(cfg.devices, int) and cfg.devices > 0 and cfg.batch_size % (cfg.devices * cfg.num_nodes):
+        _indivisible(cfg.batch_size, cfg.devices * cfg.num_nodes)
+    run_dir = run_dir_for(cfg)
+    if check_run_dir:  # user errors before the Trainer's banners
+        check_same_configuration(run_dir, config_to_dict(cfg))  # resume / re-run only the same configuration
+        check_out_dir(cfg.out)
+    _quiet_lightning()
+    strategy = _ddp_strategy() if cfg.strategy == "ddp" else cfg.strategy
+    counter = _ValSampleCounter()
+    callbacks: list[Callback] = [counter, _StepSeed(cfg.seed), _last_checkpoint(run_dir)]
+    if cfg.progress_bar:
+        callbacks.append(TQDMProgressBar())
+    callbacks += stopping_callbacks(cfg, setup.primary_metric(dm), run_dir)
+    loggers = _loggers(cfg, run_dir)
+    try:
+        trainer = L.Trainer(
+            accelerator=cfg.accelerator, devices=cfg.devices, strategy=strategy, num_nodes=cfg.num_nodes,
+            precision=cfg.precision, max_epochs=cfg.epochs, deterministic=cfg.deterministic,
+            fast_dev_run=cfg.fast_dev_run, limit_train_batches=_batch_limit(cfg.limit_train_batches),
+            limit_val_batches=_batch_limit(cfg.limit_val_batches), max_time=cfg.max_time, logger=loggers, callbacks=callbacks,
+            default_root_dir=run_dir, enable_progress_bar=cfg.progress_bar, use_distributed_sampler=False,
+            num_sanity_val_steps=0, log_every_n_steps=10, enable_model_summary=False,
+            **({"val_check_interval": cfg.val_every, "check_val_every_n_epoch": None} if cfg.val_every else {}),
+            plugins=[_AtomicCheckpointIO()])
+    except (MisconfigurationException, ValueError, TypeError, ImportError) as e:  # ImportError: tpu w/o torch_xla
+        raise ConfigError(f"invalid trainer options: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    _check_multi_node(trainer)
+    try:
+        check_forced_impl(check_impl_name(cfg.attention_impl), trainer.strategy.root_device.type, training=True)
+    except AttentionImplError as e:
+        raise ConfigError(str(e)) from None
+    world = trainer.num_devices * trainer.num_nodes
+    if cfg.batch_size % world:
+        _indivisible(cfg.batch_size, world)
+    dm.batch_size = cfg.batch_size // world  # per-rank batch; the global batch stays cfg.batch_size
+    return {"cfg": cfg, "dm": dm, "task": task, "setup": setup, "trainer": trainer, "run_dir": run_dir, "analyses": analyses,
+            "explicit_analyses": explicit, "counter": counter,
+            "pe_label": variant_label(cfg.pe, cfg.pe_options), "dataset_info": dataset_info(dm_cls)}
+
+
+def dataset_info(dm_cls: type) -> dict[str, Any]:
+    """What ``results.json`` records about the dataset for readers that do not import datamodules (the
+    leaderboard): ``no_pe_bound``, the exact no-PE ceiling of a probe's test split (null for other sets)."""
+    bound = getattr(dm_cls, "no_pe_bound", None)
+    return {"no_pe_bound": bound() if callable(bound) else None}
+
+
+def _analyses(task: Any, dm: Any, names: list[str], run_dir: Path, config: dict, hooks: Any = None
+              ) -> tuple[dict, bool]:
+    """Run each requested analysis (``hooks``: the task's robustness / extrapolation functions, see
+    :class:`pebench.analysis.evaluators.TaskAnalyses`); -> (results.json entries, all finished)."""
+    if not names:
+        return {"analyses": []}, True
+    out: dict[str, Any] = {"analyses": list(names)}
+    errors: dict[str, str] = {}
+    task.eval()
+    for i, name in enumerate(names, 1):
+        print(f"bench: analysis {i}/{len(names)}: {name} ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        try:
+            res = run_analyses(task, dm, [name], run_dir, config, hooks=hooks) or {}
+        except Exception as e:  # noqa: BLE001 - recorded; the run is then not "complete"
+            errors[name] = f"{type(e).__name__}: {e}"
+            print(f"bench: warning: analysis {name!r} failed: {errors[name]}", file=sys.stderr)
+            continue
+        for k, v in (res.get("analysis_times_s") or {}).items():
+            out.setdefault("analysis_times_s", {})[k] = v
+        print(f"bench: analysis {i}/{len(names)}: {name} done in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+              flush=True)
+        key = ANALYSIS_KEYS[name]
+        if key in res:
+            out[key] = res[key]
+        else:
+            errors[name] = "the analysis returned no result"
+    if errors:
+        out["analysis_errors"] = errors
+    return out, not errors
+
+
+def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
+    """``curves.png`` from metrics.csv and, for DINO, ``eed_checkpoints.png`` (rank 0); a plotting failure is a
+    warning, not a failed run."""
+    try:
+        write_run_curves(run_dir, results)
+    except Exception as e:  # noqa: BLE001 - the metrics are safe in metrics.csv either way
+        print(f"bench: warning: curves.png not written: {type(e).__name__}: {e}", file=sys.stderr)
+    if results.get("eed_checkpoints"):  # --task dino: EED / SSDC over depth per checkpoint
+        try:
+            save_plot(plot_eed_checkpoints, results["eed_checkpoints"], run_dir / "eed_checkpoints.png",
+                      run=run_info(results.get("config")))
+        except Exception as e:  # noqa: BLE001 - the numbers are safe in results.json either way
+            print(f"bench: warning: eed_checkpoints.png not written: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def run(cfg: RunConfig) -> dict[str, Any]:
+    """Train and evaluate one configuration; returns the results dict (see README)."""
+    t0 = time.time()
+    flush_denormals()  # CPU: denormals to zero (PaPE's logits underflow; see pebench.runner.numerics)
+    parts = prepare(cfg, check_run_dir=True)
+    cfg, dm, task, trainer, run_dir = parts["cfg"], parts["dm"], parts["task"], parts["trainer"], parts["run_dir"]
+    rank0 = trainer.global_rank == 0
+    config = config_to_dict(cfg)
+    if rank0:
+        check_writable(cfg.out)
+    ckpt = _resume_path(run_dir)
+    results: dict[str, Any] = {
+        "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "pe_label": parts["pe_label"],
+        "model": cfg.model, "seed": cfg.seed, "task": cfg.task, "status": "running", "metrics": {},
+        "primary_metric": parts["setup"].primary_metric(dm),
+        "skipped_samples": {}, "analyses": parts["analyses"], "config": config, "versions": _versions(),
+        "numerics": numerics_record(),
+        "git_sha": _git_sha(), "wall_time_s": None, "n_params": sum(p.numel() for p in task.parameters()),
+        "run_dir": run_dir.relative_to(cfg.out).as_posix(), "resumed_from": None, "val_samples": None,
+        "fingerprint": fingerprint(config), "fingerprint_keys": fingerprint_keys(config),
+        "dataset_info": parts["dataset_info"],
+    }
+    if ckpt is not None:
+        try:
+            meta = torch.load(ckpt, map_location="cpu", weights_only=False)
+            results["resumed_from"] = {"checkpoint": Path(ckpt).name, "epoch": _epochs_done(meta),
+                                       "global_step": int(meta.get("global_step", 0))}
+            del meta
+        except Exception as e:  # noqa: BLE001
+            raise ConfigError(f"cannot resume from {ckpt}: corrupt or incompatible checkpoint "
+                              f"({type(e).__name__}); delete it to start over") from None
+
+    def write(status: str | None = None) -> None:
+        if status:
+            results["status"] = status
+        results["wall_time_s"] = round(time.time() - t0, 3)
+        if rank0:
+            atomic_write_json(run_dir / "results.json", _strict_json(results))
+
+    lock = None
+    if rank0:
+        lock = run_dir_lock(run_dir)  # a second `bench run` on this directory stops here (exit 2)
+        atexit.register(lock.release)
+        try:
+            check_same_configuration(run_dir, config)  # again, now that no other run can write it
+            if ckpt is None:  # fresh start: drop artefacts of a previous (complete) run
+                for name in ("last.ckpt", "metrics.csv"):
+                    (run_dir / name).unlink(missing_ok=True)
+            elif (run_dir / "metrics.csv").is_file():  # CSVLogger truncates it; keep the earlier attempt's log
+                n = len(list(run_dir.glob("metrics.attempt*.csv")))
+                os.replace(run_dir / "metrics.csv", run_dir / f"metrics.attempt{n}.csv")
+            atomic_write_yaml(run_dir / "config.yaml", config)
+            write("running")
+        except BaseException:  # e.g. a full disk: the directory is free again for the next attempt
+            lock.release()
+            raise
+        print(f"bench: run directory {run_dir}" + (f" (resuming from {Path(ckpt).name})" if ckpt else ""),
+              file=sys.stderr)
+    orig = install_samplers(dm, cfg.seed)
+    signals = _InterruptSignals()
+    try:
+        trainer.fit(task, datamodule=dm, ckpt_path=ckpt)
+        evaluated = load_best(trainer, task)  # --eval-checkpoint best: the best validation's weights from here on
+        if evaluated is not None:
+            results["evaluated_checkpoint"] = evaluated
+        val = trainer.validate(task, datamodule=dm, verbose=False)
+        metrics = dict(val[0] if val else {})
+        if getattr(dm, "has_test_split", False):  # a held-out (e.g. out-of-distribution) test split: test/*
+            test = trainer.test(task, datamodule=dm, verbose=False)
+            metrics.update(test[0] if test else {})
+        results["metrics"] = {k: float(v) for k, v in sorted(metrics.items())}
+        results.update(parts["setup"].extra_results(task))
+        results["val_samples"] = parts["counter"].total
+        results["skipped_samples"], data_problem = _skip_report(task, dm, parts["counter"], cfg.max_skipped_fraction)
+        if getattr(dm, "tokens", "frames") == "spiking":  # how often the per-sample token cap was hit
+            results["token_cap"] = cap_report(dm.spiking.max_tokens, parts["counter"].cap)
+        if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()  # analyses run on rank 0 alone
+        if not rank0:
+            return results
+        restore_loaders(dm, orig)
+        if data_problem:  # status incomplete with the reason; no analyses on an empty split
+            results["incomplete_reason"] = data_problem
+            print(f"bench: warning: {data_problem}", file=sys.stderr)
+        no_samples = results["val_samples"] == 0 or (parts["counter"].train_skipped and not parts["counter"].train_kept)
+        extra, finished = _analyses(task, dm, [] if no_samples else parts["analyses"], run_dir, config,
+                                    hooks=parts["setup"].analysis_hooks())
+        results.update(extra)
+        complete = finished or (extra.get("analyses") == "unavailable" and not parts["explicit_analyses"])
+        complete = complete and not data_problem
+        stopped = stopped_record(trainer, cfg)
+        if stopped is not None:
+            results["stopped_at_target"] = stopped
+        ended_by_rule = bool(stopped and (stopped["reached"] or stopped["gave_up"]))  # not by --max-time
+        if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run
+                                   and not ended_by_rule):
+            complete = False
+        results["attention_impl"] = attention_impls_used(task)  # per phase, as run (pebench.models.attention)
+        _write_curves(run_dir, results)
+        write("complete" if complete else "incomplete")
+    except (KeyboardInterrupt, SystemExit) as e:
+        # Ctrl-C / SIGTERM (Lightning turns a KeyboardInterrupt inside fit into sys.exit(1))
+        if isinstance(e, SystemExit) and signals.received is None and not isinstance(e, SIGTERMException):
+            raise
+        signum = signals.received or (signal.SIGTERM if isinstance(e, SIGTERMException) else signal.SIGINT)
+        results["interrupted_by"] = signal.Signals(signum).name
+        results["resume_command"] = _resume_command(run_dir, cfg.out)
+        write("interrupted")
+        raise RunInterrupted(signum, results["resume_command"]) from None
+    except Exception as e:
+        e.bench_phase = "train"  # type: ignore[attr-defined]  # the CLI shows a traceback for bugs here
+        results["error"] = f"{type(e).__name__}: {e}"
+        write("failed")
+        if _is_rendezvous_failure(e):
+            raise ConfigError(_rendezvous_message(e, trainer)) from None
+        raise
+    finally:
+        signals.restore()
+        if lock is not None:
+            lock.release()
+    return results

@@ -1,0 +1,200 @@
+"""The committed LEADERBOARD.md and LEADERBOARD.html are exactly what `bench leaderboard` makes of the committed
+results (so are the committed reports)."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from pebench.leaderboard import collect_results, render_leaderboard
+from pebench.leaderboard.formats import render_format
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = "results/embedded"
+
+
+@pytest.mark.skipif(not (REPO / "LEADERBOARD.md").exists(), reason="no committed leaderboard")
+def test_committed_leaderboard_regenerates_byte_identical():
+    runs, problems = collect_results(REPO / RESULTS)
+    complete = [r for r in runs if r.complete]
+    assert complete, "the committed results hold no complete run"
+    committed = (REPO / "LEADERBOARD.md").read_text(encoding="utf-8")
+    head = committed.split("` from ", 1)[0]  # "... `bench leaderboard --results DIR [--reference PE]"
+    reference = head.split("--reference ", 1)[1].strip() if "--reference " in head else "none"
+    text = render_leaderboard(runs, problems, results_label=RESULTS, reference=reference)
+    assert text == committed
+
+
+@pytest.mark.skipif(not (REPO / "LEADERBOARD.html").exists(), reason="no committed leaderboard page")
+def test_committed_leaderboard_page_regenerates_byte_identical():
+    """LEADERBOARD.html is `bench leaderboard --format html` of the committed results, with the reference of
+    LEADERBOARD.md, its run links relative to the repository root."""
+    runs, problems = collect_results(REPO / RESULTS)
+    committed = (REPO / "LEADERBOARD.html").read_text(encoding="utf-8")
+    head = committed.split(" --format html", 1)[0]
+    reference = head.split("--reference ", 1)[1].strip() if "--reference " in head else "none"
+    text = render_format("html", runs, problems, REPO / RESULTS, REPO / "LEADERBOARD.html", results_label=RESULTS,
+                         reference=reference)
+    assert text == committed
+
+
+@pytest.mark.skipif(not (REPO / "results").exists(), reason="no committed results")
+def test_committed_results_record_what_the_leaderboard_reads():
+    """Every committed results.json holds ``pe_label`` and ``dataset_info`` with the values bench run records
+    now (benchmarks/backfill_result_keys.py added them to the files written before they were recorded)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("backfill", REPO / "benchmarks" / "backfill_result_keys.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.load_registries()
+    for path in sorted((REPO / "results").glob("**/results.json")):
+        results = json.loads(path.read_text(encoding="utf-8"))
+        missing = mod.added_keys({k: v for k, v in results.items() if k not in ("pe_label", "dataset_info")})
+        assert {k: results.get(k) for k in missing} == missing, path
+
+
+@pytest.mark.skipif(not (REPO / RESULTS).exists(), reason="no committed results")
+def test_committed_results_have_three_seeds_per_complete_row():
+    runs, _ = collect_results(REPO / RESULTS)
+    seeds: dict[tuple[str, str], set[int]] = {}
+    for r in runs:
+        if r.complete:
+            seeds.setdefault((r.dataset, r.label), set()).add(r.seed)
+    assert seeds and all(len(s) >= 3 for s in seeds.values()), seeds
+
+
+@pytest.mark.skipif(not list((REPO / RESULTS).glob("probe-*")), reason="no committed probe results")
+def test_probe_report_regenerates_from_the_committed_results(tmp_path):
+    """results/embedded/REPORT.md (probe tables, verdicts, recipe and sweep time) is exactly what
+    benchmarks/probe_findings.py makes of the committed runs and results/probe_sweep_time.txt."""
+    spec = importlib.util.spec_from_file_location("probe_findings", REPO / "benchmarks" / "probe_findings.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    assert report.read_text(encoding="utf-8") == (REPO / RESULTS / "REPORT.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not (REPO / "results" / "probe-recipe").exists(), reason="no committed recipe study")
+def test_probe_recipe_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/probe-recipe/REPORT.md is exactly what benchmarks/probe_recipe.py makes of the committed runs."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("probe_recipe")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / "results" / "probe-recipe"), "--baseline",
+                     str(REPO / "results" / "probe-sweep-200-steps"),
+                     "--report", str(report)]) == 0
+    committed = REPO / "results" / "probe-recipe" / "REPORT.md"
+    assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not (REPO / RESULTS / "probe-anchoring").exists(), reason="no committed probe-anchoring results")
+def test_ssdc_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/embedded/probe-anchoring/REPORT.md (the SSDC / EED claims on probe-anchoring) is exactly what
+    benchmarks/ssdc_findings.py makes of the committed results."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("ssdc_findings")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    committed = REPO / RESULTS / "probe-anchoring" / "REPORT.md"
+    assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not (REPO / RESULTS / "shapes").exists(), reason="no committed shapes results")
+def test_shapes_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/embedded/shapes/REPORT.md (the SSDC / EED claims on shapes) is exactly what benchmarks/findings.py
+    makes of the committed results."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("findings")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report), "--time-file",
+                     str(REPO / "results" / "shapes_sweep_time.txt"), "--rerun-check",
+                     str(REPO / "results" / "rerun_check.json")]) == 0
+    committed = REPO / RESULTS / "shapes" / "REPORT.md"
+    assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not (REPO / RESULTS / "shapes-det").exists(), reason="no committed detection results")
+def test_detection_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/embedded/DETECTION_REPORT.md is exactly what benchmarks/detection_findings.py makes of the
+    committed shapes-det / events-det runs and results/detection_sweep_time.txt."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("detection_findings")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    assert report.read_text(encoding="utf-8") == (REPO / RESULTS / "DETECTION_REPORT.md").read_text(encoding="utf-8")
+    text = report.read_text(encoding="utf-8")
+    assert "[95 % t-CI]" in text and "paired t-test" in text and "bootstrap" not in text
+
+
+def test_detection_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("detection_findings")
+    with pytest.raises(SystemExit) as e:
+        mod.main(["--results", str(tmp_path / "missing")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "expected a results folder" in err[-1]
+
+
+def test_performance_page_regenerates_from_the_committed_measurements(tmp_path, monkeypatch):
+    """docs/performance.md is exactly what benchmarks/perf_findings.py makes of docs/perf.json and
+    docs/perf_attention.json, and says that the CUDA targets are unmeasured."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("perf_findings")
+    page = tmp_path / "performance.md"
+    assert mod.main(["--perf", str(REPO / "docs" / "perf.json"), "--attention", str(REPO / "docs" / "perf_attention.json"),
+                     "--doc", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert text == (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert "**unmeasured**: no CUDA device" in text and "/root" not in text and "/tmp" not in text
+
+
+def test_perf_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("perf_findings")
+    (tmp_path / "bad.json").write_text("{}", encoding="utf-8")
+    for perf in (tmp_path / "missing.json", tmp_path / "bad.json"):
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--perf", str(perf), "--attention", str(REPO / "docs" / "perf_attention.json")])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert "expected the JSON of bench perf all" in err[-1]
+
+
+@pytest.mark.skipif(not (REPO / "results" / "event-tokens").exists(), reason="no committed event-token study")
+def test_event_tokens_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+    """results/event-tokens/REPORT.md is exactly what benchmarks/event_tokens_findings.py makes of the runs."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("event_tokens_findings")
+    report = tmp_path / "REPORT.md"
+    assert mod.main(["--results", str(REPO / "results" / "event-tokens"), "--report", str(report)]) == 0
+    text = report.read_text(encoding="utf-8")
+    assert text == (REPO / "results" / "event-tokens" / "REPORT.md").read_text(encoding="utf-8")
+    assert "frames beat spiking tokens" in text and "pape beats none" in text
+
+
+def test_event_tokens_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    mod = importlib.import_module("event_tokens_findings")
+    for folder in (tmp_path / "missing", tmp_path):
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--results", str(folder)])
+        assert e.value.code == 2
+        assert "expected" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("study,reference", [("primitives-scene", "sincos"), ("hops", "none")])
+def test_small_study_leaderboards_regenerate_byte_identical(study, reference):
+    """results/<study>/LEADERBOARD.md (benchmarks/scene_hops_study.sh) is `bench leaderboard` of its runs."""
+    folder = REPO / "results" / study
+    if not (folder / "LEADERBOARD.md").exists():
+        pytest.skip("no committed study")
+    runs, problems = collect_results(folder)
+    assert [r for r in runs if r.complete] and not problems
+    text = render_leaderboard(runs, problems, results_label=f"results/{study}", reference=reference)
+    assert text == (folder / "LEADERBOARD.md").read_text(encoding="utf-8")

@@ -1,0 +1,135 @@
+"""The probe study scripts' rules on constructed runs: benchmarks/probe_findings.py ("learned" = at least 4
+of 5 seeds, verdicts on the seeds that learned, steps to learn from metrics.csv) and
+benchmarks/probe_recipe.py (per-recipe cells, steps to learn, the computed comparison)."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import probe_findings  # noqa: E402
+import probe_recipe  # noqa: E402
+
+TEMPLATE = REPO / "results" / "probe-sweep-200-steps" / "probe-decay" / "rope-axial" / "vit-probe" / "seed0"
+
+
+def _write_run(root: Path, seed: int, val: float, test: float, curve: list[tuple[int, float]] | None,
+               pe: str = "rope-axial", probe: str = "probe-decay", stopped: int | None = None) -> None:
+    """A complete run made from a committed one, with the given accuracies and validation curve."""
+    run = root / probe / pe / "vit-probe" / f"seed{seed}"
+    run.mkdir(parents=True)
+    res = json.loads((TEMPLATE / "results.json").read_text())
+    res.update(seed=seed, pe=pe, variant=pe, pe_label=pe, dataset=probe,
+               run_dir=f"{probe}/{pe}/vit-probe/seed{seed}")
+    res["metrics"] = {**res["metrics"], "val/acc1": val, "test/acc1": test}
+    res["config"] = {**res["config"], "seed": seed, "pe": pe, "dataset": probe,
+                     "val_every": 25 if curve is not None else None}
+    if stopped is not None:
+        res["stopped_at_target"] = {"target": 0.98, "metric": "val/acc1", "reached": val > 0.98, "global_step": stopped}
+    (run / "results.json").write_text(json.dumps(res))
+    shutil.copy(TEMPLATE / "config.yaml", run / "config.yaml")
+    with (run / "metrics.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["epoch", "step", "train/loss_step", "val/acc1"])
+        for step, v in curve or [(99, val)]:
+            w.writerow([0, step - 1, 0.5, ""])
+            w.writerow([0, step - 1, "", v])
+
+
+def test_learned_needs_four_of_five_seeds_and_verdicts_read_only_those(tmp_path):
+    vals = [0.99, 0.98, 0.97, 0.99, 0.50]  # seed 4 stayed at chance: 4 of 5 learned
+    curves = [[(25, 0.5), (50, v)] for v in vals[:4]] + [[(25, 0.5), (50, 0.5)]]
+    for s, (v, c) in enumerate(zip(vals, curves)):
+        _write_run(tmp_path, s, v, v - 0.01, c, stopped=50)
+    cell = probe_findings.load(str(tmp_path))["probe-decay"]["rope-axial"]
+    assert cell.learned_seeds == 4 and cell.learned
+    only = cell.learned_only()
+    assert only.n == 4 and sorted(only.test) == [0, 1, 2, 3]
+    assert cell.steps_to_learn == {0: 50, 1: 50, 2: 50, 3: 50, 4: None} and cell.median_steps_to_learn() == "50"
+    assert "keeps it" in probe_findings._keeps(cell) and "4 seeds that learned" in probe_findings._keeps(cell)
+    three = cell.replaced(val={**cell.val, 3: 0.5}, ends={**cell.ends, 3: "budget"})  # 3 of 5: not learned
+    assert not three.learned and "learned in 3 of 5 seeds (the other 2 trained all 50 steps; val ≥" in three.not_learned()
+    gave_up = three.replaced(ends={**three.ends, 3: "gave up"}, steps={**three.steps, 3: 25})
+    assert gave_up.budget() == "the other 2: 1 gave up at step 25, 1 trained all 50 steps"
+    assert cell.replaced(val={s: 0.5 for s in range(5)}, ends={s: "budget" for s in range(5)}).budget() == \
+        "all 5 trained all 50 steps"
+
+
+def test_report_counts_probes_learned_how_runs_ended_and_the_sweep_time(tmp_path):
+    res = tmp_path / "embedded"
+    for s in range(5):  # rope-axial: 5 of 5 learned (reached the target); sincos: 1 of 5 (budget)
+        _write_run(res, s, 0.99, 0.97, [(25, 0.5), (50, 0.99)], stopped=50)
+        _write_run(res, s, 0.99 if s == 0 else 0.5, 0.6, [(25, 0.5), (400, 0.99 if s == 0 else 0.5)], pe="sincos",
+                   stopped=400)
+    (tmp_path / "probe_sweep_time.txt").write_text("start 2026-12-02T10:00:00Z commit abc\nend 2026-12-02T10:30:00Z\n"
+                                                   "start 2026-12-02T11:00:00Z commit abc\nend 2026-12-02T11:15:30Z\n")
+    data = probe_findings.load(str(res))
+    assert probe_findings.probes_learned(data) == {"rope-axial": (1, 1), "sincos": (0, 1)}
+    report, png = tmp_path / "REPORT.md", tmp_path / "learning.png"
+    assert probe_findings.main(["--results", str(res), "--report", str(report), "--png", str(png)]) == 0
+    text = report.read_text(encoding="utf-8")
+    assert "| rope-axial | **5/5** (50) | 1 of 1 |" in text and "| sincos | 1/5 (400) | 0 of 1 |" in text
+    assert "Runs: 10; reached the target 6, gave up on the plateau 0, trained the whole budget 4." in text
+    assert "**45.5 min** of wall time" in text and "10 complete runs (0\nincomplete)" in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_runs_validated_once_per_epoch_have_no_steps_to_learn(tmp_path):
+    for s in range(3):
+        _write_run(tmp_path, s, 0.9, 0.9, None)
+    cell = probe_findings.load(str(tmp_path))["probe-decay"]["rope-axial"]
+    assert cell.steps_to_learn == {} and cell.median_steps_to_learn() == "n/m"
+    assert "steps to learn" not in "\n".join(probe_findings.table("probe-decay", {"rope-axial": cell}))
+
+
+def test_recipe_study_counts_learned_seeds_and_steps_and_compares_recipes(tmp_path, capsys):
+    slow, fast = tmp_path / "study" / "slow", tmp_path / "study" / "fast"
+    for s in range(3):
+        _write_run(slow, s, 0.99 if s else 0.5, 0.9, [(25, 0.5), (50, 0.5), (75, 0.99 if s else 0.5)], stopped=75)
+        _write_run(fast, s, 0.99, 0.9, [(25, 0.99)], stopped=25)
+    data = probe_recipe.load(tmp_path / "study")
+    runs = data["slow"][("probe-decay", "rope-axial")]
+    assert [r.steps_to(0.75) for r in runs] == ["—", "75", "75"] and [r.steps for r in runs] == [75] * 3
+    table = probe_recipe.cell_table(data)
+    assert "| `probe-decay` | rope-axial | `slow` | 2/3 | —, 75, 75 | 75 | 82.7 | 82.7 |" in table
+    comp = probe_recipe.comparison(data)
+    assert "| `fast` | 3/3 | 75 |" in comp and "| `slow` | 2/3 | 225 |" in comp
+    assert probe_recipe.main(["--results", str(tmp_path / "study")]) == 0
+    assert "# Probe recipe study" in capsys.readouterr().out
+    assert probe_recipe.main(["--results", str(tmp_path / "missing")]) == 2
+
+
+def test_prediction_groups_follow_the_pe_declarations_and_cover_every_pe():
+    """The findings' groups say what the PEs declare (relative, rotation-invariant, distance decay), and every
+    registered PE is in a translation / extrapolation group: a new PE cannot silently drop out of the verdicts."""
+    from pebench.encodings import get_pe_class, list_pes
+
+    assert all(get_pe_class(pe).relative for pe in probe_findings.RELATIVE)
+    assert not any(get_pe_class(pe).relative for pe in probe_findings.ABSOLUTE)
+    assert all(get_pe_class(pe).rotation_invariant for pe in probe_findings.DISTANCE_ONLY)
+    assert all(get_pe_class(pe).distance_decay for pe in probe_findings.DECAY)
+    assert not any(get_pe_class(pe).distance_decay for pe in probe_findings.NO_DECAY)
+    assert not any(get_pe_class(pe).rotation_invariant for pe in probe_findings.DIRECTIONAL)
+    groups = (probe_findings.RELATIVE, probe_findings.ABSOLUTE, probe_findings.MEASURED_ONLY,
+              probe_findings.DISTANCE_ONLY)
+    for pe in list_pes():
+        if pe != "none":
+            assert sum(pe in g for g in groups) == 1, pe
+            assert (pe in probe_findings.DECAY) != (pe in probe_findings.NO_DECAY) or pe in ("ape", "sincos"), pe
+
+
+def test_ssdc_findings_use_the_same_four_of_five_rule_and_read_the_seeds_that_learned():
+    """benchmarks/ssdc_findings.py decides "learned the position bit" per seed, 4 of 5, like probe_findings."""
+    import ssdc_findings
+
+    vs = ssdc_findings.load(str(REPO / "results" / "probe-sweep-200-steps"))
+    v = vs["rope-axial"]  # 4 of its 5 seeds learned the position bit in that sweep
+    assert v.learned_seeds == 4 and v.learned
+    assert len(v.learned_only().runs) == 4 and all(x >= 0.75 for x in v.learned_only().metric("val/acc1").values())
+    assert not vs["rope-axial+rpt"].learned  # RPT reads content only: 50 %

@@ -1,0 +1,80 @@
+"""benchmarks/rerun_check.py: which committed runs it selects, how it compares metrics, its bad-input lines."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import rerun_check  # noqa: E402
+
+ARCHIVE = REPO / "results" / "probe-sweep-200-steps"
+
+
+def test_selects_the_lowest_seeds_of_every_matching_cell():
+    runs = rerun_check.select(ARCHIVE / "probe-decay", 2, None, {"pape", "alibi"})
+    assert [str(p.relative_to(ARCHIVE)) for p in runs] == [
+        f"probe-decay/{pe}/vit-probe/seed{s}" for pe in ("alibi", "pape") for s in (0, 1)]
+    assert rerun_check.select(ARCHIVE, 1, {"probe-context"}, {"nope"}) == []
+    rpt = rerun_check.select(REPO / "results" / "embedded", 1, {"probe-anchoring"}, {"pape", "pape+rpt"})
+    assert [p.parent.parent.name for p in rpt] == ["pape", "pape+rpt"]  # RPT runs are a cell of their own
+
+
+def test_compare_reports_the_largest_difference_and_a_missing_metric():
+    old = {"metrics": {"val/acc1": 0.5, "test/acc1": 0.25}}
+    assert rerun_check.compare(old, {"metrics": {"val/acc1": 0.5, "test/acc1": 0.25}}) == (0.0, "")
+    assert rerun_check.compare(old, {"metrics": {"val/acc1": 0.5, "test/acc1": 0.5}}) == (0.25, "test/acc1")
+    assert rerun_check.compare(old, {"metrics": {"val/acc1": 0.5}}) == (float("inf"), "test/acc1")
+    coco = {"metrics": {"test/map_large": None, "test/map": float("nan")}}  # null and NaN on both sides: equal
+    assert rerun_check.compare(coco, {"metrics": {"test/map_large": None, "test/map": float("nan")}}) == (0.0, "")
+    assert rerun_check.compare(coco, {"metrics": {"test/map_large": 0.1, "test/map": float("nan")}}) == (
+        float("inf"), "test/map_large")
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    assert rerun_check.main(["--results", str(tmp_path / "missing")]) == 2
+    assert rerun_check.main(["--results", str(ARCHIVE), "--per-cell", "0"]) == 2
+    assert rerun_check.main(["--results", str(ARCHIVE), "--keep", str(tmp_path)]) == 2
+    assert rerun_check.main(["--results", str(ARCHIVE), "--pes", "nope"]) == 2
+    assert rerun_check.main(["--results", str(ARCHIVE), "--workers", "0"]) == 2
+    (tmp_path / "taken.json").write_text("[]")
+    assert rerun_check.main(["--results", str(ARCHIVE), "--json", str(tmp_path / "taken.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 6 and all(line.startswith("rerun_check: expected") for line in err)
+
+
+def test_reruns_in_parallel_and_writes_one_record_per_run(tmp_path, capsys):
+    """A stand-in ``bench`` copies the committed results.json, changing one metric for seed 1 only."""
+    for s in (0, 1):
+        src = ARCHIVE / "probe-decay" / "alibi" / "vit-probe" / f"seed{s}"
+        dst = tmp_path / "res" / "probe-decay" / "alibi" / "vit-probe" / f"seed{s}"
+        dst.mkdir(parents=True)
+        for f in ("results.json", "config.yaml"):
+            shutil.copy(src / f, dst / f)
+    fake = tmp_path / "fake-bench"
+    fake.write_text(
+        "#!" + sys.executable + "\n"
+        "import json, sys, pathlib\n"
+        "cfg, out = pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[5])\n"
+        "r = json.loads((cfg.parent / 'results.json').read_text())\n"
+        "r['git_sha'] = 'abcdef0123'\n"
+        "if r['seed'] == 1: r['metrics']['val/acc1'] += 0.5\n"
+        "out.mkdir(parents=True); (out / 'results.json').write_text(json.dumps(r))\n")
+    fake.chmod(0o755)
+    out = tmp_path / "check.json"
+    code = rerun_check.main(["--results", str(tmp_path / "res"), "--per-cell", "2", "--workers", "2",
+                             "--bench", str(fake), "--json", str(out)])
+    assert code == 1
+    recs = json.loads(out.read_text())
+    assert [(r["run"], r["status"], r["rerun_commit"]) for r in recs] == [
+        ("probe-decay/alibi/vit-probe/seed0", "identical", "abcdef0"),
+        ("probe-decay/alibi/vit-probe/seed1", "differs", "abcdef0")]
+    assert recs[1]["max_abs_diff"] == 0.5 and recs[1]["metric"] == "val/acc1"
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "1 of 2 reruns identical"
+    assert rerun_check.main(["--results", str(tmp_path / "res"), "--per-cell", "1", "--bench", str(fake),
+                             "--json", str(out), "--append"]) == 0
+    assert [r["run"] for r in json.loads(out.read_text())] == [
+        "probe-decay/alibi/vit-probe/seed0", "probe-decay/alibi/vit-probe/seed1", "probe-decay/alibi/vit-probe/seed0"]
+    assert rerun_check.main(["--results", str(ARCHIVE), "--json", str(tmp_path / "new.json"), "--append"]) == 2
