@@ -134,7 +134,10 @@ class ClassificationTask(SkippedSampleCount, L.LightningModule):
             "acc1": MulticlassAccuracy(num_classes, top_k=1, average="micro"),
             f"acc{top5}": MulticlassAccuracy(num_classes, top_k=top5, average="micro"),
             "mean_class_acc": MulticlassAccuracy(num_classes, top_k=1, average="macro"),
-        }, prefix="val/")
+        }, prefix="val/", compute_groups=False)
+        # compute_groups=False: torchmetrics otherwise merges metrics whose states agree after the first
+        # update; when the first batch is 100 % correct, top-k and macro top-1 agree there and share one
+        # state from then on, so mean_class_acc read acc{top5} (1.0 for k = C) in committed runs (issue #44)
         self.test_metrics = self.val_metrics.clone(prefix="test/")
         self.train_acc = MulticlassAccuracy(num_classes, top_k=1, average="micro")
         self.skipped = SumMetric()
