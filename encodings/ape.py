@@ -12,6 +12,10 @@ Worth 16x16 Words").
   trilinear for 3-D), which is the standard ViT fine-tuning rule. Each token then picks the
   row at its own integer coords, so permuting tokens with their coords permutes the output
   and at the training grid the lookup is exactly the table (interpolation is the identity).
+* Extrapolation rules (option ``extrapolation``, :mod:`~pebench.encodings.extrapolation`): ``native``
+  (the default) is the resampling above; ``pi`` and ``normalized`` instead look the training table up
+  at the position-interpolated / DINOv3-normalised coordinates (linear between rows). They act in
+  evaluation only, on a grid other than the training grid.
 * Non-grid tokens (point clouds): a learned two-layer MLP of the coords (``mlp_hidden`` wide).
 * Table init (option ``init``): "ssdc" (default) = N(0, 1), as ``nn.Embedding`` in the SSDC
   paper's code; "timm" = truncated normal, std 0.02 (timm / DeiT). Chosen by measurement: with
@@ -28,10 +32,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
-from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
+from . import extrapolation as extrap
 from .base import PEConfigError, PositionalEncoding, batch_coords
 from .coords import is_canonical_grid_coords
 from .options import PEOption
@@ -71,15 +74,20 @@ class LearnedAPE(PositionalEncoding):
         PEOption("init", "str", "ssdc", "table init: ssdc = N(0, 1) (nn.Embedding, SSDC paper); timm = trunc. "
                  "normal std 0.02 (timm/DeiT)", APE_INITS),
         PEOption("mlp_hidden", "int", 128, "hidden width of the coords MLP (point clouds only)"),
+        PEOption("extrapolation", "str", "native", "rule on an unseen grid, in evaluation: native (table resampled, "
+                 "timm), pi, normalized (table read at mapped coords; pebench.encodings.extrapolation)",
+                 choices=extrap.TABLE_RULES),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None,
-                 init: str = "ssdc", mlp_hidden: int = 128) -> None:
+                 init: str = "ssdc", mlp_hidden: int = 128, extrapolation: str = "native") -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if init not in APE_INITS:
             raise PEConfigError(f"unknown ape init {init!r}; available: {', '.join(APE_INITS)}")
         self.init = init
+        #: extrapolation rule (:mod:`~pebench.encodings.extrapolation`)
+        self.extrapolation = extrap.check_rule("ape", extrapolation, extrap.TABLE_RULES, self.train_grid)
         self.coord_mlp: nn.Module | None = None
         if self.train_grid is not None:
             if len(self.train_grid) != spatial_dims:
@@ -104,14 +112,18 @@ class LearnedAPE(PositionalEncoding):
             raise PEConfigError("ape was built without a training grid; it has no table to resample")
         if grid == self.train_grid:
             return self.table[0]
-        if len(grid) == 2:
-            return resample_abs_pos_embed(self.table, new_size=list(grid), old_size=list(self.train_grid),
-                                          num_prefix_tokens=0)[0]
-        vol = self.table.reshape(1, *self.train_grid, self.dim).movedim(-1, 1)  # (1, D, t, h, w)
-        vol = F.interpolate(vol, size=grid, mode="trilinear", align_corners=False)
-        return vol.movedim(1, -1).reshape(-1, self.dim)
+        return extrap.resample_table(self.table, self.train_grid, grid)
+
+    def _rule_applies(self, grid: Sequence[int] | None) -> bool:
+        return (self.extrapolation != "native" and not self.training and grid is not None and self.table is not None
+                and tuple(int(g) for g in grid) != self.train_grid)
 
     def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
+        if self._rule_applies(grid):  # pi / normalized: the training table at mapped coords
+            c = batch_coords(coords, x.shape[0]).to(torch.promote_types(x.dtype, torch.float32))  # (B, N, p)
+            mapped = extrap.map_coords(self.extrapolation, c, self.train_grid, grid)
+            pos = extrap.sample_table(self.table.to(c.dtype), self.train_grid, mapped)  # (B, N, D)
+            return x + self.alpha * pos.to(x.dtype)
         if grid is not None and self.table is not None and _is_canonical(coords, grid):
             # Fast path (perf, issue #7): coords *are* the tokenizer's cached row-major grid, so the
             # lookup would pick row n for token n: add the table by broadcasting (bit-identical

@@ -49,6 +49,10 @@ public Gemma code (``rope_proportion``: ``int(p * F)`` frequencies, the rest zer
 truncates each axis's own ladder of ``F = d // (2 * axes)`` pairs; the other layouts truncate their one
 ladder of ``d/2`` pairs (whichever axis owns the dropped pairs). Still linear in the coords, so
 exactly relative. The default ``p = 1`` leaves rope-axial unchanged.
+
+Extrapolation rules (option ``extrapolation``, :mod:`~pebench.encodings.extrapolation`): ``native`` (the
+default: the rotation of the new coordinates, as always), ``pi``, ``ntk``, ``yarn``, ``normalized``; they
+act in evaluation only, on a grid other than the training grid, and need the training grid (not points).
 """
 from __future__ import annotations
 
@@ -59,6 +63,7 @@ import torch.nn.functional as F
 from timm.layers.pos_embed_sincos import apply_rot_embed
 from torch import Tensor
 
+from . import extrapolation as extrap
 from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .options import PEOption
 from .registry import register_pe
@@ -144,6 +149,10 @@ class AxialRoPELayer(LayerPE):
         self.num_prefix_tokens = num_prefix_tokens
         self.freq_matrix = freq_matrix  # (p, d/2) float64 or None; a plain attribute (no state_dict entry)
         self._tables = CoordsCache()
+        #: extrapolation rule (:mod:`~pebench.encodings.extrapolation`) and the training grid it needs
+        self.rule = "native"
+        self.train_grid: tuple[int, ...] | None = None
+        self._extent = CoordsCache()
 
     def omega(self, device: torch.device, dtype: torch.dtype) -> Tensor:
         """Frequencies ``w_k = base^(-k/F)``: ``(F,)`` (computed on the fly, in float32 or wider); with
@@ -172,8 +181,48 @@ class AxialRoPELayer(LayerPE):
                                                                    self.num_prefix_tokens))
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        if self.rule != "native" and not self.training and self.train_grid is not None:
+            extent = self._extent.get(coords, "extent", lambda: extrap.grid_extent(coords))
+            if extent != self.train_grid:
+                return self._qk_rule(q, k, coords, extent)
         sin, cos = self.sin_cos(coords, q.shape[0], q.dtype, q.shape[-1])
         return apply_rot_embed(q, sin, cos), apply_rot_embed(k, sin, cos)
+
+    def pair_frequencies(self, n_axes: int, head_dim: int) -> tuple[Tensor, Tensor, int]:
+        """The native rotation as ``(M, k, L)``: ``M (p, d/2)`` float64, pair ``j`` rotated by ``sum_a c_a M[a, j]``;
+        ``k (d/2,)`` each pair's index in its frequency ladder, ``L`` the ladder length."""
+        if self.freq_matrix is not None:
+            n = self.freq_matrix.shape[1]
+            return self.freq_matrix.clone(), torch.arange(n, dtype=torch.float64), n
+        w = self.omega(torch.device("cpu"), torch.float64)  # (F,)
+        n_pairs = head_dim // 2
+        m = torch.zeros(n_axes, n_pairs, dtype=torch.float64)
+        k = torch.zeros(n_pairs, dtype=torch.float64)
+        for a in range(n_axes):
+            m[a, a * self.n_freq:(a + 1) * self.n_freq] = w
+            k[a * self.n_freq:(a + 1) * self.n_freq] = torch.arange(self.n_freq, dtype=torch.float64)
+        return m, k, self.n_freq
+
+    def _qk_rule(self, q: Tensor, k: Tensor, coords: Tensor, extent: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+        """q, k rotated under ``self.rule`` on a grid of ``extent`` (see :mod:`~pebench.encodings.extrapolation`)."""
+        dt = torch.promote_types(q.dtype, torch.float32)
+        c = batch_coords(coords, 1 if coords.dim() == 2 else q.shape[0]).to(dt)  # (B|1, N, p)
+        m, ladder, n_ladder = self.pair_frequencies(c.shape[-1], q.shape[-1])  # (p, d/2), (d/2,)
+        scales = extrap.axis_scales(self.train_grid, extent)
+        if self.rule in ("pi", "normalized"):
+            c = extrap.map_coords(self.rule, c, self.train_grid, extent)
+        elif self.rule == "ntk":
+            m = torch.stack([extrap.ntk_frequencies(m[a], ladder, n_ladder, scales[a]) for a in range(len(scales))])
+        elif self.rule == "yarn":
+            m = torch.stack([extrap.yarn_frequencies(m[a], float(self.train_grid[a]), scales[a])
+                             for a in range(len(scales))])
+        ang = (c.unsqueeze(-1) * m.to(device=c.device, dtype=dt)).sum(-2).unsqueeze(1)  # (B|1, 1, N, d/2)
+        sin, cos = rope_sin_cos(ang, q.shape[-1], self.num_prefix_tokens)
+        q, k = apply_rot_embed(q, sin.to(q.dtype), cos.to(q.dtype)), apply_rot_embed(k, sin.to(k.dtype), cos.to(k.dtype))
+        if self.rule == "yarn":
+            mscale = extrap.yarn_logit_scale(float(torch.tensor(scales).prod())) ** 0.5  # on q and k each
+            q, k = q * mscale, k * mscale
+        return q, k
 
 
 @register_pe("rope-axial", order=30)
@@ -189,11 +238,14 @@ class AxialRoPE(PositionalEncoding):
                PEOption("layout", "str", "axial", "frequency layout over t/y/x: axial (per-axis ladders), mrope "
                         "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope", choices=LAYOUTS),
                PEOption("p", "float", 1.0, "p-RoPE (Barbero et al. 2024): fraction of each frequency ladder rotated, "
-                        "the highest; the lowest 1-p stay unrotated (1: RoPE, 0: no rotation)"))
+                        "the highest; the lowest 1-p stay unrotated (1: RoPE, 0: no rotation)"),
+               PEOption("extrapolation", "str", "native", "rule on an unseen grid, in evaluation: native (the new "
+                        "coords), pi, ntk, yarn, normalized (pebench.encodings.extrapolation)",
+                        choices=extrap.ROPE_RULES))
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, base: float = 100.0,
-                 layout: str = "axial", p: float = 1.0) -> None:
+                 layout: str = "axial", p: float = 1.0, extrapolation: str = "native") -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if self.head_dim % 2:
             raise PEConfigError(f"rope-axial needs an even head dim, got {self.head_dim}")
@@ -212,6 +264,19 @@ class AxialRoPE(PositionalEncoding):
         matrix = None if layout == "axial" else layout_frequencies(layout, self.head_dim, spatial_dims, self.base,
                                                                    self.p)
         self.rope = AxialRoPELayer(self.base, n_freq, num_prefix_tokens, matrix, kept_frequencies(self.p, n_freq))
+        self.rope.train_grid = self.train_grid
+        self.extrapolation = extrap.check_rule("rope-axial", extrapolation, extrap.ROPE_RULES, self.train_grid)
+        if self.extrapolation == "ntk" and n_freq < 2 and layout == "axial":
+            raise PEConfigError("rope-axial extrapolation=ntk needs at least 2 frequencies per axis")
+
+    @property
+    def extrapolation(self) -> str:
+        """The extrapolation rule (settable: :func:`~pebench.encodings.extrapolation.set_extrapolation`)."""
+        return self.rope.rule
+
+    @extrapolation.setter
+    def extrapolation(self, rule: str) -> None:
+        self.rope.rule = rule
 
     def layer(self, i: int) -> LayerPE:
         return self.rope
