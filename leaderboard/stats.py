@@ -27,6 +27,17 @@ of the seeds), so it is kept only for comparison and is never printed as a 95 % 
   on the differences). It assumes roughly normal differences but, unlike the sign-flip test, can
   reach p < 0.05 with 5 seeds. :func:`paired_t_interval` pairs it with the t-interval; the leaderboard
   marks a difference significant (``*``) only when both agree.
+
+Families and equivalence (issue #44; used by the reports):
+
+* :func:`holm_adjust`: Holm-Bonferroni adjusted p-values of a family of ``m`` tests (Holm 1979, "A simple
+  sequentially rejective multiple test procedure", Scand. J. Statist. 6): with the p-values sorted,
+  ``p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``; rejecting where ``p~ <= alpha`` is Holm's step-down
+  procedure at family-wise error rate ``alpha``.
+* :func:`tost_paired`: two one-sided tests (Schuirmann 1987, J. Pharmacokin. Biopharm. 15) that the mean of
+  per-seed differences lies inside the equivalence margin ``(-margin, +margin)``: Student-t tests of
+  ``H0: mean <= -margin`` and ``H0: mean >= +margin``; ``p = max`` of the two, equivalent when ``p < alpha``,
+  which is the same as the ``1 - 2 alpha`` t-interval lying inside the margin.
 """
 from __future__ import annotations
 
@@ -34,10 +45,13 @@ import itertools
 import math
 from typing import Mapping, Sequence
 
+from typing import NamedTuple
+
 import numpy as np
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "t_mean_ci", "paired_t_interval", "bootstrap_mean_ci",
-           "paired_differences", "paired_bootstrap", "sign_flip_p", "paired_t_p"]
+           "paired_differences", "paired_bootstrap", "sign_flip_p", "paired_t_p", "holm_adjust", "Tost",
+           "tost_paired"]
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
@@ -142,3 +156,61 @@ def paired_t_p(diffs: Sequence[float]) -> float:
     if np.ptp(d) == 0.0:
         return 0.0 if d[0] != 0.0 else 1.0
     return float(stats.ttest_1samp(d, 0.0).pvalue)
+
+
+def holm_adjust(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the order given (module docstring). ``ValueError`` for a
+    p-value that is not a number in [0, 1]."""
+    p = np.asarray(list(pvalues), dtype=np.float64)
+    if p.ndim != 1:
+        raise ValueError(f"holm_adjust takes a flat sequence of p-values, got shape {p.shape}")
+    if not np.all((p >= 0.0) & (p <= 1.0)):  # also rejects NaN
+        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    m = p.size
+    order = np.argsort(p, kind="stable")  # ascending
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])  # (m - j + 1) p_(j), j = 1..m
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(scaled)  # step-down: never below an earlier one
+    return adjusted.tolist()
+
+
+class Tost(NamedTuple):
+    """Result of :func:`tost_paired`: mean difference, the ``1 - 2 alpha`` t-interval ``(lo, hi)``, the one-sided
+    p-values against the lower and upper margin, ``p = max`` of them, and the verdict ``p < alpha``."""
+
+    mean: float
+    lo: float
+    hi: float
+    p_lower: float
+    p_upper: float
+    p: float
+    equivalent: bool
+
+
+def tost_paired(diffs: Sequence[float], margin: float | tuple[float, float], alpha: float = 0.05) -> Tost | None:
+    """TOST equivalence test of per-seed differences against the margin (module docstring): ``margin`` a
+    positive number (the interval ``(-margin, margin)``) or ``(low, high)`` with ``low < high``. None below 2
+    finite differences. All differences equal (no spread): the mean is known exactly, so ``p`` is 0 inside the
+    margin and 1 outside."""
+    from scipy import stats  # deferred, as above
+
+    low, high = (-float(margin), float(margin)) if np.isscalar(margin) else (float(margin[0]), float(margin[1]))
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"TOST margin must be a positive number or (low, high) with low < high, got {margin!r}")
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"TOST alpha must lie in (0, 0.5), got {alpha!r}")
+    d = np.asarray(list(diffs), dtype=np.float64)
+    if d.size < 2 or not np.all(np.isfinite(d)):
+        return None
+    n = d.size
+    mean = math.fsum(d.tolist()) / n
+    if np.ptp(d) == 0.0:
+        p_lo, p_hi = (0.0 if mean > low else 1.0), (0.0 if mean < high else 1.0)
+        return Tost(mean, mean, mean, p_lo, p_hi, max(p_lo, p_hi), max(p_lo, p_hi) < alpha)
+    se = float(d.std(ddof=1)) / math.sqrt(n)
+    t = stats.t(n - 1)
+    p_lo = float(t.sf((mean - low) / se))    # H0: mean <= low
+    p_hi = float(t.cdf((mean - high) / se))  # H0: mean >= high
+    half = float(t.ppf(1.0 - alpha)) * se
+    p = max(p_lo, p_hi)
+    return Tost(mean, mean - half, mean + half, p_lo, p_hi, p, p < alpha)
