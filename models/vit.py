@@ -146,7 +146,9 @@ def set_attention_impl(module: nn.Module, impl: str) -> None:
 
 def set_coord_augment(module: nn.Module, name: str) -> None:
     """Give every :class:`ViTBackbone` of ``module`` the coordinate augmentation ``name`` (``none`` |
-    ``dinov3``; :mod:`pebench.encodings.coord_augment`), applied to the coords in training only.
+    ``dinov3``; :mod:`pebench.encodings.coord_augment`), applied to the coords in training only: it takes
+    its backbone's mode now and follows it from then on, so a backbone kept in evaluation mode (DINO's
+    teacher) never sees augmented coords.
     ``ValueError`` for an unknown name or a PE that needs integer grid coords (ape's table)."""
     for m in module.modules():
         if isinstance(m, ViTBackbone):
@@ -154,6 +156,8 @@ def set_coord_augment(module: nn.Module, name: str) -> None:
             if aug is not None and not m.pe.accepts_coord_augment:
                 raise ValueError(f"coordinate augmentation {name!r} does not apply to PE {m.pe.name!r} here: it "
                                  "reads integer grid coords (use --coord-aug none)")
+            if aug is not None:
+                aug.train(m.training)  # follows its backbone's mode (a teacher kept in evaluation: off)
             m.coord_aug = aug
 
 

@@ -19,6 +19,16 @@ the student by EMA. Per training step (``2`` global + ``N`` local views from
   (the official ``clip_gradients``); the head's last layer frozen for the first
   ``freeze_last_layer`` epochs; teacher momentum cosine 0.996 -> 1 per step.
 
+Teacher mode (as DINOv3, Siméoni et al. 2025, whose meta-architecture's ``train()`` keeps its teacher in
+evaluation mode): the teacher *backbone* stays in evaluation mode throughout training
+(:meth:`DinoTask.train`), so training-only transforms of the backbone never reach it; the one that
+changes its output here is the coordinate augmentation (``--coord-aug``,
+:mod:`pebench.encodings.coord_augment`), which only the student sees. The teacher's backbone has no
+stochastic depth and no dropout, so without ``--coord-aug`` its output is the same in either mode. The
+teacher's head keeps the student's mode (DINO's: a head with batch norm normalises by batch
+statistics in the teacher too). Lightning's warning at the start of fitting that some modules are in
+evaluation mode names these, the teacher backbone's, on purpose.
+
 Evaluation (validation loop, every epoch, and at initialisation for the "did it learn" check):
 teacher backbone features (the pooled token after the final LayerNorm) of the training split
 (bank) and of the test split (query; validation where a dataset has none), gathered exactly
@@ -86,6 +96,7 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
         self.teacher = self._network(dim, 0.0)
         self.teacher.load_state_dict(self.student.state_dict())  # same start, as the official code
         self.teacher.requires_grad_(False)
+        self.teacher["backbone"].eval()  # for good (see train)
         self.register_buffer("center", torch.zeros(1, out_dim))
         self.skipped = SumMetric()
         self._skipped_restored = 0.0
@@ -105,6 +116,14 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
                                        class_token=hp.class_token, drop_path_rate=drop_path, **(hp.pe_options or {})),
             "head": DINOHead(dim, hp.out_dim, hp.head_hidden, hp.head_bottleneck, use_bn=bool(hp.head_bn)),
         })
+
+    def train(self, mode: bool = True) -> "DinoTask":
+        """Set the training mode of every submodule except the teacher's backbone, which stays in
+        evaluation mode (as DINOv3's teacher; see the module docstring): the training-time coordinate
+        augmentation never reaches the teacher."""
+        super().train(mode)
+        self.teacher["backbone"].eval()
+        return self
 
     # ------------------------------------------------------------------ analysis interface
     @property
@@ -244,12 +263,13 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def _feats(self, x: Tensor) -> Tensor:
-        was = self.teacher.training
+        was = self.teacher["head"].training
         self.teacher.eval()
         try:
             return self.embed(x).float()
         finally:
-            self.teacher.train(was)
+            for part in ("tokenizer", "head"):  # the backbone stays in evaluation mode (see train)
+                self.teacher[part].train(was)
 
     def evaluate_sets(self, bank: tuple[Tensor, Tensor], query: tuple[Tensor, Tensor], suffix: str = "") -> dict[str, float]:
         hp = self.hparams
