@@ -8,6 +8,11 @@ and the leading ``P^T`` cancels in ``q^T R(r_i)^T R(r_j) k``. So the rotation ap
     R(r) = RoPE(r) P        (P first, then RoPE),   R(r_i)^T R(r_j) = P^T RoPE(r_j - r_i) P,
 
 which depends on ``r_j - r_i`` only. (Applied the other way round, ``P RoPE(r)``, ``P`` would cancel.)
+The definition's rotation is ``P^T RoPE(r) P`` (``R(0) = I``); dropping the leading ``P^T`` is exact for
+every pair of tokens that are all rotated the same way, so a prefix (CLS) token, which the definition
+leaves unrotated, is given ``P`` in this frame (``P = P^T RoPE(0) P`` with the ``P^T`` dropped): its logits
+with a patch ``j`` are then ``q_cls^T P^T RoPE(r_j) P k_j``, the definition's. Giving it the identity
+instead (``q_cls^T RoPE(r_j) P k_j``) would equal the definition only while ``P = I``.
 
 * ``p_form`` ``cayley`` (default, Cayley-STRING): ``P = (I - S)(I + S)^{-1}`` with a learned
   skew-symmetric ``S`` per layer and head (only its strict upper triangle is stored). Cayley is the
@@ -26,7 +31,8 @@ which depends on ``r_j - r_i`` only. (Applied the other way round, ``P RoPE(r)``
   so the eigen-frequencies have std 1/2 rad per patch.
 * Coords are in patch units (as rope-axial / rope-mixed); parameters are excluded from weight decay.
 * Computed in float32 or wider with autocast off; the rotated q and k keep their dtype.
-* CLS: prefix tokens get the identity (neither ``P`` nor RoPE).
+* CLS: prefix tokens get the definition's identity: ``P`` alone (no RoPE) in the frame above
+  (Cayley); the identity (circulant, which computes ``expm`` itself).
 """
 from __future__ import annotations
 
@@ -80,9 +86,8 @@ class CayleySTRINGLayer(LayerPE):
         orth = self.orthogonal(q.dtype)  # (H, d, d)
         dt = orth.dtype
 
-        def change_basis(t: Tensor) -> Tensor:  # P t on patch rows: (B, H, P + N, d), in dt
-            t = t.to(dt)
-            return torch.cat([t[:, :, :P], torch.einsum("hij,bhnj->bhni", orth, t[:, :, P:])], dim=2)
+        def change_basis(t: Tensor) -> Tensor:  # P t on every row, prefix rows too: (B, H, P + N, d), in dt
+            return torch.einsum("hij,bhnj->bhni", orth, t.to(dt))
 
         c = batch_coords(coords, q.shape[0]).to(dt)  # (B, N, p)
         angles = torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))  # (B, H, N, d/2)

@@ -148,8 +148,8 @@ def rotation_matrices(pe, layer_idx: int, coords: torch.Tensor) -> np.ndarray:
         for h in range(H):
             S = _skew_upper(up[h], d)
             P = (np.eye(d) - S) @ np.linalg.inv(np.eye(d) + S)
-            for n in range(N):
-                out[h, n] = _rope_matrix(c[n] @ f[:, h, :], d) @ P
+            for n in range(N):  # the definition's P^T RoPE(r) P (R(0) = I, like a prefix token's)
+                out[h, n] = P.T @ _rope_matrix(c[n] @ f[:, h, :], d) @ P
         return out
     if pe.name == "string":  # circulant
         cols = _np(layer.cols)  # (p, H, d)
