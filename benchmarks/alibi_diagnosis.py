@@ -36,7 +36,7 @@ head) on probe-decay's training split (data seed 0):
    steps the within-orbit signal and the accuracy on 512 fixed training scenes, at the end the accuracy on
    the 600 validation scenes.
 
-Paper: Press et al., ICLR 2022 (ALiBi). Usage: ``python benchmarks/alibi_diagnosis.py [--out F]
+Paper: Press et al., ICLR 2022 (ALiBi). Usage: ``python -m benchmarks.alibi_diagnosis [--out F]
 [--steps N] [--parts orbits,init,attention,training,readout]`` (a subset recomputes those parts and keeps the
 others of ``--out``). Timings are not recorded (the machine it ran on was shared).
 """

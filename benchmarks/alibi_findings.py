@@ -5,7 +5,7 @@ Inputs: ``--results`` (default ``results/alibi-study``): ``diagnosis.json`` (wri
 ``bench run`` folders of ``benchmarks/alibi_study.sh``; ``--embedded`` (default
 ``results/probe-sweep-200-steps``): the previous probe sweep's runs of the same recipe, quoted as the reference rows.
 Every number in the report is read from those files. Usage:
-``python benchmarks/alibi_findings.py [--results DIR] [--embedded DIR] [--report FILE]``.
+``python -m benchmarks.alibi_findings [--results DIR] [--embedded DIR] [--report FILE]``.
 """
 from __future__ import annotations
 
@@ -13,12 +13,10 @@ import argparse
 import csv
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import reproduced, shown  # noqa: E402  (benchmarks/ is the script's directory)
+from .reports import reproduced, shown
 
 CEILING = {"probe-decay": 0.5, "probe-context": 1 / 3}
 LEARNED_SHARE = 0.5  # as benchmarks/probe_findings.py: half way from the no-PE ceiling to 100 %
@@ -348,7 +346,7 @@ def default_check(results: Path, embedded: Path) -> list[str]:
             f"{a['git_sha'][:7]}, which adds the options) has {'the same' if a['fingerprint'] == b['fingerprint'] else 'a different'} "
             f"fingerprint as the 200-step probe sweep's seed-0 run ({b['git_sha'][:7]}) and its final metrics differ by at most "
             f"{diff:.1e} (CPU {a['numerics']['cpu_model']}, {a['numerics']['torch_threads']} threads, against "
-            f"{b['numerics']['cpu_model']}, {b['numerics']['torch_threads']} thread); `tests/test_alibi_options.py` "
+            f"{b['numerics']['cpu_model']}, {b['numerics']['torch_threads']} thread); `tests/encodings/test_alibi_options.py` "
             "checks the default bias bit for bit against the previous formula. The `slope_scale=8` run was made with "
             "`bench run` from the working tree that became that commit, before it was committed (its `results.json` "
             "records the parent commit).", ""]

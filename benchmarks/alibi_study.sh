@@ -17,10 +17,10 @@
 # Each variant has its own output root $OUT/alibi-study/<variant> (bench names run folders by PE,
 # not by PE option). Complete runs are skipped, so a rerun resumes. Start/end times and the
 # machine's load averages go to $OUT/alibi-study/study_time.txt. Then:
-#   python benchmarks/strip_machine_paths.py --results $OUT/alibi-study
-#   python benchmarks/alibi_findings.py --results $OUT/alibi-study --report $OUT/alibi-study/REPORT.md
+#   python -m benchmarks.strip_machine_paths --results $OUT/alibi-study
+#   python -m benchmarks.alibi_findings --results $OUT/alibi-study --report $OUT/alibi-study/REPORT.md
 # The mechanism measurements (results/alibi-study/diagnosis.json) come from
-#   python benchmarks/alibi_diagnosis.py --out $OUT/alibi-study/diagnosis.json
+#   python -m benchmarks.alibi_diagnosis --out $OUT/alibi-study/diagnosis.json
 set -euo pipefail
 OUT=${OUT:-results}
 BENCH=${BENCH:-bench}

@@ -4,8 +4,8 @@
 # once in one process and once in 2 gloo processes (--devices 2 --strategy ddp), for each seed in SEEDS.
 # Analyses are off (they run after training and do not change val/acc1). One run at a time, one thread
 # per process. Complete runs with the same configuration are skipped, so a rerun resumes. Then:
-#   python benchmarks/strip_machine_paths.py --results $OUT
-#   python benchmarks/ddp_findings.py --results $OUT --report $OUT/REPORT.md
+#   python -m benchmarks.strip_machine_paths --results $OUT
+#   python -m benchmarks.ddp_findings --results $OUT --report $OUT/REPORT.md
 set -euo pipefail
 OUT=${OUT:-results/ddp-agreement}
 SEEDS=${SEEDS:-"0 1 2 3 4"}

@@ -1,7 +1,7 @@
 """DDP against one process (results/ddp-agreement/REPORT.md): does a 2-process run of the default
 configuration train what the single-process run trains, and how far apart do their results end?
 
-    python benchmarks/ddp_findings.py --results results/ddp-agreement [--report results/ddp-agreement/REPORT.md]
+    python -m benchmarks.ddp_findings --results results/ddp-agreement [--report results/ddp-agreement/REPORT.md]
 
 The runs (benchmarks/ddp_agreement.sh) are ``bench run`` with its defaults (shapes / pape / vit-nano,
 4 epochs, global batch 64) and ``--deterministic --analyses none`` on CPU, per seed once in one process
@@ -24,15 +24,13 @@ import argparse
 import csv
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from pebench.leaderboard.stats import paired_t_interval
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import emit, fill  # noqa: E402  (benchmarks/ is the script's directory)
+from .reports import emit, fill
 
 MODES = {"one-process": "1 process", "ddp-2": "2 processes (DDP, gloo)"}
 #: relative difference of a logged loss above which the two trajectories count as apart

@@ -1,6 +1,6 @@
 """Write results/embedded/DETECTION_REPORT.md from the committed detection runs (``shapes-det``, ``events-det``).
 
-    python benchmarks/detection_findings.py [--results results/embedded] [--time-file results/detection_sweep_time.txt]
+    python -m benchmarks.detection_findings [--results results/embedded] [--time-file results/detection_sweep_time.txt]
         [--report results/embedded/DETECTION_REPORT.md]
 
 The runs are those of ``benchmarks/detection_sweep.sh`` (vit-nano, FCOS-style head, COCO evaluation through
@@ -20,23 +20,12 @@ from pathlib import Path
 
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
-from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
+from pebench.leaderboard.stats import paired_t_interval
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import emit, fill, provenance, reproduced, shown  # noqa: E402  (benchmarks/ is the script's directory)
+from .reports import emit, fill, pct, pct_mean_ci, provenance, reproduced, shown
 
 SETS = ("shapes-det", "events-det")
 REFERENCE = "none"
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
-def _mean_ci(values: list[float]) -> str:
-    mean = sum(values) / len(values)
-    ci = t_mean_ci(values, bounds=(0.0, 1.0))  # mAP
-    return _pct(mean) + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else " (one seed)")
 
 
 def _sizes(runs) -> list[str]:
@@ -80,8 +69,8 @@ def tables(results: str) -> tuple[str, list]:
             rs = [by_pe[pe][s] for s in sorted(by_pe[pe])]
             at = [[v for v in (_at_size(r, s) for r in rs) if v is not None] for s in sizes]
             out.append(f"| {pe} | {','.join(map(str, sorted(by_pe[pe])))} | "
-                       f"{_mean_ci([r.metrics['val/map'] for r in rs])} | {_mean_ci([r.metrics['test/map'] for r in rs])} | "
-                       + " | ".join(_pct(sum(v) / len(v)) if v else "—" for v in at) + " |")
+                       f"{pct_mean_ci([r.metrics['val/map'] for r in rs])} | {pct_mean_ci([r.metrics['test/map'] for r in rs])} | "
+                       + " | ".join(pct(sum(v) / len(v)) if v else "—" for v in at) + " |")
         out.append("")
         ref = by_pe.get(REFERENCE, {})
         for pe in sorted(by_pe, key=pe_sort_key):
@@ -100,8 +89,8 @@ def tables(results: str) -> tuple[str, list]:
 REPORT = """\
 # Detection on the embedded sets (`results/embedded/shapes-det`, `results/embedded/events-det`)
 
-Written by `python benchmarks/detection_findings.py --report results/embedded/DETECTION_REPORT.md` from the
-committed runs (`tests/test_leaderboard_committed.py` checks that it regenerates byte for byte). The task,
+Written by `python -m benchmarks.detection_findings --report results/embedded/DETECTION_REPORT.md` from the
+committed runs (`tests/studies/test_leaderboard_committed.py` checks that it regenerates byte for byte). The task,
 its head and its evaluation are described in [`docs/tasks.md`](../../docs/tasks.md) ("Detection").
 
 ## Setting

@@ -1,7 +1,7 @@
 """The EED study on DINO (results/dino/REPORT.md): did DINO learn, and how does the PE change
 the EED profile over depth on the object-centric and the texture-centric embedded set.
 
-    python benchmarks/dino_findings.py --results results/dino [--report results/dino/REPORT.md] [--png docs/dino_eed.png]
+    python -m benchmarks.dino_findings --results results/dino [--report results/dino/REPORT.md] [--png docs/dino_eed.png]
 
 The runs (benchmarks/dino_study.sh) train ``--task dino`` on ``objects`` and ``textures`` for every
 PE and seed and record EED% and SSDC per layer of the teacher at every checkpoint
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -36,8 +35,7 @@ from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import fill, reproduced, shown, write_report  # noqa: E402  (benchmarks/ is the script's directory)
+from .reports import fill, reproduced, shown, write_report
 
 SETS = ("objects", "textures")
 #: the factors benchmarks/dino_shortcut.py measures, in table order, and the file each run keeps them in
@@ -292,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
 REPORT = """\
 # DINO study: the EED bottleneck on object- and texture-centric sets
 
-Written by `python benchmarks/dino_findings.py --results results/dino --report results/dino/REPORT.md
---png docs/dino_eed.png` from the committed runs below this folder (`tests/test_dino_findings.py`
+Written by `python -m benchmarks.dino_findings --results results/dino --report results/dino/REPORT.md
+--png docs/dino_eed.png` from the committed runs below this folder (`tests/studies/test_dino_findings.py`
 checks that it regenerates byte for byte). The study: `benchmarks/dino_study.sh` at commit f8175ba,
 30 runs: `objects` and `textures` × `none`, `ape`, `sincos`, `rope-axial`, `pape` × seeds 0–2, with
 the recipe below. The task itself (`--task dino`, its options, crops, evaluation and presets) is
@@ -422,7 +420,7 @@ read further here. Two notes on reading the table, not verdicts:
 
 ## What the features encode
 
-`python benchmarks/dino_shortcut.py --results results/dino` computes these shares from the runs'
+`python -m benchmarks.dino_shortcut --results results/dino` computes these shares from the runs'
 checkpoints and keeps them in the `dino_shortcut.json` of each run directory; the table below is
 read from those files. R² = the share of the variance of the teacher's pooled features over the
 2048 training images that a linear function of the factor explains, at initialisation (the model

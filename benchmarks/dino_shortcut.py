@@ -23,7 +23,7 @@ call (``--recompute`` ignores them), so the table regenerates from committed fil
 checkpoints; it is printed, and ``--report`` writes the study's whole report (results/dino/REPORT.md,
 the same file benchmarks/dino_findings.py writes):
 
-    python benchmarks/dino_shortcut.py --results results/dino [--report results/dino/REPORT.md]
+    python -m benchmarks.dino_shortcut --results results/dino [--report results/dino/REPORT.md]
 """
 from __future__ import annotations
 
@@ -38,10 +38,8 @@ import numpy as np
 
 from pebench.core.io import atomic_write_json
 
-# sibling scripts: benchmarks/ is on sys.path as the directory of the script being run
-from dino_findings import CACHE, FACTORS, load, report, run_dir, shortcut_text
-from reports import write_report
-
+from .dino_findings import CACHE, FACTORS, load, report, run_dir, shortcut_text
+from .reports import write_report
 __all__ = ["CACHE", "FACTORS", "diagnose", "explained_share", "scene_factors"]
 
 

@@ -10,7 +10,7 @@
 # run it from a worktree of one commit with its own editable install (git worktree add; python -m venv
 # --system-site-packages; pip install --no-deps -e <worktree>; BENCH=<venv>/bin/bench), as the
 # findings report every commit the runs were made at.
-# Then: python benchmarks/dino_findings.py --results $OUT/dino --report results/dino/REPORT.md --png docs/dino_eed.png
+# Then: python -m benchmarks.dino_findings --results $OUT/dino --report results/dino/REPORT.md --png docs/dino_eed.png
 set -euo pipefail
 OUT=${OUT:-results}
 BENCH=${BENCH:-bench}

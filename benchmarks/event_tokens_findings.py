@@ -1,6 +1,6 @@
 """Write results/event-tokens/REPORT.md from the committed event-token study (``benchmarks/event_tokens_study.sh``).
 
-    python benchmarks/event_tokens_findings.py [--results results/event-tokens] [--report FILE]
+    python -m benchmarks.event_tokens_findings [--results results/event-tokens] [--report FILE]
 
 The study trains the ``events-det`` detector (vit-nano, FCOS-style head, COCO evaluation through pycocotools)
 on the same recordings read two ways: as frames (the default event-count frames) and as spiking tokens
@@ -20,9 +20,8 @@ from pathlib import Path
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection_findings import _mean_ci, _pct, verdict  # noqa: E402  (benchmarks/ is the script's directory)
-from reports import emit, fill, provenance, reproduced, shown  # noqa: E402
+from .detection_findings import verdict
+from .reports import emit, fill, pct, pct_mean_ci, provenance, reproduced, shown
 
 DATASET = "events-det"
 TOKENIZATIONS = ("frames", "spiking")
@@ -61,8 +60,8 @@ def tables(data) -> str:
             wall = [r.raw.get("wall_time_s") for r in rs]
             wall = [w for w in wall if isinstance(w, (int, float))]
             out.append(f"| {tok} | {pe} | {','.join(map(str, sorted(by_pe[pe])))} | "
-                       f"{_mean_ci([r.metrics['val/map'] for r in rs])} | {_mean_ci([r.metrics['test/map'] for r in rs])} | "
-                       f"{_pct(sum(r.metrics['test/map_50'] for r in rs) / len(rs))} | "
+                       f"{pct_mean_ci([r.metrics['val/map'] for r in rs])} | {pct_mean_ci([r.metrics['test/map'] for r in rs])} | "
+                       f"{pct(sum(r.metrics['test/map_50'] for r in rs) / len(rs))} | "
                        + (f"{sum(wall) / len(wall):.0f} |" if wall else "— |"))
     out += ["", "Paired by seed, test mAP:", ""]
     for tok, by_pe in data.items():
@@ -79,8 +78,8 @@ def tables(data) -> str:
 REPORT = """\
 # Event cameras: frames against spiking tokens on `events-det` (`results/event-tokens`)
 
-Written by `python benchmarks/event_tokens_findings.py --report results/event-tokens/REPORT.md` from the
-committed runs (`tests/test_leaderboard_committed.py` checks that it regenerates byte for byte). The set, the
+Written by `python -m benchmarks.event_tokens_findings --report results/event-tokens/REPORT.md` from the
+committed runs (`tests/studies/test_leaderboard_committed.py` checks that it regenerates byte for byte). The set, the
 two tokenizations and the detector are described in [`docs/tasks.md`](../../docs/tasks.md) ("Event cameras").
 
 ## Setting

@@ -3,7 +3,7 @@
 # read as frames (the default: 50 ms, 4 bins) and as spiking tokens (`--data-option tokens=spiking`),
 # each with `none` (the no-PE baseline) and `pape`, seeds 0-2, vit-nano, 3 epochs at batch 16, no
 # analyses, on 2 worker processes of 1 thread each. A rerun skips complete runs. Then:
-# python benchmarks/event_tokens_findings.py --report results/event-tokens/REPORT.md
+# python -m benchmarks.event_tokens_findings --report results/event-tokens/REPORT.md
 set -euo pipefail
 OUT=${OUT:-results/event-tokens}
 BENCH=${BENCH:-bench}

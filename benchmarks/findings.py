@@ -1,6 +1,6 @@
 """Summarise the SSDC / EED / fragility study from a sweep's result files (results/embedded/shapes/REPORT.md).
 
-    python benchmarks/findings.py --results results/embedded --dataset shapes [--png docs/findings.png] \
+    python -m benchmarks.findings --results results/embedded --dataset shapes [--png docs/findings.png] \
         [--report results/embedded/shapes/REPORT.md]
 
 Prints markdown: one row per PE variant (mean over seeds with the 95 % Student-t interval of the
@@ -17,7 +17,6 @@ import argparse
 import io
 import itertools
 import os
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -31,8 +30,7 @@ from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import t_mean_ci
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import fill, reproduced, shown, sweep_minutes, write_report  # noqa: E402  (benchmarks/ is the script's directory)
+from .reports import fill, reproduced, shown, sweep_minutes, write_report
 
 
 def _finite(values) -> np.ndarray:
@@ -176,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
 REPORT = """\
 # The SSDC and EED studies' claims on `shapes` (`results/embedded/shapes`)
 
-Written by `python benchmarks/findings.py --results results/embedded --report
+Written by `python -m benchmarks.findings --results results/embedded --report
 results/embedded/shapes/REPORT.md --png docs/findings.png` from the committed runs
-(`tests/test_leaderboard_committed.py` checks that it regenerates byte for byte). This is the
+(`tests/studies/test_leaderboard_committed.py` checks that it regenerates byte for byte). This is the
 earlier, shallower test of these claims (4 blocks, 3 seeds); the 5-seed test on the probe built
 for them is [`../probe-anchoring/REPORT.md`](../probe-anchoring/REPORT.md). The analyses are
 defined in [`docs/analyses.md`](../../../docs/analyses.md).

@@ -1,6 +1,6 @@
 """Write docs/performance.md from the committed performance measurements.
 
-    python benchmarks/perf_findings.py [--perf docs/perf.json] [--attention docs/perf_attention.json]
+    python -m benchmarks.perf_findings [--perf docs/perf.json] [--attention docs/perf_attention.json]
         [--doc docs/performance.md]
 
 ``--perf`` is the JSON of ``bench perf all`` (records ``{"name", "suite", "a_value", "b_value", "ratio",
@@ -15,12 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reports import emit, fill, shown  # noqa: E402  (benchmarks/ is the script's directory)
+from .reports import emit, fill, shown
 
 from pebench.leaderboard.stats import t_mean_ci  # noqa: E402
 
@@ -329,7 +327,7 @@ which its last record checks), then this page:
 ```
 bench perf all --json docs/perf.json --md docs/perf.md
 bench perf attention --tokens 256,1024,4096,16384 --json docs/perf_attention.json --md docs/perf_attention.md
-python benchmarks/perf_findings.py --doc docs/performance.md
+python -m benchmarks.perf_findings --doc docs/performance.md
 ```
 
 ## Targets

@@ -1,6 +1,6 @@
 """Summarise a probe sweep (results/embedded/REPORT.md): accuracy per probe x PE and a verdict per prediction.
 
-    python benchmarks/probe_findings.py --results results/embedded [--report results/embedded/REPORT.md]
+    python -m benchmarks.probe_findings --results results/embedded [--report results/embedded/REPORT.md]
 
 For each probe: one row per PE with the learning rate it ran with, the number of seeds, the
 in-distribution validation accuracy and how many seeds learned it (the precondition, decided per
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import copy
 import math
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -37,9 +36,8 @@ from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe_report_parts import alibi_readout, learned_matrix, learning_png, not_learned_table, protocol  # noqa: E402  (benchmarks/ is the script's directory)
-from reports import fill, read_metrics, reproduced, shown, write_report  # noqa: E402
+from .probe_report_parts import alibi_readout, learned_matrix, learning_png, not_learned_table, protocol
+from .reports import fill, read_metrics, reproduced, shown, write_report
 
 #: the exact no-PE ceilings of the test splits (pebench.datamodules.probes; tests check the two agree)
 CEILING = {"probe-translation": 0.25, "probe-rotation": 0.25, "probe-decay": 0.5, "probe-context": 1 / 3,
@@ -55,7 +53,7 @@ MIN_LEARNED = 0.8
 TOL = 0.05
 
 #: the predictions' groups, each a subset of the PEs whose declarations (``relative``, ``rotation_invariant``,
-#: ``distance_decay`` in pebench.encodings) say so; tests/test_probe_study_scripts.py checks the two agree and
+#: ``distance_decay`` in pebench.encodings) say so; tests/studies/test_probe_study_scripts.py checks the two agree and
 #: that every registered PE is in a group or in :data:`MEASURED_ONLY`
 RELATIVE = ("rope-axial", "rope-mixed", "pape", "lookhere", "comrope", "string")
 ABSOLUTE = ("ape", "sincos")
@@ -507,9 +505,9 @@ def main(argv=None) -> int:
 REPORT = """\
 # Probe sweep: one PE property per probe (`results/embedded/probe-*`)
 
-Written by `python benchmarks/probe_findings.py --results results/embedded --report
+Written by `python -m benchmarks.probe_findings --results results/embedded --report
 results/embedded/REPORT.md --png results/embedded/probe_learning.png` from the committed runs and
-`results/probe_sweep_time.txt` (`tests/test_leaderboard_committed.py` checks that the report
+`results/probe_sweep_time.txt` (`tests/studies/test_leaderboard_committed.py` checks that the report
 regenerates byte for byte). The probes
 themselves (what each one asks, its no-PE ceiling, its options) are described in
 [`docs/probes.md`](../../docs/probes.md). This folder also holds the `shapes` sweep
@@ -531,7 +529,7 @@ the best validation (`eval_checkpoint`). Every probe × PE runs with seeds 0–4
 data seed, so PEs are compared on identical scenes, paired by seed), and the numbers below are the
 out-of-distribution **test** split (1200 scenes; ±2.9 points at most) beside the in-distribution
 validation accuracy. `none` is not trained on the first five probes: no permutation-invariant model
-can beat the exact ceiling, which `tests/test_probes.py` checks on the rendered split and on an
+can beat the exact ceiling, which `tests/datamodules/test_probes.py` checks on the rendered split and on an
 untrained model. `probe-anchoring` also trains `none` (content alone gives 50 % there) and
 `sincos+rpt`, `rope-axial+rpt`, `pape+rpt` (random permutation of the tokens against their positions
 during training), with the geometry and robustness analyses and, for the additive PEs, the α sweep

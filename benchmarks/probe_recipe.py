@@ -1,6 +1,6 @@
 """The probe recipe study (results/probe-recipe/REPORT.md): which training recipe lets the probes' PEs learn.
 
-    python benchmarks/probe_recipe.py --results results/probe-recipe --baseline results/probe-sweep-200-steps \
+    python -m benchmarks.probe_recipe --results results/probe-recipe --baseline results/probe-sweep-200-steps \
         [--report results/probe-recipe/REPORT.md]
 
 ``benchmarks/probe_recipe.sh`` trains the probe x PE cells that the previous sweep's 200-step recipe left
@@ -29,17 +29,16 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe_findings import CEILING, LEARNED_SHARE  # noqa: E402  (benchmarks/ is the script's directory)
-from reports import emit, fill, read_metrics, reproduced, shown  # noqa: E402
+from .probe_findings import CEILING, LEARNED_SHARE
+from .reports import emit, fill, read_metrics, reproduced, shown
 
 REPORT = """\
 # Probe recipe study (`results/probe-recipe`)
 
-Written by `python benchmarks/probe_recipe.py --results results/probe-recipe --report
+Written by `python -m benchmarks.probe_recipe --results results/probe-recipe --report
 results/probe-recipe/REPORT.md --baseline results/probe-sweep-200-steps` from the committed runs of
 `benchmarks/probe_recipe.sh` and the same cells and seeds of the previous sweep
-(`tests/test_leaderboard_committed.py` checks that it regenerates byte for byte).
+(`tests/studies/test_leaderboard_committed.py` checks that it regenerates byte for byte).
 
 The previous probe sweep (`../probe-sweep-200-steps`, commit `dce1ba0`) trained every cell for a
 fixed 200 steps with a cosine decay, and several of its cells are bimodal: some seeds leave the loss

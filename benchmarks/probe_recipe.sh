@@ -11,7 +11,7 @@
 #                      seed 0 only (stopped there to leave the CPU to the main recipe).
 # One run per worker process, one thread each, --deterministic. BENCH: the bench executable at the study's
 # commit. Complete runs are skipped, so a rerun resumes. Then:
-#   python benchmarks/probe_recipe.py --results $OUT/probe-recipe --baseline $OUT/embedded \
+#   python -m benchmarks.probe_recipe --results $OUT/probe-recipe --baseline $OUT/embedded \
 #       --report $OUT/probe-recipe/REPORT.md
 set -euo pipefail
 OUT=${OUT:-results}

@@ -19,7 +19,7 @@ from pebench.core.io import atomic_write_bytes
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 
-from alibi_findings import readout_finding  # benchmarks/ is on sys.path (probe_findings.py puts it there)
+from .alibi_findings import readout_finding
 
 
 def alibi_readout(diagnosis: Path) -> str:

@@ -16,7 +16,7 @@
 # BENCH is the bench executable (e.g. one installed from a worktree at the sweep's commit).
 # Complete runs with the same configuration are skipped, so a rerun resumes. The start and end times
 # go to $OUT/probe_sweep_time.txt (results/embedded/REPORT.md quotes the measured wall time). Then:
-#   python benchmarks/probe_findings.py --results $OUT/embedded --report $OUT/embedded/REPORT.md --png $OUT/embedded/probe_learning.png
+#   python -m benchmarks.probe_findings --results $OUT/embedded --report $OUT/embedded/REPORT.md --png $OUT/embedded/probe_learning.png
 #   bench leaderboard --results $OUT/embedded --reference rope-axial,none --out LEADERBOARD.md
 set -euo pipefail
 OUT=${OUT:-results}

@@ -2,7 +2,7 @@
 (benchmarks/README.md, "Protocol choices: how much each one moves SSDC and EED").
 
     nice bench run --dataset shapes --pe rope-axial --analyses none --out /tmp/protocol_model
-    nice python benchmarks/protocol_choices.py --run /tmp/protocol_model/shapes/rope-axial/vit-nano/seed0 \\
+    nice python -m benchmarks.protocol_choices --run /tmp/protocol_model/shapes/rope-axial/vit-nano/seed0 \\
         --update-readme benchmarks/README.md
 
 On the first ``probe_size`` validation samples (the geometry probe, default 256) of the run's
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({cfg.model}, seed {cfg.seed}; checkpoint after {info['epochs_done']} of the configured {cfg.epochs} "
         f"epochs, step {info['global_step']}, val acc1 {_f(info['val_acc1'])}), probe = the first {n} "
         f"validation samples, "
-        f"{coords.shape[0]} patch tokens. Regenerate with `python benchmarks/protocol_choices.py --run DIR "
+        f"{coords.shape[0]} patch tokens. Regenerate with `python -m benchmarks.protocol_choices --run DIR "
         f"--update-readme benchmarks/README.md`.", "",
         "**SSDC of the clean tokens, one choice changed at a time** (first row = the default = the SSDC "
         "paper's protocol). `attn_in` layer l is LN1 of the residual stream that `block_out` reports as "

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from pebench.core.io import atomic_write_bytes
+from pebench.leaderboard.stats import t_mean_ci
 
 
 def fill(template: str, **blocks: str) -> str:
@@ -45,6 +46,19 @@ def emit(text: str, path: str | os.PathLike | None) -> None:
         write_report(path, text)
     else:
         sys.stdout.write(text)
+
+
+def pct(x: float) -> str:
+    """A fraction as a percentage with one decimal (``0.1234`` -> ``"12.3"``)."""
+    return f"{100 * x:.1f}"
+
+
+def pct_mean_ci(values: list[float]) -> str:
+    """The mean of fractions in [0, 1] (mAP, accuracy) as a percentage with its Student-t 95 % interval
+    (``pebench.leaderboard.stats.t_mean_ci``, clipped to [0, 1]), or ``(one seed)`` when there is none."""
+    mean = sum(values) / len(values)
+    ci = t_mean_ci(values, bounds=(0.0, 1.0))
+    return pct(mean) + (f" [{pct(ci[0])}, {pct(ci[1])}]" if ci else " (one seed)")
 
 
 def read_metrics(run_dir: Path) -> tuple[list[tuple[int, float]], int]:

@@ -1,6 +1,6 @@
 """Rerun committed runs from their saved configuration and compare their metrics (reproducibility check).
 
-    python benchmarks/rerun_check.py --results results/embedded [--per-cell 1] [--datasets probe-decay,shapes]
+    python -m benchmarks.rerun_check --results results/embedded [--per-cell 1] [--datasets probe-decay,shapes]
         [--pes pape,liere] [--max 12] [--bench bench] [--keep DIR] [--workers 2] [--json FILE]
 
 For each selected run folder under each ``--results`` folder (by default seed 0 of every cell: dataset x PE

@@ -2,7 +2,7 @@
 # The committed `shapes` runs (results/embedded/shapes/REPORT.md, LEADERBOARD.md's shapes table): the default
 # `bench run` recipe (vit-nano, 4 epochs, every analysis that applies) for the PEs the SSDC and EED claims
 # compare, seeds 0-2, `--deterministic`, on 2 worker processes of 1 thread each. A rerun skips complete runs.
-# Then: python benchmarks/findings.py --results $OUT/embedded --report $OUT/embedded/shapes/REPORT.md --png docs/findings.png
+# Then: python -m benchmarks.findings --results $OUT/embedded --report $OUT/embedded/shapes/REPORT.md --png docs/findings.png
 set -euo pipefail
 OUT=${OUT:-results}
 BENCH=${BENCH:-bench}

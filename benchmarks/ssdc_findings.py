@@ -1,6 +1,6 @@
 """The SSDC and EED studies' claims, tested on ``probe-anchoring`` (results/embedded/probe-anchoring/REPORT.md).
 
-    python benchmarks/ssdc_findings.py --results results/embedded \
+    python -m benchmarks.ssdc_findings --results results/embedded \
         [--report results/embedded/probe-anchoring/REPORT.md] [--png docs/anchoring_fragility.png]
 
 ``probe-anchoring`` is the setting the SSDC study needs: the glyph kind (content) alone gives 50 %,
@@ -41,7 +41,7 @@ from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
-from reports import fill, write_report  # noqa: E402  (benchmarks/ is the script's directory)
+from .reports import fill, write_report
 
 #: a variant learned the position bit when at least this share of its seeds did (4 of 5), as in probe_findings
 MIN_LEARNED = 0.8
@@ -370,9 +370,9 @@ def main(argv=None) -> int:
 REPORT = """\
 # The SSDC and EED studies' claims on `probe-anchoring` (`results/embedded/probe-anchoring`)
 
-Written by `python benchmarks/ssdc_findings.py --results results/embedded --report
+Written by `python -m benchmarks.ssdc_findings --results results/embedded --report
 results/embedded/probe-anchoring/REPORT.md --png docs/anchoring_fragility.png` from the committed
-runs; every verdict is computed from the numbers (`tests/test_leaderboard_committed.py` checks that
+runs; every verdict is computed from the numbers (`tests/studies/test_leaderboard_committed.py` checks that
 the report regenerates byte for byte). The PE *properties* (translation, rotation, decay,
 context-dependent decay, extrapolation) are measured on the other probes, 5 seeds per cell, with a
 verdict per prediction: see [`../REPORT.md`](../REPORT.md). This report tests the claims of the SSDC

@@ -19,7 +19,7 @@ The values are replaced in the file text (a JSON string for a JSON string, a YAM
 YAML scalar line), so every number and every other byte stays as it was; the script checks that
 the parsed files differ in those keys only. Running it again changes nothing.
 
-Usage: ``python benchmarks/strip_machine_paths.py [--results results] [--check]``
+Usage: ``python -m benchmarks.strip_machine_paths [--results results] [--check]``
 (``--check``: change nothing, exit 1 when a file would change).
 """
 from __future__ import annotations

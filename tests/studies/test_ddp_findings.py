@@ -12,7 +12,7 @@ RESULTS = REPO / "results" / "ddp-agreement"
 
 def test_ddp_agreement_report_regenerates(tmp_path):
     report = tmp_path / "REPORT.md"
-    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ddp_findings.py"), "--results", str(RESULTS),
-                        "--report", str(report)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "benchmarks.ddp_findings", "--results", str(RESULTS),
+                        "--report", str(report)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert report.read_text(encoding="utf-8") == (RESULTS / "REPORT.md").read_text(encoding="utf-8")

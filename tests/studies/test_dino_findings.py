@@ -2,19 +2,19 @@
 that results/dino/REPORT.md is exactly what the script makes of the committed runs."""
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
+
+from benchmarks import dino_findings
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results" / "dino"
 
 
 @pytest.fixture()
-def findings(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    return importlib.import_module("dino_findings")
+def findings():
+    return dino_findings
 
 
 def _run(knn0: float, knn1: float, eed0: list[float], eed1: list[float]) -> dict:

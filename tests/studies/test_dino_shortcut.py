@@ -2,22 +2,21 @@
 whole diagnosis on a tiny DINO run (whose rebuilt initial model must match the run's recorded k-NN)."""
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks import dino_shortcut
 from pebench.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()
-def shortcut(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    return importlib.import_module("dino_shortcut")
+def shortcut():
+    return dino_shortcut
 
 
 def test_class_share_is_the_between_class_sum_of_squares(shortcut):

@@ -6,15 +6,13 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks import probe_findings, probe_recipe, ssdc_findings
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-import probe_findings  # noqa: E402
-import probe_recipe  # noqa: E402
 
 TEMPLATE = REPO / "results" / "probe-sweep-200-steps" / "probe-decay" / "rope-axial" / "vit-probe" / "seed0"
 
@@ -126,8 +124,6 @@ def test_prediction_groups_follow_the_pe_declarations_and_cover_every_pe():
 
 def test_ssdc_findings_use_the_same_four_of_five_rule_and_read_the_seeds_that_learned():
     """benchmarks/ssdc_findings.py decides "learned the position bit" per seed, 4 of 5, like probe_findings."""
-    import ssdc_findings
-
     vs = ssdc_findings.load(str(REPO / "results" / "probe-sweep-200-steps"))
     v = vs["rope-axial"]  # 4 of its 5 seeds learned the position bit in that sweep
     assert v.learned_seeds == 4 and v.learned

@@ -6,9 +6,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from benchmarks import rerun_check
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-import rerun_check  # noqa: E402
 
 ARCHIVE = REPO / "results" / "probe-sweep-200-steps"
 

@@ -1,16 +1,19 @@
 """The committed LEADERBOARD.md and LEADERBOARD.html are exactly what `bench leaderboard` makes of the committed
-results (so are the committed reports)."""
+results (so are the committed reports, each what its study script in benchmarks/ writes)."""
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from benchmarks import (detection_findings, event_tokens_findings, findings, perf_findings, probe_findings,
+                        probe_recipe, ssdc_findings)
+from pebench.datamodules import get_datamodule_class
+from pebench.encodings import variant_label
 from pebench.leaderboard import collect_results, render_leaderboard
 from pebench.leaderboard.formats import render_format
+from pebench.runner.run import dataset_info, load_registries
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = "results/embedded"
@@ -44,17 +47,19 @@ def test_committed_leaderboard_page_regenerates_byte_identical():
 @pytest.mark.skipif(not (REPO / "results").exists(), reason="no committed results")
 def test_committed_results_record_what_the_leaderboard_reads():
     """Every committed results.json holds ``pe_label`` and ``dataset_info`` with the values bench run records
-    now (benchmarks/backfill_result_keys.py added them to the files written before they were recorded)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("backfill", REPO / "benchmarks" / "backfill_result_keys.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.load_registries()
+    now, computed here from the file's own ``pe``, ``config.pe_options`` and ``dataset`` (read only: a file
+    that lacks them is reported, never rewritten)."""
+    load_registries()
+    wrong = []
     for path in sorted((REPO / "results").glob("**/results.json")):
         results = json.loads(path.read_text(encoding="utf-8"))
-        missing = mod.added_keys({k: v for k, v in results.items() if k not in ("pe_label", "dataset_info")})
-        assert {k: results.get(k) for k in missing} == missing, path
+        cfg = results.get("config") if isinstance(results.get("config"), dict) else {}
+        expected = {"pe_label": variant_label(results["pe"], cfg.get("pe_options") or {}),
+                    "dataset_info": dataset_info(get_datamodule_class(results["dataset"]))}
+        recorded = {k: results.get(k, "(missing)") for k in expected}
+        if recorded != expected:
+            wrong.append(f"{path.relative_to(REPO)}: {recorded} != {expected}")
+    assert not wrong, "\n".join(wrong[:20])
 
 
 @pytest.mark.skipif(not (REPO / RESULTS).exists(), reason="no committed results")
@@ -71,119 +76,97 @@ def test_committed_results_have_three_seeds_per_complete_row():
 def test_probe_report_regenerates_from_the_committed_results(tmp_path):
     """results/embedded/REPORT.md (probe tables, verdicts, recipe and sweep time) is exactly what
     benchmarks/probe_findings.py makes of the committed runs and results/probe_sweep_time.txt."""
-    spec = importlib.util.spec_from_file_location("probe_findings", REPO / "benchmarks" / "probe_findings.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     report = tmp_path / "REPORT.md"
-    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    assert probe_findings.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
     assert report.read_text(encoding="utf-8") == (REPO / RESULTS / "REPORT.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.skipif(not (REPO / "results" / "probe-recipe").exists(), reason="no committed recipe study")
-def test_probe_recipe_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+def test_probe_recipe_report_regenerates_from_the_committed_results(tmp_path):
     """results/probe-recipe/REPORT.md is exactly what benchmarks/probe_recipe.py makes of the committed runs."""
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    mod = importlib.import_module("probe_recipe")
     report = tmp_path / "REPORT.md"
-    assert mod.main(["--results", str(REPO / "results" / "probe-recipe"), "--baseline",
-                     str(REPO / "results" / "probe-sweep-200-steps"),
-                     "--report", str(report)]) == 0
+    assert probe_recipe.main(["--results", str(REPO / "results" / "probe-recipe"), "--baseline",
+                              str(REPO / "results" / "probe-sweep-200-steps"), "--report", str(report)]) == 0
     committed = REPO / "results" / "probe-recipe" / "REPORT.md"
     assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
 
 
 @pytest.mark.skipif(not (REPO / RESULTS / "probe-anchoring").exists(), reason="no committed probe-anchoring results")
-def test_ssdc_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+def test_ssdc_report_regenerates_from_the_committed_results(tmp_path):
     """results/embedded/probe-anchoring/REPORT.md (the SSDC / EED claims on probe-anchoring) is exactly what
     benchmarks/ssdc_findings.py makes of the committed results."""
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    mod = importlib.import_module("ssdc_findings")
     report = tmp_path / "REPORT.md"
-    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    assert ssdc_findings.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
     committed = REPO / RESULTS / "probe-anchoring" / "REPORT.md"
     assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
 
 
 @pytest.mark.skipif(not (REPO / RESULTS / "shapes").exists(), reason="no committed shapes results")
-def test_shapes_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+def test_shapes_report_regenerates_from_the_committed_results(tmp_path):
     """results/embedded/shapes/REPORT.md (the SSDC / EED claims on shapes) is exactly what benchmarks/findings.py
     makes of the committed results."""
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    mod = importlib.import_module("findings")
     report = tmp_path / "REPORT.md"
-    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report), "--time-file",
-                     str(REPO / "results" / "shapes_sweep_time.txt"), "--rerun-check",
-                     str(REPO / "results" / "rerun_check.json")]) == 0
+    assert findings.main(["--results", str(REPO / RESULTS), "--report", str(report), "--time-file",
+                          str(REPO / "results" / "shapes_sweep_time.txt"), "--rerun-check",
+                          str(REPO / "results" / "rerun_check.json")]) == 0
     committed = REPO / RESULTS / "shapes" / "REPORT.md"
     assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
 
 
 @pytest.mark.skipif(not (REPO / RESULTS / "shapes-det").exists(), reason="no committed detection results")
-def test_detection_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+def test_detection_report_regenerates_from_the_committed_results(tmp_path):
     """results/embedded/DETECTION_REPORT.md is exactly what benchmarks/detection_findings.py makes of the
     committed shapes-det / events-det runs and results/detection_sweep_time.txt."""
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    mod = importlib.import_module("detection_findings")
     report = tmp_path / "REPORT.md"
-    assert mod.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
+    assert detection_findings.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
     assert report.read_text(encoding="utf-8") == (REPO / RESULTS / "DETECTION_REPORT.md").read_text(encoding="utf-8")
     text = report.read_text(encoding="utf-8")
     assert "[95 % t-CI]" in text and "paired t-test" in text and "bootstrap" not in text
 
 
-def test_detection_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    mod = importlib.import_module("detection_findings")
+def test_detection_findings_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
-        mod.main(["--results", str(tmp_path / "missing")])
+        detection_findings.main(["--results", str(tmp_path / "missing")])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "expected a results folder" in err[-1]
 
 
-def test_performance_page_regenerates_from_the_committed_measurements(tmp_path, monkeypatch):
+def test_performance_page_regenerates_from_the_committed_measurements(tmp_path):
     """docs/performance.md is exactly what benchmarks/perf_findings.py makes of docs/perf.json and
     docs/perf_attention.json, and says that the CUDA targets are unmeasured."""
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    mod = importlib.import_module("perf_findings")
     page = tmp_path / "performance.md"
-    assert mod.main(["--perf", str(REPO / "docs" / "perf.json"), "--attention", str(REPO / "docs" / "perf_attention.json"),
-                     "--doc", str(page)]) == 0
+    assert perf_findings.main(["--perf", str(REPO / "docs" / "perf.json"), "--attention",
+                               str(REPO / "docs" / "perf_attention.json"), "--doc", str(page)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text == (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
     assert "**unmeasured**: no CUDA device" in text and "/root" not in text and "/tmp" not in text
 
 
-def test_perf_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    mod = importlib.import_module("perf_findings")
+def test_perf_findings_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{}", encoding="utf-8")
     for perf in (tmp_path / "missing.json", tmp_path / "bad.json"):
         with pytest.raises(SystemExit) as e:
-            mod.main(["--perf", str(perf), "--attention", str(REPO / "docs" / "perf_attention.json")])
+            perf_findings.main(["--perf", str(perf), "--attention", str(REPO / "docs" / "perf_attention.json")])
         assert e.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert "expected the JSON of bench perf all" in err[-1]
 
 
 @pytest.mark.skipif(not (REPO / "results" / "event-tokens").exists(), reason="no committed event-token study")
-def test_event_tokens_report_regenerates_from_the_committed_results(tmp_path, monkeypatch):
+def test_event_tokens_report_regenerates_from_the_committed_results(tmp_path):
     """results/event-tokens/REPORT.md is exactly what benchmarks/event_tokens_findings.py makes of the runs."""
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    mod = importlib.import_module("event_tokens_findings")
     report = tmp_path / "REPORT.md"
-    assert mod.main(["--results", str(REPO / "results" / "event-tokens"), "--report", str(report)]) == 0
+    assert event_tokens_findings.main(["--results", str(REPO / "results" / "event-tokens"), "--report", str(report)]) == 0
     text = report.read_text(encoding="utf-8")
     assert text == (REPO / "results" / "event-tokens" / "REPORT.md").read_text(encoding="utf-8")
     assert "frames beat spiking tokens" in text and "pape beats none" in text
 
 
-def test_event_tokens_findings_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    mod = importlib.import_module("event_tokens_findings")
+def test_event_tokens_findings_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     for folder in (tmp_path / "missing", tmp_path):
         with pytest.raises(SystemExit) as e:
-            mod.main(["--results", str(folder)])
+            event_tokens_findings.main(["--results", str(folder)])
         assert e.value.code == 2
         assert "expected" in capsys.readouterr().err.strip().splitlines()[-1]
 
