@@ -24,12 +24,18 @@ evaluation runs in eval mode under ``torch.no_grad()`` in one process after trai
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
-from .geometry import DEFAULT_PROBE_SIZE, DEFAULT_RPI_PERMUTATIONS, DEFAULT_TAP, geometry
+from pebench.core.options import option
+
+from .geometry import DEFAULT_PROBE_SIZE, DEFAULT_RPI_PERMUTATIONS, DEFAULT_TAP, SSDCOptions, geometry
+from .plots import plot_alpha_sweep
+from .registry import Analysis, AnalysisContext, register_analysis
 from .robustness import first_shift, robustness
 
-__all__ = ["alpha_sweep", "ALPHAS"]
+__all__ = ["alpha_sweep", "ALPHAS", "AlphaOptions", "AlphaAnalysis"]
 
 ALPHAS = (1.0, 0.8, 0.7, 0.6, 0.5, 0.4, 0.2, 0.0)
 
@@ -62,3 +68,35 @@ def alpha_sweep(task: Any, datamodule: Any, seed: int = 0, alphas: tuple[float, 
     finally:
         pe.alpha = old
     return rows
+
+
+# ------------------------------------------------------------------------------- registration
+_COUNT = (1, True, math.inf, False, "samples")
+
+
+@dataclass(frozen=True)
+class AlphaOptions(SSDCOptions):
+    """The α sweep's own options; the probe, tap, distance and K are the geometry's (:class:`SSDCOptions`)."""
+
+    alpha_samples: int | None = option(128, "validation samples per alpha (accuracy, FS; none: all)", bounds=_COUNT)
+    alpha_probe_size: int | None = option(None, "SSDC_RPI probe per alpha (none: the geometry probe_size)",
+                                          bounds=_COUNT)
+
+
+@register_analysis("alpha", key="alpha_sweep", order=30, options=AlphaOptions)
+class AlphaAnalysis(Analysis):
+    """Accuracy, FS and SSDC_RPI with the additive PE scaled by alpha at inference (additive PEs only)."""
+
+    plot = ("alpha_sweep.png", plot_alpha_sweep)
+
+    @classmethod
+    def applies(cls, pe: Any) -> str | None:
+        if getattr(pe, "additive", False):
+            return None
+        return "it scales a PE added to the token embedding (additive PEs only: see `bench list pes`)"
+
+    def run(self, ctx: AnalysisContext) -> list[dict[str, Any]] | None:
+        o = ctx.options
+        probe = o["alpha_probe_size"] if o["alpha_probe_size"] is not None else o["probe_size"]
+        return alpha_sweep(ctx.task, ctx.datamodule, seed=ctx.seed, max_samples=o["alpha_samples"], probe_size=probe,
+                           tap=o["ssdc_tap"], rpi_permutations=int(o["rpi_permutations"]), distance=o["ssdc_distance"])

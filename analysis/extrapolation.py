@@ -26,14 +26,19 @@ training. ``max_samples`` caps the samples per resolution (default: the whole va
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from pebench.core.options import option
 from pebench.datamodules.base import parse_resolution
 
 from .geometry import evaluating, task_device
+from .plots import plot_extrapolation
+from .registry import Analysis, AnalysisContext, register_analysis
 from .robustness import capped_batches, logits_in_chunks
 
-__all__ = ["evaluate_extrapolation", "rows_per_size", "check_resolutions", "default_resolutions", "resolution_key"]
+__all__ = ["evaluate_extrapolation", "rows_per_size", "check_resolutions", "default_resolutions", "resolution_key",
+           "ExtrapolationOptions", "ExtrapolationAnalysis"]
 
 
 def _parse(res: Any) -> tuple[int, ...]:
@@ -170,3 +175,23 @@ def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[str
                 task.tokenizer.num_groups = groups0
 
     return rows_per_size(task, resolutions, measure)
+
+
+# ------------------------------------------------------------------------------- registration
+@dataclass(frozen=True)
+class ExtrapolationOptions:
+    extrapolation_samples: int | None = option(128, "samples per resolution inside bench run (none: all)",
+                                               bounds=(1, True, math.inf, False, "samples"))
+
+
+@register_analysis("extrapolation", order=40, options=ExtrapolationOptions)
+class ExtrapolationAnalysis(Analysis):
+    """The task's metric at other input resolutions (the run's extrapolation_resolutions, else the defaults)."""
+
+    plot = ("extrapolation.png", plot_extrapolation)
+
+    def run(self, ctx: AnalysisContext) -> list[dict[str, Any]]:
+        resolutions = (list(ctx.config.get("extrapolation_resolutions") or [])
+                       or ctx.hooks.default_resolutions(ctx.datamodule, ctx.task))
+        return ctx.hooks.evaluate_extrapolation(ctx.task, ctx.datamodule, resolutions,
+                                                max_samples=ctx.options["extrapolation_samples"])

@@ -58,19 +58,25 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Subset
 
+from pebench.core.options import option
+
 from .metrics import EEDMetric, SSDCMetric
+from .plots import plot_geometry
+from .registry import Analysis, AnalysisContext, register_analysis
 from .ssdc import DISTANCES
 from .ssdc import ssdc as ssdc_fn
 
 __all__ = ["geometry", "probe_loader", "rpi_permutation", "rpi_seed", "untrained_twin", "evaluating",
            "task_device", "finite_or_none", "tap_layers", "rpi_stats", "DEFAULT_PROBE_SIZE", "TAPS",
-           "DEFAULT_TAP", "DEFAULT_EED_TAP", "DEFAULT_RPI_PERMUTATIONS"]
+           "DEFAULT_TAP", "DEFAULT_EED_TAP", "DEFAULT_RPI_PERMUTATIONS", "SSDCOptions", "GeometryOptions",
+           "GeometryAnalysis"]
 
 DEFAULT_PROBE_SIZE = 256
 #: token representations the analysis can tap (see :meth:`ViTBackbone.forward_intermediates`)
@@ -354,3 +360,40 @@ def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_
     if out["probe_size"] is None:
         out["probe_size"] = sum(_num_samples(x) for x in loader)
     return out
+
+
+# ------------------------------------------------------------------------------- registration
+_COUNT = (1, True, math.inf, False, "samples")
+
+
+@dataclass(frozen=True)
+class SSDCOptions:
+    """The probe and SSDC protocol options (``geometry``'s; ``alpha`` reads them too)."""
+
+    probe_size: int | None = option(DEFAULT_PROBE_SIZE, "geometry probe set: the first N validation samples "
+                                    "(none: all)", bounds=_COUNT)
+    ssdc_tap: str = option(DEFAULT_TAP, "SSDC tap: attn_in (the SSDC paper's: LN1 output) or block_out",
+                           choices=TAPS)
+    ssdc_distance: str | None = option(None, "SSDC distance (none: l1 on grids, euclidean for point clouds)",
+                                       choices=DISTANCES)
+    rpi_permutations: int = option(DEFAULT_RPI_PERMUTATIONS, "RPI permutations K",
+                                   bounds=(1, True, math.inf, False, "permutations"))
+
+
+@dataclass(frozen=True)
+class GeometryOptions(SSDCOptions):
+    eed_tap: str = option(DEFAULT_EED_TAP, "EED tap: attn_in or block_out (chosen by measurement)", choices=TAPS)
+    rpi_null: bool = option(True, "SSDC_RPI null band from the untrained twin")
+
+
+@register_analysis("geometry", order=10, options=GeometryOptions)
+class GeometryAnalysis(Analysis):
+    """Per-layer SSDC, SSDC_RPI (with the untrained twin's null band), EED% and top-1 eigenvalue share."""
+
+    plot = ("geometry.png", plot_geometry)
+
+    def run(self, ctx: AnalysisContext) -> dict[str, Any]:
+        o = ctx.options
+        return geometry(ctx.task, ctx.datamodule, probe_size=o["probe_size"], seed=ctx.seed, tap=o["ssdc_tap"],
+                        eed_tap=o["eed_tap"], distance=o["ssdc_distance"],
+                        rpi_permutations=int(o["rpi_permutations"]), null=bool(o["rpi_null"]))

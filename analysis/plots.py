@@ -17,7 +17,7 @@ from typing import Any, Callable
 from pebench.core.io import default_file_mode
 
 __all__ = ["plot_geometry", "plot_alpha_sweep", "plot_extrapolation", "plot_robustness", "plot_eed_checkpoints",
-           "save_plot", "run_info", "run_label", "shift_label"]
+           "plot_attention", "plot_coord_robustness", "save_plot", "run_info", "run_label", "shift_label"]
 
 #: how a perturbation parameter is written in labels (robustness.DEFAULT_PARAMS keys)
 _PARAM_NAMES = {"quality": "quality", "sigma": "σ", "p": "p", "rate": "rate"}
@@ -271,4 +271,40 @@ def plot_eed_checkpoints(history: list[dict[str, Any]], path: str | os.PathLike,
     for ax in (a, b):
         if ax.get_lines():
             ax.legend(fontsize=7, ncol=2)
+    _save(fig, path)
+
+
+def plot_attention(att: dict[str, Any], path: str | os.PathLike, run: dict[str, Any] | None = None) -> None:
+    """Attention entropy (left: one line per head and the mean, with uniform attention's entropy) and mean
+    attention distance (right: one dot per head and the mean) over depth."""
+    fig, (a, b) = _figure(2)
+    _title(fig, "Attention entropy and mean attention distance", run)
+    layers = att["layers"]
+    for h in range(int(att["heads"])):
+        a.plot(layers, _nan([r[h] for r in att["entropy"]]), "-", color="0.75", lw=0.8)
+        b.plot(layers, _nan([r[h] for r in att["distance"]]), ".", color="0.6")
+    a.plot(layers, _nan(att["entropy_mean"]), "o-", color="C0", label="mean over heads")
+    a.plot(layers, _nan(att["max_entropy"]), ":", color="C3", label="uniform attention")
+    b.plot(layers, _nan(att["distance_mean"]), "o-", color="C0", label="mean over heads")
+    a.set(xlabel="layer", ylabel="entropy (nats)")
+    b.set(xlabel="layer", ylabel=f"mean attention distance ({att.get('distance_unit', 'patch')} units)")
+    _legend_below(a)
+    _legend_below(b)
+    _save(fig, path)
+
+
+def plot_coord_robustness(cr: dict[str, Any], path: str | os.PathLike, run: dict[str, Any] | None = None) -> None:
+    """Accuracy (when the task has class accuracy) and feature cosine similarity against the perturbation
+    size, for per-token coordinate jitter (left) and a global coordinate offset (right)."""
+    fig, axes = _figure(2)
+    _title(fig, "Robustness to coordinate perturbations", run)
+    for ax, kind in zip(axes, ("jitter", "offset")):
+        rows = cr.get(kind) or []
+        sizes = [r["size"] for r in rows]
+        if any(r.get("acc") is not None for r in rows):
+            ax.plot(sizes, _nan([r.get("acc") for r in rows]), "o-", color="C0", label="top-1 accuracy")
+        ax.plot(sizes, _nan([r.get("feature_cos") for r in rows]), "s--", color="C1", label="feature cosine")
+        ax.set(xlabel=f"{kind} size ({cr.get('units', {}).get(kind, '')})", ylim=(-0.05, 1.05))
+        _legend_below(ax)
+    _chance(axes[0], run)
     _save(fig, path)

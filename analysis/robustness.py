@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
@@ -57,12 +58,16 @@ from torchvision.transforms.v2.functional import gaussian_blur as tv_blur
 
 from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
 
+from pebench.core.options import option
+
 from .geometry import evaluating, finite_or_none, task_device
+from .plots import plot_robustness
+from .registry import Analysis, AnalysisContext, register_analysis
 
 __all__ = ["robustness", "fragility", "dense_fragility", "fs_undefined_reason", "num_classes_of", "SHIFTS",
            "PERTURBATIONS", "DEFAULT_PARAMS", "perturb", "logits_in_chunks", "image_codec", "shift_context",
            "CODEC_SHIFTS", "jpeg", "gaussian_blur", "blur_kernel_size", "event_dropout", "event_noise",
-           "point_jitter", "point_dropout", "first_shift"]
+           "point_jitter", "point_dropout", "first_shift", "RobustnessOptions", "RobustnessAnalysis"]
 
 #: shifts per modality, in the order they are reported (the first is the alpha sweep's FS)
 SHIFTS: dict[str, tuple[str, ...]] = {"image": ("jpeg", "blur"), "video": ("jpeg", "blur"),
@@ -376,3 +381,20 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
         out[s] = {"acc": a, "fs": None if fs is None else finite_or_none(fs), "fs_reason": reason,
                   "params": prm[s]}
     return out
+
+
+# ------------------------------------------------------------------------------- registration
+@dataclass(frozen=True)
+class RobustnessOptions:
+    robustness_samples: int | None = option(None, "validation samples of the robustness analysis (none: all)",
+                                            bounds=(1, True, math.inf, False, "samples"))
+
+
+@register_analysis("robustness", order=20, options=RobustnessOptions)
+class RobustnessAnalysis(Analysis):
+    """Clean accuracy, and accuracy and fragility FS = 1 - A_shift / A_clean under each content shift."""
+
+    plot = ("robustness.png", plot_robustness)
+
+    def run(self, ctx: AnalysisContext) -> dict[str, Any]:
+        return ctx.hooks.robustness(ctx.task, ctx.datamodule, seed=ctx.seed, max_samples=ctx.options["robustness_samples"])
