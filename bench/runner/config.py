@@ -14,6 +14,7 @@ import dataclasses
 import importlib.resources
 import inspect
 import math
+import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,15 +32,8 @@ __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_
            "check_resolution_syntax", "merged_config", "run_config_from_args",
            "DEFAULT_PE_PREFERENCE"]
 
-#: keys of ``analysis_options`` / ``--analysis-option`` (pebench.analysis.evaluators.DEFAULT_OPTIONS; a test
-#: keeps the two in step)
-ANALYSIS_OPTIONS = ("probe_size", "ssdc_tap", "eed_tap", "ssdc_distance", "rpi_permutations", "rpi_null",
-                    "robustness_samples", "alpha_samples", "alpha_probe_size", "extrapolation_samples")
-
 #: ``--logger`` values (the CSV logger's metrics.csv is written in every case)
 LOGGERS = ("csv", "tensorboard", "wandb")
-#: analyses ``--analyses`` accepts (``none``/``all``/``auto`` are shorthands)
-ANALYSES = ("geometry", "robustness", "alpha", "extrapolation")
 #: the default run uses the first of these PEs that is registered
 DEFAULT_PE_PREFERENCE = ("pape", "rope-axial", "ape")
 
@@ -289,22 +283,36 @@ def best_default_pe() -> str:
     return names[0] if names else "none"
 
 
+def __getattr__(name: str) -> Any:
+    """Views of the analysis registry (:mod:`pebench.analysis.registry`; importing it imports torch, so only
+    when asked for): ``ANALYSES``, the analyses ``--analyses all`` may run, in running order, and
+    ``ANALYSIS_OPTIONS``, the keys ``--analysis-option`` accepts."""
+    if name in ("ANALYSES", "ANALYSIS_OPTIONS"):
+        from pebench.analysis.registry import analysis_options, get_analysis, list_analyses  # deferred: start-up time (torch)
+
+        if name == "ANALYSES":
+            return tuple(n for n in list_analyses() if get_analysis(n).in_all)
+        return tuple(analysis_options())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def parse_analyses(value: str | list | None, synthetic: bool, additive_pe: bool) -> tuple[list[str], bool]:
     """-> (analyses to run, explicitly requested). ``auto``: all that apply on synthetic datasets
-    (alpha only for additive PEs), ``geometry`` on real ones. ``all``: all that apply."""
+    (alpha only for additive PEs), ``geometry`` on real ones. ``all``: all that apply. Names, their order and
+    where they apply come from the analysis registry (``bench list analyses``)."""
+    from pebench.analysis.registry import select_analyses  # deferred: start-up time (torch)
+
+    pe = types.SimpleNamespace(additive=bool(additive_pe))
     if value is None or value == "auto":
         if not synthetic:
             return ["geometry"], False
-        return [a for a in ANALYSES if a != "alpha" or additive_pe], False
+        return select_analyses("all", pe)[0], False
     items = value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
     if items == ["none"]:
         return [], True
     if items == ["all"]:
-        return [a for a in ANALYSES if a != "alpha" or additive_pe], True
-    for a in items:
-        if a not in ANALYSES:
-            raise ConfigError(f"unknown analysis {a!r}; available: {', '.join(ANALYSES)}, none, all")
-    return [a for a in ANALYSES if a in items], True
+        return select_analyses("all", pe)[0], True
+    return select_analyses(items, pe)[0], True
 
 
 def parse_give_up(text: str) -> tuple[int, float]:
@@ -361,9 +369,6 @@ def resolve(cfg: RunConfig) -> RunConfig:
     if cfg.data_root is not None and not str(cfg.data_root).strip():
         raise ConfigError("data_root must name a directory, got an empty string")
     parse_analyses(cfg.analyses, True, True)  # validates names
-    unknown = sorted(set(cfg.analysis_options) - set(ANALYSIS_OPTIONS))
-    if unknown:
-        raise ConfigError(f"unknown analysis option {unknown[0]!r}; available: {', '.join(ANALYSIS_OPTIONS)}")
     _check_analysis_options(cfg.analysis_options)
     for r in cfg.extrapolation_resolutions or []:
         check_resolution_syntax(r, "extrapolation_resolutions")
@@ -371,17 +376,11 @@ def resolve(cfg: RunConfig) -> RunConfig:
 
 
 def _check_analysis_options(opts: dict) -> None:
-    """Values of the analysis options that pick a protocol (one-line :class:`ConfigError`)."""
-    for key in ("ssdc_tap", "eed_tap"):
-        if key in opts and opts[key] not in ("attn_in", "block_out"):
-            raise ConfigError(f"analysis option {key} must be attn_in or block_out, got {opts[key]!r}")
-    if opts.get("ssdc_distance") not in (None, "l1", "euclidean"):
-        raise ConfigError(f"analysis option ssdc_distance must be l1 or euclidean, got {opts['ssdc_distance']!r}")
-    k = opts.get("rpi_permutations", 8)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ConfigError(f"analysis option rpi_permutations must be an integer >= 1, got {k!r}")
-    if opts.get("rpi_null", True) not in (True, False):
-        raise ConfigError(f"analysis option rpi_null must be true or false, got {opts['rpi_null']!r}")
+    """``analysis_options`` against the analyses' own declarations (unknown keys, types, choices, bounds:
+    one-line :class:`ConfigError`)."""
+    from pebench.analysis.registry import check_analysis_options  # deferred: start-up time (torch)
+
+    check_analysis_options(opts)
 
 
 def _check_numbers(cfg: RunConfig) -> None:
