@@ -77,6 +77,20 @@ def pe_terms(name, pe, layer_idx, q, k, x, coords, P):
         q = torch.cat([q[:, :, :P], rotate_ref(qp, theta)], dim=2)
         k = torch.cat([k[:, :, :P], rotate_ref(kp, theta)], dim=2)
         return q, k, None
+    if name == "fire":  # Li et al. 2024 on Euclidean distances: f(psi(|r_j - r_i|) / psi(max(L, R_i)))
+        L = pe.layers[layer_idx]
+        c_, thr = L.c.detach(), abs(L.L_multiplier.detach() * 512.0)
+        psi = lambda t: torch.log(torch.abs(c_ * t) + 1)  # noqa: E731
+        far = dist.amax(-1, keepdim=True)  # (B|1, N, 1): each query's farthest key
+        xin = psi(dist) / (psi(torch.clamp(far, min=thr)) + 1e-6)  # (B|1, N, N)
+        w1, b1 = L.mlp[0].weight.detach()[:, 0], L.mlp[0].bias.detach()
+        w2, b2 = L.mlp[2].weight.detach(), L.mlp[2].bias.detach()
+        hid = torch.relu(xin[..., None] * w1 + b1)  # (B|1, N, N, 32)
+        return q, k, torch.einsum("znmu,hu->zhnm", hid, w2) + b2[:, None, None]
+    if name == "rpb":  # grid coords (see the caller): Swin's table at r_i - r_j + G - 1, no resampling
+        T = pe.layers[layer_idx].table.detach()  # (H, 2G_1 - 1, ...)
+        off = (-diff).round().long() + torch.tensor([g - 1 for g in pe.train_grid])  # (B|1, N, N, p)
+        return q, k, T[(slice(None), *off[0].unbind(-1))].unsqueeze(0)  # (1, H, N, N)
     if name == "alibi":
         slopes = torch.tensor([2.0 ** (-8 * (h + 1) / H) for h in range(H)], dtype=q.dtype)
         return q, k, -slopes[:, None, None] * dist[:, None]
@@ -133,7 +147,7 @@ def test_layer_matches_reference_attention(name, p, P):
     if name.endswith("[pebench]"):
         name = name.split("[")[0]
         opts = PEBENCH_PRIOR[name]
-    coords = grid_coords(grid).double() if name == "ape" else random_coords(12, p)
+    coords = grid_coords(grid).double() if name in ("ape", "rpb") else random_coords(12, p)
     pe = build_pe(name, dim=D, num_heads=H, depth=depth, spatial_dims=p, num_prefix_tokens=P, grid=grid,
                   **opts).double()
     randomise_pe(pe)

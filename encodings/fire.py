@@ -1,0 +1,141 @@
+"""``fire``: FIRE, a learned function of the progressively normalised distance as attention bias.
+
+Paper: Li et al., ICLR 2024, "Functional Interpolation for Relative Positions Improves Long Context
+Transformers" (FIRE). Published form (causal text, query position ``i``, key ``j <= i``): the bias of
+head ``h`` is
+
+    b_h(i, j) = f_theta( psi(i - j) / psi(max(L, i)) )_h,      psi(x) = log(c x + 1),
+
+with ``f_theta`` an MLP ``1 -> 32 -> H`` (ReLU) shared by the heads (one output each), ``c`` a learned
+scalar (initialised to 0.1), ``L`` a learned threshold (``|512 * m|`` with a learned multiplier ``m``,
+initialised to 1, on the fixed 512), and ``eps = 1e-6`` added to the denominator. These defaults are
+the paper's appendix code (``mlp_width=32, init_c=0.1, init_L=512, eps=1e-6``, ``log(|c x| + 1)``).
+Each block has its own FIRE module (the appendix module is instantiated per attention layer).
+
+pebench's n-D (bidirectional) reading, stated here because the paper defines only the causal 1-D case:
+
+* distance ``i - j`` -> the Euclidean distance ``||r_j - r_i||`` of the coordinates, in patch units;
+* query position ``i`` (the farthest key a causal query sees) -> ``R_i = max_j ||r_j - r_i||``, the
+  distance from query ``i`` to its farthest key (over the tokens given, padding included), so the
+  normaliser is ``psi(max(L, R_i)) + eps``. With ``L = 512`` patches no ViT grid in pebench exceeds the
+  threshold at initialisation: the progressive part matters only once ``L`` has been learned smaller.
+
+The bias depends on distances only: exactly relative and rotation invariant (declared; tested). It is
+a bias PE like ALiBi: a dense ``(B, H, N, N)`` bias for short sequences and a FlexAttention
+``score_mod`` (the MLP evaluated per logit, no ``T x T`` tensor) for long ones
+(:mod:`pebench.models.attention`); the per-query ``R_i`` is computed in chunks of queries (memory
+``O(chunk * N)``). Prefix (CLS) rows and columns of the bias are zero. The bias is computed in float32
+or wider and cast to q's dtype.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import LayerPE, PEConfigError, PositionalEncoding
+from .lookhere import BiasLayerPE, entry_distance, pairwise_distance
+from .options import PEOption
+from .registry import register_pe
+
+__all__ = ["FIRE", "FIRELayer", "farthest_distance"]
+
+#: queries per chunk when computing each query's farthest-key distance
+_CHUNK = 1024
+
+
+def farthest_distance(c: Tensor) -> Tensor:
+    """``R_i = max_j ||c_j - c_i||`` of coords ``(B, N, p)``: ``(B, N)``, in chunks of queries."""
+    out = [pairwise_distance_rows(c, c[:, s:s + _CHUNK]).amax(-1) for s in range(0, c.shape[1], _CHUNK)]
+    return torch.cat(out, dim=1)
+
+
+def pairwise_distance_rows(c: Tensor, rows: Tensor) -> Tensor:
+    """Exact distances ``(B, n, N)`` from ``rows (B, n, p)`` to every point of ``c (B, N, p)``."""
+    return torch.cdist(rows, c, compute_mode="donot_use_mm_for_euclid_dist")
+
+
+class FIRELayer(BiasLayerPE):
+    """One block's FIRE: the MLP ``1 -> width -> H``, ``c`` and the threshold multiplier."""
+
+    def __init__(self, num_heads: int, num_prefix_tokens: int, width: int = 32, init_c: float = 0.1,
+                 init_L: float = 512.0, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(1, width), nn.ReLU(), nn.Linear(width, num_heads))
+        self.c = nn.Parameter(torch.tensor(float(init_c)))
+        self.register_buffer("init_L", torch.tensor(float(init_L)), persistent=False)  # fixed
+        self.L_multiplier = nn.Parameter(torch.tensor(1.0))
+        self.eps = float(eps)
+        self.num_heads = num_heads
+        self.num_prefix_tokens = num_prefix_tokens
+
+    def _psi(self, x: Tensor) -> Tensor:
+        return torch.log(torch.abs(self.c.to(x.dtype) * x) + 1)
+
+    def normaliser(self, c: Tensor) -> Tensor:
+        """``psi(max(L, R_i)) + eps`` per query: ``(B, N)`` from coords ``(B, N, p)``."""
+        threshold = torch.abs(self.L_multiplier * self.init_L).to(c.dtype)
+        return self._psi(torch.maximum(farthest_distance(c), threshold)) + self.eps
+
+    def bias(self, coords: Tensor) -> Tensor:
+        c = coords if coords.dim() == 3 else coords.unsqueeze(0)  # (B|1, N, p)
+        c = c.to(torch.promote_types(c.dtype, torch.float32))
+        x = self._psi(pairwise_distance(c)) / self.normaliser(c).unsqueeze(-1)  # (B|1, N, N)
+        fc1, fc2 = self.mlp[0], self.mlp[2]
+        hidden = torch.relu(x.unsqueeze(-1) * fc1.weight[:, 0].to(x.dtype) + fc1.bias.to(x.dtype))  # (B|1, N, N, W)
+        bias = F.linear(hidden, fc2.weight.to(x.dtype), fc2.bias.to(x.dtype))  # (B|1, N, N, H)
+        return self._finish(bias.movedim(-1, 1))  # (B|1, H, N, N) -> with prefix rows / cols
+
+    def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+        dt = c.dtype
+        norm = self.normaliser(c)  # (B, N)
+        w1 = self.mlp[0].weight[:, 0].to(dt)  # (W,)
+        b1 = self.mlp[0].bias.to(dt)  # (W,)
+        w2 = self.mlp[2].weight.to(dt)  # (H, W)
+        b2 = self.mlp[2].bias.to(dt)  # (H,)
+        cval = self.c.to(dt)
+        width = w1.shape[0]
+
+        def entry(b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:
+            x = torch.log(torch.abs(cval * entry_distance(c, b, i, j)) + 1) / norm[b, i]
+            out = b2[h]
+            for u in range(width):  # the MLP of one scalar, unrolled (score_mod works on scalars)
+                out = out + w2[h, u] * torch.relu(w1[u] * x + b1[u])
+            return out
+        return entry
+
+
+@register_pe("fire", order=65)
+class FIRE(PositionalEncoding):
+    """FIRE (Li et al. 2024) on the Euclidean distance of n-D coords; one module per block."""
+
+    relative = True
+    rotation_invariant = True
+    distance_decay = False  # learned: the bias can take any shape; nothing makes it decay at initialisation
+    learned = True
+    options = (
+        PEOption("mlp_width", "int", 32, "hidden width of the per-block MLP 1 -> width -> heads (published: 32)"),
+        PEOption("init_c", "float", 0.1, "initial c of psi(x) = log(c x + 1) (published: 0.1)"),
+        PEOption("init_L", "float", 512.0, "the threshold L (patch units) that the learned multiplier scales "
+                 "(published: 512)"),
+    )
+
+    def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
+                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, mlp_width: int = 32,
+                 init_c: float = 0.1, init_L: float = 512.0) -> None:
+        super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
+        if mlp_width < 1:
+            raise PEConfigError(f"fire mlp_width must be >= 1, got {mlp_width}")
+        if not (math.isfinite(init_c) and init_c > 0):
+            raise PEConfigError(f"fire init_c must be a finite number > 0, got {init_c}")
+        if not (math.isfinite(init_L) and init_L > 0):
+            raise PEConfigError(f"fire init_L must be a finite number > 0, got {init_L}")
+        self.mlp_width, self.init_c, self.init_L = int(mlp_width), float(init_c), float(init_L)
+        self.layers = nn.ModuleList(FIRELayer(num_heads, num_prefix_tokens, self.mlp_width, self.init_c, self.init_L)
+                                    for _ in range(depth))
+
+    def layer(self, i: int) -> LayerPE:
+        return self.layers[i]

@@ -1,0 +1,184 @@
+"""``rpb``: learned relative position bias, a table indexed by the offset on the token grid.
+
+Papers: Liu et al., ICCV 2021, "Swin Transformer: Hierarchical Vision Transformer using Shifted Windows"
+(the table, one per block) and Bao et al., ICLR 2022, "BEiT: BERT Pre-Training of Image Transformers"
+(the same table over a whole ViT's patch grid, resampled at other resolutions); the option
+``variant=cpb`` is Liu et al., CVPR 2022, "Swin Transformer V2: Scaling Up Capacity and Resolution",
+its log-spaced continuous position bias.
+
+* ``variant=table`` (default, Swin/BEiT): block ``l`` owns a table ``T_l: (H, 2G_1 - 1, ..., 2G_p - 1)``
+  over the offsets of the training grid ``G``; the bias of query ``i`` and key ``j`` is
+  ``T_l[h, r_i - r_j + G - 1]`` (query minus key, as in Swin; row-major flattening as timm's
+  ``RelPosBias``, so the same weights give the same bias: tested). Initialisation: truncated normal,
+  std 0.02 (Swin / timm).
+* ``variant=cpb`` (SwinV2): the bias is ``16 sigmoid(MLP(d))`` with ``MLP = Linear(p, 512) -> ReLU ->
+  Linear(512, H, no bias)`` of the log-spaced offset ``d_a = sign(D_a) log2(1 + 8 |D_a| / (G_a - 1)) /
+  log2(8)`` (``D = r_i - r_j``, normalised by the *training* grid: SwinV2's ``pretrained_window_size``);
+  evaluated once per offset of the current grid, then indexed like the table. As timm's ``RelPosMlp``
+  (``mode="swin"``) in evaluation (timm adds a dropout of 0.125 after the ReLU; the official SwinV2 code
+  has none, nor has pebench).
+
+Offsets and grids. Coordinates are patch indices; offsets are rounded to the nearest integer (grid
+tokens have integer offsets; non-grid coords use the nearest entry). The current grid's extent per axis
+``E_a = round(max c_a - min c_a) + 1`` decides the offsets needed: on a grid larger than the training
+grid (``W_a = max(E_a, G_a)``) the ``table`` variant is resampled to ``2W - 1`` entries per axis with
+timm's ``resize_rel_pos_bias_table`` (the BEiT rule: geometric spacing, 2-D) or trilinearly
+(``align_corners=False``, 3-D: video / events; pebench's choice, timm has no 3-D rule); ``cpb`` simply
+evaluates its MLP at the larger offsets. Offsets beyond the table are clamped to its edge. The bias is a
+function of ``r_i - r_j`` (and the extent, which shifts do not change): exactly relative, not rotation
+invariant.
+
+Needs the training grid (images, video, events; point clouds are refused). CLS rows and columns of the
+bias are zero (pebench's convention; BEiT adds three learned CLS entries instead). The bias is computed
+in float32 or wider and cast to q's dtype; the FlexAttention ``score_mod`` reads the same table entry.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import LayerPE, PEConfigError, PositionalEncoding
+from .extrapolation import grid_extent
+from .lookhere import BiasLayerPE
+from .options import PEOption
+from .registry import register_pe
+
+__all__ = ["RelPosBias", "RelPosBiasLayer", "RPB_VARIANTS", "resize_offset_table", "log_spaced_offsets"]
+
+RPB_VARIANTS = ("table", "cpb")
+#: SwinV2's CPB: hidden width, output gain and log-scale range
+CPB_HIDDEN, CPB_GAIN, CPB_RANGE = 512, 16.0, 8.0
+
+
+def resize_offset_table(table: Tensor, window: Sequence[int]) -> Tensor:
+    """An offset table ``(H, 2G_1 - 1, ...)`` resized to ``2W - 1`` entries per axis (see the module docstring)."""
+    size = tuple(2 * int(w) - 1 for w in window)
+    if tuple(table.shape[1:]) == size:
+        return table
+    if len(window) == 2:
+        from timm.layers.pos_embed_rel import resize_rel_pos_bias_table  # deferred: only resampling needs it
+
+        return resize_rel_pos_bias_table(table, new_window_size=tuple(int(w) for w in window),
+                                         new_bias_shape=(table.shape[0], *size))
+    return F.interpolate(table.unsqueeze(0), size=size, mode="trilinear", align_corners=False)[0]
+
+
+def log_spaced_offsets(window: Sequence[int], train_grid: Sequence[int], dtype: torch.dtype,
+                       device: torch.device | None = None) -> Tensor:
+    """SwinV2's log-spaced offsets ``(2W_1 - 1, ..., 2W_p - 1, p)`` of a ``window``, normalised by the training grid."""
+    axes = [torch.arange(-(w - 1), w, dtype=dtype, device=device) / max(g - 1, 1) * CPB_RANGE
+            for w, g in zip(window, train_grid)]
+    d = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)  # (..., p)
+    return torch.sign(d) * torch.log2(1.0 + d.abs()) / math.log2(CPB_RANGE)
+
+
+class RelPosBiasLayer(BiasLayerPE):
+    """One block's relative position bias (a table, or SwinV2's CPB MLP)."""
+
+    def __init__(self, num_heads: int, train_grid: Sequence[int], num_prefix_tokens: int, variant: str) -> None:
+        super().__init__()
+        self.train_grid = tuple(int(g) for g in train_grid)
+        self.variant = variant
+        self.num_heads = num_heads
+        self.num_prefix_tokens = num_prefix_tokens
+        if variant == "table":
+            self.table = nn.Parameter(torch.zeros(num_heads, *(2 * g - 1 for g in self.train_grid)))
+            nn.init.trunc_normal_(self.table, std=0.02)
+        else:
+            p = len(self.train_grid)
+            self.cpb = nn.Sequential(nn.Linear(p, CPB_HIDDEN), nn.ReLU(), nn.Linear(CPB_HIDDEN, num_heads, bias=False))
+        self._resized: tuple | None = None  # (key, resized table) for the table variant off the training grid
+
+    def offset_table(self, window: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+        """The bias of every offset of ``window``: ``(H, 2W_1 - 1, ...)`` in ``dtype``."""
+        if self.variant == "cpb":
+            fc1, fc2 = self.cpb[0], self.cpb[2]
+            d = log_spaced_offsets(window, self.train_grid, dtype, fc1.weight.device)  # (..., p)
+            out = F.linear(torch.relu(F.linear(d, fc1.weight.to(dtype), fc1.bias.to(dtype))), fc2.weight.to(dtype))
+            return (CPB_GAIN * torch.sigmoid(out)).movedim(-1, 0)  # (H, ...)
+        if window == self.train_grid:
+            return self.table.to(dtype)
+        if torch.is_grad_enabled():  # no cache: a cached tensor would carry one step's graph into the next
+            return resize_offset_table(self.table.to(dtype), window).to(dtype)
+        key = (window, self.table._version, self.table.data_ptr(), dtype)
+        if self._resized is None or self._resized[0] != key:
+            self._resized = (key, resize_offset_table(self.table.to(dtype), window).to(dtype))
+        return self._resized[1]
+
+    def _window(self, c: Tensor) -> tuple[int, ...]:
+        return tuple(max(e, g) for e, g in zip(grid_extent(c), self.train_grid))
+
+    def _flat_index(self, off: Tensor, window: Sequence[int]) -> Tensor:
+        """Flat row-major table index of rounded offsets ``off (..., p)`` (clamped to the table)."""
+        idx = None
+        for a, w in enumerate(window):
+            ia = (torch.round(off[..., a]) + (w - 1)).clamp(0, 2 * w - 2).long()
+            idx = ia if idx is None else idx * (2 * w - 1) + ia
+        return idx
+
+    def bias(self, coords: Tensor) -> Tensor:
+        c = coords if coords.dim() == 3 else coords.unsqueeze(0)  # (B|1, N, p)
+        c = c.to(torch.promote_types(c.dtype, torch.float32))
+        window = self._window(c)
+        flat = self.offset_table(window, c.dtype).reshape(self.num_heads, -1)  # (H, prod(2W - 1))
+        idx = self._flat_index(c[:, :, None, :] - c[:, None, :, :], window)  # (B|1, N, N): r_i - r_j
+        return self._finish(flat[:, idx].movedim(0, 1))  # (B|1, H, N, N) -> with prefix rows / cols
+
+    def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+        window = self._window(c)
+        flat = self.offset_table(window, c.dtype).reshape(self.num_heads, -1)  # (H, prod(2W - 1))
+
+        def entry(b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:
+            idx = None
+            for a, w in enumerate(window):
+                ia = (torch.round(c[b, i, a] - c[b, j, a]) + (w - 1)).clamp(0, 2 * w - 2).to(torch.int64)
+                idx = ia if idx is None else idx * (2 * w - 1) + ia
+            return flat[h, idx]
+        return entry
+
+
+@register_pe("rpb", order=62)
+class RelPosBias(PositionalEncoding):
+    """Learned relative position bias on the grid (Swin/BEiT table; SwinV2 CPB as ``variant=cpb``)."""
+
+    relative = True
+    rotation_invariant = False
+    distance_decay = False
+    learned = True
+    modalities = ("image", "video", "events")
+    options = (
+        PEOption("variant", "str", "table", "table: Swin/BEiT learned table per block (resampled with timm at larger "
+                 "grids); cpb: SwinV2 log-spaced continuous position bias (an MLP of log offsets)",
+                 choices=RPB_VARIANTS),
+        PEOption("modality", "str", None, "input modality; 'points' is refused"),
+    )
+
+    def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
+                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, variant: str = "table",
+                 modality: str | None = None) -> None:
+        super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
+        if modality is not None and modality not in self.modalities:
+            raise PEConfigError(f"rpb does not apply to {modality!r}; it supports {', '.join(self.modalities)}")
+        if variant not in RPB_VARIANTS:
+            raise PEConfigError(f"rpb variant must be one of {', '.join(RPB_VARIANTS)}, got {variant!r}")
+        if self.train_grid is None:
+            raise PEConfigError("rpb needs the training grid (tokens on a grid: images, video, events)")
+        if len(self.train_grid) != spatial_dims:
+            raise PEConfigError(f"grid {self.train_grid} has {len(self.train_grid)} axes, expected {spatial_dims}")
+        self.variant = variant
+        self.layers = nn.ModuleList(RelPosBiasLayer(num_heads, self.train_grid, num_prefix_tokens, variant)
+                                    for _ in range(depth))
+
+    @property
+    def accepts_coord_augment(self) -> bool:
+        return False  # offsets are read on the integer grid
+
+    def layer(self, i: int) -> LayerPE:
+        return self.layers[i]
+
+    def no_weight_decay(self) -> set[str]:
+        return {f"layers.{i}.table" for i in range(self.depth)} if self.variant == "table" else set()
