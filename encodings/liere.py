@@ -9,12 +9,17 @@ taken from it).
   block-diagonal with blocks of ``block_size`` channels; the default block is the whole head
   (LieRE's ``generator_dim`` 64 = its head dim 64, i.e. one dense ``d x d`` generator). Channels past
   the last full block are not rotated (as in the official code).
-* Generators are per layer and per head (``per_layer=True``). In the official code both are switches
-  (``rotary_embedding_per_layer``, ``rotary_embedding_per_head``) that its argument class leaves off;
-  its CIFAR-100 and UCF101 configurations turn both on, and its ImageNet configuration has versions
-  with both on and both off. pebench follows the on/on setting; ``per_layer=False`` shares one set
-  across all blocks (generators are always per head here). ``generator_dim`` defaults to 64 there,
-  the head dim of its models, hence one dense block per head.
+* Generators are per layer and per head (``per_layer=True``, the default): the paper's method, a
+  learned rotation per layer. In the official code both are switches (``rotary_embedding_per_layer``,
+  ``rotary_embedding_per_head``) that its argument class leaves off; its CIFAR-100, UCF101 and
+  ImageNet-224 configurations turn both on (an earlier ImageNet configuration left both off). With
+  both on, that code computes one rotation table per layer, but its transformer's layer loop replaces
+  the table by layer 0's slice at the first layer and keeps it (a slice of extent 1 then fails the
+  "one per layer" test), so every layer uses layer 0's rotations and the generators of layers
+  1 .. L-1 are never used. What the official on/on code computes is therefore ``per_layer=False``
+  here (one set of per-head generators shared by all blocks); ``per_layer=True`` follows the paper,
+  not the code. Generators are always per head here (the official per-head switch on).
+  ``generator_dim`` defaults to 64 there, the head dim of its models, hence one dense block per head.
 * Init: the strict upper triangle of each block is drawn from ``U(0, 2 pi)`` and mirrored with a
   minus sign below the diagonal (the official ``triu(raw) - 0.5`` minus its transpose, in which the
   ``-0.5`` cancels). Only the upper triangle is stored as parameters.
@@ -82,7 +87,8 @@ class LieRE(PositionalEncoding):
     options = (
         PEOption("block_size", "int", None,
                  "generator block size in channels (default: the head dim, one dense block)"),
-        PEOption("per_layer", "bool", True, "one set of generators per block (false: one set shared by all blocks)"),
+        PEOption("per_layer", "bool", True, "one set of generators per block, as the paper (false: one set shared by "
+                 "all blocks, what the official code computes with its per-layer switch on)"),
         PEOption("coord_scale", "floats", None,
                  "per-axis position scale (default: 1/(G-1) per training-grid axis, positions in [0, 1])"),
     )
