@@ -1,0 +1,86 @@
+"""``fire`` (Li et al., ICLR 2024) against its formula written out in float64, including the progressive
+normaliser once the learned threshold is below the query's farthest-key distance, and FlexAttention's
+score_mod against the dense bias."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+from pebench.encodings import PEConfigError, build_pe
+from pebench.models import attention as attn_mod
+from pebench.models.attention import attend
+
+
+def _fire_bias(coords, c, L, w1, b1, w2, b2, eps=1e-6):
+    """b[h, i, j] = MLP(psi(|r_j - r_i|) / (psi(max(L, max_j' |r_j' - r_i|)) + eps))_h, loops over pairs."""
+    n = coords.shape[0]
+    H = len(w2)
+    out = torch.zeros(H, n, n, dtype=torch.float64)
+    for i in range(n):
+        far = max(math.dist(coords[i].tolist(), coords[j].tolist()) for j in range(n))
+        norm = math.log(abs(c * max(L, far)) + 1) + eps
+        for j in range(n):
+            x = math.log(abs(c * math.dist(coords[i].tolist(), coords[j].tolist())) + 1) / norm
+            hid = [max(0.0, w1[u] * x + b1[u]) for u in range(len(w1))]
+            for h in range(H):
+                out[h, i, j] = sum(w2[h][u] * hid[u] for u in range(len(w1))) + b2[h]
+    return out
+
+
+@pytest.mark.parametrize("multiplier", [1.0, 0.004])
+@pytest.mark.parametrize("p", [2, 3])
+def test_fire_bias_is_the_published_formula(p, multiplier):
+    """multiplier 1: L = 512 caps every normaliser; 0.004: L = 2.048, below most farthest-key distances,
+    so the per-query normaliser psi(R_i) is exercised."""
+    torch.manual_seed(0)
+    pe = build_pe("fire", dim=24, num_heads=3, depth=2, spatial_dims=p, num_prefix_tokens=1).double()
+    lay = pe.layer(1)
+    with torch.no_grad():
+        lay.L_multiplier.fill_(multiplier)
+        lay.c.fill_(0.37)
+        for prm in lay.mlp.parameters():
+            prm.copy_(torch.randn_like(prm))
+    coords = torch.rand(9, p, dtype=torch.float64) * 5
+    got = lay.bias(coords)  # (1, H, 1 + N, 1 + N)
+    w1, b1 = lay.mlp[0].weight[:, 0].tolist(), lay.mlp[0].bias.tolist()
+    w2, b2 = lay.mlp[2].weight.tolist(), lay.mlp[2].bias.tolist()
+    want = _fire_bias(coords, 0.37, 512.0 * multiplier, w1, b1, w2, b2)
+    torch.testing.assert_close(got[0, :, 1:, 1:], want, rtol=1e-12, atol=1e-12)
+    assert (got[0, :, 0, :] == 0).all() and (got[0, :, :, 0] == 0).all()  # CLS: no bias
+
+
+def test_fire_defaults_are_published_and_layers_are_independent():
+    pe = build_pe("fire", dim=32, num_heads=4, depth=3, spatial_dims=2)
+    lay = pe.layer(0)
+    assert lay.mlp[0].in_features == 1 and lay.mlp[0].out_features == 32 and lay.mlp[2].out_features == 4
+    assert float(lay.c) == pytest.approx(0.1) and float(lay.init_L) == 512.0 and float(lay.L_multiplier) == 1.0
+    assert not any(n.endswith("init_L") for n, _ in pe.named_parameters())  # fixed, not learned
+    assert pe.layer(0) is not pe.layer(1)
+    assert not torch.equal(pe.layer(0).mlp[0].weight, pe.layer(1).mlp[0].weight)
+
+
+@pytest.mark.parametrize("kw", [{"mlp_width": 0}, {"init_c": 0.0}, {"init_L": -1.0}])
+def test_fire_bad_options(kw):
+    with pytest.raises(PEConfigError):
+        build_pe("fire", dim=32, num_heads=4, depth=1, spatial_dims=2, **kw)
+
+
+@pytest.mark.parametrize("prefix", [0, 1])
+def test_fire_flex_score_mod_equals_dense(prefix, monkeypatch):
+    monkeypatch.setattr(attn_mod, "_COMPILED_FLEX", flex_attention)  # numerics through eager FlexAttention
+    torch.manual_seed(1)
+    pe = build_pe("fire", dim=32, num_heads=4, depth=1, spatial_dims=2, num_prefix_tokens=prefix).double()
+    with torch.no_grad():
+        pe.layer(0).L_multiplier.fill_(0.01)
+    coords = torch.rand(2, 20, 2, dtype=torch.float64) * 7
+    q, k, v = (torch.randn(2, 4, 20 + prefix, 8, dtype=torch.float64) for _ in range(3))
+    key_mask = torch.ones(2, 20 + prefix, dtype=torch.bool)
+    key_mask[1, -4:] = False
+    with torch.no_grad():
+        dense, _ = attend(q, k, v, None, pe.layer(0), coords, key_mask, scale=8 ** -0.5, impl="dense")
+        flex, used = attend(q, k, v, None, pe.layer(0), coords, key_mask, scale=8 ** -0.5, impl="flex")
+    assert used == "flex"
+    torch.testing.assert_close(flex, dense, rtol=1e-10, atol=1e-10)

@@ -1,0 +1,101 @@
+"""``rpb``: the Swin/BEiT table and SwinV2's CPB against timm's ``RelPosBias`` / ``RelPosMlp`` (same weights,
+same bias matrix, at the training grid and at a larger one), the offset convention written out in float64,
+3-D lookup, FlexAttention against dense, and the errors."""
+from __future__ import annotations
+
+import pytest
+import torch
+from timm.layers.pos_embed_rel import RelPosBias as TimmRelPosBias
+from timm.layers.pos_embed_rel import RelPosMlp
+from torch.nn.attention.flex_attention import flex_attention
+
+from pebench.encodings import PEConfigError, build_pe
+from pebench.models import attention as attn_mod
+from pebench.models import grid_coords
+from pebench.models.attention import attend
+
+G, H = (4, 5), 3
+
+
+def _table_layer(grid=G, prefix=0):
+    torch.manual_seed(0)
+    return build_pe("rpb", dim=4 * H, num_heads=H, depth=2, spatial_dims=len(grid), grid=grid,
+                    num_prefix_tokens=prefix).layer(1)
+
+
+def test_table_is_timm_relposbias_at_the_training_grid_and_resampled_like_timm():
+    lay = _table_layer()
+    ref = TimmRelPosBias(G, H)
+    with torch.no_grad():
+        ref.relative_position_bias_table.copy_(lay.table.reshape(H, -1).T)  # timm: (offsets, H), row-major
+        torch.testing.assert_close(lay.bias(grid_coords(G)), ref.get_bias(), rtol=0, atol=0)
+        big = (7, 9)
+        ref.set_window_size(big)  # timm's resize_rel_pos_bias_table (BEiT's rule)
+        torch.testing.assert_close(lay.bias(grid_coords(big)), ref.get_bias(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("window,pretrained", [(G, (0, 0)), ((7, 9), G)])
+def test_cpb_is_timm_relposmlp_swin(window, pretrained):
+    """SwinV2's CPB: at the training grid, and at a larger one normalised by the training grid
+    (timm's pretrained_window_size); timm in eval mode (its extra dropout off)."""
+    torch.manual_seed(0)
+    lay = build_pe("rpb", dim=4 * H, num_heads=H, depth=1, spatial_dims=2, grid=G, variant="cpb").layer(0)
+    ref = RelPosMlp(window, H, hidden_dim=512, mode="swin", pretrained_window_size=pretrained).eval()
+    with torch.no_grad():
+        ref.mlp.fc1.weight.copy_(lay.cpb[0].weight)
+        ref.mlp.fc1.bias.copy_(lay.cpb[0].bias)
+        ref.mlp.fc2.weight.copy_(lay.cpb[2].weight)
+        torch.testing.assert_close(lay.bias(grid_coords(window)), ref.get_bias(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("grid", [(3, 4), (2, 3, 3)])
+def test_bias_is_the_table_at_query_minus_key_offset(grid):
+    """float64, loops: bias[h, i, j] = T[h, r_i - r_j + G - 1] on the training grid; prefix rows / cols 0."""
+    lay = _table_layer(grid, prefix=1).double()
+    c = grid_coords(grid).double()
+    got = lay.bias(c)[0]
+    T = lay.table.detach()
+    for i in range(c.shape[0]):
+        for j in range(c.shape[0]):
+            idx = tuple(int(c[i, a] - c[j, a]) + grid[a] - 1 for a in range(len(grid)))
+            assert torch.equal(got[:, 1 + i, 1 + j], T[(slice(None), *idx)])
+    assert (got[:, 0] == 0).all() and (got[:, :, 0] == 0).all()
+
+
+def test_init_weight_decay_and_no_coord_augment():
+    pe = build_pe("rpb", dim=32, num_heads=4, depth=2, spatial_dims=2, grid=(8, 8))
+    t = pe.layer(0).table
+    assert t.shape == (4, 15, 15) and 0.015 < float(t.std()) < 0.025  # trunc. normal std 0.02 (cut at +-2, as timm)
+    assert pe.no_weight_decay() == {"layers.0.table", "layers.1.table"}
+    assert not pe.accepts_coord_augment
+    cpb = build_pe("rpb", dim=32, num_heads=4, depth=1, spatial_dims=2, grid=(8, 8), variant="cpb")
+    assert cpb.no_weight_decay() == set() and cpb.layer(0).cpb[2].bias is None
+
+
+@pytest.mark.parametrize("variant", ["table", "cpb"])
+@pytest.mark.parametrize("prefix", [0, 1])
+def test_flex_score_mod_equals_dense(variant, prefix, monkeypatch):
+    """Off the training grid too (a 6 x 7 raster: the table resampled), with padding."""
+    monkeypatch.setattr(attn_mod, "_COMPILED_FLEX", flex_attention)  # numerics through eager FlexAttention
+    torch.manual_seed(2)
+    lay = build_pe("rpb", dim=32, num_heads=4, depth=1, spatial_dims=2, grid=(4, 5), variant=variant,
+                   num_prefix_tokens=prefix).double().layer(0)
+    coords = grid_coords((6, 7)).double()
+    n = coords.shape[0] + prefix
+    q, k, v = (torch.randn(2, 4, n, 8, dtype=torch.float64) for _ in range(3))
+    key_mask = torch.ones(2, n, dtype=torch.bool)
+    key_mask[1, -5:] = False
+    with torch.no_grad():
+        dense, _ = attend(q, k, v, None, lay, coords, key_mask, scale=8 ** -0.5, impl="dense")
+        flex, used = attend(q, k, v, None, lay, coords, key_mask, scale=8 ** -0.5, impl="flex")
+    assert used == "flex"
+    torch.testing.assert_close(flex, dense, rtol=1e-10, atol=1e-10)
+
+
+def test_errors():
+    with pytest.raises(PEConfigError, match="training grid"):
+        build_pe("rpb", dim=32, num_heads=4, depth=1, spatial_dims=3)
+    with pytest.raises(PEConfigError, match="points"):
+        build_pe("rpb", dim=32, num_heads=4, depth=1, spatial_dims=3, grid=(2, 2, 2), modality="points")
+    with pytest.raises(PEConfigError):
+        build_pe("rpb", dim=32, num_heads=4, depth=1, spatial_dims=2, grid=(4, 4), variant="mlp")
