@@ -58,6 +58,7 @@ from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
 from pebench.datamodules import DataRootError, get_datamodule_class, list_datamodules
 from pebench.datamodules.events.event_transforms import spiking_analyses
 from pebench.datamodules.events.spiking import cap_report
+from pebench.datamodules.probes.probe_sets import set_probe_analyses
 from pebench.encodings import PEConfigError, get_pe_class, list_pes, variant_label
 from pebench.leaderboard.curves import write_run_curves
 from pebench.models import ResolutionError, list_models
@@ -94,7 +95,7 @@ def load_registries() -> None:
 
 def train_grid_for(dm: Any) -> tuple[int, ...] | None:
     """Token grid at the training resolution (``None`` for point clouds)."""
-    if dm.modality == "points" or getattr(dm, "tokens", "frames") == "spiking":  # spiking-patch tokens: no grid
+    if dm.modality == "points" or getattr(dm, "tokens", "frames") in ("spiking", "occupied"):  # token sets: no grid
         return None
     shape = tuple(dm.input_shape())
     sizes = shape[-2:] if dm.modality == "image" else shape[-3:]
@@ -348,6 +349,8 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     dm = setup.prepare_data(cfg, dm)  # e.g. DINO's multi-crop views + k-NN loaders around the dataset's
     if getattr(dm, "tokens", "frames") == "spiking":
         analyses = spiking_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]))
+    if getattr(dm, "tokens", "frames") == "occupied":  # the set probes: no analysis reads a set of tokens yet
+        analyses = set_probe_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]), cfg.dataset)
     grid = train_grid_for(dm)
     _check_data_root(dm, cfg.max_skipped_fraction)
     L.seed_everything(cfg.seed, workers=True, verbose=False)

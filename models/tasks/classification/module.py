@@ -25,6 +25,8 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from pebench.models.heads import ClassificationHead
 from pebench.datamodules.events.spiking import EventTokens
+from pebench.datamodules.probes.probe_sets import SET_TOKENS, GlyphTokens
+from pebench.models.set_tokenizer import SetPatchTokenizer
 from pebench.models.spiking import SpikingPatchTokenizer
 from pebench.models.tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
 from pebench.models.vit import model_config, build_backbone
@@ -38,7 +40,12 @@ class NonFiniteLossError(RuntimeError):
 
 def build_tokenizer(modality: str, embed_dim: int, in_chans: int, patch_size: int, tubelet: int,
                     num_groups: int, tokens: str = "frames", tokenizer_options: dict | None = None) -> nn.Module:
-    """``tokens="spiking"`` (events only): :class:`~pebench.models.spiking.SpikingPatchTokenizer`."""
+    """``tokens="spiking"`` (events only): :class:`~pebench.models.spiking.SpikingPatchTokenizer`;
+    ``tokens="occupied"`` (the set probes' glyph tokens): :class:`~pebench.models.set_tokenizer.SetPatchTokenizer`."""
+    if tokens == SET_TOKENS:
+        if modality != "image":
+            raise ValueError(f"tokens={SET_TOKENS!r} applies to images, not {modality}")
+        return SetPatchTokenizer(embed_dim, patch_size, in_chans)
     if tokens == "spiking":
         if modality != "events":
             raise ValueError(f"tokens='spiking' applies to events, not {modality}")
@@ -123,9 +130,10 @@ class ClassificationTask(SkippedSampleCount, L.LightningModule):
         self.tokens = tokens
         self.tokenizer = build_tokenizer(modality, dim, in_chans, patch_size, tubelet, num_groups, tokens,
                                          tokenizer_options)
-        # spiking-patch tokens are not on a grid: grid-free PEs (ape: its coords MLP)
+        # spiking-patch and set-probe tokens are not on a grid: grid-free PEs (ape: its coords MLP)
         self.backbone = build_backbone(model, pe=pe, spatial_dims=spatial_dims,
-                                       grid=tuple(train_grid) if train_grid and tokens != "spiking" else None,
+                                       grid=tuple(train_grid) if train_grid and tokens not in ("spiking", SET_TOKENS)
+                                       else None,
                                        class_token=class_token, drop_path_rate=drop_path, **(pe_options or {}))
         self.head = ClassificationHead(dim, num_classes, pool, self.backbone.num_prefix_tokens)
         self.rpt = rpt
@@ -176,8 +184,8 @@ class ClassificationTask(SkippedSampleCount, L.LightningModule):
         ``tap``: ``"block_out"`` (residual stream after blocks 1..L) or ``"attn_in"`` (each
         block's LN1 output = its attention input, blocks 0..L-1); see
         :meth:`~pebench.models.vit.ViTBackbone.forward_intermediates`."""
-        if isinstance(inputs, EventTokens):
-            raise ValueError("features: spiking-patch tokens have per-sample coords and padding, not one grid "
+        if isinstance(inputs, (EventTokens, GlyphTokens)):
+            raise ValueError("features: spiking-patch and set-probe tokens have per-sample coords and padding, not one grid "
                              "shared by the batch; the geometry analyses (SSDC/EED) need tokens=frames")
         tb = self.permute_content(self.tokenize(inputs), content_perm)
         feats = self.backbone.forward_intermediates(tb.x, tb.coords, tb.grid, tb.mask, tap=tap)
@@ -190,7 +198,7 @@ class ClassificationTask(SkippedSampleCount, L.LightningModule):
         return torch.randperm(n, device=inputs.device)
 
     def tokenize_count(self, inputs: Tensor) -> int:
-        if isinstance(inputs, EventTokens):
+        if isinstance(inputs, (EventTokens, GlyphTokens)):
             return int(inputs.shape[1])  # padded token count
         if self.modality == "points":
             return int(self.tokenizer.num_groups)
