@@ -86,6 +86,7 @@ from pebench.models.tokenizers import ResolutionError
 
 from .geometry import TAPS
 from .robustness import image_codec
+from pebench.core.errors import UserError
 
 __all__ = ["TimmTask", "TimmPE", "CheckpointError", "read_state_dict", "check_state_dict", "file_sha256",
            "pe_family", "extrapolation_rule", "TAP_SOURCES", "input_affine_for", "fit_probe", "accuracy",
@@ -100,8 +101,10 @@ _ROPE_NAMES = ((RotaryEmbeddingMixed, "rope-mixed"), (RotaryEmbeddingDinoV3, "ro
 _UNWRAP_KEYS = ("model", "state_dict")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint that is missing, unreadable or does not fit the model (one line; CLI exit 2)."""
+
+    phase = "checkpoint"
 
 
 # ------------------------------------------------------------------------------ checkpoints

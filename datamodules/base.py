@@ -50,6 +50,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from pebench.core.options import parse_bool
+from pebench.core.errors import ConfigError, UserError
 
 __all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES", "int_option", "float_option"]
 
@@ -58,8 +59,10 @@ log = logging.getLogger(__name__)
 MODALITIES = ("image", "video", "events", "points")
 
 
-class DataRootError(ValueError):
+class DataRootError(UserError):
     """The data root is missing or not laid out as the dataset expects (exit code 2 in the CLI)."""
+
+    phase = "data"
 
 
 def parse_resolution(value: int | str | None) -> tuple[int, ...] | None:
@@ -72,9 +75,9 @@ def parse_resolution(value: int | str | None) -> tuple[int, ...] | None:
         try:
             parts = [int(v) for v in str(value).lower().split("x")]
         except ValueError:
-            raise ValueError(f"resolution {value!r} is not an integer or 'AxB' pair of integers") from None
+            raise ConfigError(f"resolution {value!r} is not an integer or 'AxB' pair of integers") from None
     if not parts or len(parts) > 2 or any(p <= 0 for p in parts):
-        raise ValueError(f"resolution {value!r} must be one or two positive integers ('64' or '16x64')")
+        raise ConfigError(f"resolution {value!r} must be one or two positive integers ('64' or '16x64')")
     return tuple(parts)
 
 
@@ -82,7 +85,7 @@ def bool_option(dataset: str, key: str, value: Any) -> bool:
     """A true/false datamodule option (``--data-option KEY=VALUE``), else one-line ``ValueError``."""
     flag = parse_bool(value)
     if flag is None:
-        raise ValueError(f"{dataset}: data option {key} must be true or false, got {value!r}")
+        raise ConfigError(f"{dataset}: data option {key} must be true or false, got {value!r}")
     return flag
 
 
@@ -95,7 +98,7 @@ def int_option(dataset: str, key: str, value: Any, minimum: int = 1) -> int:
     if not ok and isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value, ok = int(value), True
     if not ok or value < minimum:
-        raise ValueError(f"{dataset}: data option {key} must be an integer >= {minimum}, got {value!r}")
+        raise ConfigError(f"{dataset}: data option {key} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
@@ -106,7 +109,7 @@ def float_option(dataset: str, key: str, value: Any, minimum: float = 0.0) -> fl
     except (TypeError, ValueError):
         v = math.nan
     if isinstance(value, bool) or not math.isfinite(v) or v < minimum:
-        raise ValueError(f"{dataset}: data option {key} must be a finite number >= {minimum:g}, got {value!r}")
+        raise ConfigError(f"{dataset}: data option {key} must be a finite number >= {minimum:g}, got {value!r}")
     return v
 
 

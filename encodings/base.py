@@ -19,7 +19,8 @@ Conventions shared by all PEs
 * ``bias`` returns an additive attention bias broadcastable to ``(B, H, P + N, P + N)``,
   added to the scaled logits, or ``None``.
 * :meth:`PositionalEncoding.after_block` may change the residual stream ``(B, P + N, D)`` between
-  blocks (the conditional PE ``cpe`` adds its convolution there); the identity for every other PE.
+  blocks, and before the first (``i = -1``) (the conditional PE ``cpe`` adds its convolution there); the
+  identity for every other PE.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 from torch import Tensor, nn
+from pebench.core.errors import UserError
 
 __all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",
            "batch_coords", "CoordsCache"]
@@ -34,7 +36,7 @@ __all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", 
 ALL_MODALITIES = ("image", "video", "events", "points")
 
 
-class PEConfigError(ValueError):
+class PEConfigError(UserError):
     """A PE was asked for something it cannot do (wrong modality, bad option)."""
 
 
@@ -163,7 +165,8 @@ class PositionalEncoding(nn.Module):
     def after_block(self, i: int, x: Tensor, coords: Tensor, grid: Sequence[int] | None,
                     mask: Tensor | None) -> Tensor:
         """The residual stream after block ``i``, ``x: (B, P + N, D)``, as the next block (and the
-        backbone's taps) see it; the identity unless the PE acts between blocks (``cpe``).
+        backbone's taps) see it; the identity unless the PE acts between blocks (``cpe``). The backbone
+        also calls it once with ``i = -1`` before the first block (``cpe placement=every`` acts there too).
 
         coords: ``(B, N, p)`` or ``(N, p)`` (patch tokens); grid: as in :meth:`encode_tokens`;
         mask: ``(B, P + N)`` bool, True = a real token, or ``None``."""

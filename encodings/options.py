@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .base import PEConfigError
+from pebench.core.errors import ConfigError
 
 __all__ = ["PEOption", "SHARED_KWARGS", "check_pe_options", "describe_options", "variant_label_of", "format_option_value"]
 
@@ -58,7 +59,7 @@ class PEOption:
         if value is None:
             if self.default is None:
                 return None
-            raise ValueError(f"option {self.key} needs a {self.kind} value, got None")
+            raise ConfigError(f"option {self.key} needs a {self.kind} value, got None")
         if self.kind == "bool":
             if isinstance(value, bool):
                 return value
@@ -73,13 +74,13 @@ class PEOption:
         elif self.kind == "str":
             if isinstance(value, str):
                 if self.choices is not None and value not in self.choices:
-                    raise ValueError(f"option {self.key}={value!r} is not one of: {', '.join(self.choices)}")
+                    raise ConfigError(f"option {self.key}={value!r} is not one of: {', '.join(self.choices)}")
                 return value
         elif self.kind == "floats":
             if isinstance(value, (list, tuple)) and all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
                 return tuple(float(v) for v in value)
-        raise ValueError(f"option {self.key}={value!r}: expected {self.kind}")
+        raise ConfigError(f"option {self.key}={value!r}: expected {self.kind}")
 
     def describe(self) -> dict[str, Any]:
         """The option as a plain dict: key, type, default, choices, help."""

@@ -65,6 +65,7 @@ from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from pebench.encodings import LayerPE
 from pebench.encodings.pape import AugmentedLayerPE
+from pebench.core.errors import UserError
 
 __all__ = ["IMPLS", "FLEX_MIN_TOKENS", "FLEX_BLOCK", "AttentionImplError", "attend", "attention_mask",
            "bias_kind", "choose_impl", "check_impl_name", "check_forced_impl", "check_pe_impl", "flex_block_mask",
@@ -83,7 +84,7 @@ FLEX_MAX_SHAPES = 64
 _FLEX_CPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-class AttentionImplError(ValueError):
+class AttentionImplError(UserError):
     """An attention implementation that cannot compute this PE / phase / device."""
 
 

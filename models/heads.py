@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from torch import Tensor, nn
+from pebench.core.errors import ConfigError
 
 __all__ = ["ClassificationHead"]
 
@@ -13,9 +14,9 @@ class ClassificationHead(nn.Module):
                  drop: float = 0.0) -> None:
         super().__init__()
         if pool not in ("mean", "cls"):
-            raise ValueError(f"unknown pool {pool!r}; available: mean, cls")
+            raise ConfigError(f"unknown pool {pool!r}; available: mean, cls")
         if pool == "cls" and num_prefix_tokens < 1:
-            raise ValueError("pool='cls' needs a class token (class_token=True)")
+            raise ConfigError("pool='cls' needs a class token (class_token=True)")
         self.pool = pool
         self.num_prefix_tokens = num_prefix_tokens
         self.drop = nn.Dropout(drop)

@@ -26,12 +26,13 @@ from torch import Tensor, nn
 
 from pebench.datamodules.points.grouping import POINT_CENTRES, farthest_point_sample, knn_group, point_groups
 from pebench.encodings.coords import canonical_grid_coords, grid_coords, is_canonical_grid_coords
+from pebench.core.errors import UserError
 
 __all__ = ["TokenBatch", "grid_coords", "canonical_grid_coords", "is_canonical_grid_coords", "ImageTokenizer", "TubeletTokenizer", "PointTokenizer",
            "farthest_point_sample", "knn_group", "point_groups", "POINT_CENTRES", "ResolutionError"]
 
 
-class ResolutionError(ValueError):
+class ResolutionError(UserError):
     """Input size not divisible by the patch / tubelet size."""
 
 

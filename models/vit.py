@@ -36,6 +36,7 @@ from pebench.encodings.base import batch_coords
 from pebench.encodings.coord_augment import CoordAugment, build_coord_augment
 
 from .attention import attend, attention_mask, check_impl_name
+from pebench.core.errors import ConfigError
 
 __all__ = ["ViTConfig", "MODELS", "model_config", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
            "attention_mask", "TAPS", "check_attn_window", "window_layout", "set_attention_impl",
@@ -82,7 +83,7 @@ def check_attn_window(value: object) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-        raise ValueError(f"attn_window must be an integer >= 2 (tokens per attention window) or none, got {value!r}")
+        raise ConfigError(f"attn_window must be an integer >= 2 (tokens per attention window) or none, got {value!r}")
     return value
 
 
@@ -154,7 +155,7 @@ def set_coord_augment(module: nn.Module, name: str) -> None:
         if isinstance(m, ViTBackbone):
             aug = build_coord_augment(name)
             if aug is not None and not m.pe.accepts_coord_augment:
-                raise ValueError(f"coordinate augmentation {name!r} does not apply to PE {m.pe.name!r} here: it "
+                raise ConfigError(f"coordinate augmentation {name!r} does not apply to PE {m.pe.name!r} here: it "
                                  "reads integer grid coords (use --coord-aug none)")
             if aug is not None:
                 aug.train(m.training)  # follows its backbone's mode (a teacher kept in evaluation: off)
@@ -205,7 +206,7 @@ class ViTBackbone(nn.Module):
         #: tokens per attention window (None: full attention); see the module docstring
         self.attn_window = check_attn_window(attn_window)
         if self.attn_window is not None and class_token:
-            raise ValueError("attn_window does not apply with a class token (a window has no place for it)")
+            raise ConfigError("attn_window does not apply with a class token (a window has no place for it)")
         self.embed_dim = embed_dim
         self.depth = depth
         self.num_heads = num_heads
@@ -236,8 +237,10 @@ class ViTBackbone(nn.Module):
 
     def _prepare(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None,
                  mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
-        """-> tokens ``(B, P + N, D)`` with the PE's embedding and prefix tokens, the coords every PE
-        part reads (augmented in training when ``coord_aug`` is set), the mask ``(B, P + N)`` or None."""
+        """-> tokens ``(B, P + N, D)`` with the PE's embedding and prefix tokens, then the PE's
+        ``after_block(-1, ...)`` (what it adds before the first block; the identity for every PE but
+        ``cpe placement=every``), the coords every PE part reads (augmented in training when ``coord_aug``
+        is set), the mask ``(B, P + N)`` or None."""
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"expected tokens (B, N, {self.embed_dim}), got {tuple(x.shape)}")
         if coords.shape[-2] != x.shape[1] or coords.shape[-1] != self.pe.spatial_dims:
@@ -250,6 +253,7 @@ class ViTBackbone(nn.Module):
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # (B, 1 + N, D)
             if mask is not None:
                 mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)
+        x = self.pe.after_block(-1, x, coords, grid, mask)  # "after block -1": before the first (cpe placement=every)
         return x, coords, mask
 
     def forward(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None = None,

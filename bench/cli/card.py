@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any, Sequence
+from pebench.core.errors import ConfigError
 
 if TYPE_CHECKING:  # torch is imported inside the functions: `bench --help` stays torch-free
     import torch  # deferred: start-up time (torch; the CLI reads CARD_HELP from this module)
@@ -113,7 +114,7 @@ def pe_card(backbone: Any, grid: int = 8, samples: int = 8, content_std: float =
 
     g = int(grid)
     if g < 2 or g % 2:
-        raise ValueError(f"card grid side must be an even integer >= 2, got {grid}")
+        raise ConfigError(f"card grid side must be an even integer >= 2, got {grid}")
     layers = list(range(backbone.depth)) if layers is None else list(layers)
     gen = torch.Generator().manual_seed(int(seed))
     D, N = backbone.embed_dim, g * g
@@ -173,11 +174,11 @@ def backbone_from_checkpoint(path: str) -> tuple[Any, dict[str, Any]]:
     try:
         task = ClassificationTask.load_from_checkpoint(path, map_location="cpu")
     except FileNotFoundError:
-        raise ValueError(f"checkpoint {path!r} does not exist") from None
+        raise ConfigError(f"checkpoint {path!r} does not exist") from None
     except Exception as e:  # noqa: BLE001 - not a classification checkpoint of this version
-        raise ValueError(f"cannot load checkpoint {path!r}: {type(e).__name__}: {' '.join(str(e).split())}") from None
+        raise ConfigError(f"cannot load checkpoint {path!r}: {type(e).__name__}: {' '.join(str(e).split())}") from None
     if task.modality != "image":
-        raise ValueError(f"bench card measures 2-D (image) PEs; checkpoint {path!r} is a {task.modality} model")
+        raise ConfigError(f"bench card measures 2-D (image) PEs; checkpoint {path!r} is a {task.modality} model")
     task.eval()
     return task.backbone, dict(task.hparams)
 

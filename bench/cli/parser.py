@@ -19,7 +19,7 @@ from typing import Sequence
 from pebench.cli import commands  # noqa: I001  (submodule; pebench.cli/__init__ imports this module)
 from pebench.cli.card import CARD_HELP, card_rows, format_card
 from pebench.runner.config import RunConfig, check_resolution_syntax, config_to_yaml, merged_config, run_config_from_args
-from pebench.core.errors import ConfigError
+from pebench.core.errors import ConfigError, RunFailedError, UserError
 from pebench.core.options import add_flags, parse_key_value
 from pebench.runner.numerics import pin_cpu_numerics
 from pebench.perf import PERF_COMMANDS
@@ -47,12 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-config", action="store_true", help="print the resolved configuration as YAML and exit")
     add_flags(p, RunConfig)
 
-    p = sub.add_parser("list", help="list datasets, positional encodings, models and presets",
-                       description="List datasets (modality, data root layout), PEs (modalities), models, presets.")
-    p.add_argument("what", nargs="?", choices=["datasets", "pes", "models", "presets", "all"], default="all",
+    p = sub.add_parser("list", help="list datasets, positional encodings, models, presets and analyses",
+                       description="List datasets (modality, data root layout), PEs (modalities), models, presets, "
+                                   "analyses (results.json key, whether --analyses all runs it).")
+    p.add_argument("what", nargs="?", choices=["datasets", "pes", "models", "presets", "analyses", "all"], default="all",
                    help="what to list (default: all)")
     p.add_argument("--options", action="store_true",
-                   help="also list every --pe-option / --data-option key with its type, default and meaning")
+                   help="also list every --pe-option / --data-option / --analysis-option key with its type, default "
+                        "and meaning")
 
     p = sub.add_parser("runs", help="list run directories (status, metric, why not complete); `runs show RUN`",
                        description="List the runs under --results from their results.json files (no torch "
@@ -138,7 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "see docs/analyze.md.")
     p.add_argument("--model", required=True, metavar="timm:NAME", help="timm model, e.g. timm:vit_small_patch16_224")
     p.add_argument("--checkpoint", required=True, metavar="FILE",
-                   help="safetensors or .pth state dict in timm's key layout (optionally under 'model' / 'state_dict')")
+                   help="safetensors / .pth / .bin state dict in timm's or Hugging Face's DINOv2 / ViT key layout, "
+                        "an ONNX export of those (.onnx), or a zip archive / wheel holding one (see "
+                        "--checkpoint-member); docs/analyze.md")
+    p.add_argument("--checkpoint-member", default=None, metavar="PATH",
+                   help="the model file inside a --checkpoint zip archive or wheel, e.g. pkg/models/model.onnx")
     p.add_argument("--dataset", required=True, metavar="NAME", help="pebench image dataset (bench list datasets)")
     p.add_argument("--analyses", default="all", metavar="LIST",
                    help="comma list of geometry, robustness, alpha, extrapolation, or all / none (default: all)")
@@ -200,23 +206,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0  # DDP: rank 0 owns the run directory, the analyses and the exit status
     print(format_summary(results))
     return 0 if results.get("status") in ("complete", None) else 3
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """The user-error exception classes of the modules imported so far.
-
-    Python evaluates an ``except`` clause's expression whenever an exception reaches it, also for
-    the ``SystemExit`` of ``--help``; importing the packages here would load torch for nothing.
-    A class whose module was never imported cannot have been raised, so ``sys.modules`` suffices.
-    """
-    errs: list[type[BaseException]] = [ConfigError]
-    for mod, name in (("pebench.encodings", "PEConfigError"), ("pebench.models.tokenizers", "ResolutionError"),
-                      ("pebench.datamodules", "DataRootError")):
-        cls = getattr(sys.modules.get(mod), name, None)
-        if isinstance(cls, type) and issubclass(cls, BaseException):
-            errs.append(cls)
-    return tuple(errs)
-
 
 
 def _cmd_card(args: argparse.Namespace) -> int:
@@ -306,20 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` etc.: stop quietly, like other command-line tools
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
         return 0
-    except _user_errors() as e:
+    except UserError as e:  # every error meant for the user derives from it (pebench.core.errors)
         print(f"bench: error: {_one_line(e)}", file=sys.stderr)
         return 2
-    except ValueError as e:
-        # Plain ValueErrors from registries (unknown dataset/PE/model) before training started.
-        if getattr(e, "bench_phase", None) == "train":
-            raise
+    except RunFailedError as e:
         print(f"bench: error: {_one_line(e)}", file=sys.stderr)
-        return 2
+        return 1
     except Exception as e:
-        if type(e).__name__ == "NonFiniteLossError":
-            print(f"bench: error: {_one_line(e)} (training stopped; last.ckpt kept, results.json status failed)",
-                  file=sys.stderr)
-            return 1
         if isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS:
             where = f": {e.filename}" if e.filename else ""
             print(f"bench: error: {e.strerror or e}{where} (files written so far are complete; free space or "

@@ -31,6 +31,8 @@ import os
 import pkgutil
 from typing import Any, Callable, Generic, Iterable, TypeVar
 
+from .errors import ConfigError, UnknownNameError
+
 __all__ = ["Registry", "unknown_name_message", "load_plugins", "PLUGINS_ENV", "PLUGINS_GROUP"]
 
 #: environment variable listing plugin modules (comma-separated), imported before an unknown name fails
@@ -56,7 +58,7 @@ def load_plugins() -> None:
         try:
             importlib.import_module(module)
         except ImportError as e:
-            raise ValueError(f"pebench plugin {module!r} (from ${PLUGINS_ENV} or the {PLUGINS_GROUP!r} entry "
+            raise ConfigError(f"pebench plugin {module!r} (from ${PLUGINS_ENV} or the {PLUGINS_GROUP!r} entry "
                              f"points) cannot be imported: {e}") from None
         _plugins_loaded.add(module)
 
@@ -126,7 +128,7 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         entry = self._lookup(name)
         if entry is None:
-            raise ValueError(unknown_name_message(self.kind, name, self.names()))
+            raise UnknownNameError(unknown_name_message(self.kind, name, self.names()))
         return entry
 
     def build(self, name: str, **kwargs: Any) -> Any:

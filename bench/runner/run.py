@@ -69,6 +69,7 @@ from pebench.tasks import get_task_setup, resolve_task
 from pebench.runner.config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
 from pebench.runner.integrity import (check_out_dir, check_same_configuration, check_writable, fingerprint, fingerprint_keys,
                         run_dir_lock)
+from pebench.core.errors import RunFailedError
 from pebench.core.io import atomic_write_json, atomic_write_yaml
 from pebench.runner.samplers import install_samplers, restore_loaders
 from pebench.runner.numerics import flush_denormals, numerics_record
@@ -578,12 +579,14 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         write("interrupted")
         raise RunInterrupted(signum, results["resume_command"]) from None
     except Exception as e:
-        e.bench_phase = "train"  # type: ignore[attr-defined]  # the CLI shows a traceback for bugs here
         results["error"] = f"{type(e).__name__}: {e}"
         write("failed")
         if _is_rendezvous_failure(e):
-            raise ConfigError(_rendezvous_message(e, trainer)) from None
-        raise
+            raise ConfigError(_rendezvous_message(e, trainer), phase="run") from None
+        if isinstance(e, RunFailedError):  # say what is true about the files left behind
+            kept = "last.ckpt kept" if (run_dir / "last.ckpt").is_file() else "no checkpoint had been written yet"
+            raise RunFailedError(f"{e} (training stopped; {kept}; results.json status failed)") from None
+        raise  # a bug: the CLI shows its traceback
     finally:
         signals.restore()
         if lock is not None:

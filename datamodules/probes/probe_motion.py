@@ -16,6 +16,7 @@ from ..base import parse_resolution
 from ..registry import register_datamodule
 from .probe_scenes import _DIRS, GLYPH_KINDS, PATCH, ProbeGenerator, _cells, _free, render_probe
 from .probes import ProbeDataModule, ProbeDataset
+from pebench.core.errors import ConfigError
 
 __all__ = ["MotionProbe", "MotionProbeDataModule"]
 
@@ -87,7 +88,7 @@ class MotionProbeDataModule(ProbeDataModule):
     def __init__(self, resolution: int | str | None = None, **kwargs: Any) -> None:
         native = MotionProbe.canvas * PATCH
         if resolution is not None and self._video_res(resolution) != (MotionProbe.frames, native):
-            raise ValueError(f"probe-motion trains on {MotionProbe.frames} frames of {native} px; --resolution "
+            raise ConfigError(f"probe-motion trains on {MotionProbe.frames} frames of {native} px; --resolution "
                              f"{resolution} is not allowed (other sides are evaluation-only)")
         super().__init__(**kwargs)
         self.resolution = (MotionProbe.frames, native)
@@ -102,9 +103,9 @@ class MotionProbeDataModule(ProbeDataModule):
             return None
         t, side = self._video_res(resolution)
         if t != MotionProbe.frames:
-            raise ValueError(f"probe-motion clips have {MotionProbe.frames} frames; got resolution {resolution}")
+            raise ConfigError(f"probe-motion clips have {MotionProbe.frames} frames; got resolution {resolution}")
         if side <= 0:
-            raise ValueError(f"side must be positive, got {side}")
+            raise ConfigError(f"side must be positive, got {side}")
         return side
 
     def input_shape(self, resolution: Any = None) -> tuple[int, ...]:

@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..base import BenchDataModule, parse_resolution
+from pebench.core.errors import ConfigError
 
 __all__ = ["SPLITS", "SyntheticDataset", "SyntheticSplitsDataModule", "pixel_centres", "shape_alpha", "SHAPE_KINDS",
            "random_colour"]
@@ -41,7 +42,7 @@ class SyntheticDataset(Dataset):
                  render_fn: Callable[[dict[str, Any], tuple[int, ...], np.random.Generator], np.ndarray],
                  size: int, seed: int, split: str, resolution: tuple[int, ...]) -> None:
         if size < 0:
-            raise ValueError(f"dataset size must be >= 0, got {size}")
+            raise ConfigError(f"dataset size must be >= 0, got {size}")
         self.scene_fn, self.render_fn = scene_fn, render_fn
         self.size, self.seed, self.split = int(size), int(seed), split
         self.split_id = SPLITS[split]
@@ -102,7 +103,7 @@ def shape_alpha(kind: str, cy: np.ndarray | float, cx: np.ndarray | float, r: np
         d = np.maximum(np.maximum(n[0, 0] * dx + n[0, 1] * dy, n[1, 0] * dx + n[1, 1] * dy),
                        n[2, 0] * dx + n[2, 1] * dy) - 0.65 * r
     else:
-        raise ValueError(f"unknown shape kind {kind!r}; available: {', '.join(SHAPE_KINDS)}")
+        raise ConfigError(f"unknown shape kind {kind!r}; available: {', '.join(SHAPE_KINDS)}")
     return np.clip(0.5 - d * side, 0.0, 1.0)
 
 
@@ -117,7 +118,7 @@ def random_colour(rng: np.random.Generator, n: int | None = None) -> np.ndarray:
 def check_size(what: str, sizes: Sequence[int]) -> None:
     for s in sizes:
         if s <= 0:
-            raise ValueError(f"{what} must be positive, got {tuple(sizes)}")
+            raise ConfigError(f"{what} must be positive, got {tuple(sizes)}")
 
 
 class SyntheticSplitsDataModule(BenchDataModule):
@@ -148,7 +149,7 @@ class SquareImageSplitsDataModule(SyntheticSplitsDataModule):
 
     def _side(self, resolution: tuple[int, ...]) -> int:
         if len(resolution) == 2 and resolution[0] != resolution[1]:
-            raise ValueError(f"{self.name} renders square images; got resolution {'x'.join(map(str, resolution))}")
+            raise ConfigError(f"{self.name} renders square images; got resolution {'x'.join(map(str, resolution))}")
         check_size("image side", resolution)
         return resolution[0]
 

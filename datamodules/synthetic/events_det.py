@@ -56,6 +56,7 @@ from ..base import float_option, int_option
 from ..registry import register_datamodule
 from .synthetic_events import contrast_events
 from ..events.gen1 import BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, Gen1DataModule, write_dat
+from pebench.core.errors import ConfigError
 
 __all__ = ["EventsDetDataModule", "write_events_det", "render_recording", "SENSOR_HW"]
 
@@ -232,14 +233,14 @@ class EventsDetDataModule(Gen1DataModule):
                  time_bins: int = 4, tokens: str = "frames", spike_threshold: int = 32, refractory_ms: float = 20.0,
                  time_scale_ms: float = 25.0, age_buckets: int = 8, max_tokens: int = 256, **kwargs: Any) -> None:
         if kwargs.get("data_root"):
-            raise ValueError("events-det is embedded (written into cache_dir); it takes no --data-root")
+            raise ConfigError("events-det is embedded (written into cache_dir); it takes no --data-root")
         self.sizes = {"train": int_option(self.name, "train_recordings", train_recordings),
                       "val": int_option(self.name, "val_recordings", val_recordings),
                       "test": int_option(self.name, "test_recordings", test_recordings)}
         self.max_objects = int_option(self.name, "max_objects", max_objects, minimum=2)
         self.duration_s = float_option(self.name, "duration_s", duration_s)
         if self.duration_s <= 0.6:
-            raise ValueError(f"{self.name}: data option duration_s must be > 0.6 (labels up to 0.5 s are skipped), "
+            raise ConfigError(f"{self.name}: data option duration_s must be > 0.6 (labels up to 0.5 s are skipped), "
                              f"got {duration_s!r}")
         self.data_seed = int_option(self.name, "data_seed", data_seed, minimum=0)
         cache = os.path.expanduser(str(cache_dir) if cache_dir else os.path.join("~", ".cache", "pebench"))

@@ -23,6 +23,7 @@ import numpy as np
 from .._image_common import IMAGENET_MEAN, IMAGENET_STD
 from ..registry import register_datamodule
 from ._render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour, shape_alpha
+from pebench.core.errors import ConfigError
 
 __all__ = ["ObjectsDataModule", "objects_scene", "render_objects", "OBJECT_KINDS", "NUM_OBJECT_CLASSES"]
 
@@ -131,7 +132,7 @@ def _range(name: str, value: Any, kind: type, valid: Callable[[Any, Any], bool],
     try:
         lo, hi = (kind(v) for v in value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a pair [lo, hi], got {value!r}") from None
+        raise ConfigError(f"{name} must be a pair [lo, hi], got {value!r}") from None
     if not valid(lo, hi):
-        raise ValueError(f"{name} must be [lo, hi] with {rule}, got {list(value)}")
+        raise ConfigError(f"{name} must be [lo, hi] with {rule}, got {list(value)}")
     return lo, hi

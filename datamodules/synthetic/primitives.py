@@ -22,6 +22,7 @@ import numpy as np
 from ..base import parse_resolution, float_option, int_option
 from ..registry import register_datamodule
 from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size
+from pebench.core.errors import ConfigError
 
 __all__ = ["PrimitivesDataModule", "PRIMITIVES", "primitives_scene", "render_primitive", "sample_surface"]
 
@@ -85,7 +86,7 @@ def sample_surface(kind: str, m: int, rng: np.random.Generator) -> np.ndarray:
         a = 2 * np.pi * 2.5 * s
         centre = np.stack([0.8 * np.cos(a), 0.8 * np.sin(a), 2 * s - 1], -1)
         return centre + 0.08 * rng.standard_normal((m, 3)) / np.sqrt(3)
-    raise ValueError(f"unknown primitive {kind!r}; available: {', '.join(PRIMITIVES)}")
+    raise ConfigError(f"unknown primitive {kind!r}; available: {', '.join(PRIMITIVES)}")
 
 
 def _rotation(rng: np.random.Generator) -> np.ndarray:
@@ -140,7 +141,7 @@ class PrimitivesDataModule(SyntheticSplitsDataModule):
         res = resolution if isinstance(resolution, tuple) else parse_resolution(resolution)
         check_size("points (x groups)", res)
         if len(res) == 2 and res[1] > res[0]:
-            raise ValueError(f"cannot form {res[1]} groups from {res[0]} points")
+            raise ConfigError(f"cannot form {res[1]} groups from {res[0]} points")
         return tuple(res)
 
     def num_groups_for(self, resolution: Any = None) -> int:

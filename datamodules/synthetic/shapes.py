@@ -27,6 +27,7 @@ import numpy as np
 from ..base import float_option, int_option
 from ..registry import register_datamodule
 from ._render import SquareImageSplitsDataModule, SyntheticDataset, random_colour, shape_alpha
+from pebench.core.errors import ConfigError
 
 __all__ = ["ShapesDataModule", "shapes_scene", "render_shapes"]
 
@@ -63,7 +64,7 @@ def shapes_scene(rng: np.random.Generator, distractors: int = 0, task: str = "mi
     elif task == "mixed":
         a, b = _place_mixed(rng, label, r)
     else:
-        raise ValueError(f"unknown shapes task {task!r}; available: mixed, octant")
+        raise ConfigError(f"unknown shapes task {task!r}; available: mixed, octant")
     centres = [a, b]
     for k in range(distractors):  # non-overlapping distractors
         for _ in range(100):
@@ -120,13 +121,13 @@ class ShapesDataModule(SquareImageSplitsDataModule):
     def __init__(self, train_size: int = 4096, val_size: int = 512, distractors: int = 0,
                  noise: float = 0.05, task: str = "mixed", **kwargs: Any) -> None:
         if task not in ("mixed", "octant"):
-            raise ValueError(f"unknown shapes task {task!r}; available: mixed, octant")
+            raise ConfigError(f"unknown shapes task {task!r}; available: mixed, octant")
         super().__init__(**kwargs)
         if self.in_chans not in (1, 3):
-            raise ValueError(f"{self.name} renders RGB (in_chans 3) or gray (1) images, not {self.in_chans} channels")
+            raise ConfigError(f"{self.name} renders RGB (in_chans 3) or gray (1) images, not {self.in_chans} channels")
         mean, std = self.normalisation()  # per channel
         if len(set(mean)) != 1 or len(set(std)) != 1:
-            raise ValueError(f"{self.name}: mean and std must be one value shared by every channel")
+            raise ConfigError(f"{self.name}: mean and std must be one value shared by every channel")
         self.pixel_mean, self.pixel_std = mean[0], std[0]
         self.task = task
         self.train_size = int_option(self.name, "train_size", train_size)

@@ -71,6 +71,7 @@ from ..events.event_transforms import SPIKING_HELP, Augment, SpikingOptions, par
 from ..events.spiking import pad_collate
 from ..registry import register_datamodule
 from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, shape_alpha
+from pebench.core.errors import ConfigError
 
 __all__ = ["SyntheticEventsDataModule", "EventDataset", "SpikingEventDataset", "EVENT_DTYPE", "GESTURES",
            "events_scene", "jumps_scene", "render_events", "contrast_events", "events_to_voxels", "SCENES",
@@ -319,14 +320,14 @@ class SyntheticEventsDataModule(SyntheticSplitsDataModule):
         self.val_size = int_option(self.name, "val_size", val_size)
         self.time_bins = int_option(self.name, "time_bins", time_bins)
         if str(scene) not in SCENES:
-            raise ValueError(f"{self.name}: data option scene must be one of {', '.join(SCENES)}, got {scene!r}")
+            raise ConfigError(f"{self.name}: data option scene must be one of {', '.join(SCENES)}, got {scene!r}")
         self.scene = str(scene)
         self.tokens = parse_tokens(self.name, tokens)
         self.spiking = SpikingOptions.parse(self.name, self.patch_size, spike_threshold, refractory_ms, time_scale_ms,
                                             age_buckets, max_tokens)
         self.augment = augment if isinstance(augment, bool) else str(augment).lower() in ("1", "true", "yes")
         if self.augment and self.tokens != "spiking":
-            raise ValueError(f"{self.name}: data option augment applies to tokens=spiking")
+            raise ConfigError(f"{self.name}: data option augment applies to tokens=spiking")
         self.event_kw = {"fine_steps": int(fine_steps), "threshold": float(threshold), "noise_rate": float(noise_rate)}
         self.resolution = self._res(self.resolution)
 

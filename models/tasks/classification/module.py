@@ -30,11 +30,12 @@ from pebench.models.set_tokenizer import SetPatchTokenizer
 from pebench.models.spiking import SpikingPatchTokenizer
 from pebench.models.tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
 from pebench.models.vit import model_config, build_backbone
+from pebench.core.errors import ConfigError, RunFailedError
 
 __all__ = ["ClassificationTask", "NonFiniteLossError", "build_tokenizer", "split_batch"]
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(RunFailedError):
     """Raised when the training loss is NaN/inf (the run stops; the last good checkpoint stays)."""
 
 
@@ -44,11 +45,11 @@ def build_tokenizer(modality: str, embed_dim: int, in_chans: int, patch_size: in
     ``tokens="occupied"`` (the set probes' glyph tokens): :class:`~pebench.models.set_tokenizer.SetPatchTokenizer`."""
     if tokens == SET_TOKENS:
         if modality != "image":
-            raise ValueError(f"tokens={SET_TOKENS!r} applies to images, not {modality}")
+            raise ConfigError(f"tokens={SET_TOKENS!r} applies to images, not {modality}")
         return SetPatchTokenizer(embed_dim, patch_size, in_chans)
     if tokens == "spiking":
         if modality != "events":
-            raise ValueError(f"tokens='spiking' applies to events, not {modality}")
+            raise ConfigError(f"tokens='spiking' applies to events, not {modality}")
         return SpikingPatchTokenizer(embed_dim, patch_size, **(tokenizer_options or {}))
     if modality == "image":
         return ImageTokenizer(embed_dim, patch_size, in_chans)
@@ -56,7 +57,7 @@ def build_tokenizer(modality: str, embed_dim: int, in_chans: int, patch_size: in
         return TubeletTokenizer(embed_dim, patch_size, tubelet, in_chans)
     if modality == "points":
         return PointTokenizer(embed_dim, num_groups=num_groups, **(tokenizer_options or {}))  # e.g. probe-parts: centre
-    raise ValueError(f"unknown modality {modality!r}; available: image, video, events, points")
+    raise ConfigError(f"unknown modality {modality!r}; available: image, video, events, points")
 
 
 def split_batch(batch: Sequence[Any]) -> tuple[Tensor, Tensor, int]:
@@ -77,7 +78,7 @@ def warmup_cosine(opt: torch.optim.Optimizer, total_steps: float, warmup_epochs:
     runs that stop at a validation target: ``bench run --stop-at``), stepped per batch (shared by the
     supervised tasks)."""
     if schedule not in LR_SCHEDULES:
-        raise ValueError(f"unknown lr schedule {schedule!r}; expected one of {', '.join(LR_SCHEDULES)}")
+        raise ConfigError(f"unknown lr schedule {schedule!r}; expected one of {', '.join(LR_SCHEDULES)}")
     total = max(1, int(total_steps))
     warmup = int(round(total * min(1.0, warmup_epochs / max(1, int(epochs)))))
 

@@ -40,6 +40,7 @@ from pebench.models.vit import model_config, build_backbone
 
 from .coco_eval import CocoEvaluator
 from .pyramid import Detector
+from pebench.core.errors import ConfigError
 
 __all__ = ["DetectionTask", "scatter_token_map"]
 
@@ -101,7 +102,7 @@ class DetectionTask(SkippedSampleCount, L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         if modality not in ("image", "events"):
-            raise ValueError(f"the detection task takes images or events, not {modality}")
+            raise ConfigError(f"the detection task takes images or events, not {modality}")
         dim = model_config(model).embed_dim
         self.modality = modality
         self.tokens = tokens

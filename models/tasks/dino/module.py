@@ -67,6 +67,7 @@ from pebench.models.vit import model_config, build_backbone
 from .head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies, teacher_temperature,
                    update_center)
 from .knn import gather_eval_set, knn_accuracy, knn_predict, linear_probe
+from pebench.core.errors import ConfigError
 
 __all__ = ["DinoTask"]
 
@@ -87,9 +88,9 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         if modality != "image":
-            raise ValueError(f"the dino task trains on images; got {modality} data")
+            raise ConfigError(f"the dino task trains on images; got {modality} data")
         if pool not in ("mean", "cls") or (pool == "cls" and not class_token):
-            raise ValueError("pool must be 'mean', or 'cls' with class_token=True")
+            raise ConfigError("pool must be 'mean', or 'cls' with class_token=True")
         dim = model_config(model).embed_dim
         self.modality = modality
         self.student = self._network(dim, drop_path)

@@ -53,6 +53,7 @@ from pebench.models.tokenizers import TokenBatch
 from pebench.models.vit import model_config, build_backbone, check_attn_window
 
 from .miou import SegmentationMetrics
+from pebench.core.errors import ConfigError
 
 __all__ = ["SegmentationTask", "SEGMENTATION_DEFAULTS"]
 
@@ -74,13 +75,13 @@ class SegmentationTask(SkippedSampleCount, L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         if patching not in PATCHINGS:
-            raise ValueError(f"unknown patching {patching!r}; available: {', '.join(PATCHINGS)}")
+            raise ConfigError(f"unknown patching {patching!r}; available: {', '.join(PATCHINGS)}")
         if int(interp_k) < 1 or int(patch_size) < 1 or not (float(coord_scale) > 0):
-            raise ValueError("interp_k and patch_size must be >= 1 and coord_scale > 0")
+            raise ConfigError("interp_k and patch_size must be >= 1 and coord_scale > 0")
         dim = model_config(model).embed_dim
         self.tokenizer = SceneTokenizer(dim, feat_dim, int(patch_size), patching, grid_size, coord_scale)
         if check_attn_window(attn_window) is not None and patching != "serialize":
-            raise ValueError(f"attn_window needs patching=serialize (windows are runs of the z-order), got {patching}")
+            raise ConfigError(f"attn_window needs patching=serialize (windows are runs of the z-order), got {patching}")
         self.backbone = build_backbone(model, pe=pe, spatial_dims=3, grid=None, class_token=False,
                                        drop_path_rate=drop_path, attn_window=attn_window, **(pe_options or {}))
         # per-point layers are narrow (they run on every point of every scene): tokens are projected to
