@@ -256,7 +256,7 @@ def describe_analyses() -> list[dict[str, Any]]:
 
 def _type_name(hint: Any) -> str:
     types, nullable = _base_types(hint)
-    name = "/".join(getattr(t, "__name__", str(t)) for t in types)
+    name = "/".join("floats" if t in (tuple, list) else getattr(t, "__name__", str(t)) for t in types)
     return f"{name} or none" if nullable else name
 
 
