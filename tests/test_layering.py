@@ -87,3 +87,86 @@ def test_every_function_local_import_says_why():
                    if DEFERRED_MARK not in line]
     assert not unexplained, "function-local imports without a '# deferred: <reason>' comment:\n" + "\n".join(
         unexplained)
+
+
+# ------------------------------------------------------------------ the studies stay apart from the product
+#: the product's folders (the package-dir mapping's targets): they must not depend on the study scripts
+PRODUCT_FOLDERS = ("bench", "encodings", "models", "datamodules", "analysis", "leaderboard")
+#: where `benchmarks` may be imported: the package itself and the tests of its scripts
+STUDY_FOLDERS = (ROOT / "benchmarks", ROOT / "tests" / "studies")
+#: folders that hold no source of the repository (generated, installed or run outputs)
+NOT_SOURCE = {".git", "__pycache__", "build", "dist", "runs", "results", ".venv", ".benchmarks", ".pytest_cache",
+              ".import_linter_cache", "lightning_logs"}
+#: calls that load or run a module or file given as a string
+LOADERS = {"import_module", "__import__", "spec_from_file_location", "run_path", "run_module", "run", "Popen",
+           "call", "check_call", "check_output"}
+
+
+def _source_files(suffix: str = ".py") -> list[Path]:
+    """The repository's files ending in ``suffix``, outside the folders in :data:`NOT_SOURCE` (not descended)."""
+    out = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in NOT_SOURCE and not d.endswith(".egg-info")]
+        out += [Path(folder) / f for f in files if f.endswith(suffix)]
+    return sorted(out)
+
+
+def _names_benchmarks(text: str) -> bool:
+    """Whether a string names the study package, one of its modules or one of its files."""
+    return text == "benchmarks" or text.startswith(("benchmarks.", "benchmarks/"))
+
+
+def benchmarks_uses(path: Path) -> list[str]:
+    """``line: what`` for every import of ``benchmarks`` in the Python file ``path``: an import statement, or a
+    call that loads or runs a module or file of it by name (``importlib.import_module("benchmarks.x")``,
+    ``spec_from_file_location(..., ROOT / "benchmarks" / "x.py")``, ``subprocess.run([..., "-m", "benchmarks.x"])``)."""
+    text = path.read_text(encoding="utf-8")
+    if "benchmarks" not in text:  # every way listed names the package in the source
+        return []
+    found = []
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if _names_benchmarks(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and _names_benchmarks(node.module or ""):
+            found.append(f"{node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Call):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if func in LOADERS:
+                strings = [c.value for arg in [*node.args, *(k.value for k in node.keywords)] for c in ast.walk(arg)
+                           if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                found += [f"{node.lineno}: {func}(... {s!r} ...)" for s in strings if _names_benchmarks(s)]
+    return found
+
+
+def test_the_check_finds_every_way_of_importing_the_studies(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import benchmarks.reports\nfrom benchmarks import findings\nimport benchmarks_other\n"
+                      "importlib.import_module('benchmarks.probe_findings')\n"
+                      "spec_from_file_location('x', ROOT / 'benchmarks' / 'x.py')\n"
+                      "subprocess.run([sys.executable, '-m', 'benchmarks.ddp_findings'])\n"
+                      "print('benchmarks.x')  # printing a name is no import\n", encoding="utf-8")
+    assert [u.split(":")[0] for u in benchmarks_uses(sample)] == ["1", "2", "4", "5", "6"]
+
+
+def test_only_the_studies_import_the_study_package():
+    """``benchmarks`` (the study scripts) is imported only by itself and by tests/studies/: the product, the
+    product's tests and the examples never depend on a study script."""
+    uses = [f"{p.relative_to(ROOT)}:{u}" for p in _source_files()
+            if not any(folder in p.parents for folder in STUDY_FOLDERS) for u in benchmarks_uses(p)]
+    assert not uses, "\n".join(uses)
+
+
+def test_the_product_names_no_study_script():
+    """No file of the product (code, presets) names a study script by file or module name; pointing to a
+    document (benchmarks/README.md) is fine."""
+    scripts = sorted(p for p in (ROOT / "benchmarks").iterdir() if p.suffix in (".py", ".sh") and p.stem != "__init__")
+    assert scripts
+    names = [s.name for s in scripts] + [f"benchmarks.{s.stem}" for s in scripts if s.suffix == ".py"]
+    hits = []
+    for folder in PRODUCT_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts or path.suffix in (".pyc", ".png", ".pt"):
+                continue
+            for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                hits += [f"{path.relative_to(ROOT)}:{i}: {n}" for n in names if n in line]
+    assert not hits, "\n".join(hits)

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pebench.runner.config import (ConfigError, RunConfig, config_to_dict, list_presets, load_yaml_config, merge,
-                     run_config_from_args, variant_name)
+from pebench.runner.config import (ConfigError, RunConfig, config_to_dict, list_presets, load_preset, load_yaml_config,
+                                   merge, preset_info, run_config_from_args, variant_name)
 from pebench.core.io import atomic_write_json, atomic_write_text, read_json
 from pebench.runner.integrity import check_writable, fingerprint
 from pebench.runner.numerics import flush_denormals
@@ -98,9 +98,7 @@ def data_options(cls: type) -> list[dict[str, Any]]:
 def cmd_list(args: argparse.Namespace) -> int:
     what = args.what
     if what == "presets":  # YAML files only: no registry, no torch
-        names = list_presets()
-        print("presets (bench run --preset NAME)\n" + (format_table(["name"], [[n] for n in names]) if names
-                                                       else "(none installed)"))
+        print(presets_listing())
         return 0
     from pebench.datamodules import MODALITIES, get_datamodule_class, list_datamodules  # deferred: start-up time (torch)
     from pebench.encodings import get_pe_class, list_pes, pe_options  # deferred: start-up time (torch)
@@ -141,10 +139,43 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows = [[n, c.embed_dim, c.depth, c.num_heads, c.embed_dim // c.num_heads] for n, c in ((n, model_config(n)) for n in list_models())]
         print("models\n" + format_table(["name", "dim", "depth", "heads", "head dim"], rows))
     if what in ("presets", "all"):
-        names = list_presets()
-        print("presets (bench run --preset NAME)\n" + (format_table(["name"], [[n] for n in names]) if names
-                                                       else "(none installed)"))
+        print(presets_listing())
+    if what in ("analyses", "all"):
+        print(analyses_listing(getattr(args, "options", False)))
     return 0
+
+
+def analyses_listing(options: bool = False) -> str:
+    """``bench list analyses``: each registered analysis, its results.json key, whether ``--analyses all`` runs
+    it and what it measures; with ``--options`` every ``--analysis-option`` key (from the declarations)."""
+    from pebench.analysis.registry import describe_analyses  # deferred: start-up time (torch)
+
+    described = describe_analyses()
+    rows = [[a["name"], a["key"], "yes" if a["in_all"] else "when named", a["what"]] for a in described]
+    out = "analyses (bench run --analyses NAME,...)\n" + format_table(["name", "results.json key", "in all", "what"], rows)
+    if options:
+        rows = [[a["name"], o["key"], o["type"], _shown(o["default"]), o["help"]] for a in described
+                for o in a["options"]]
+        out += ("\nanalysis options (bench run --analysis-option KEY=VALUE; each analysis' own declaration)\n"
+                + format_table(["analysis", "key", "type", "default", "meaning"], rows))
+    return out
+
+
+def presets_listing() -> str:
+    """``bench list presets``: each preset's task, dataset, model and schedule (from its run options), then
+    what it is and which published setting it follows (its ``description`` and ``follows`` keys)."""
+    names = list_presets()
+    if not names:
+        return "presets (bench run --preset NAME)\n(none installed)"
+    rows, about = [], []
+    for name in names:
+        cfg, info = merge(load_preset(name)), preset_info(name)
+        rows.append([name, cfg.task or "(the dataset's)", cfg.dataset, cfg.model, str(cfg.resolution or "default"),
+                     f"{cfg.epochs} x {cfg.batch_size}", _shown(cfg.lr), cfg.precision])
+        about.append(f"{name}: {info['description'] or '(no description)'}\n    follows: {info['follows'] or '(not said)'}")
+    return ("presets (bench run --preset NAME; every option of one: bench run --preset NAME --print-config)\n"
+            + format_table(["name", "task", "dataset", "model", "resolution", "epochs x batch", "lr", "precision"], rows)
+            + "\n" + "\n".join(about))
 
 
 # ----------------------------------------------------------------------------------- runs

@@ -27,10 +27,11 @@ from pebench.tasks import list_tasks
 from pebench.core.errors import ConfigError
 from pebench.core.options import check_bounds, flag_values, option, parse_bool
 
-__all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "list_presets", "merge",
+__all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "preset_info", "list_presets", "merge",
            "resolve", "config_to_dict", "run_dir_for", "variant_name", "tokens_suffix", "parse_analyses", "ANALYSES",
            "check_resolution_syntax", "merged_config", "run_config_from_args",
            "DEFAULT_PE_PREFERENCE"]
+
 
 #: ``--logger`` values (the CSV logger's metrics.csv is written in every case)
 LOGGERS = ("csv", "tensorboard", "wandb")
@@ -229,7 +230,8 @@ def load_yaml_config(path: str | Path) -> dict[str, Any]:
     return _parse_yaml(text, f"config file {str(p)!r}")
 
 
-def _parse_yaml(text: str, source: str) -> dict[str, Any]:
+def _yaml_mapping(text: str, source: str) -> dict[str, Any]:
+    """The YAML mapping in ``text`` as read (``{}`` for an empty file); not YAML or not a mapping: ConfigError."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -238,6 +240,11 @@ def _parse_yaml(text: str, source: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source} must be a mapping of run options, got {type(data).__name__}")
+    return data
+
+
+def _parse_yaml(text: str, source: str) -> dict[str, Any]:
+    data = _yaml_mapping(text, source)
     _check_keys(data, source)
     return {k: _coerce(k, v) for k, v in data.items()}
 
@@ -254,12 +261,34 @@ def list_presets() -> list[str]:
         return []
 
 
-def load_preset(name: str) -> dict[str, Any]:
-    """Read ``pebench/presets/<name>.yaml`` (shipped with the package)."""
+#: keys of a preset file that describe the preset instead of setting a run option (``bench list presets``
+#: prints them; :func:`load_preset` leaves them out): what it is, and which published setting it follows
+PRESET_INFO_KEYS = ("description", "follows")
+
+
+def _preset_mapping(name: str) -> dict[str, Any]:
     res = _preset_dir() / f"{name}.yaml"
     if not res.is_file():
         raise ConfigError(f"unknown preset {name!r}; available: {', '.join(list_presets()) or '(none)'}")
-    return _parse_yaml(res.read_text(encoding="utf-8"), f"preset {name!r}")
+    return _yaml_mapping(res.read_text(encoding="utf-8"), f"preset {name!r}")
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The run options of ``pebench/presets/<name>.yaml`` (shipped with the package), without its
+    :data:`PRESET_INFO_KEYS`."""
+    data = {k: v for k, v in _preset_mapping(name).items() if k not in PRESET_INFO_KEYS}
+    _check_keys(data, f"preset {name!r}")
+    return {k: _coerce(k, v) for k, v in data.items()}
+
+
+def preset_info(name: str) -> dict[str, str]:
+    """``{"description": ..., "follows": ...}`` of preset ``name`` (an absent key: ``""``); a value that is
+    not a string is a :class:`ConfigError`."""
+    data = _preset_mapping(name)
+    for key in PRESET_INFO_KEYS:
+        if not isinstance(data.get(key, ""), str):
+            raise ConfigError(f"preset {name!r}: {key!r} must be a string, got {data[key]!r}")
+    return {key: data.get(key, "").strip() for key in PRESET_INFO_KEYS}
 
 
 def merge(*layers: Mapping[str, Any]) -> RunConfig:
@@ -460,7 +489,7 @@ def merged_config(args: argparse.Namespace) -> RunConfig:
     base = merge(*layers)
     flags = flag_values(args, RunConfig)
     if getattr(args, "config", None) and layers[-1].get("out") == "." and "out" not in flags:
-        # committed results store `out: .` (relative to their study folder: benchmarks/strip_machine_paths.py);
+        # committed results store `out: .` (relative to their study folder: docs/cli.md, `bench leaderboard --check`);
         # from that folder a rerun would write over the committed run, from anywhere else into a stray folder
         raise ConfigError(f"config file {str(args.config)!r} has out: . (a committed run's folder is relative to "
                           f"its study); give --out DIR to rerun it (e.g. --out runs)")
