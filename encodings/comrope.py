@@ -24,30 +24,54 @@ Defaults follow the paper and that code, read from them (no code taken from it).
   block, ``theta`` per axis and block, shared by the heads.
 * Positions: the paper scales each axis to [0, 1] by its own extent (Sec. 3.4.1, ``x_a / X_a``, at
   the patch centre); the official code divides every axis, time included, by the number of patches
-  per side (``axis_scale``). pebench follows the code: ``s_a = 1 / S`` with ``S`` the largest spatial
-  side of the training grid (its last two axes), 1 without a training grid (point clouds);
-  ``coord_scale`` overrides it (one value per axis). The ``+0.5`` centre offset cancels in relative
-  logits. The paper's training-time position perturbation (Sec. 3.4.2) is not part of the PE
-  (``--coord-aug`` is pebench's coordinate augmentation).
+  per side (``axis_scale``) of the image it is given, so a higher resolution *interpolates* (the
+  positions still span [0, 1]). pebench follows the code: ``s_a = 1 / S`` with ``S`` the largest
+  spatial side (last two axes) of the **current** grid (``positions="current"``, the default; the
+  grid the backbone passes to :meth:`ComRoPE.encode_tokens`, the training grid when it passes none,
+  1 without either, e.g. point clouds). ``positions="train"`` divides by the training grid instead,
+  so a larger grid *extrapolates* to positions past 1 (pebench's rule before this option).
+  ``coord_scale`` overrides both (one fixed value per axis). The ``+0.5`` centre offset cancels in
+  relative logits. The paper's training-time position perturbation (Sec. 3.4.2) is not part of the
+  PE (``--coord-aug`` is pebench's coordinate augmentation).
 * The angle matrices are excluded from weight decay, like RoPE-Mixed's frequencies.
 * CLS: prefix tokens get the identity rotation (the official code gives CLS a position instead;
   pebench's interface has CLS carry none).
+
+Computation (``impl``; the rotation is the same, tests/encodings/test_comrope_fast.py checks it in
+float64 with gradients). Both variants give block ``k`` of head ``h`` one skew matrix
+``S_hk = P_hk - P_hk^T`` scaled by a scalar phase ``phi_k(r) = sum_a s_a r_a w[a, k]`` (``w = theta``
+for ``ld``, the axis mask for ``ap``), so ``R_hk(r) = expm(phi_k(r) S_hk)``. With the real spectral
+form ``S_hk = U diag([[0, -l_j], [l_j, 0]]) U^T`` (``U`` orthogonal, ``+-i l_j`` the eigenvalues), the
+rotation is ``U rot(phi_k(r) l_j) U^T``: RoPE with angles ``phi_k(r) l_j`` in the basis ``U``. Since
+``U`` is orthogonal and the same for every token, ``(R_i q)^T (R_j k) = (D_i U^T q)^T (D_j U^T k)``:
+``impl="eig"`` (default) returns ``D U^T q`` and ``D U^T k`` (prefix rows ``U^T q``, no phase), which
+give the same logits (not the same vectors) as ``U D U^T q``. ``U`` and ``l`` come from one
+``eigh`` of the Hermitian ``i S_hk`` per layer and step (``b = 2``: the closed form ``l = S[1, 0]``,
+``U = I``); no per-token matrix exponential. Its gradient exists while the ``l_j`` of a block are
+distinct and non-zero (true at any generic point; the random init never starts on a tie).
+``impl="expm"``: the per-token ``torch.linalg.matrix_exp`` of every block (the definition, slower);
+odd block sizes always take it.
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
 from torch import Tensor, nn
 
-from ._rotation import BlockRotationLayerPE, grid_coord_scale, skew
+from ._rotation import BlockRotationLayerPE, block_rotations, full_precision, grid_coord_scale, skew
 from .base import LayerPE, PEConfigError, PositionalEncoding
 from .options import PEOption
 from .registry import register_pe
 
-__all__ = ["ComRoPE", "ComRoPELayer", "comrope_coord_scale", "VARIANTS"]
+__all__ = ["ComRoPE", "ComRoPELayer", "comrope_coord_scale", "phase_basis", "VARIANTS", "IMPLS", "POSITIONS"]
 
 VARIANTS = ("ld", "ap")
+#: ``eig``: one spectral decomposition per layer and step, then RoPE phases; ``expm``: per-token matrix_exp
+IMPLS = ("eig", "expm")
+#: what positions are divided by: the current grid (official code, interpolates) or the training grid
+POSITIONS = ("current", "train")
 
 
 def comrope_coord_scale(grid: Sequence[int] | None, spatial_dims: int) -> list[float]:
@@ -58,14 +82,38 @@ def comrope_coord_scale(grid: Sequence[int] | None, spatial_dims: int) -> list[f
     return [1.0 / side] * spatial_dims
 
 
+def phase_basis(s: Tensor) -> tuple[Tensor, Tensor]:
+    """Real spectral form of skew matrices ``s: (..., b, b)`` (``b`` even): ``U (..., b, b)`` orthogonal
+    and ``l (..., b/2)`` with ``s = U J U^T``, ``J`` block-diagonal ``[[0, -l_j], [l_j, 0]]``, i.e.
+    ``s u_{2j} = l_j u_{2j+1}`` and ``s u_{2j+1} = -l_j u_{2j}`` for the columns ``u`` of ``U``.
+
+    From ``eigh(i s)`` (Hermitian): an eigenvector ``v`` of eigenvalue ``l > 0`` gives the orthonormal
+    pair ``sqrt(2) (Re v, Im v)``; ``b = 2`` uses the closed form ``U = I``, ``l = s[1, 0]``.
+    """
+    b = s.shape[-1]
+    if b == 2:
+        eye = torch.eye(2, dtype=s.dtype, device=s.device).expand(s.shape)
+        return eye, s[..., 1, 0].unsqueeze(-1)
+    lam, vec = torch.linalg.eigh(s.to(torch.promote_types(s.dtype, torch.complex64)) * 1j)  # ascending
+    v = vec[..., b // 2:]  # (..., b, b/2): the eigenvectors of the positive eigenvalues
+    u = torch.stack([v.real, v.imag], dim=-1).flatten(-2) * math.sqrt(2.0)  # (..., b, b): pair j -> 2j, 2j+1
+    return u, lam[..., b // 2:]
+
+
 class ComRoPELayer(BlockRotationLayerPE):
-    """One layer's angle matrices: ``base: (H, m, b, b)`` and, for ``ld``, ``theta: (p, m)``."""
+    """One layer's angle matrices: ``base: (H, m, b, b)`` and, for ``ld``, ``theta: (p, m)``.
+
+    ``scale (p,)``: the position scale of the training grid (or ``coord_scale``); ``grid_scale``: the
+    current grid's, set by :meth:`ComRoPE.encode_tokens` under ``positions="current"`` (None: use ``scale``).
+    """
 
     def __init__(self, variant: str, num_heads: int, spatial_dims: int, num_blocks: int, block_size: int,
-                 init_std: float, scale: Tensor, num_prefix_tokens: int) -> None:
+                 init_std: float, scale: Tensor, num_prefix_tokens: int, impl: str = "eig") -> None:
         super().__init__()
         self.variant = variant
         self.spatial_dims = spatial_dims
+        self.block_size = block_size
+        self.impl = impl
         self.base = nn.Parameter(torch.randn(num_heads, num_blocks, block_size, block_size) * init_std)
         if variant == "ld":
             self.theta = nn.Parameter(torch.randn(spatial_dims, num_blocks))
@@ -75,12 +123,56 @@ class ComRoPELayer(BlockRotationLayerPE):
             self.register_buffer("axis_mask", mask, persistent=False)
         self.num_prefix_tokens = num_prefix_tokens
         self.register_buffer("scale", scale, persistent=False)  # (p,) float64
+        self.grid_scale: Tensor | None = None  # (p,) float64, the current grid's (positions="current")
+
+    def position_scale(self) -> Tensor:
+        """The per-axis scale ``(p,)`` in use: the current grid's when set, else ``scale``."""
+        return self.scale if self.grid_scale is None else self.grid_scale
+
+    def axis_weights(self) -> Tensor:
+        """``w (p, m)``: block ``k``'s phase is ``phi_k(r) = sum_a s_a r_a w[a, k]`` (``theta`` or the axis mask)."""
+        return self.theta if self.variant == "ld" else self.axis_mask
 
     def generators(self) -> Tensor:
         """Commuting skew generators ``(H, p, m, b, b)``."""
         s = skew(self.base).unsqueeze(1)  # (H, 1, m, b, b)
-        w = self.theta if self.variant == "ld" else self.axis_mask  # (p, m)
+        w = self.axis_weights()  # (p, m)
         return s * w[None, :, :, None, None].to(s.dtype)
+
+    def rotations(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
+        """Rotation blocks ``(B|1, H, N, m, b, b)`` by per-token matrix exponentials (``impl="expm"``)."""
+        return block_rotations(coords, self.generators(), self.position_scale(), batch_size, dtype)
+
+    def phase_tables(self, coords: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+        """``impl="eig"``: the basis ``(H, d, d)`` (block-diagonal ``U_hk``) and cos, sin ``(B|1, H, P + N, d/2)``
+        of the pair angles ``phi_k(r) l_hkj`` (prefix rows: angle 0), in ``dtype`` promoted to float32 or wider."""
+        dt = torch.promote_types(dtype, torch.float32)
+        with full_precision(coords):
+            u, lam = phase_basis(skew(self.base.to(dt)))  # (H, m, b, b), (H, m, b/2)
+            H, m, b = u.shape[0], u.shape[1], u.shape[-1]
+            eye = torch.eye(m, dtype=dt, device=u.device)
+            basis = (u.unsqueeze(3) * eye[None, :, None, :, None]).reshape(H, m * b, m * b)  # (H, d, d)
+            c = coords.to(dt) * self.position_scale().to(device=coords.device, dtype=dt)  # (B|., N, p)
+            phi = (c if c.dim() == 3 else c.unsqueeze(0)) @ self.axis_weights().to(dt)  # (B|1, N, m)
+            ang = (phi.unsqueeze(1).unsqueeze(-1) * lam.unsqueeze(1)).flatten(-2)  # (B|1, H, N, d/2)
+            ang = torch.nn.functional.pad(ang, (0, 0, self.num_prefix_tokens, 0))  # (B|1, H, P + N, d/2)
+            return basis, ang.cos(), ang.sin()
+
+    def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        if self.impl == "expm" or self.block_size % 2:
+            return super().qk(q, k, x, coords)
+        basis, cos, sin = self.phase_tables(coords, q.dtype)
+        return _phase_rotate(q, basis, cos, sin), _phase_rotate(k, basis, cos, sin)
+
+
+def _phase_rotate(t: Tensor, basis: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """``D(r) U^T t`` for ``t (B, H, T, d)``: the basis change ``basis (H, d, d)`` on every row, then each
+    channel pair ``(2j, 2j+1)`` turned by the angle of ``cos, sin (B|1, H, T, d/2)``; ``t``'s dtype."""
+    with full_precision(t):
+        y = (t.to(basis.dtype) @ basis).unflatten(-1, (-1, 2))  # (B, H, T, d/2, 2)
+        y0, y1 = y.unbind(-1)
+        out = torch.stack([y0 * cos - y1 * sin, y0 * sin + y1 * cos], dim=-1).flatten(-2)  # (B, H, T, d)
+    return out.to(t.dtype)
 
 
 @register_pe("comrope", order=100)
@@ -97,15 +189,27 @@ class ComRoPE(PositionalEncoding):
         PEOption("block_size", "int", 8, "size of the skew blocks (head dim must be a multiple)"),
         PEOption("init_std", "float", 1.0, "std of the initial base matrices P"),
         PEOption("coord_scale", "floats", None,
-                 "per-axis position scale (default: 1/S on every axis, S the training grid's largest side)"),
+                 "fixed per-axis position scale (default: 1/S on every axis, S the largest side of the grid "
+                 "that `positions` names)"),
+        PEOption("positions", "str", "current",
+                 "current: positions / the current grid's side (official code; larger grids interpolate); "
+                 "train: / the training grid's side (larger grids extrapolate)", choices=POSITIONS),
+        PEOption("impl", "str", "eig",
+                 "eig: one spectral decomposition per layer and step, then RoPE phases; expm: per-token "
+                 "matrix exponential (the definition; same logits, slower)", choices=IMPLS),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, variant: str = "ld",
-                 block_size: int = 8, init_std: float = 1.0, coord_scale: Sequence[float] | None = None) -> None:
+                 block_size: int = 8, init_std: float = 1.0, coord_scale: Sequence[float] | None = None,
+                 positions: str = "current", impl: str = "eig") -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if variant not in VARIANTS:
             raise PEConfigError(f"comrope variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+        if positions not in POSITIONS:
+            raise PEConfigError(f"comrope positions must be one of {', '.join(POSITIONS)}, got {positions!r}")
+        if impl not in IMPLS:
+            raise PEConfigError(f"comrope impl must be one of {', '.join(IMPLS)}, got {impl!r}")
         b = int(block_size)
         if b < 2 or self.head_dim % b:
             raise PEConfigError(f"comrope block_size must be >= 2 and divide the head dim {self.head_dim}, got {b}")
@@ -116,11 +220,29 @@ class ComRoPE(PositionalEncoding):
         if not init_std > 0:
             raise PEConfigError(f"comrope init_std must be > 0, got {init_std}")
         self.variant, self.block_size, self.init_std = variant, b, float(init_std)
+        self.positions, self.impl = positions, impl
+        self.fixed_scale = coord_scale is not None
         scale = comrope_coord_scale(self.train_grid, spatial_dims) if coord_scale is None else coord_scale
         s = grid_coord_scale(scale, spatial_dims)
+        self._grid_scales: dict[tuple[int, ...], Tensor] = {}
         self.layers = nn.ModuleList(
-            ComRoPELayer(variant, num_heads, spatial_dims, m, b, self.init_std, s.clone(), num_prefix_tokens)
+            ComRoPELayer(variant, num_heads, spatial_dims, m, b, self.init_std, s.clone(), num_prefix_tokens, impl)
             for _ in range(depth))
+
+    def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
+        """No additive term; under ``positions="current"`` (and no ``coord_scale``) records the current
+        grid's scale in every layer (none given: the layers fall back to the training grid's)."""
+        if self.positions == "current" and not self.fixed_scale:
+            scale = None
+            if grid is not None and len(grid) == self.spatial_dims:
+                key = tuple(int(g) for g in grid)
+                if key not in self._grid_scales:
+                    self._grid_scales[key] = grid_coord_scale(comrope_coord_scale(key, self.spatial_dims),
+                                                              self.spatial_dims)
+                scale = self._grid_scales[key]
+            for lay in self.layers:
+                lay.grid_scale = scale
+        return x
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i]
