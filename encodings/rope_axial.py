@@ -56,6 +56,7 @@ act in evaluation only, on a grid other than the training grid, and need the tra
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -220,7 +221,7 @@ class AxialRoPELayer(LayerPE):
         sin, cos = rope_sin_cos(ang, q.shape[-1], self.num_prefix_tokens)
         q, k = apply_rot_embed(q, sin.to(q.dtype), cos.to(q.dtype)), apply_rot_embed(k, sin.to(k.dtype), cos.to(k.dtype))
         if self.rule == "yarn":
-            mscale = extrap.yarn_logit_scale(float(torch.tensor(scales).prod())) ** 0.5  # on q and k each
+            mscale = extrap.yarn_logit_scale(math.prod(scales)) ** 0.5  # on q and k each
             q, k = q * mscale, k * mscale
         return q, k
 
