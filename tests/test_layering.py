@@ -170,3 +170,15 @@ def test_the_product_names_no_study_script():
             for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
                 hits += [f"{path.relative_to(ROOT)}:{i}: {n}" for n in names if n in line]
     assert not hits, "\n".join(hits)
+
+
+def test_ci_runs_the_study_tests_too():
+    """``.ci/run`` runs plain ``pytest``: no marker expression (here or in ``addopts``) deselects the
+    ``studies`` tests, which tests/conftest.py marks (this test lives outside tests/studies/ so that a
+    deselection cannot hide it)."""
+    command = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    pytest_part = command.split("pytest", 1)[1] if "pytest" in command else None
+    assert pytest_part is not None and " -m" not in pytest_part and "-k" not in pytest_part, command
+    addopts = PYPROJECT["tool"]["pytest"]["ini_options"]["addopts"]
+    assert "-m" not in addopts.split() and "studies" not in addopts, addopts
+    assert any(m.startswith("studies:") for m in PYPROJECT["tool"]["pytest"]["ini_options"]["markers"])
