@@ -10,8 +10,8 @@ Datasets are grouped by modality in sub-packages (``synthetic``, ``probes``, ``i
 A dataset registers itself with ``@register_datamodule(name)`` in its own module; the registry imports
 the sub-packages' modules when a name is first asked for, so adding a dataset is adding one file.
 """
-from .base import MODALITIES, BenchDataModule, DataRootError, parse_resolution
+from .base import LABEL_KINDS, MODALITIES, BenchDataModule, DataRootError, parse_resolution
 from .registry import build_datamodule, get_datamodule_class, list_datamodules, register_datamodule
 
-__all__ = ["BenchDataModule", "DataRootError", "MODALITIES", "parse_resolution", "build_datamodule",
+__all__ = ["BenchDataModule", "DataRootError", "MODALITIES", "LABEL_KINDS", "parse_resolution", "build_datamodule",
            "get_datamodule_class", "list_datamodules", "register_datamodule"]

@@ -52,11 +52,16 @@ from torch.utils.data import DataLoader, Dataset
 from pebench.core.options import parse_bool
 from pebench.core.errors import ConfigError, UserError
 
-__all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES", "int_option", "float_option"]
+__all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES", "LABEL_KINDS", "int_option",
+           "float_option"]
 
 log = logging.getLogger(__name__)
 
 MODALITIES = ("image", "video", "events", "points")
+#: what a dataset's targets are (``label_kind``): ``class``, one class index per sample (classification-shaped);
+#: ``boxes``, a list of annotated boxes per sample (COCO-style detection targets); ``point-labels``, a class
+#: index per point of a scene
+LABEL_KINDS = ("class", "boxes", "point-labels")
 
 
 class DataRootError(UserError):
@@ -131,10 +136,11 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
     tubelet: ClassVar[int] = 2
     #: points: number of groups (tokens) at the default resolution
     num_groups: ClassVar[int] = 64
-    #: the task ``bench run`` trains when ``--task`` is not given, and the tasks this dataset supports
-    #: (pebench.tasks)
+    #: the task ``bench run`` trains when ``--task`` is not given (pebench.tasks)
     default_task: ClassVar[str] = "classification"
-    tasks: ClassVar[tuple[str, ...]] = ("classification", "dino")
+    #: what the targets are (one of :data:`LABEL_KINDS`); which tasks can train on the dataset is each task's
+    #: own declaration (``TaskSetup.accepts``), checked when a run is resolved (pebench.tasks.resolve_task)
+    label_kind: ClassVar[str] = "class"
     #: channels of one input (see the module docstring); every dataset declares it
     in_chans: ClassVar[int]
     #: the inputs' standardisation ``(x - mean) / std``: one value for every channel or one per

@@ -284,7 +284,7 @@ class Gen1DataModule(BenchDataModule):
     needs_data_root: ClassVar[bool] = True
     expected_layout: ClassVar[str] = LAYOUT
     default_task: ClassVar[str] = "detection"
-    tasks: ClassVar[tuple[str, ...]] = ("detection",)
+    label_kind: ClassVar[str] = "boxes"
     default_resolution: ClassVar[int | str] = "10x240"
     #: input height when ``--resolution`` is not given (scale = height / sensor height)
     default_height: ClassVar[int] = 240

@@ -122,7 +122,7 @@ class CocoFormatDataModule(BenchDataModule):
     in_chans: ClassVar[int] = 3
     needs_data_root: ClassVar[bool] = True
     default_task: ClassVar[str] = "detection"
-    tasks: ClassVar[tuple[str, ...]] = ("detection",)
+    label_kind: ClassVar[str] = "boxes"
     default_resolution: ClassVar[int | str] = 512
     patch_size: ClassVar[int] = 16
     has_test_split: ClassVar[bool] = False

@@ -299,7 +299,7 @@ class NuScenesDataModule(BenchDataModule):
     needs_data_root: ClassVar[bool] = True
     expected_layout: ClassVar[str] = LAYOUT
     default_task: ClassVar[str] = "segmentation"
-    tasks: ClassVar[tuple[str, ...]] = ("segmentation",)
+    label_kind: ClassVar[str] = "point-labels"
     #: resolution = at most this many points per scan after grid sampling (as scannet; a keyframe has
     #: at most 34,720 points, so the cap binds only with several sweeps)
     default_resolution: ClassVar[int | str] = 102400

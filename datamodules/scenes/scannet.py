@@ -172,7 +172,7 @@ class ScanNetDataModule(BenchDataModule):
     needs_data_root: ClassVar[bool] = True
     expected_layout: ClassVar[str] = LAYOUT
     default_task: ClassVar[str] = "segmentation"
-    tasks: ClassVar[tuple[str, ...]] = ("segmentation",)
+    label_kind: ClassVar[str] = "point-labels"
     #: resolution = at most this many points per scene after grid sampling (Pointcept's point_max)
     default_resolution: ClassVar[int | str] = 102400
     ignore_index: ClassVar[int] = IGNORE_INDEX

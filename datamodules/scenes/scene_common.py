@@ -9,7 +9,7 @@ Batch contract (``pebench.tasks.segmentation``):
   unlabelled / ignored classes;
 * ``{"skipped": n}``: corrupt scenes dropped from the batch (datamodules/corrupt.py's contract).
 
-A scene datamodule sets ``default_task = "segmentation"``, ``tasks = ("segmentation",)``,
+A scene datamodule sets ``default_task = "segmentation"``, ``label_kind = "point-labels"``,
 ``modality = "points"``, ``num_classes``, ``class_names``, ``ignore_index = -1``,
 ``coord_unit = "m"`` and ``feat_dim`` (per-point features besides xyz).
 

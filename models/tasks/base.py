@@ -16,8 +16,12 @@ registers its setup.
 
 When ``--task`` is not given, the dataset's ``default_task`` class attribute decides
 (``classification`` for every dataset that does not say otherwise; detection and segmentation
-datasets name their own task). :func:`resolve_task` is the one place that applies this rule: the
-run and the sweep's configuration fingerprint both call it.
+datasets name their own task). Which datasets a task trains on is the task's declaration, not the
+dataset's: ``TaskSetup.accepts`` names the kinds of targets it reads (a dataset's ``label_kind``:
+``class`` -- any classification-shaped dataset --, ``boxes``, ``point-labels``) and
+``TaskSetup.modalities`` the input modalities (``None``: any). :func:`resolve_task` is the one place
+that applies both rules (an unfit pair is one :class:`ConfigError` naming the tasks that do fit the
+dataset): the run and the sweep's configuration fingerprint both call it.
 """
 from __future__ import annotations
 
@@ -30,7 +34,11 @@ from pebench.core.errors import ConfigError
 from pebench.core.registry import Registry, load_plugins, unknown_name_message
 
 __all__ = ["TaskSetup", "TASK_SETUPS", "register_task", "get_task_setup", "list_tasks", "resolve_task",
-           "default_task", "geometry_only", "analyses_except"]
+           "default_task", "geometry_only", "analyses_except", "unfit_reason", "LABEL_KIND_WORDS"]
+
+#: how error messages name a dataset's ``label_kind`` (pebench.datamodules.LABEL_KINDS)
+LABEL_KIND_WORDS = {"class": "a class label per sample (a classification-shaped dataset)",
+                    "boxes": "annotated boxes", "point-labels": "per-point labels"}
 
 #: task name -> its :class:`TaskSetup` subclass (filled by importing the task's folder, or a plugin module)
 TASK_SETUPS: Registry[TaskSetup] = Registry("task", package=__package__)
@@ -87,12 +95,16 @@ class TaskSetup(abc.ABC):
       ``None`` when ``bench eval`` does not apply to the task;
     * ``options``: the keys ``--task-option`` accepts (empty: the task takes none);
     * ``dense``: the task predicts per box / per point rather than one label per sample (its
-      robustness and extrapolation read its own metric, not top-1 accuracy).
+      robustness and extrapolation read its own metric, not top-1 accuracy);
+    * ``accepts``: the datasets' ``label_kind`` values it trains on (default: ``class``, any
+      classification-shaped dataset); ``modalities``: the input modalities it takes (``None``: any).
     """
 
     name: str = ""  # set by the registry
     options: tuple[str, ...] = ()
     dense: bool = False
+    accepts: tuple[str, ...] = ("class",)
+    modalities: tuple[str, ...] | None = None
 
     @abc.abstractmethod
     def build(self, cfg: Any, dm: Any, grid: Any) -> Any:
@@ -148,19 +160,34 @@ def default_task(dataset: str) -> str:
     return str(getattr(get_datamodule_class(dataset), "default_task", "classification"))
 
 
+def unfit_reason(setup: TaskSetup, dm_cls: type) -> str | None:
+    """Why the task of ``setup`` cannot train on datasets of class ``dm_cls`` (its ``accepts`` and
+    ``modalities`` against the dataset's ``label_kind`` and ``modality``), or ``None`` when it can."""
+    kind = str(getattr(dm_cls, "label_kind", "class"))
+    if kind not in setup.accepts:
+        need = " or ".join(LABEL_KIND_WORDS.get(k, k) for k in setup.accepts)
+        return f"it needs {need}, the dataset has {LABEL_KIND_WORDS.get(kind, kind)}"
+    modality = str(getattr(dm_cls, "modality", "image"))
+    if setup.modalities is not None and modality not in setup.modalities:
+        return f"it needs an {' or '.join(setup.modalities)} dataset, the dataset is {modality} data"
+    return None
+
+
 def resolve_task(cfg: Any) -> Any:
-    """Fill ``cfg.task`` from the dataset when it is ``None``; check the dataset supports the task and
-    that ``task_options`` are ones the task accepts. Returns ``cfg`` (changed in place)."""
+    """Fill ``cfg.task`` from the dataset when it is ``None``; check the task can train on the dataset
+    (:func:`unfit_reason`: the task's declaration) and that ``task_options`` are ones the task accepts.
+    Returns ``cfg`` (changed in place)."""
     from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch: the CLI lists tasks)
 
     if cfg.task is None:
         cfg.task = default_task(cfg.dataset)
     setup = get_task_setup(cfg.task)
     dm_cls = get_datamodule_class(cfg.dataset)
-    supported = tuple(getattr(dm_cls, "tasks", ("classification", "dino")))
-    if cfg.task not in supported:
-        raise ConfigError(f"--task {cfg.task} does not apply to dataset {cfg.dataset!r}; it supports: "
-                          f"{', '.join(supported)}")
+    reason = unfit_reason(setup, dm_cls)
+    if reason is not None:
+        fit = [t for t in list_tasks() if unfit_reason(get_task_setup(t), dm_cls) is None]
+        raise ConfigError(f"--task {cfg.task} does not apply to dataset {cfg.dataset!r}: {reason}; the tasks "
+                          f"for this dataset: {', '.join(fit) or '(none)'}")
     unknown = sorted(set(cfg.task_options) - set(setup.options))
     if unknown:
         if not setup.options:

@@ -57,7 +57,7 @@ def test_database_loads_through_devkit_with_its_splits(db):
     dm = _dm(db)
     assert dm.version == "v1.0-mini" and len(dm.nusc.lidarseg) == len(db.keyframes) == 5
     assert dm.num_classes == 16 and dm.ignore_index == -1 and dm.feat_dim == 1 and dm.coord_unit == "m"
-    assert dm.default_task == "segmentation" and dm.tasks == ("segmentation",) and dm.modality == "points"
+    assert dm.default_task == "segmentation" and dm.label_kind == "point-labels" and dm.modality == "points"
     train, val = dm.train_dataset(), dm.val_dataset()
     scene_of = {sd: scene for sd, (_, _, scene) in db.keyframes.items()}
     assert {scene_of[s.sd_token] for s in train.scans} == {"scene-0061"}            # mini_train

@@ -197,7 +197,7 @@ def test_primitives_scene_written_in_scannet_layout_atomically(tmp_path, monkeyp
 
 
 def coord_unit_ok(dm) -> bool:
-    return dm.coord_unit == "m" and dm.ignore_index == -1 and dm.tasks == ("segmentation",)
+    return dm.coord_unit == "m" and dm.ignore_index == -1 and dm.label_kind == "point-labels"
 
 
 # ------------------------------------------------------------------------------------------ runs

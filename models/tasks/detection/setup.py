@@ -101,6 +101,8 @@ class DetectionSetup(TaskSetup):
 
     options = tuple(DETECTION_OPTIONS)
     dense = True
+    accepts = ("boxes",)
+    modalities = ("image", "events")
 
     def build(self, cfg: Any, dm: Any, grid: Any) -> DetectionTask:
         return build_detection_task(cfg, dm, grid)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from pebench.core.errors import ConfigError
-from pebench.tasks.base import TaskSetup, geometry_only, register_task
+from pebench.analysis.evaluators import ANALYSIS_NAMES
+from pebench.tasks.base import TaskSetup, analyses_except, register_task
 
 from .module import DinoTask
 from .multicrop import DinoDataModule
@@ -97,8 +98,10 @@ def build_dino_task(cfg: Any, dm: Any, grid: Any) -> DinoTask:
                     drop_path=cfg.drop_path, **keep)
 
 
-#: only ``geometry`` applies (the other analyses read class logits)
-dino_analyses = geometry_only("dino", "it reads class logits")
+#: of the analyses ``all`` runs only ``geometry`` applies (the others read class logits); those that read only the
+#: backbone (``attention``, ``coord-robustness``) run when named
+dino_analyses = analyses_except("dino", {a: "it reads class logits" for a in ("robustness", "alpha", "extrapolation")},
+                                every=ANALYSIS_NAMES)
 
 
 @register_task("dino")
@@ -106,6 +109,8 @@ class DinoSetup(TaskSetup):
     """Self-supervised DINO pre-training with a k-NN / linear-probe evaluation (:class:`~.module.DinoTask`)."""
 
     options = tuple(DINO_OPTIONS)
+    accepts = ("class",)  # the labels serve the k-NN / linear-probe evaluation only
+    modalities = ("image",)
 
     def build(self, cfg: Any, dm: Any, grid: Any) -> DinoTask:
         return build_dino_task(cfg, dm, grid)

@@ -113,6 +113,8 @@ class SegmentationSetup(TaskSetup):
 
     options = tuple(SEGMENTATION_DEFAULTS)
     dense = True
+    accepts = ("point-labels",)
+    modalities = ("points",)
 
     def build(self, cfg: Any, dm: Any, grid: Any) -> SegmentationTask:
         return build_segmentation_task(cfg, dm, grid)
