@@ -1,10 +1,11 @@
 """``bench analyze``: pebench's analyses on a pretrained timm ViT read from a local checkpoint.
 
-``bench analyze --model timm:<name> --checkpoint FILE --dataset D [--analyses LIST] [--out DIR]
-[--resolution R] [--seed S]`` builds timm's own model definition (``pretrained=False``, nothing is
-downloaded), loads the checkpoint strictly, fits the analysis head (a linear probe by default) and
-runs geometry / robustness / alpha / extrapolation exactly as ``bench run`` does after training
-(:func:`pebench.analysis.evaluators.run_analyses`); the timm adapter and its protocol choices (taps,
+``bench analyze --model timm:<name> --checkpoint FILE [--checkpoint-member PATH] --dataset D [--analyses LIST]
+[--out DIR] [--resolution R] [--seed S]`` builds timm's own model definition (``pretrained=False``, nothing is
+downloaded), reads the checkpoint (timm, Hugging Face DINOv2 / ViT, or an ONNX export of those, possibly
+inside a zip archive: :mod:`pebench.analysis.checkpoint_import`), loads it strictly, fits the analysis head
+(a linear probe by default) and runs geometry / robustness / alpha / extrapolation exactly as ``bench run``
+does after training (:func:`pebench.analysis.evaluators.run_analyses`); the timm adapter and its protocol choices (taps,
 RPI, native extrapolation rule, head) are described in :mod:`pebench.analysis.pretrained`.
 
 Which analyses apply per family (``all``):
@@ -24,7 +25,9 @@ layout of ``bench run`` with the model named ``timm:<name>`` and ``pe`` the mode
 so ``bench runs --pe``/``--model`` filters and the leaderboard's (dataset, PE, model) grouping read it
 like any other run. ``results.json`` has the keys of a ``bench run`` result (``task: "analysis"``,
 ``metrics`` = the head's ``val/acc1`` and, for the probe, ``probe/train_acc1``) plus
-``model_source = {"library": "timm", "name", "checkpoint", "checkpoint_sha256", "model_options"}``.
+``model_source = {"library": "timm", "name", "checkpoint", "checkpoint_sha256", "checkpoint_format",
+"weights_sha256", "model_options", ...}`` (with an archive also ``checkpoint_member`` and
+``checkpoint_member_sha256``; keys the conversion left out under ``dropped_keys``).
 
 Every user mistake (unknown model or dataset, missing or mismatched checkpoint, a resolution the patch
 size does not divide, an unknown option) is one line and exit code 2 before the run directory exists.
@@ -43,8 +46,9 @@ import torch
 
 from pebench.analysis.evaluators import ANALYSIS_NAMES, DEFAULT_OPTIONS, run_analyses
 from pebench.analysis.extrapolation import check_resolutions
-from pebench.analysis.pretrained import (TAP_SOURCES, TimmTask, accuracy, extrapolation_rule, file_sha256, fit_probe,
-                                         input_affine_for, pe_family, read_state_dict)
+from pebench.analysis.checkpoint_import import read_checkpoint
+from pebench.analysis.pretrained import (TAP_SOURCES, TimmTask, accuracy, extrapolation_rule, fit_probe,
+                                         input_affine_for, pe_family)
 from pebench.datamodules import get_datamodule_class
 
 from pebench.core.errors import ConfigError
@@ -119,7 +123,9 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError(f"--head probe needs a training split: {e}; use --head native with a "
                               f"checkpoint trained on these classes") from None
 
-    sd = read_state_dict(args.checkpoint)
+    member = getattr(args, "checkpoint_member", None)
+    ckpt = read_checkpoint(args.checkpoint, member)
+    sd = ckpt.state_dict
     head_w = sd.get("head.weight")
     num_classes = int(head_w.shape[0]) if head_w is not None and head_w.dim() == 2 else 0
     if args.head == "native" and num_classes != dm.num_classes:
@@ -150,9 +156,10 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
               "data_root": args.data_root, "analyses": names, "analysis_options": analysis_options,
               "extrapolation_resolutions": resolutions, "head": args.head, "probe_samples": args.probe_samples,
               "batch_size": args.batch_size, "model_options": dict(args.model_option)}
-    sha = file_sha256(args.checkpoint)
-    return {"task": task, "dm": dm, "name": name, "pe": pe, "config": config, "sha": sha,
-            "names": _resolve_names(names, task.backbone.pe.additive)}
+    if member is not None:  # another member of the same archive is another checkpoint (the fingerprint)
+        config["checkpoint_member"] = member
+    return {"task": task, "dm": dm, "name": name, "pe": pe, "config": config, "sha": ckpt.file_sha256,
+            "provenance": ckpt.provenance(), "names": _resolve_names(names, task.backbone.pe.additive)}
 
 
 def run_analyze(args: argparse.Namespace) -> int:
@@ -171,7 +178,8 @@ def run_analyze(args: argparse.Namespace) -> int:
         "task": "analysis", "status": "running", "primary_metric": "val/acc1", "metrics": {},
         "analyses": [], "config": config,
         "model_source": {"library": "timm", "name": parts["name"], "checkpoint": str(args.checkpoint),
-                         "checkpoint_sha256": parts["sha"], "model_options": config["model_options"],
+                         "checkpoint_sha256": parts["sha"], **parts["provenance"],
+                         "model_options": config["model_options"],
                          "timm_class": type(task.model).__name__, "extrapolation_rule": extrapolation_rule(task.model),
                          "rpi": "patch embeddings permuted by a forward hook on patch_embed, before any PE is added; "
                                 "APE entries and rotary coordinates stay in place",
