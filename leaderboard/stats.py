@@ -192,7 +192,7 @@ def tost_paired(diffs: Sequence[float], margin: float | tuple[float, float], alp
     positive number (the interval ``(-margin, margin)``) or ``(low, high)`` with ``low < high``. None below 2
     finite differences. All differences equal (no spread): the mean is known exactly, so ``p`` is 0 inside the
     margin and 1 outside."""
-    from scipy import stats  # deferred, as above
+    from scipy import stats  # deferred: scipy.stats takes about 1 s to import; `bench runs` never needs it
 
     low, high = (-float(margin), float(margin)) if np.isscalar(margin) else (float(margin[0]), float(margin[1]))
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
