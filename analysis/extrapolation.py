@@ -29,16 +29,20 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from pebench.core.errors import ConfigError
 from pebench.core.options import option
 from pebench.datamodules.base import parse_resolution
+from pebench.encodings.base import PositionalEncoding
+from pebench.encodings.extrapolation import extrapolation_rules_of, set_extrapolation
 
 from .geometry import evaluating, task_device
 from .plots import plot_extrapolation
 from .registry import Analysis, AnalysisContext, register_analysis
 from .robustness import capped_batches, logits_in_chunks
 
-__all__ = ["evaluate_extrapolation", "rows_per_size", "check_resolutions", "default_resolutions", "resolution_key",
-           "ExtrapolationOptions", "ExtrapolationAnalysis"]
+__all__ = ["evaluate_extrapolation", "evaluate_extrapolation_rules", "rows_per_size", "check_resolutions",
+           "default_resolutions", "resolution_key", "ExtrapolationOptions", "ExtrapolationAnalysis",
+           "ExtrapolationRulesOptions", "ExtrapolationRulesAnalysis", "model_pe", "rules_to_compare"]
 
 
 def _parse(res: Any) -> tuple[int, ...]:
@@ -195,3 +199,62 @@ class ExtrapolationAnalysis(Analysis):
                        or ctx.hooks.default_resolutions(ctx.datamodule, ctx.task))
         return ctx.hooks.evaluate_extrapolation(ctx.task, ctx.datamodule, resolutions,
                                                 max_samples=ctx.options["extrapolation_samples"])
+
+
+@dataclass(frozen=True)
+class ExtrapolationRulesOptions(ExtrapolationOptions):
+    extrapolation_rules: str = option("all", "comma list of extrapolation rules to compare (the PE's --pe-option "
+                                      "extrapolation choices, e.g. native,pi,yarn), or all")
+
+
+def model_pe(task: Any) -> PositionalEncoding:
+    """The positional encoding of ``task``'s backbone (its one :class:`PositionalEncoding` module)."""
+    pes = [m for m in task.modules() if isinstance(m, PositionalEncoding)]
+    if len(pes) != 1:
+        raise ConfigError(f"expected one positional encoding in the model, found {len(pes)}")
+    return pes[0]
+
+
+def rules_to_compare(value: str, available: Sequence[str]) -> list[str]:
+    """``extrapolation_rules`` (``all`` or a comma list) -> the rules, each one the PE declares (else ConfigError)."""
+    items = [r.strip() for r in str(value).split(",") if r.strip()]
+    if items == ["all"]:
+        return list(available)
+    bad = [r for r in items if r not in available]
+    if bad or not items:
+        raise ConfigError(f"extrapolation_rules: {bad[0] if bad else value!r} is not a rule of this PE; "
+                          f"its rules: {', '.join(available)}")
+    return list(dict.fromkeys(items))
+
+
+def evaluate_extrapolation_rules(task: Any, datamodule: Any, resolutions: Sequence[str | int], rules: Sequence[str],
+                                 evaluate: Callable[..., list[dict[str, Any]]] = evaluate_extrapolation,
+                                 max_samples: int | None = None) -> dict[str, list[dict[str, Any]]]:
+    """One trained model at each resolution under each extrapolation rule: ``{rule: rows}`` (rows as
+    ``evaluate``, the task's extrapolation function, gives them); the PE's own rule is restored after."""
+    pe = model_pe(task)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for rule in rules:
+        with set_extrapolation(pe, rule):
+            out[rule] = evaluate(task, datamodule, resolutions, max_samples=max_samples)
+    return out
+
+
+@register_analysis("extrapolation-rules", key="extrapolation_rules", order=45, options=ExtrapolationRulesOptions,
+                   in_all=False)
+class ExtrapolationRulesAnalysis(Analysis):
+    """The extrapolation resolutions under each extrapolation rule of the PE (pi, ntk, yarn, ...), one checkpoint."""
+
+    @classmethod
+    def applies(cls, pe: Any) -> str | None:
+        if extrapolation_rules_of(pe):
+            return None
+        return "the PE has no extrapolation option (rope-axial and ape have one: see `bench list pes --options`)"
+
+    def run(self, ctx: AnalysisContext) -> dict[str, list[dict[str, Any]]]:
+        rules = rules_to_compare(ctx.options["extrapolation_rules"], extrapolation_rules_of(model_pe(ctx.task)))
+        resolutions = (list(ctx.config.get("extrapolation_resolutions") or [])
+                       or ctx.hooks.default_resolutions(ctx.datamodule, ctx.task))
+        return evaluate_extrapolation_rules(ctx.task, ctx.datamodule, resolutions, rules,
+                                            evaluate=ctx.hooks.evaluate_extrapolation,
+                                            max_samples=ctx.options["extrapolation_samples"])

@@ -149,9 +149,11 @@ def sample_table(table: Tensor, train_grid: Sequence[int], coords: Tensor) -> Te
     return out.reshape(D, B * N).T.reshape(B, N, D)
 
 
-def extrapolation_rules_of(pe: nn.Module) -> tuple[str, ...]:
-    """The rules the PE accepts (its ``extrapolation`` option's choices), ``()`` if it has none."""
-    for opt in getattr(type(pe), "options", ()):
+def extrapolation_rules_of(pe: nn.Module | type) -> tuple[str, ...]:
+    """The rules the PE (an instance or its class) accepts (its ``extrapolation`` option's choices), ``()`` if
+    it has none."""
+    cls = pe if isinstance(pe, type) else type(pe)
+    for opt in getattr(cls, "options", ()):
         if opt.key == "extrapolation":
             return tuple(opt.choices or ())
     return ()
