@@ -25,6 +25,8 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 
+from pebench.core.schema import SCHEMA_VERSION
+
 from .collect import RunRecord, collect_results
 
 __all__ = ["check_results", "absolute_paths"]
@@ -119,8 +121,15 @@ def check_results(root: str | Path, config_defaults: Mapping[str, Any] | None = 
     # a broken or incomplete file is a missing seed too: seeds are counted once every file is complete
     problems += _provenance(cells) + _seeds(cells, count_missing=not problems) + _paths(root, runs)
     problems.sort(key=lambda line: line.split(": ", 1)[0])
-    seeds = sorted({len(m) for m in cells.values()})
-    span = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
-    summary = (f"{len(complete)} complete run(s) in {len(cells)} cell(s) of "
-               f"{len({r.dataset for r in complete})} dataset(s), {span} seed(s) per cell") if cells else ""
+    summary = ""
+    if cells:  # a folder of broken files has no cell (and no seeds) to summarise
+        seeds = sorted({len(m) for m in cells.values()})
+        span = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+        versions = sorted({r.schema_version for r in runs})
+        older = sum(r.schema_version < SCHEMA_VERSION for r in runs)
+        read = f"schema version {SCHEMA_VERSION}" + (
+            f" ({older} file(s) of version {', '.join(map(str, versions[:-1] if versions[-1] == SCHEMA_VERSION else versions))} "
+            f"read through pebench.core.schema's migrations)" if older else "")
+        summary = (f"{len(complete)} complete run(s) in {len(cells)} cell(s) of "
+                   f"{len({r.dataset for r in complete})} dataset(s), {span} seed(s) per cell; {read}")
     return problems, summary

@@ -42,21 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from pebench.core.errors import ResultsError
 from pebench.core.fingerprint import grouping_fingerprint
+from pebench.core.schema import SCHEMA_VERSION, REQUIRED_KEYS, json_type_name, migrate, required_key_errors, schema_version
 
 __all__ = ["RunRecord", "collect_results", "REQUIRED_KEYS"]
-
-#: Required keys of a complete run and their expected JSON types (as Python type names).
-REQUIRED_KEYS: dict[str, str] = {
-    "dataset": "string",
-    "pe": "string",
-    "model": "string",
-    "seed": "integer",
-    "task": "string",
-    "status": "string",
-    "primary_metric": "string",
-    "metrics": "object",
-}
 
 GEOMETRY_LIST_KEYS = ("layers", "ssdc", "ssdc_rpi", "eed_percent")
 
@@ -88,6 +78,7 @@ class RunRecord:
     skipped_samples: int | None = None
     fingerprint: str | None = None  # configuration fingerprint (seeds of one experiment share it)
     git_sha: str | None = None  # code version that produced the run
+    schema_version: int = SCHEMA_VERSION  # the version the file was written with (read through pebench.core.schema)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -103,48 +94,8 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _type_name(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return type(v).__name__
-
-
-def _check_required(data: dict[str, Any]) -> list[str]:
-    errors: list[str] = []
-    missing = [k for k in REQUIRED_KEYS if k not in data]
-    if missing:
-        errors.append("missing required key(s) " + ", ".join(repr(k) for k in missing))
-    for key, expected in REQUIRED_KEYS.items():
-        if key not in data:
-            continue
-        v = data[key]
-        ok = {
-            "string": isinstance(v, str) and v != "",
-            "integer": _is_int(v),
-            "object": isinstance(v, dict),
-        }[expected]
-        if not ok:
-            shown = "empty string" if v == "" else _type_name(v)
-            want = "a non-empty string" if expected == "string" else f"an {expected}" if expected[0] in "aeiou" else f"a {expected}"
-            errors.append(f"key {key!r} should be {want}, got {shown}")
-    metrics = data.get("metrics")
-    if isinstance(metrics, dict):
-        bad = sorted(str(k) for k, v in metrics.items() if not (v is None or _is_number(v)))
-        if bad:
-            errors.append("non-numeric value(s) in 'metrics': " + ", ".join(repr(k) for k in bad))
-    return errors
+_type_name = json_type_name
+_check_required = required_key_errors
 
 
 def _num_list(v: Any) -> list[float | None] | None:
@@ -259,6 +210,13 @@ def _load(path: Path, rel: str, problems: list[str], config_defaults: Mapping[st
     if not isinstance(data, dict):
         problems.append(f"{rel}: expected a JSON object at top level, got {_type_name(data)}")
         return None
+    original = data
+    try:
+        written = schema_version(data)
+        data = migrate(data)  # older schema versions are read through explicit migrations (pebench.core.schema)
+    except ResultsError as e:
+        problems.append(f"{rel}: {e}")
+        return None
     status = data.get("status")
     if not isinstance(status, str) or not status:
         what = "missing required key 'status'" if "status" not in data else (
@@ -275,7 +233,7 @@ def _load(path: Path, rel: str, problems: list[str], config_defaults: Mapping[st
         return RunRecord(
             path=rel, status=status, dataset=s("dataset"), pe=s("pe"), model=s("model"),
             seed=seed if _is_int(seed) else None, task=s("task"), primary_metric=s("primary_metric"),
-            label=_label(data) if s("pe") else None, raw=data,
+            label=_label(data) if s("pe") else None, raw=original, schema_version=written,
         )
 
     errors = _check_required(data)
@@ -305,7 +263,7 @@ def _load(path: Path, rel: str, problems: list[str], config_defaults: Mapping[st
         model=data["model"], seed=data["seed"], task=data["task"], primary_metric=data["primary_metric"],
         metrics=metrics, geometry=sections["geometry"], robustness=sections["robustness"],
         extrapolation=sections["extrapolation"], skipped_samples=skipped if _is_int(skipped) else None,
-        fingerprint=fp, git_sha=sha, raw=data,
+        fingerprint=fp, git_sha=sha, raw=original, schema_version=written,
     )
 
 

@@ -24,7 +24,8 @@ import yaml
 
 from pebench.tasks import list_tasks
 
-from pebench.core.errors import ConfigError
+from pebench.core.errors import ConfigError, ResultsError
+from pebench.core.schema import migrate
 from pebench.core.options import check_bounds, flag_values, option, parse_bool
 
 __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "preset_info", "list_presets", "merge",
@@ -245,6 +246,12 @@ def _yaml_mapping(text: str, source: str) -> dict[str, Any]:
 
 def _parse_yaml(text: str, source: str) -> dict[str, Any]:
     data = _yaml_mapping(text, source)
+    if "schema_version" in data:  # a run's config.yaml: read through the schema's migrations, then drop the key
+        try:
+            data = migrate(data)
+        except ResultsError as e:
+            raise ConfigError(f"{source}: {e}") from None
+        data.pop("schema_version")
     _check_keys(data, source)
     return {k: _coerce(k, v) for k, v in data.items()}
 

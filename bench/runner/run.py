@@ -70,6 +70,7 @@ from pebench.runner.config import ConfigError, RunConfig, config_to_dict, parse_
 from pebench.runner.integrity import (check_out_dir, check_same_configuration, check_writable, fingerprint, fingerprint_keys,
                         run_dir_lock)
 from pebench.core.errors import RunFailedError
+from pebench.core.schema import SCHEMA_VERSION
 from pebench.core.io import atomic_write_json, atomic_write_yaml
 from pebench.runner.samplers import install_samplers, restore_loaders
 from pebench.runner.numerics import flush_denormals, numerics_record
@@ -480,6 +481,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         check_writable(cfg.out)
     ckpt = _resume_path(run_dir)
     results: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,  # pebench.core.schema: readers migrate older files
         "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "pe_label": parts["pe_label"],
         "model": cfg.model, "seed": cfg.seed, "task": cfg.task, "status": "running", "metrics": {},
         "primary_metric": parts["setup"].primary_metric(dm),
@@ -519,7 +521,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             elif (run_dir / "metrics.csv").is_file():  # CSVLogger truncates it; keep the earlier attempt's log
                 n = len(list(run_dir.glob("metrics.attempt*.csv")))
                 os.replace(run_dir / "metrics.csv", run_dir / f"metrics.attempt{n}.csv")
-            atomic_write_yaml(run_dir / "config.yaml", config)
+            atomic_write_yaml(run_dir / "config.yaml", {"schema_version": SCHEMA_VERSION, **config})
             write("running")
         except BaseException:  # e.g. a full disk: the directory is free again for the next attempt
             lock.release()

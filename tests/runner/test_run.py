@@ -98,6 +98,12 @@ def test_results_json_schema_and_files(tiny_run):
     for name in ("config.yaml", "results.json", "last.ckpt", "metrics.csv"):
         assert (run_dir / name).is_file(), name
     _no_tmp_files(root)
+    # the schema version is recorded in both files, and the written results read back as a typed RunResult
+    from pebench.core.schema import SCHEMA_VERSION, RunResult
+    assert res["schema_version"] == SCHEMA_VERSION
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["schema_version"] == SCHEMA_VERSION
+    typed = RunResult.from_dict(res)
+    assert (typed.dataset, typed.pe, typed.seed, typed.complete) == (res["dataset"], "ape", 0, True)
 
 
 @pytest.mark.slow
