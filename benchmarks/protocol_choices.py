@@ -1,8 +1,8 @@
 """How much each SSDC / EED protocol choice moves the numbers on ONE trained model
 (benchmarks/README.md, "Protocol choices: how much each one moves SSDC and EED").
 
-    nice bench run --dataset shapes --pe rope-axial --analyses none --out /tmp/protocol_model
-    nice python -m benchmarks.protocol_choices --run /tmp/protocol_model/shapes/rope-axial/vit-nano/seed0 \\
+    nice bench run --dataset shapes --pe rope-axial --analyses none --out runs/protocol_model
+    nice python -m benchmarks.protocol_choices --run runs/protocol_model/shapes/rope-axial/vit-nano/seed0 \\
         --update-readme benchmarks/README.md
 
 On the first ``probe_size`` validation samples (the geometry probe, default 256) of the run's
