@@ -18,7 +18,8 @@ from typing import Sequence
 
 from pebench.cli import commands  # noqa: I001  (submodule; pebench.cli/__init__ imports this module)
 from pebench.cli.card import CARD_HELP, card_rows, format_card
-from pebench.runner.config import RunConfig, check_resolution_syntax, config_to_yaml, merged_config, run_config_from_args
+from pebench.runner.config import (RunConfig, check_option_values, check_resolution_syntax, config_to_yaml, merged_config,
+                                   run_config_from_args)
 from pebench.core.errors import ConfigError, RunFailedError, UserError
 from pebench.core.options import add_flags, parse_key_value
 from pebench.runner.numerics import pin_cpu_numerics
@@ -191,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    if merged_config(args).deterministic:
+    early = merged_config(args)
+    check_option_values(early)  # bounds before torch is imported: a bad value answers at once
+    if early.deterministic:
         pin_cpu_numerics()  # before torch is imported: CPU kernel paths pinned (see pebench.runner.numerics)
     from lightning.pytorch.utilities import rank_zero_only  # deferred: start-up time (Lightning, torch; after the pins)
     from pebench.runner.run import load_registries, run  # deferred: start-up time (torch, Lightning, the registries)

@@ -30,7 +30,7 @@ from pebench.core.options import check_bounds, flag_values, option, parse_bool
 
 __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "preset_info", "list_presets", "merge",
            "resolve", "config_to_dict", "run_dir_for", "variant_name", "tokens_suffix", "parse_analyses", "ANALYSES",
-           "check_resolution_syntax", "merged_config", "run_config_from_args",
+           "check_resolution_syntax", "check_option_values", "merged_config", "run_config_from_args",
            "DEFAULT_PE_PREFERENCE"]
 
 
@@ -388,15 +388,26 @@ def resolve(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"unknown coord_aug {cfg.coord_aug!r}; available: none, dinov3")
     if cfg.pool not in ("mean", "cls"):
         raise ConfigError(f"unknown pool {cfg.pool!r}; available: mean, cls")
+    if cfg.deterministic and cfg.compile:
+        raise ConfigError("conflicting flags: --deterministic pins CPU kernels to a portable path and --compile "
+                          "generates host-specific ones (inductor's code under the AVX2 pin gave NaN losses on "
+                          "an AVX-512 host); run reproducible runs without --compile")
+    check_option_values(cfg)
+    parse_analyses(cfg.analyses, True, True)  # validates names
+    _check_analysis_options(cfg.analysis_options)
+    for r in cfg.extrapolation_resolutions or []:
+        check_resolution_syntax(r, "extrapolation_resolutions")
+    return cfg
+
+
+def check_option_values(cfg: RunConfig) -> None:
+    """The run options' values against their declared bounds, before anything heavy is imported (torch-free:
+    ``bench run --epochs -1`` answers in well under a second). :func:`resolve` calls it too."""
     for name in ("epochs", "batch_size", "num_nodes"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name} must be >= 1, got {getattr(cfg, name)}")
     if cfg.num_workers < 0:
         raise ConfigError(f"num_workers must be >= 0, got {cfg.num_workers}")
-    if cfg.deterministic and cfg.compile:
-        raise ConfigError("conflicting flags: --deterministic pins CPU kernels to a portable path and --compile "
-                          "generates host-specific ones (inductor's code under the AVX2 pin gave NaN losses on "
-                          "an AVX-512 host); run reproducible runs without --compile")
     _check_numbers(cfg)
     if cfg.give_up is not None:
         parse_give_up(cfg.give_up)
@@ -404,11 +415,6 @@ def resolve(cfg: RunConfig) -> RunConfig:
         raise ConfigError("out must name a directory, got an empty string (default: runs)")
     if cfg.data_root is not None and not str(cfg.data_root).strip():
         raise ConfigError("data_root must name a directory, got an empty string")
-    parse_analyses(cfg.analyses, True, True)  # validates names
-    _check_analysis_options(cfg.analysis_options)
-    for r in cfg.extrapolation_resolutions or []:
-        check_resolution_syntax(r, "extrapolation_resolutions")
-    return cfg
 
 
 def _check_analysis_options(opts: dict) -> None:

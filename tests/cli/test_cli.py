@@ -186,3 +186,17 @@ def test_true_false_data_options_accept_words_and_reject_others(capsys):
     assert bool_option("scannet", "normals", "true") is True
     with pytest.raises(ValueError, match="scannet: data option normals must be true or false, got 'maybe'"):
         bool_option("scannet", "normals", "maybe")
+
+
+@pytest.mark.parametrize("args, words", [(["--epochs", "-1"], "epochs must be >= 1"),
+                                         (["--batch-size", "0"], "batch_size must be >= 1"),
+                                         (["--lr", "nan"], "lr must be > 0 and finite")])
+def test_option_bounds_are_checked_before_torch_is_imported(args, words):
+    """A bad option value answers before the heavy imports (the latency figure is `bench perf startup`'s)."""
+    code = ("import sys\nfrom pebench.cli import main\nrc = main(sys.argv[1:])\n"
+            "print('TORCH', 'torch' in sys.modules, rc)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-c", code, "run", *args], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.stdout.strip().splitlines()[-1] == "TORCH False 2", r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and words in r.stderr
