@@ -54,6 +54,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from pebench.analysis.evaluators import RESULT_KEYS as ANALYSIS_KEYS  # analysis name -> results.json key
 from pebench.analysis.evaluators import run_analyses
+from pebench.analysis.registry import get_analysis
 from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
 from pebench.datamodules import DataRootError, get_datamodule_class, list_datamodules
 from pebench.datamodules.events.event_transforms import spiking_analyses
@@ -337,9 +338,11 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
                                         additive_pe=bool(getattr(pe_cls, "additive", False)))
     if cfg.fast_dev_run and not explicit:
         analyses = []  # a smoke test: analyses only when asked for
-    if "alpha" in analyses and not getattr(pe_cls, "additive", False):  # only an explicit --analyses alpha
-        raise PEConfigError(f"analysis 'alpha' does not apply to PE {cfg.pe!r}: it scales an additive PE "
-                            f"(see `bench list pes`); drop it from --analyses or use --analyses all")
+    for name in analyses:  # `all` selects only those that apply: a named one that does not is an error
+        reason = get_analysis(name).applies(pe_cls)
+        if reason is not None:
+            raise PEConfigError(f"analysis {name!r} does not apply to PE {cfg.pe!r}: {reason}; drop it from "
+                                f"--analyses or use --analyses all")
     setup = get_task_setup(resolve_task(cfg).task)
     analyses = setup.analyses(analyses, explicit)
     _check_logger_installed(cfg.logger)
