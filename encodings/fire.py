@@ -10,7 +10,9 @@ with ``f_theta`` an MLP ``1 -> 32 -> H`` (ReLU) shared by the heads (one output 
 scalar (initialised to 0.1), ``L`` a learned threshold (``|512 * m|`` with a learned multiplier ``m``,
 initialised to 1, on the fixed 512), and ``eps = 1e-6`` added to the denominator. These defaults are
 the paper's appendix code (``mlp_width=32, init_c=0.1, init_L=512, eps=1e-6``, ``log(|c x| + 1)``).
-Each block has its own FIRE module (the appendix module is instantiated per attention layer).
+Each block has its own FIRE module (the appendix module is instantiated per attention layer). The MLP's
+weights are raw parameters drawn as ``nn.Linear``'s default init (``U(+-1/sqrt(fan_in))``), so that the
+backbone's re-initialisation of its ``nn.Linear`` layers (std 0.02) does not replace the published init.
 
 pebench's n-D (bidirectional) reading, stated here because the paper defines only the causal 1-D case:
 
@@ -64,7 +66,12 @@ class FIRELayer(BiasLayerPE):
     def __init__(self, num_heads: int, num_prefix_tokens: int, width: int = 32, init_c: float = 0.1,
                  init_L: float = 512.0, eps: float = 1e-6) -> None:
         super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(1, width), nn.ReLU(), nn.Linear(width, num_heads))
+        # MLP 1 -> width -> H as raw parameters, nn.Linear's default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        self.fc1_weight = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))  # (W,): fan_in 1
+        self.fc1_bias = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))  # (W,)
+        bound = 1 / math.sqrt(width)
+        self.fc2_weight = nn.Parameter(torch.empty(num_heads, width).uniform_(-bound, bound))  # (H, W)
+        self.fc2_bias = nn.Parameter(torch.empty(num_heads).uniform_(-bound, bound))  # (H,)
         self.c = nn.Parameter(torch.tensor(float(init_c)))
         self.register_buffer("init_L", torch.tensor(float(init_L)), persistent=False)  # fixed
         self.L_multiplier = nn.Parameter(torch.tensor(1.0))
@@ -84,18 +91,15 @@ class FIRELayer(BiasLayerPE):
         c = coords if coords.dim() == 3 else coords.unsqueeze(0)  # (B|1, N, p)
         c = c.to(torch.promote_types(c.dtype, torch.float32))
         x = self._psi(pairwise_distance(c)) / self.normaliser(c).unsqueeze(-1)  # (B|1, N, N)
-        fc1, fc2 = self.mlp[0], self.mlp[2]
-        hidden = torch.relu(x.unsqueeze(-1) * fc1.weight[:, 0].to(x.dtype) + fc1.bias.to(x.dtype))  # (B|1, N, N, W)
-        bias = F.linear(hidden, fc2.weight.to(x.dtype), fc2.bias.to(x.dtype))  # (B|1, N, N, H)
+        hidden = torch.relu(x.unsqueeze(-1) * self.fc1_weight.to(x.dtype) + self.fc1_bias.to(x.dtype))  # (B|1, N, N, W)
+        bias = F.linear(hidden, self.fc2_weight.to(x.dtype), self.fc2_bias.to(x.dtype))  # (B|1, N, N, H)
         return self._finish(bias.movedim(-1, 1))  # (B|1, H, N, N) -> with prefix rows / cols
 
     def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
         dt = c.dtype
         norm = self.normaliser(c)  # (B, N)
-        w1 = self.mlp[0].weight[:, 0].to(dt)  # (W,)
-        b1 = self.mlp[0].bias.to(dt)  # (W,)
-        w2 = self.mlp[2].weight.to(dt)  # (H, W)
-        b2 = self.mlp[2].bias.to(dt)  # (H,)
+        w1, b1 = self.fc1_weight.to(dt), self.fc1_bias.to(dt)  # (W,), (W,)
+        w2, b2 = self.fc2_weight.to(dt), self.fc2_bias.to(dt)  # (H, W), (H,)
         cval = self.c.to(dt)
         width = w1.shape[0]
 

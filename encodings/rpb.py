@@ -16,7 +16,8 @@ its log-spaced continuous position bias.
   log2(8)`` (``D = r_i - r_j``, normalised by the *training* grid: SwinV2's ``pretrained_window_size``);
   evaluated once per offset of the current grid, then indexed like the table. As timm's ``RelPosMlp``
   (``mode="swin"``) in evaluation (timm adds a dropout of 0.125 after the ReLU; the official SwinV2 code
-  has none, nor has pebench).
+  has none, nor has pebench). Its layers are ``nn.Linear``: inside the backbone they get its truncated
+  normal (std 0.02, zero bias) init, which is also what SwinV2's own ``_init_weights`` gives its CPB MLP.
 
 Offsets and grids. Coordinates are patch indices; offsets are rounded to the nearest integer (grid
 tokens have integer offsets; non-grid coords use the nearest entry). The current grid's extent per axis

@@ -83,8 +83,8 @@ def pe_terms(name, pe, layer_idx, q, k, x, coords, P):
         psi = lambda t: torch.log(torch.abs(c_ * t) + 1)  # noqa: E731
         far = dist.amax(-1, keepdim=True)  # (B|1, N, 1): each query's farthest key
         xin = psi(dist) / (psi(torch.clamp(far, min=thr)) + 1e-6)  # (B|1, N, N)
-        w1, b1 = L.mlp[0].weight.detach()[:, 0], L.mlp[0].bias.detach()
-        w2, b2 = L.mlp[2].weight.detach(), L.mlp[2].bias.detach()
+        w1, b1 = L.fc1_weight.detach(), L.fc1_bias.detach()
+        w2, b2 = L.fc2_weight.detach(), L.fc2_bias.detach()
         hid = torch.relu(xin[..., None] * w1 + b1)  # (B|1, N, N, 32)
         return q, k, torch.einsum("znmu,hu->zhnm", hid, w2) + b2[:, None, None]
     if name == "rpb":  # grid coords (see the caller): Swin's table at r_i - r_j + G - 1, no resampling

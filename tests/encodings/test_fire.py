@@ -11,6 +11,7 @@ from torch.nn.attention.flex_attention import flex_attention
 
 from pebench.encodings import PEConfigError, build_pe
 from pebench.models import attention as attn_mod
+from pebench.models import build_backbone
 from pebench.models.attention import attend
 
 
@@ -41,25 +42,31 @@ def test_fire_bias_is_the_published_formula(p, multiplier):
     with torch.no_grad():
         lay.L_multiplier.fill_(multiplier)
         lay.c.fill_(0.37)
-        for prm in lay.mlp.parameters():
+        for prm in (lay.fc1_weight, lay.fc1_bias, lay.fc2_weight, lay.fc2_bias):
             prm.copy_(torch.randn_like(prm))
     coords = torch.rand(9, p, dtype=torch.float64) * 5
     got = lay.bias(coords)  # (1, H, 1 + N, 1 + N)
-    w1, b1 = lay.mlp[0].weight[:, 0].tolist(), lay.mlp[0].bias.tolist()
-    w2, b2 = lay.mlp[2].weight.tolist(), lay.mlp[2].bias.tolist()
+    w1, b1 = lay.fc1_weight.tolist(), lay.fc1_bias.tolist()
+    w2, b2 = lay.fc2_weight.tolist(), lay.fc2_bias.tolist()
     want = _fire_bias(coords, 0.37, 512.0 * multiplier, w1, b1, w2, b2)
     torch.testing.assert_close(got[0, :, 1:, 1:], want, rtol=1e-12, atol=1e-12)
     assert (got[0, :, 0, :] == 0).all() and (got[0, :, :, 0] == 0).all()  # CLS: no bias
 
 
 def test_fire_defaults_are_published_and_layers_are_independent():
-    pe = build_pe("fire", dim=32, num_heads=4, depth=3, spatial_dims=2)
+    """MLP 1 -> 32 -> H with nn.Linear's default init (U(+-1/sqrt(fan_in))), kept inside a backbone (whose
+    own nn.Linear re-init draws std 0.02), c = 0.1, L = 512 fixed times a learned multiplier 1."""
+    torch.manual_seed(0)
+    pe = build_backbone("vit-nano", pe="fire", spatial_dims=2, grid=(8, 8)).pe
     lay = pe.layer(0)
-    assert lay.mlp[0].in_features == 1 and lay.mlp[0].out_features == 32 and lay.mlp[2].out_features == 4
+    assert lay.fc1_weight.shape == (32,) and lay.fc2_weight.shape == (4, 32) and lay.fc2_bias.shape == (4,)
+    assert float(lay.fc1_weight.abs().max()) <= 1 and float(lay.fc1_weight.std()) > 0.4  # U(-1, 1): sd 0.58
+    bound = 1 / math.sqrt(32)
+    assert float(lay.fc2_weight.abs().max()) <= bound and float(lay.fc2_weight.std()) > 0.5 * bound / math.sqrt(3)
     assert float(lay.c) == pytest.approx(0.1) and float(lay.init_L) == 512.0 and float(lay.L_multiplier) == 1.0
     assert not any(n.endswith("init_L") for n, _ in pe.named_parameters())  # fixed, not learned
     assert pe.layer(0) is not pe.layer(1)
-    assert not torch.equal(pe.layer(0).mlp[0].weight, pe.layer(1).mlp[0].weight)
+    assert not torch.equal(pe.layer(0).fc1_weight, pe.layer(1).fc1_weight)
 
 
 @pytest.mark.parametrize("kw", [{"mlp_width": 0}, {"init_c": 0.0}, {"init_L": -1.0}])
