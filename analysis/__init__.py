@@ -11,8 +11,13 @@ Exact definitions: docs/architecture.md §4.
 
 Post-training evaluators (run by ``bench run`` after training, rank 0, eval mode, no grad):
 
-* :func:`run_analyses`: dispatches ``geometry``, ``robustness``, ``alpha``, ``extrapolation``
-  (or ``all``) and writes their plots (:mod:`.evaluators`).
+* :func:`run_analyses`: runs the named registered analyses (or ``all``) in their order and writes their
+  plots (:mod:`.evaluators`). Each analysis registers itself in its own module with
+  :func:`register_analysis` (name, results.json key, options, where it applies: :mod:`.registry`);
+  :func:`list_analyses` lists them (``bench list analyses``). Besides the four of ``all`` (``geometry``,
+  ``robustness``, ``alpha``, ``extrapolation``), ``attention`` (:mod:`.attention`: attention entropy and
+  mean attention distance) and ``coord-robustness`` (:mod:`.coord_robustness`: ComRoPE's coordinate
+  jitter / offset curves) run when named.
 * :func:`.geometry.geometry` (per-layer SSDC at the SSDC paper's tap, SSDC under RPI over K
   permutations with a null band at initialisation, EED% and top-1 eigenvalue share),
   :func:`.robustness.robustness` (fragility ``FS = 1 − A_shift / A_clean``, undefined within 2
@@ -30,6 +35,7 @@ from .alpha import alpha_sweep, ALPHAS
 from .extrapolation import evaluate_extrapolation, default_resolutions
 from .plots import plot_geometry, plot_robustness, plot_alpha_sweep, plot_extrapolation, save_plot
 from .evaluators import TaskAnalyses, run_analyses
+from .registry import Analysis, AnalysisContext, get_analysis, list_analyses, register_analysis
 
 __all__ = [
     "ssdc",
@@ -58,4 +64,9 @@ __all__ = [
     "save_plot",
     "run_analyses",
     "TaskAnalyses",
+    "Analysis",
+    "AnalysisContext",
+    "register_analysis",
+    "list_analyses",
+    "get_analysis",
 ]
