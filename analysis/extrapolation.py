@@ -3,7 +3,9 @@
 :func:`evaluate_extrapolation` evaluates top-1 accuracy on ``datamodule.eval_dataloader(res)``
 for each resolution. Nothing is re-fitted: each PE applies its own native rule (APE interpolates
 its table, RoPE / sincos / ALiBi / PaPE compute any coords, LookHere rebuilds its masks), and the
-token grid comes from the tokenizer for the new input size.
+token grid comes from the tokenizer for the new input size. The opt-in analysis ``extrapolation-rules``
+(:func:`evaluate_extrapolation_rules`) evaluates the same sizes under each extrapolation rule of the PE's
+``extrapolation`` option (:mod:`pebench.encodings.extrapolation`: PI, NTK, YaRN, DINOv3-normalised, ...).
 
 * images: side ``S`` or ``"HxW"``; video / events: ``"TxS"`` (frames / time bins x side) or ``S``.
   A size not divisible by the patch (tubelet) size gives a row ``{"resolution", "error"}`` and is
