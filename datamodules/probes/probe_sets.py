@@ -54,6 +54,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from pebench.core.errors import ConfigError
+
 from ..base import BenchDataModule
 from ..registry import register_datamodule
 from ..synthetic._render import SPLITS
@@ -268,7 +270,7 @@ class SetProbeDataModule(ProbeSplits, BenchDataModule):
                  resolution: int | str | None = None, **kwargs: Any) -> None:
         super().__init__(resolution=None, **kwargs)
         if resolution is not None:
-            raise ValueError(f"{self.name} has no image size (its scenes are sets of glyph tokens); "
+            raise ConfigError(f"{self.name} has no image size (its scenes are sets of glyph tokens); "
                              f"--resolution {resolution} does not apply")
         self.gen = self.generator(0 if distractors is None else int(distractors), nuisance)
         self._init_splits(train_size, val_size, test_size, data_seed)
@@ -305,9 +307,9 @@ class SetProbeDataModule(ProbeSplits, BenchDataModule):
 
 def set_probe_analyses(analyses: Sequence[str], explicit: bool, dataset: str) -> list[str]:
     """The analyses of a set-probe run: none of pebench's analyses read a set of tokens without a grid,
-    so they are dropped from the defaults; asked for by name they are a one-line error."""
+    so they are dropped from the defaults; asked for by name they are a one-line :class:`ConfigError`."""
     if analyses and explicit:
-        raise ValueError(f"analysis {analyses[0]!r} does not apply to {dataset} (a set of glyph tokens, no image "
+        raise ConfigError(f"analysis {analyses[0]!r} does not apply to {dataset} (a set of glyph tokens, no image "
                          f"and no shared grid); use --analyses none")
     return []
 

@@ -8,10 +8,13 @@ background tokens mark the border), which the last test shows for rope-axial.
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
+from pebench.cli import main
 from pebench.datamodules import build_datamodule
 from pebench.datamodules.probes.probe_sets import (SET_PROBES, GlyphTokens, SetProbeDataset, glyph_collate,
                                                    scene_tokens, twin_scene)
@@ -167,3 +170,12 @@ def test_set_probe_options_are_checked():
         dm("probe-set-anchoring", test_size=-1)
     with pytest.raises(TypeError):
         model("rope-axial").tokenizer(torch.zeros(1, 3, 32, 32))
+
+
+def test_bench_run_trains_a_set_probe_and_refuses_image_analyses(tmp_path):
+    args = ["run", "--dataset", "probe-set-translation", "--pe", "rope-axial", "--model", "vit-probe",
+            "--fast-dev-run", "--batch-size", "8", "--no-progress-bar", "--out", str(tmp_path / "runs")]
+    assert main(args) == 0
+    res = json.loads(next((tmp_path / "runs").rglob("results.json")).read_text())
+    assert res["status"] == "complete" and 0.0 <= res["metrics"][res["primary_metric"]] <= 1.0
+    assert main([*args[:-2], "--out", str(tmp_path / "again"), "--analyses", "geometry"]) == 2  # one line, exit 2
