@@ -21,6 +21,9 @@
 * ``detection`` detection training step (ViTDet simple pyramid + FCOS) vs classification on the same
   backbone, PE, grid and images (the head's overhead); ``shapes-det`` loader samples/s (COCO JSON +
   JPEG through the coco reader) vs the detection model's consumption (:mod:`pebench.perf.detection`).
+* ``analyze``     ``bench analyze --analyses geometry`` (probe 256, K = 8, null band) on timm's 12-block
+  ViT-S/14 over 256 real photographs at 224 px vs one forward pass over them, and its wall time vs
+  a 3-minute budget (:mod:`pebench.perf.analyze`; minutes: not part of ``all``).
 * ``startup``     wall time of ``bench --help`` and ``bench run --help`` (fresh processes) vs the
   1-second budget: argument parsing must not import torch (:mod:`pebench.perf.startup`).
 * ``attention``   one attention layer per PE, attention implementation (sdpa / dense / flex) and phase

@@ -33,6 +33,7 @@ SUITE_MODULES: dict[str, str] = {
     "dino": "dino",
     "scene": "scene",
     "detection": "detection",
+    "analyze": "analyze",
 }
 
 #: what ``bench perf all`` runs, in this order (``e2e`` is left out under ``--quick``)
