@@ -64,6 +64,7 @@ from ._rotation import BlockRotationLayerPE, block_rotations, full_precision, gr
 from .base import LayerPE, PEConfigError, PositionalEncoding
 from .options import PEOption
 from .registry import register_pe
+from .rope_axial import rope_phasors, rotate_pairs
 
 __all__ = ["ComRoPE", "ComRoPELayer", "comrope_coord_scale", "phase_basis", "VARIANTS", "IMPLS", "POSITIONS"]
 
@@ -143,9 +144,9 @@ class ComRoPELayer(BlockRotationLayerPE):
         """Rotation blocks ``(B|1, H, N, m, b, b)`` by per-token matrix exponentials (``impl="expm"``)."""
         return block_rotations(coords, self.generators(), self.position_scale(), batch_size, dtype)
 
-    def phase_tables(self, coords: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
-        """``impl="eig"``: the basis ``(H, d, d)`` (block-diagonal ``U_hk``) and cos, sin ``(B|1, H, P + N, d/2)``
-        of the pair angles ``phi_k(r) l_hkj`` (prefix rows: angle 0), in ``dtype`` promoted to float32 or wider."""
+    def phase_tables(self, coords: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """``impl="eig"``: the basis ``(H, d, d)`` (block-diagonal ``U_hk``) and the phasors
+        ``exp(i phi_k(r) l_hkj)`` ``(B|1, H, P + N, d/2)`` (prefix rows: 1), in ``dtype`` promoted to float32 or wider."""
         dt = torch.promote_types(dtype, torch.float32)
         with full_precision(coords):
             u, lam = phase_basis(skew(self.base.to(dt)))  # (H, m, b, b), (H, m, b/2)
@@ -155,24 +156,20 @@ class ComRoPELayer(BlockRotationLayerPE):
             c = coords.to(dt) * self.position_scale().to(device=coords.device, dtype=dt)  # (B|., N, p)
             phi = (c if c.dim() == 3 else c.unsqueeze(0)) @ self.axis_weights().to(dt)  # (B|1, N, m)
             ang = (phi.unsqueeze(1).unsqueeze(-1) * lam.unsqueeze(1)).flatten(-2)  # (B|1, H, N, d/2)
-            ang = torch.nn.functional.pad(ang, (0, 0, self.num_prefix_tokens, 0))  # (B|1, H, P + N, d/2)
-            return basis, ang.cos(), ang.sin()
+            return basis, rope_phasors(ang, m * b, self.num_prefix_tokens)  # (B|1, H, P + N, d/2)
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         if self.impl == "expm" or self.block_size % 2:
             return super().qk(q, k, x, coords)
-        basis, cos, sin = self.phase_tables(coords, q.dtype)
-        return _phase_rotate(q, basis, cos, sin), _phase_rotate(k, basis, cos, sin)
+        basis, rot = self.phase_tables(coords, q.dtype)
+        return _phase_rotate(q, basis, rot), _phase_rotate(k, basis, rot)
 
 
-def _phase_rotate(t: Tensor, basis: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+def _phase_rotate(t: Tensor, basis: Tensor, rot: Tensor) -> Tensor:
     """``D(r) U^T t`` for ``t (B, H, T, d)``: the basis change ``basis (H, d, d)`` on every row, then each
-    channel pair ``(2j, 2j+1)`` turned by the angle of ``cos, sin (B|1, H, T, d/2)``; ``t``'s dtype."""
+    channel pair ``(2j, 2j+1)`` turned by the phasor ``rot (B|1, H, T, d/2)``; ``t``'s dtype."""
     with full_precision(t):
-        y = (t.to(basis.dtype) @ basis).unflatten(-1, (-1, 2))  # (B, H, T, d/2, 2)
-        y0, y1 = y.unbind(-1)
-        out = torch.stack([y0 * cos - y1 * sin, y0 * sin + y1 * cos], dim=-1).flatten(-2)  # (B, H, T, d)
-    return out.to(t.dtype)
+        return rotate_pairs(t.to(basis.dtype) @ basis, rot).to(t.dtype)  # (B, H, T, d)
 
 
 @register_pe("comrope", order=100)

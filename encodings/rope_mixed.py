@@ -73,9 +73,9 @@ class MixedRoPELayer(LayerPE):
         self.num_prefix_tokens = num_prefix_tokens
 
     def angles(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
-        """Pair angles ``(B, H, N, d/2)``."""
+        """Pair angles ``(B|1, H, N, d/2)`` (one batch row for broadcast ``(N, p)`` coords)."""
         dt = torch.promote_types(dtype, torch.float32)
-        c = batch_coords(coords, batch_size).to(dt)  # (B, N, p)
+        c = coords.to(dt) if coords.dim() == 3 else coords.to(dt).unsqueeze(0)  # (B|1, N, p): no batch copies
         return torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:

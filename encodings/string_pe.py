@@ -86,11 +86,13 @@ class CayleySTRINGLayer(LayerPE):
         orth = self.orthogonal(q.dtype)  # (H, d, d)
         dt = orth.dtype
 
-        def change_basis(t: Tensor) -> Tensor:  # P t on every row, prefix rows too: (B, H, P + N, d), in dt
-            return torch.einsum("hij,bhnj->bhni", orth, t.to(dt))
+        orth_t = orth.transpose(-1, -2)  # (H, d, d)
 
-        c = batch_coords(coords, q.shape[0]).to(dt)  # (B, N, p)
-        angles = torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))  # (B, H, N, d/2)
+        def change_basis(t: Tensor) -> Tensor:  # P t on every row, prefix rows too: (B, H, P + N, d), in dt
+            return t.to(dt) @ orth_t  # one broadcast matmul (an einsum here permuted and copied)
+
+        c = coords.to(dt) if coords.dim() == 3 else coords.to(dt).unsqueeze(0)  # (B|1, N, p): no batch copies
+        angles = torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))  # (B|1, H, N, d/2)
         qr, kr = apply_rope(change_basis(q), change_basis(k), angles, P)
         return qr.to(q.dtype), kr.to(k.dtype)
 
