@@ -34,6 +34,7 @@ SUITE_MODULES: dict[str, str] = {
     "scene": "scene",
     "detection": "detection",
     "analyze": "analyze",
+    "peers": "peers",
 }
 
 #: what ``bench perf all`` runs, in this order (``e2e`` is left out under ``--quick``)

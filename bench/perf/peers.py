@@ -1,0 +1,209 @@
+"""``bench perf peers``: pebench's PEs against peer implementations from PyPI (the ``perf`` extra).
+
+Same shapes, same dtype (fp32), interleaved rounds in one process (:mod:`pebench.perf.timing`); each
+record is pebench's throughput over the peer's (``>= 1``: pebench at least as fast) with the per-round
+ratios (their 95 % interval, :func:`interval95`), and a second record of peak memory (pebench / peer,
+``<= 1``: pebench no larger). Phases: training step (zero_grad + forward + loss + backward + AdamW
+step) and evaluation (forward under ``inference_mode``).
+
+* **timm backbones**: ``vit_small_patch16_rope_224`` / ``vit_small_patch16_rope_mixed_224`` (timm's
+  ports of Heo et al.'s RoPE-ViT; ``rope_temperature`` 100 / 10 as pebench's ``rope-axial`` base and
+  ``rope-mixed`` theta) built at vit-nano's shape (width 128, depth 4, 4 heads, 32 px, patch 4: 64
+  tokens), against pebench's ``rope-axial`` / ``rope-mixed`` classifier of the same shape. The timm
+  models are built with ``class_token=False, global_pool="avg", init_values=None`` so both have the
+  same tokens, pooling and blocks (pebench's classifier: mean pool, no CLS, no LayerScale).
+* **rotary-embedding-torch** (lucidrains): axial 2-D RoPE (``freqs_for="pixel"``,
+  ``get_axial_freqs`` + ``apply_rotary_emb``) in one attention layer (qkv projection, rotation,
+  SDPA, output projection), against pebench's ``Attention`` with ``rope-axial``'s layer on the same
+  grid (different frequency ladders, same work).
+* **x-transformers** (lucidrains): ``AlibiPositionalBias`` (1-D ALiBi, ``|i - j|``) in one attention
+  layer, against pebench's ``alibi`` (n-D: Euclidean distance between grid coords) - the same bias
+  shape ``(H, N, N)`` through SDPA's ``attn_mask``.
+
+A peer that is not installed is skipped and named in a record's note and on stdout
+(``pip install -e ".[perf]"`` installs them); the suite never downloads weights (``pretrained=False``).
+"""
+from __future__ import annotations
+
+import importlib.util
+import statistics
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from pebench.models import model_config
+from pebench.models.vit import Attention
+
+from .model import NUM_CLASSES, PeClassifier, infer_fn, train_step_fn
+from .report import record
+from .suites import SUITES
+from .timing import interleaved_times, peak_bytes, round_ratios
+
+__all__ = ["bench_peers", "interval95", "PEERS", "missing_peers"]
+
+#: peer -> the module it imports (the ``perf`` extra of pyproject.toml)
+PEERS = {"timm": "timm", "rotary-embedding-torch": "rotary_embedding_torch", "x-transformers": "x_transformers"}
+#: the backbone shape (pebench preset) and the token grid
+MODEL, IMG, PATCH = "vit-nano", 32, 4
+
+
+def missing_peers() -> list[str]:
+    """The peers (PyPI names) that are not installed (the suite adds ``timm:<model>`` for a timm without it)."""
+    return [name for name, mod in PEERS.items() if importlib.util.find_spec(mod) is None]
+
+
+def interval95(values: list[float]) -> tuple[float, float]:
+    """A distribution-free 95 % interval of the median of ``values`` (order statistics of the binomial
+    (n, 1/2)); with fewer than 6 values, the min and max."""
+    v = sorted(values)
+    n = len(v)
+    if n < 6:
+        return v[0], v[-1]
+    half = 1.96 * (n ** 0.5) / 2
+    lo, hi = int(max(0, (n / 2) - half)), int(min(n - 1, (n / 2) + half))
+    return v[lo], v[hi]
+
+
+def _timm_model(name: str) -> nn.Module:
+    import timm  # deferred: optional peer
+    c = model_config(MODEL)
+    return timm.create_model(name, pretrained=False, img_size=IMG, patch_size=PATCH, embed_dim=c.embed_dim,
+                             depth=c.depth, num_heads=c.num_heads, mlp_ratio=c.mlp_ratio, num_classes=NUM_CLASSES,
+                             class_token=False, global_pool="avg", init_values=None)
+
+
+class _PeerAttention(nn.Module):
+    """One attention layer with a peer's PE: qkv, ``rotate(q, k)`` or ``bias()``, SDPA, output projection."""
+
+    def __init__(self, dim: int, heads: int, rotate: Callable | None = None, bias: Callable | None = None) -> None:
+        super().__init__()
+        self.heads, self.qkv, self.proj = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.rotate, self.bias = rotate, bias
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, N, D = x.shape
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        if self.rotate is not None:
+            q, k = self.rotate(q, k)
+        mask = self.bias(N) if self.bias is not None else None
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.proj(out.transpose(1, 2).reshape(B, N, D))
+
+
+class _OurAttention(nn.Module):
+    """pebench's ``Attention`` with one layer of a pebench PE, on fixed grid coords."""
+
+    def __init__(self, dim: int, heads: int, pe: str, grid: tuple[int, int]) -> None:
+        super().__init__()
+        from pebench.encodings import build_pe
+        from pebench.models import grid_coords
+        self.attn = Attention(dim, heads)
+        self.pe = build_pe(pe, dim=dim, num_heads=heads, depth=1, spatial_dims=2, grid=grid)
+        self.register_buffer("coords", grid_coords(grid), persistent=False)  # (N, 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.attn(x, self.coords, self.pe.layer(0))
+
+
+def _lucidrains_rope(dim_head: int, grid: tuple[int, int]) -> Callable:
+    from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
+    rope = RotaryEmbedding(dim=dim_head // 4, freqs_for="pixel", max_freq=grid[0])
+    freqs = rope.get_axial_freqs(*grid).reshape(grid[0] * grid[1], -1)  # (N, d): the axial table, computed once
+
+    def rotate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        return apply_rotary_emb(freqs, q), apply_rotary_emb(freqs, k)
+    return rotate
+
+
+def _xtransformers_alibi(heads: int) -> Callable:
+    from x_transformers.x_transformers import AlibiPositionalBias
+    alibi = AlibiPositionalBias(heads=heads, total_heads=heads)
+    return lambda n: alibi(n, n)  # (H, N, N)
+
+
+def _compare(label: str, ours: nn.Module, peer: nn.Module, peer_name: str, x: Tensor, y: Tensor | None,
+             reps: int, loss: Callable | None = None) -> list[dict]:
+    """Training and evaluation: throughput ratio (pebench / peer) with per-round ratios and 95 % interval,
+    then peak memory of one step."""
+    rows = []
+    batch = x.shape[0]
+    if y is None:  # one attention layer: a regression loss on its output
+        def step_of(m: nn.Module) -> Callable[[], None]:
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+            m.train()
+
+            def step() -> None:
+                opt.zero_grad(set_to_none=True)
+                m(x).square().mean().backward()
+                opt.step()
+            return step
+
+        train = (step_of(ours), step_of(peer))
+    else:
+        train = (train_step_fn(ours, x, y), train_step_fn(peer, x, y))
+    evals = (infer_fn(ours, x), infer_fn(peer, x))
+    for phase, fns in (("train", train), ("eval", evals)):
+        times = interleaved_times({"ours": fns[0], "peer": fns[1]}, reps, warmup=1)
+        rr = round_ratios(times, "peer", "ours")  # per round: pebench samples/s over the peer's
+        lo, hi = interval95(rr)
+        rows.append(record(f"peers {phase} {label}", "pebench", peer_name,
+                           batch / statistics.median(times["ours"]), batch / statistics.median(times["peer"]),
+                           "samples/s", target=1.0, round_ratios=rr, interval95=[lo, hi],
+                           note=f"per-round ratio median {statistics.median(rr):.2f}, 95 % interval {lo:.2f}-{hi:.2f} "
+                                f"over {len(rr)} rounds"))
+        mem_o, mem_p = peak_bytes(fns[0], x.device), peak_bytes(fns[1], x.device)
+        rows.append(record(f"peers {phase} peak memory {label}", "pebench", peer_name, mem_o / 2**20,
+                           max(mem_p, 1) / 2**20, "MiB", higher_is_better=False, target=1.0))
+        print(f"  {rows[-2]['name']}: {rows[-2]['ratio']:.2f} [{lo:.2f}-{hi:.2f}]; memory {rows[-1]['ratio']:.2f}",
+              flush=True)
+    return rows
+
+
+@SUITES.register("peers")
+def bench_peers(quick: bool = False) -> list[dict]:
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    missing = missing_peers()
+    if missing:
+        print(f"  peers not installed (skipped): {', '.join(missing)}; pip install -e \".[perf]\"", flush=True)
+    reps = 2 if quick else 9
+    c = model_config(MODEL)
+    grid = (IMG // PATCH,) * 2
+    batch = 4 if quick else 32
+    if dev.type == "cuda":
+        batch *= 8
+    torch.manual_seed(0)
+    img = torch.randn(batch, 3, IMG, IMG, device=dev)
+    lab = torch.randint(0, NUM_CLASSES, (batch,), device=dev)
+    rows: list[dict] = []
+    shape = f"{MODEL} {IMG}px/p{PATCH} ({grid[0] * grid[1]} tok) b{batch}"
+    if "timm" not in missing:
+        import timm  # deferred: optional peer
+        for pe, name in (("rope-axial", "vit_small_patch16_rope_224"), ("rope-mixed", "vit_small_patch16_rope_mixed_224")):
+            if name not in timm.list_models(name):
+                print(f"  timm {timm.__version__} has no {name} (skipped)", flush=True)
+                missing.append(f"timm:{name}")
+                continue
+            torch.manual_seed(0)
+            rows += _compare(f"{shape} {pe} vs timm {name}", PeClassifier(MODEL, pe, IMG, PATCH).to(dev),
+                             _timm_model(name).to(dev), f"timm {name} (same shape)", img, lab, reps)
+    tok = torch.randn(batch, grid[0] * grid[1], c.embed_dim, device=dev)
+    layer = f"one attention layer D{c.embed_dim} H{c.num_heads} {grid[0] * grid[1]} tok b{batch}"
+    if "rotary-embedding-torch" not in missing:
+        torch.manual_seed(0)
+        rows += _compare(f"{layer} rope-axial vs rotary-embedding-torch axial",
+                         _OurAttention(c.embed_dim, c.num_heads, "rope-axial", grid).to(dev),
+                         _PeerAttention(c.embed_dim, c.num_heads, rotate=_lucidrains_rope(c.embed_dim // c.num_heads,
+                                                                                          grid)).to(dev),
+                         "rotary-embedding-torch (axial, pixel freqs)", tok, None, reps)
+    if "x-transformers" not in missing:
+        torch.manual_seed(0)
+        rows += _compare(f"{layer} alibi vs x-transformers AlibiPositionalBias",
+                         _OurAttention(c.embed_dim, c.num_heads, "alibi", grid).to(dev),
+                         _PeerAttention(c.embed_dim, c.num_heads, bias=_xtransformers_alibi(c.num_heads)).to(dev),
+                         "x-transformers AlibiPositionalBias (1-D)", tok, None, reps)
+    if missing:
+        rows.append(record("peers missing", "-", "-", float(len(missing)), float(len(PEERS) + 2), "peers",
+                           note=f"not installed, skipped: {', '.join(missing)} (pip install -e \".[perf]\")"))
+    return rows

@@ -1,0 +1,41 @@
+"""``bench perf peers``: the interval helper and the report of missing peers (the timed comparisons run
+in ``bench perf peers``; tests never time)."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pebench.perf import peers
+from pebench.perf.suites import SUITE_MODULES, load_suite
+
+
+def test_interval95_brackets_the_median_by_order_statistics():
+    assert peers.interval95([3.0, 1.0, 2.0]) == (1.0, 3.0)  # too few rounds: min and max
+    v = [float(i) for i in range(1, 101)]
+    lo, hi = peers.interval95(v)
+    # binomial(100, 1/2): the 95 % interval of the median spans ranks 50 -/+ 9.8
+    assert 39 <= lo <= 42 and 59 <= hi <= 62
+    rng = random.Random(0)
+    hits = 0
+    for _ in range(400):  # coverage of the true median (0) of a symmetric distribution
+        lo, hi = peers.interval95([rng.gauss(0, 1) for _ in range(15)])
+        hits += lo <= 0 <= hi
+    assert hits / 400 > 0.9
+
+
+def test_suite_registered_and_missing_peers_are_named(monkeypatch, capsys):
+    assert SUITE_MODULES["peers"] == "peers" and load_suite("peers") is peers.bench_peers
+    monkeypatch.setattr(peers, "PEERS", {n: f"no_such_module_{i}" for i, n in enumerate(peers.PEERS)})
+    rows = peers.bench_peers(quick=True)  # nothing installed: no timing, one record naming them
+    assert len(rows) == 1 and rows[0]["name"] == "peers missing"
+    out = capsys.readouterr().out
+    for name in ("timm", "rotary-embedding-torch", "x-transformers"):
+        assert name in rows[0]["note"] and name in out
+    assert not math.isnan(rows[0]["ratio"])
+
+
+def test_missing_peers_lists_uninstalled_modules(monkeypatch):
+    monkeypatch.setattr(peers, "PEERS", {"a": "json", "b": "no_such_module_xyz"})
+    assert peers.missing_peers() == ["b"]
