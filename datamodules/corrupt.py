@@ -9,6 +9,10 @@ Contract (all real-dataset readers in pebench follow it):
   returns ``(inputs, labels, {"skipped": n})`` -- always the 3-tuple, ``n`` may be 0. The counts are
   made inside the loader's worker processes, so they travel with the batch; the Task sums them
   into ``results.json``.
+* a sample read from a file that is only partly decodable (a truncated video whose clip was sampled
+  from the frames before the cut) is used, and marked by returning it as a :class:`TruncatedSample`;
+  the collate function counts those apart: ``info["truncated"] = m`` (the key is present only when
+  ``m > 0``). The run reports them per split in ``results.json`` ``skipped_samples.truncated``;
 * a batch in which every sample is corrupt becomes empty tensors ``(0, *sample_shape)`` and
   ``(0,)`` labels, so the Task can skip it without special-casing shapes.
 
@@ -28,7 +32,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils.data import Dataset, default_collate
 
-__all__ = ["CORRUPT_ERRORS", "SkippingDataset", "skip_corrupt_collate", "make_collate"]
+__all__ = ["CORRUPT_ERRORS", "SkippingDataset", "TruncatedSample", "skip_corrupt_collate", "make_collate"]
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +43,23 @@ CORRUPT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+class TruncatedSample(tuple):
+    """An ``(input, label)`` pair read from a partly decodable file (see the module docstring)."""
+
+
 def skip_corrupt_collate(batch: Sequence[Any], sample_shape: Sequence[int] | None = None
                          ) -> tuple[torch.Tensor, torch.Tensor, dict[str, int]]:
-    """Collate ``(input, label)`` pairs, dropping ``None`` (corrupt) entries and counting them."""
+    """Collate ``(input, label)`` pairs, dropping ``None`` (corrupt) entries and counting them, and
+    counting the :class:`TruncatedSample` s among the kept ones (``"truncated"``, only when any)."""
     kept = [b for b in batch if b is not None]
     skipped = len(batch) - len(kept)
+    truncated = sum(isinstance(b, TruncatedSample) for b in kept)
+    info = {"skipped": skipped, **({"truncated": truncated} if truncated else {})}
     if not kept:
         shape = tuple(sample_shape) if sample_shape is not None else (0,)
-        return torch.empty((0, *shape)), torch.empty((0,), dtype=torch.long), {"skipped": skipped}
-    inputs, labels = default_collate(kept)
-    return inputs, labels.long(), {"skipped": skipped}
+        return torch.empty((0, *shape)), torch.empty((0,), dtype=torch.long), info
+    inputs, labels = default_collate([tuple(b) for b in kept])
+    return inputs, labels.long(), info
 
 
 def make_collate(sample_shape: Sequence[int] | None) -> Callable:

@@ -19,12 +19,15 @@ of a short video repeat its last frame):
 ``resolution`` is ``S`` or ``"TxS"`` (frames x side; overrides ``frames``). Listed videos that do not
 exist are dropped before training and counted as ``missing`` (all of a list missing, e.g. videos laid
 out flat without class folders, is a ``DataRootError`` naming the expected layout; see ``base.py``).
-Undecodable videos are skipped and counted as ``corrupt`` (``corrupt.py``), and so are truncated AVIs: decord opens them and returns only
-the frames before the cut, so an AVI whose decodable frame count falls below 90% of the count its
-``avih`` header declares (minus 1) counts as corrupt.
+Undecodable videos (no frame decodes, or the container cannot be opened) are skipped and counted as
+``corrupt`` (``corrupt.py``). A truncated AVI, one whose ``avih`` header declares more frames than
+decord can decode (decord and OpenCV both stop at the cut and agree on the count), is used: the clip
+is sampled from the decodable frames (``n`` below is their count), logged once per file, and counted
+apart as ``truncated`` (``results.json`` ``skipped_samples.truncated``, per split).
 """
 from __future__ import annotations
 
+import logging
 import os
 import random
 import struct
@@ -37,10 +40,12 @@ import torchvision.transforms.v2 as v2
 
 from .._image_common import IMAGENET_MEAN, IMAGENET_STD, require_dir, require_file
 from ..base import BenchDataModule, DataRootError
-from ..corrupt import SkippingDataset
+from ..corrupt import SkippingDataset, TruncatedSample
 from ..registry import register_datamodule
 
-__all__ = ["UCF101DataModule", "VideoClipDataset", "clip_indices"]
+__all__ = ["UCF101DataModule", "VideoClipDataset", "clip_indices", "avi_declared_frames"]
+
+log = logging.getLogger(__name__)
 
 
 def avi_declared_frames(path: str) -> int | None:
@@ -77,6 +82,7 @@ class VideoClipDataset(SkippingDataset):
         super().__init__((clips, *shape) if self.stacked else shape)
         self.samples, self.frames, self.stride, self.train, self.clips = samples, frames, stride, train, clips
         self.targets = [t for _, t in samples]
+        self._truncated_reported: set[int] = set()
         norm = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
         self.transform: Callable = v2.Compose(
             [v2.RandomResizedCrop(size, scale=(0.35, 1.0), antialias=True), v2.RandomHorizontalFlip(), *norm]
@@ -91,11 +97,15 @@ class VideoClipDataset(SkippingDataset):
     def load(self, index: int):
         path, label = self.samples[index]
         vr = decord.VideoReader(path, num_threads=1)
-        n = len(vr)
+        n = len(vr)  # the decodable frames (a truncated AVI opens with those before the cut)
+        if n == 0:
+            raise ValueError("no decodable frame")
         declared = avi_declared_frames(path) if path.lower().endswith(".avi") else None
-        if n == 0 or (declared is not None and n < 0.9 * declared - 1):
-            # a truncated AVI still opens, with only the frames before the cut: treat it as corrupt
-            raise ValueError(f"decodable frames {n} < {declared} declared in the AVI header (truncated?)")
+        truncated = declared is not None and n < declared
+        if truncated and index not in self._truncated_reported:
+            self._truncated_reported.add(index)
+            log.warning("truncated video %s: %d of the %d frames its AVI header declares decode; the clip is "
+                        "sampled from those", path, n, declared)
         if self.train:
             starts = [random.randint(0, max(n - ((self.frames - 1) * self.stride + 1), 0))]
         else:
@@ -105,7 +115,8 @@ class VideoClipDataset(SkippingDataset):
             raw = vr.get_batch(clip_indices(n, self.frames, self.stride, s)).asnumpy()  # (T, H, W, 3) uint8
             clip = self.transform(torch.from_numpy(np.ascontiguousarray(raw)).permute(0, 3, 1, 2))  # (T, 3, S, S)
             out.append(clip.permute(1, 0, 2, 3).contiguous())  # (3, T, S, S)
-        return (torch.stack(out) if self.stacked else out[0]), label
+        sample = (torch.stack(out) if self.stacked else out[0]), label
+        return TruncatedSample(sample) if truncated else sample
 
 
 @register_datamodule("ucf101")

@@ -216,7 +216,7 @@ def test_missing_files_are_counted_apart_from_corrupt_ones(tmp_path):
 
     root = F.ucf101(tmp_path / "ucf", per_class=4)  # fold 1: 9 train, 3 test videos (g04)
     (root / "UCF-101" / "Basketball" / "v_Basketball_g01_c01.avi").unlink()  # in trainlist01
-    F.truncate(root / "UCF-101" / "YoYo" / "v_YoYo_g04_c01.avi")  # in testlist01: exists, corrupt
+    F.truncate(root / "UCF-101" / "YoYo" / "v_YoYo_g04_c01.avi", keep=0.05)  # in testlist01: exists, undecodable
     dm = build_datamodule("ucf101", data_root=str(root), batch_size=8, resolution="4x32", frame_stride=2)
     assert dm.preflight() == {"train": 8, "val": 3}
     assert dm.skipped_samples == {"missing": 1}
@@ -249,7 +249,8 @@ def test_ucf101_corrupt_clips_counted_shown_and_not_complete(tmp_path, capsys):
     by reason and shown in the summary. All three corrupt: incomplete, no obscure analysis error,
     strict JSON although the validation metrics have no samples."""
     root = F.ucf101(tmp_path / "ucf")
-    F.truncate(root / "UCF-101" / "Basketball" / "v_Basketball_g02_c01.avi")  # in testlist01
+    # in testlist01; cut inside the header, so no frame decodes (a later cut is read: test_video_files.py)
+    F.truncate(root / "UCF-101" / "Basketball" / "v_Basketball_g02_c01.avi", keep=0.05)
     out = tmp_path / "runs"
     args = ["run", "--preset", "ucf101-smoke", "--data-root", str(root), "--out", str(out), "--accelerator", "cpu",
             "--no-progress-bar", "--fast-dev-run"]
@@ -264,7 +265,7 @@ def test_ucf101_corrupt_clips_counted_shown_and_not_complete(tmp_path, capsys):
     assert "bench: warning: 1 of 3 val samples" in captured.err
 
     for avi in ("ApplyEyeMakeup/v_ApplyEyeMakeup_g02_c01.avi", "YoYo/v_YoYo_g02_c01.avi"):
-        F.truncate(root / "UCF-101" / avi)
+        F.truncate(root / "UCF-101" / avi, keep=0.05)
     shutil.rmtree(out)
     assert main([*args, "--analyses", "geometry"]) == 3
     captured = capsys.readouterr()
@@ -290,7 +291,7 @@ def test_results_json_is_strict_json():
 def test_ucf101_all_training_clips_corrupt_is_incomplete(tmp_path, capsys):
     root = F.ucf101(tmp_path / "ucf")
     for avi in sorted((root / "UCF-101").rglob("*_g01_c01.avi")):  # the three videos of trainlist01
-        F.truncate(avi)
+        F.truncate(avi, keep=0.05)  # undecodable
     out = tmp_path / "runs"
     assert main(["run", "--preset", "ucf101-smoke", "--data-root", str(root), "--out", str(out), "--accelerator",
                  "cpu", "--no-progress-bar", "--fast-dev-run", "--analyses", "none"]) == 3

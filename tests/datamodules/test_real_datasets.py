@@ -234,7 +234,8 @@ def _corrupt_cases(tmp_path):
     img = F.imagenet(tmp_path / "img")
     F.truncate(img / "val" / "n01443537" / "n01443537_val_0.JPEG")
     ucf = F.ucf101(tmp_path / "ucf")
-    F.truncate(ucf / "UCF-101" / "Basketball" / "v_Basketball_g02_c01.avi")  # in testlist01
+    # in testlist01; cut inside the header: undecodable (a cut after some frames is read: test_video_files.py)
+    F.truncate(ucf / "UCF-101" / "Basketball" / "v_Basketball_g02_c01.avi", keep=0.05)
     dvs = F.dvsgesture(tmp_path / "dvs")
     F.truncate(dvs / "DVSGesture" / "ibmGestureTest" / "user24_led" / "3.npy", keep=0.5)
     mn = F.modelnet_raw(tmp_path / "mn")
