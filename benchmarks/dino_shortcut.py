@@ -81,7 +81,7 @@ def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
 
     with tempfile.TemporaryDirectory() as tmp:  # prepare() seeds and builds as `bench run` does; writes nothing here
         parts = prepare(merge(results["config"], {"out": tmp, "devices": 1, "accelerator": "cpu"}))
-    dm, init = parts["dm"], parts["task"]
+    dm, init = parts.dm, parts.task
     trained = DinoTask.load_from_checkpoint(run_dir / "last.ckpt", map_location="cpu")
     out: dict[str, dict[str, float]] = {}
     factors = None  # the bank is read in dataset order, so both models share the labels and the factors

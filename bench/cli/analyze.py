@@ -54,7 +54,8 @@ from pebench.datamodules import get_datamodule_class
 from pebench.core.errors import ConfigError
 from pebench.core.io import atomic_write_json
 from pebench.runner.numerics import flush_denormals
-from pebench.runner.run import _git_sha, _versions, load_registries
+from pebench.runner.provenance import git_sha, versions
+from pebench.runner.run import load_registries
 from pebench.leaderboard.summary import format_summary
 
 __all__ = ["run_analyze", "MODEL_PREFIX", "DEFAULT_PROBE_SAMPLES", "default_resolutions"]
@@ -184,7 +185,7 @@ def run_analyze(args: argparse.Namespace) -> int:
                          "rpi": "patch embeddings permuted by a forward hook on patch_embed, before any PE is added; "
                                 "APE entries and rotary coordinates stay in place",
                          "taps": TAP_SOURCES},
-        "fingerprint": _fingerprint(config, parts["sha"]), "versions": _versions(), "git_sha": _git_sha(),
+        "fingerprint": _fingerprint(config, parts["sha"]), "versions": versions(), "git_sha": git_sha(),
         "n_params": sum(p.numel() for p in task.model.parameters()), "run_dir": str(run_dir),
     }
     res_path = run_dir / "results.json"

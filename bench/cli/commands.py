@@ -333,7 +333,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from pebench.analysis import plot_extrapolation, save_plot  # deferred: start-up time (torch)
     from pebench.analysis.plots import run_info  # deferred: start-up time (torch)
     from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch)
-    from pebench.runner.run import _git_sha, load_registries  # deferred: start-up time (torch, Lightning)
+    from pebench.runner.provenance import git_sha  # deferred: start-up time (keeps the parser's imports small)
+    from pebench.runner.run import load_registries  # deferred: start-up time (torch, Lightning)
 
     flush_denormals()  # as in bench run (see pebench.runner.numerics)
     run_dir = Path(args.run)
@@ -380,7 +381,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     res_path = run_dir / "results.json"
     results: dict[str, Any] = read_json(res_path) if res_path.is_file() else {}
     command = f"bench eval --run {args.run}" + (f" --resolutions {args.resolutions}" if args.resolutions else "")
-    entry = add_provenance(results, "extrapolation", rows, command, _git_sha())
+    entry = add_provenance(results, "extrapolation", rows, command, git_sha())
     atomic_write_json(res_path, results)
     save_plot(plot_extrapolation, rows, run_dir / "extrapolation.png",
               run=run_info({**config_to_dict(cfg), "variant": results.get("variant")}, dm.num_classes))

@@ -8,7 +8,7 @@ Run directory (docs/architecture.md §5): ``<out>/<dataset>/<pe-variant>/<model>
 Kill-and-resume: when ``last.ckpt`` exists and ``results.json`` is not ``complete``, training
 resumes from it (or from a newer SLURM ``hpc_ckpt_*.ckpt``); a complete run is re-run from
 scratch. Resumption is exact at epoch boundaries: the training order depends only on
-(seed, epoch) and every training step is reseeded from (seed, epoch, batch) (``_StepSeed``), so
+(seed, epoch) and every training step is reseeded from (seed, epoch, batch) (``StepSeed``), so
 a killed and resumed run ends with the same metrics as an uninterrupted one (CPU,
 ``--deterministic``, ``num_workers=0``; with worker processes, random augmentation inside the
 workers is not restored). Nothing is created before validation passes.
@@ -30,25 +30,18 @@ settings and multi-node checks in :mod:`pebench.runner.distributed`.
 from __future__ import annotations
 
 import atexit
-import importlib
-import logging
 import math
 import os
-import platform
-import random
 import signal
-import subprocess
 import sys
 import time
-import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, TQDMProgressBar
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -75,6 +68,9 @@ from pebench.core.schema import SCHEMA_VERSION
 from pebench.core.io import atomic_write_json, atomic_write_yaml
 from pebench.runner.samplers import install_samplers, restore_loaders
 from pebench.runner.numerics import flush_denormals, numerics_record
+from pebench.runner.callbacks import StepSeed, ValSampleCounter, skip_report
+from pebench.runner.loggers import build_loggers, check_logger_installed, quiet_lightning
+from pebench.runner.provenance import git_sha, versions
 from pebench.runner.distributed import DDP_TIMEOUT  # noqa: F401  (re-exported: the default DDP timeout)
 from pebench.runner.distributed import _check_multi_node, _ddp_strategy, _indivisible, _is_rendezvous_failure, _rendezvous_message
 from pebench.runner.stopping import load_best, stopped_record, stopping_callbacks
@@ -112,94 +108,6 @@ def train_grid_for(dm: Any) -> tuple[int, ...] | None:
     return tuple(s // p for s, p in zip(sizes, patch))
 
 
-def _kept_skipped(batch: Any) -> tuple[int, int]:
-    """-> (samples in the batch, corrupt samples the collate function dropped from it)."""
-    info = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 and isinstance(batch[2], dict) else {}
-    return len(batch[1]), int(info.get("skipped", 0))  # labels (B,) or a list of B target dicts (detection)
-
-
-#: token-cap counts a spiking-token batch's info carries (pebench.datamodules.events.spiking.CAP_COUNTS)
-_CAP_COUNTS = ("capped", "tokens_fired", "tokens_kept")
-
-
-def _cap_counts(batch: Any) -> list[int]:
-    """-> the batch's :data:`_CAP_COUNTS` (0 where the collate function gives none)."""
-    info = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 and isinstance(batch[2], dict) else {}
-    return [int(info.get(k, 0)) for k in _CAP_COUNTS]
-
-
-class _ValSampleCounter(Callback):
-    """Counts samples over all ranks: ``total`` / ``val_skipped`` of the last validation pass (checks
-    that DDP counts every sample once) and ``train_kept`` / ``train_skipped`` over this attempt's
-    training epochs (corrupt samples dropped by the loader; see ``datamodules/corrupt.py``); and,
-    for spiking tokens, ``cap[split]`` = (samples, capped, tokens fired, tokens kept) on the same
-    footing (results.json ``token_cap``)."""
-
-    def __init__(self) -> None:
-        # this rank's (kept, skipped, capped, tokens fired, tokens kept) in the current epoch
-        self.local = {"train": [0] * 5, "val": [0] * 5}
-        self.total = self.val_skipped = self.train_kept = self.train_skipped = 0
-        self.cap = {"train": [0, 0, 0, 0], "val": [0, 0, 0, 0]}
-
-    def _reduce(self, split: str, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[int, int, list[int]]:
-        t = torch.tensor([float(v) for v in self.local[split]], device=pl_module.device)
-        kept, skipped, *cap = (int(v) for v in trainer.strategy.reduce(t, reduce_op="sum").tolist())
-        self.local[split] = [0] * 5
-        return kept, skipped, [kept, *cap]
-
-    def _add(self, split: str, batch: Any) -> None:
-        for i, v in enumerate((*_kept_skipped(batch), *_cap_counts(batch))):
-            self.local[split][i] += v
-
-    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.local["val"] = [0] * 5
-
-    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
-        self._add("val", batch)
-
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.total, self.val_skipped, self.cap["val"] = self._reduce("val", trainer, pl_module)
-
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.local["train"] = [0] * 5
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._add("train", batch)
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        kept, skipped, cap = self._reduce("train", trainer, pl_module)
-        self.train_kept += kept
-        self.train_skipped += skipped
-        self.cap["train"] = [a + b for a, b in zip(self.cap["train"], cap)]
-
-
-def _skip_report(task: Any, dm: Any, counter: _ValSampleCounter, max_fraction: float) -> tuple[dict, str | None]:
-    """-> (``skipped_samples`` of results.json, why the data make the run incomplete or None).
-
-    ``by_reason``: ``missing`` = listed files that do not exist (dropped before training, counted
-    once), ``corrupt`` = undecodable samples dropped in batches (counted each time they are read).
-    ``fraction``: corrupt share of the training samples read in this attempt and of the final
-    validation pass. A split with no samples left, or a fraction above ``max_fraction``, is a reason.
-    """
-    by_reason = {"missing": 0, **dict(getattr(dm, "skipped_samples", {}) or {})}
-    in_batches = task.skipped_total()
-    by_reason["corrupt"] = by_reason.get("corrupt", 0) + in_batches
-    fractions: dict[str, float | None] = {}
-    reason = None
-    for split, kept, skipped in (("train", counter.train_kept, counter.train_skipped),
-                                 ("val", counter.total, counter.val_skipped)):
-        fractions[split] = round(skipped / (kept + skipped), 6) if kept + skipped else None
-        if skipped and not kept:
-            reason = reason or (f"no {split} samples: all {skipped} read were corrupt and skipped; "
-                                f"expected layout: {dm.expected_layout or 'see bench list datasets'}")
-        elif fractions[split] is not None and fractions[split] > max_fraction:
-            reason = reason or (f"{skipped} of {kept + skipped} {split} samples ({100 * fractions[split]:.1f} %) "
-                                f"were corrupt and skipped, more than max_skipped_fraction={max_fraction:g}")
-    if counter.total == 0 and reason is None:
-        reason = "no validation samples were evaluated"
-    return {"in_batches": in_batches, "by_reason": by_reason, "fraction": fractions}, reason
-
-
 def _batch_limit(v: float | None) -> float | int | None:
     """``--limit-*-batches``: a fraction (<= 1) stays a float, a count (> 1) becomes the int Lightning
     expects (it rejects a float above 1)."""
@@ -217,94 +125,6 @@ def _strict_json(obj: Any) -> Any:
     return obj
 
 
-class _StepSeed(Callback):
-    """Reseed torch / numpy / random before every training batch from ``(seed, epoch, batch)``.
-
-    The random numbers a training step draws (RPT permutations, drop-path, ...) then depend only
-    on the seed and the position in training, not on what ran before in this process, so a run
-    resumed from ``last.ckpt`` continues exactly like the uninterrupted run. (Lightning does not
-    checkpoint RNG states, and on resume it creates the first epoch's DataLoader iterator, which
-    draws from the global RNG, at a different moment than in an uninterrupted run.) The training
-    order is fixed separately by ``DistributedSampler(seed=seed)`` and Lightning's ``set_epoch``.
-    """
-
-    def __init__(self, seed: int) -> None:
-        self.seed = int(seed)
-
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
-                             batch_idx: int) -> None:
-        a, b = np.random.SeedSequence([self.seed, int(trainer.current_epoch), int(batch_idx)]).generate_state(2)
-        torch.manual_seed(int(a) << 32 | int(b))  # also seeds every CUDA device
-        np.random.seed(int(a))
-        random.seed(int(b))
-
-
-def _versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for mod in ("torch", "lightning", "timm", "torchmetrics", "pebench"):
-        try:
-            out[mod] = importlib.import_module(mod).__version__
-        except Exception:  # noqa: BLE001 - a missing optional module is reported as null
-            out[mod] = None
-    return out
-
-
-def _git_sha() -> str | None:
-    try:
-        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
-                           text=True, timeout=10)
-        return r.stdout.strip() or None if r.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-class _DropTips(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in str(record.msg)
-
-
-def _quiet_lightning() -> None:
-    """Drop Lightning's advertising tip and warnings that are expected in a run directory."""
-    log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if not any(isinstance(f, _DropTips) for f in log.filters):
-        log.addFilter(_DropTips())
-    for msg in (".*Experiment logs directory.*exists and is not empty.*", ".*smaller than the logging interval.*",
-                ".*treespec, LeafSpec.*", ".*does not have many workers.*", ".*Checkpoint directory .* exists and is not empty.*"):
-        warnings.filterwarnings("ignore", message=msg)
-
-
-#: ``--logger`` -> (module that must be importable, extra that installs it)
-_LOGGER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
-
-
-def _check_logger_installed(logger: str) -> None:
-    if logger not in _LOGGER_PACKAGES:
-        return
-    module, extra = _LOGGER_PACKAGES[logger]
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        raise ConfigError(f"--logger {logger} needs the {module} package, which is not installed: "
-                          f"pip install -e '.[{extra}]'") from None
-
-
-def _loggers(cfg: RunConfig, run_dir: Path) -> list[Any]:
-    """The CSV logger (always: ``metrics.csv``, read by ``curves.png`` and ``bench runs``) plus the
-    one ``--logger`` names. W&B runs offline (files under ``<run>/wandb/``, ``wandb sync`` uploads
-    them later) unless the environment sets ``WANDB_MODE=online``."""
-    loggers: list[Any] = [CSVLogger(save_dir=run_dir, name="", version="")]
-    if cfg.logger == "tensorboard":
-        loggers.append(TensorBoardLogger(save_dir=run_dir, name="tensorboard", version=""))
-    elif cfg.logger == "wandb":
-        offline = os.environ.get("WANDB_MODE", "offline") != "online"
-        if offline:
-            os.environ["WANDB_MODE"] = "offline"  # wandb.init reads it; no network access is attempted
-        loggers.append(WandbLogger(save_dir=str(run_dir), project=os.environ.get("WANDB_PROJECT", "pebench"),
-                                   name=f"{cfg.dataset}/{variant_name(cfg)}/{cfg.model}/seed{cfg.seed}",
-                                   offline=offline, config=config_to_dict(cfg)))
-    return loggers
-
-
 def _check_data_root(dm: Any, max_fraction: float) -> None:
     """Build the sample lists now (``dm.preflight``: unreadable pickles, no images, listed files
     missing raise ``DataRootError``) and refuse a split with more than ``max_fraction`` of its listed
@@ -317,13 +137,30 @@ def _check_data_root(dm: Any, max_fraction: float) -> None:
                                 f"expected layout: {dm.expected_layout}")
 
 
-def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Prepared:
+    """Everything :func:`prepare` builds for one run (nothing written yet)."""
+
+    cfg: RunConfig                 # resolved configuration
+    dm: Any                        # the datamodule (a task may wrap it, e.g. DINO's multi-crop views)
+    task: L.LightningModule        # tokenizer -> backbone -> head -> loss/metrics
+    setup: Any                     # the task's TaskSetup (primary metric, analysis hooks, extra results)
+    trainer: L.Trainer
+    run_dir: Path
+    analyses: tuple[str, ...]      # the analyses that will run after training, in order
+    explicit_analyses: bool        # asked for by name (a skipped one then makes the run incomplete)
+    counter: ValSampleCounter      # per-rank sample counts, reduced over ranks
+    pe_label: str                  # the PE and its non-default options (the leaderboard's row label)
+    dataset_info: dict[str, Any]   # what results.json records about the dataset (no_pe_bound)
+
+
+def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
     """Validate everything that can be validated without touching the disk; build the pieces.
 
     ``check_run_dir``: also check, before Lightning prints anything, that the output root is writable
     and that the run directory holds no run of another configuration (``bench run`` does; rebuilding a
     run's model for an analysis does not).
-    Raises ``ValueError`` subclasses for user errors (the CLI turns them into exit code 2).
+    Raises :class:`~pebench.core.errors.UserError` subclasses for user errors (exit code 2 in the CLI).
     """
     load_registries()
     cfg = resolve(cfg)
@@ -345,7 +182,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
                                 f"--analyses or use --analyses all")
     setup = get_task_setup(resolve_task(cfg).task)
     analyses = setup.analyses(analyses, explicit)
-    _check_logger_installed(cfg.logger)
+    check_logger_installed(cfg.logger)
     try:
         dm = dm_cls(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
                     resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
@@ -384,14 +221,14 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     if check_run_dir:  # user errors before the Trainer's banners
         check_same_configuration(run_dir, config_to_dict(cfg))  # resume / re-run only the same configuration
         check_out_dir(cfg.out)
-    _quiet_lightning()
+    quiet_lightning()
     strategy = _ddp_strategy() if cfg.strategy == "ddp" else cfg.strategy
-    counter = _ValSampleCounter()
-    callbacks: list[Callback] = [counter, _StepSeed(cfg.seed), _last_checkpoint(run_dir)]
+    counter = ValSampleCounter()
+    callbacks: list[Callback] = [counter, StepSeed(cfg.seed), _last_checkpoint(run_dir)]
     if cfg.progress_bar:
         callbacks.append(TQDMProgressBar())
     callbacks += stopping_callbacks(cfg, setup.primary_metric(dm), run_dir)
-    loggers = _loggers(cfg, run_dir)
+    loggers = build_loggers(cfg, run_dir)
     try:
         trainer = L.Trainer(
             accelerator=cfg.accelerator, devices=cfg.devices, strategy=strategy, num_nodes=cfg.num_nodes,
@@ -413,9 +250,9 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> dict[str, Any]:
     if cfg.batch_size % world:
         _indivisible(cfg.batch_size, world)
     dm.batch_size = cfg.batch_size // world  # per-rank batch; the global batch stays cfg.batch_size
-    return {"cfg": cfg, "dm": dm, "task": task, "setup": setup, "trainer": trainer, "run_dir": run_dir, "analyses": analyses,
-            "explicit_analyses": explicit, "counter": counter,
-            "pe_label": variant_label(cfg.pe, cfg.pe_options), "dataset_info": dataset_info(dm_cls)}
+    return Prepared(cfg=cfg, dm=dm, task=task, setup=setup, trainer=trainer, run_dir=run_dir, analyses=tuple(analyses),
+                    explicit_analyses=explicit, counter=counter, pe_label=variant_label(cfg.pe, cfg.pe_options),
+                    dataset_info=dataset_info(dm_cls))
 
 
 def dataset_info(dm_cls: type) -> dict[str, Any]:
@@ -477,7 +314,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     t0 = time.time()
     flush_denormals()  # CPU: denormals to zero (PaPE's logits underflow; see pebench.runner.numerics)
     parts = prepare(cfg, check_run_dir=True)
-    cfg, dm, task, trainer, run_dir = parts["cfg"], parts["dm"], parts["task"], parts["trainer"], parts["run_dir"]
+    cfg, dm, task, trainer, run_dir = parts.cfg, parts.dm, parts.task, parts.trainer, parts.run_dir
     rank0 = trainer.global_rank == 0
     config = config_to_dict(cfg)
     if rank0:
@@ -485,15 +322,15 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     ckpt = _resume_path(run_dir)
     results: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,  # pebench.core.schema: readers migrate older files
-        "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "pe_label": parts["pe_label"],
+        "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "pe_label": parts.pe_label,
         "model": cfg.model, "seed": cfg.seed, "task": cfg.task, "status": "running", "metrics": {},
-        "primary_metric": parts["setup"].primary_metric(dm),
-        "skipped_samples": {}, "analyses": parts["analyses"], "config": config, "versions": _versions(),
+        "primary_metric": parts.setup.primary_metric(dm),
+        "skipped_samples": {}, "analyses": list(parts.analyses), "config": config, "versions": versions(),
         "numerics": numerics_record(),
-        "git_sha": _git_sha(), "wall_time_s": None, "n_params": sum(p.numel() for p in task.parameters()),
+        "git_sha": git_sha(), "wall_time_s": None, "n_params": sum(p.numel() for p in task.parameters()),
         "run_dir": run_dir.relative_to(cfg.out).as_posix(), "resumed_from": None, "val_samples": None,
         "fingerprint": fingerprint(config), "fingerprint_keys": fingerprint_keys(config),
-        "dataset_info": parts["dataset_info"],
+        "dataset_info": parts.dataset_info,
     }
     if ckpt is not None:
         try:
@@ -544,11 +381,11 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             test = trainer.test(task, datamodule=dm, verbose=False)
             metrics.update(test[0] if test else {})
         results["metrics"] = {k: float(v) for k, v in sorted(metrics.items())}
-        results.update(parts["setup"].extra_results(task))
-        results["val_samples"] = parts["counter"].total
-        results["skipped_samples"], data_problem = _skip_report(task, dm, parts["counter"], cfg.max_skipped_fraction)
+        results.update(parts.setup.extra_results(task))
+        results["val_samples"] = parts.counter.total
+        results["skipped_samples"], data_problem = skip_report(task, dm, parts.counter, cfg.max_skipped_fraction)
         if getattr(dm, "tokens", "frames") == "spiking":  # how often the per-sample token cap was hit
-            results["token_cap"] = cap_report(dm.spiking.max_tokens, parts["counter"].cap)
+            results["token_cap"] = cap_report(dm.spiking.max_tokens, parts.counter.cap)
         if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()  # analyses run on rank 0 alone
@@ -558,11 +395,11 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         if data_problem:  # status incomplete with the reason; no analyses on an empty split
             results["incomplete_reason"] = data_problem
             print(f"bench: warning: {data_problem}", file=sys.stderr)
-        no_samples = results["val_samples"] == 0 or (parts["counter"].train_skipped and not parts["counter"].train_kept)
-        extra, finished = _analyses(task, dm, [] if no_samples else parts["analyses"], run_dir, config,
-                                    hooks=parts["setup"].analysis_hooks())
+        no_samples = results["val_samples"] == 0 or (parts.counter.train_skipped and not parts.counter.train_kept)
+        extra, finished = _analyses(task, dm, [] if no_samples else list(parts.analyses), run_dir, config,
+                                    hooks=parts.setup.analysis_hooks())
         results.update(extra)
-        complete = finished or (extra.get("analyses") == "unavailable" and not parts["explicit_analyses"])
+        complete = finished or (extra.get("analyses") == "unavailable" and not parts.explicit_analyses)
         complete = complete and not data_problem
         stopped = stopped_record(trainer, cfg)
         if stopped is not None:

@@ -233,7 +233,7 @@ def test_ddp_strategy_does_not_search_unused_parameters():
 
     parts = prepare(RunConfig(dataset="shapes", pe="ape", epochs=1, batch_size=16, accelerator="cpu", devices=2,
                               strategy="ddp", data={"train_size": 16, "val_size": 16}, out="unused-out"))
-    strat = parts["trainer"].strategy
+    strat = parts.trainer.strategy
     assert strat._ddp_kwargs.get("find_unused_parameters") is False
     assert strat._timeout == DDP_TIMEOUT
 

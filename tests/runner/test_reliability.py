@@ -222,7 +222,8 @@ def test_bad_sweep_input_exit_2(args, expect, tmp_path, capsys):
 
 def _run_dir_with_config(tmp_path: Path, pe: str) -> Path:
     """A run directory holding the resolved config.yaml of a tiny `bench run --pe PE` (untrained)."""
-    from pebench.cli import build_parser, run_config_from_args
+    from pebench.cli import build_parser
+    from pebench.runner.config import run_config_from_args
     from pebench.runner.config import config_to_yaml, run_dir_for
 
     cfg_file = _write_cfg(tmp_path / f"{pe}.yaml", pe=pe, rpt=False, out=str(tmp_path / "runs"))
@@ -236,13 +237,14 @@ def _run_dir_with_config(tmp_path: Path, pe: str) -> Path:
 def _checkpoint_of(tmp_path: Path, pe: str) -> Path:
     """A genuine Lightning checkpoint of the tiny config with PE ``pe`` (built, not trained)."""
     from pebench.runner.run import prepare
-    from pebench.cli import build_parser, run_config_from_args
+    from pebench.cli import build_parser
+    from pebench.runner.config import run_config_from_args
 
     cfg_file = _write_cfg(tmp_path / f"ck-{pe}.yaml", pe=pe, rpt=False, out=str(tmp_path / "unused"))
     parts = prepare(run_config_from_args(build_parser().parse_args(["run", "--config", str(cfg_file)])))
     import lightning as L
     path = tmp_path / f"{pe}.ckpt"
-    task = parts["task"]
+    task = parts.task
     torch.save({"state_dict": task.state_dict(), "hyper_parameters": dict(task.hparams), "epoch": 0,
                 "global_step": 0, "pytorch-lightning_version": L.__version__}, path)
     return path
