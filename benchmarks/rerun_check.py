@@ -1,4 +1,4 @@
-"""Rerun committed runs from their saved configuration and compare their metrics (reproducibility check).
+"""Rerun committed runs from their saved configuration and compare every recorded output (reproducibility check).
 
     python -m benchmarks.rerun_check --results results/embedded [--per-cell 1] [--datasets probe-decay,shapes]
         [--pes pape,liere] [--max 12] [--bench bench] [--keep DIR] [--workers 2] [--json FILE]
@@ -44,20 +44,51 @@ def select(results: Path, per_cell: int, datasets: set[str] | None, pes: set[str
     return [p for key in sorted(cells) for _, p in sorted(cells[key])[:per_cell]]
 
 
+#: the sections of results.json a rerun must reproduce: every recorded output, not only the metrics (the
+#: analyses' numbers, where training stopped and which weights were evaluated)
+OUTPUT_KEYS = ("metrics", "geometry", "robustness", "alpha_sweep", "extrapolation", "stopped_at_target",
+               "evaluated_checkpoint", "skipped_samples", "val_samples")
+
+
+def _leaf_diff(v, w) -> float:
+    """|v - w| for numbers (0 where both are null or both NaN, inf where only one is); 0 / inf for other leaves."""
+    num = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731
+    if v is None or w is None:
+        return 0.0 if v is None and w is None else float("inf")
+    if num(v) and num(w):
+        if math.isnan(float(v)) or math.isnan(float(w)):
+            return 0.0 if math.isnan(float(v)) and math.isnan(float(w)) else float("inf")
+        return abs(float(v) - float(w))
+    return 0.0 if v == w else float("inf")
+
+
+def _walk(old, new, where: str):
+    """``(path, difference)`` of every leaf of ``old`` against the same path in ``new``."""
+    if isinstance(old, dict):
+        for k, v in old.items():
+            yield from _walk(v, new.get(k) if isinstance(new, dict) else None, f"{where}.{k}" if where else str(k))
+    elif isinstance(old, list):
+        if not isinstance(new, list) or len(new) != len(old):
+            yield where, float("inf")
+            return
+        for i, (v, w) in enumerate(zip(old, new)):
+            yield from _walk(v, w, f"{where}[{i}]")
+    else:
+        yield where, _leaf_diff(old, new)
+
+
 def compare(old: dict, new: dict) -> tuple[float, str]:
-    """Largest absolute difference over the committed run's metrics: 0 where both are missing or null (COCO's
-    ``map_large`` on a set without large objects) or both NaN, inf where only one is."""
+    """Largest absolute difference over every recorded output of the committed run (:data:`OUTPUT_KEYS`; a
+    metric is named by its key, anything else by its path, e.g. ``geometry.ssdc[3]``): 0 where both are missing
+    or null (COCO's ``map_large`` on a set without large objects) or both NaN, inf where only one is or a
+    non-numeric value differs."""
     worst, which = 0.0, ""
-    for k, v in old.get("metrics", {}).items():
-        w = new.get("metrics", {}).get(k)
-        if v is None or w is None:
-            d = 0.0 if v is None and w is None else float("inf")
-        elif math.isnan(float(v)) or math.isnan(float(w)):
-            d = 0.0 if math.isnan(float(v)) and math.isnan(float(w)) else float("inf")
-        else:
-            d = abs(float(v) - float(w))
-        if d > worst:
-            worst, which = d, k
+    for key in OUTPUT_KEYS:
+        if key not in old:
+            continue
+        for path, d in _walk(old[key], new.get(key), key):
+            if d > worst:
+                worst, which = d, path.split(".", 1)[1] if key == "metrics" else path
     return worst, which
 
 
@@ -80,7 +111,7 @@ def rerun(run: Path, results: Path, out: Path, bench: str) -> dict:
     rec.update({"rerun_commit": new.get("git_sha", "?")[:7], "max_abs_diff": worst, "metric": which,
                 "metrics": len(old.get("metrics", {})),
                 "status": "identical" if worst == 0.0 else "differs"})
-    print(f"{rec['run']}: " + ("identical metrics" if worst == 0.0 else f"differs: max |Δ| {worst:.3g} ({which})")
+    print(f"{rec['run']}: " + ("identical outputs" if worst == 0.0 else f"differs: max |Δ| {worst:.3g} ({which})")
           + f" (commit {rec['commit']}, rerun at {rec['rerun_commit']}, {threads} thread(s))", flush=True)
     return rec
 

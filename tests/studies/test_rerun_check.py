@@ -78,3 +78,23 @@ def test_reruns_in_parallel_and_writes_one_record_per_run(tmp_path, capsys):
     assert [r["run"] for r in json.loads(out.read_text())] == [
         "probe-decay/alibi/vit-probe/seed0", "probe-decay/alibi/vit-probe/seed1", "probe-decay/alibi/vit-probe/seed0"]
     assert rerun_check.main(["--results", str(ARCHIVE), "--json", str(tmp_path / "new.json"), "--append"]) == 2
+
+
+def test_compare_covers_every_recorded_output_not_only_the_metrics():
+    old = {"metrics": {"val/acc1": 0.5}, "geometry": {"ssdc": [0.1, 0.2], "layers": [0, 1]},
+           "stopped_at_target": {"step": 300, "reached": True}, "evaluated_checkpoint": "best"}
+    same = json.loads(json.dumps(old))
+    assert rerun_check.compare(old, same) == (0.0, "")
+    moved = json.loads(json.dumps(old))
+    moved["geometry"]["ssdc"][1] = 0.25
+    worst, which = rerun_check.compare(old, moved)
+    assert which == "geometry.ssdc[1]" and abs(worst - 0.05) < 1e-12
+    stopped = json.loads(json.dumps(old))
+    stopped["stopped_at_target"]["step"] = 325
+    assert rerun_check.compare(old, stopped) == (25.0, "stopped_at_target.step")
+    other = json.loads(json.dumps(old))
+    other["evaluated_checkpoint"] = "last"
+    assert rerun_check.compare(old, other) == (float("inf"), "evaluated_checkpoint")
+    shorter = json.loads(json.dumps(old))
+    shorter["geometry"]["ssdc"] = [0.1]
+    assert rerun_check.compare(old, shorter) == (float("inf"), "geometry.ssdc")
