@@ -14,6 +14,43 @@ code: naver-ai/rope-vit; timm's ``init_random_2d_freqs``).
   sin(t+pi/2))`` init. For ``p = 3`` ``R`` is Haar-random in SO(3), so the third axis
   (time for video/events, z for points) gets frequencies that are *not* zero-initialised.
   Leftover pairs (``d/2 - pL``) start at frequency 0 and are learned.
+* Other initialisations of the same learnable ``freqs`` (option ``init``; the default ``mixed`` is
+  the paper's above). Each gives every channel pair ``k`` of head ``h`` a unit direction ``u`` in
+  coordinate space and a magnitude ``w``, ``freqs[:, h, k] = w u``:
+
+  - ``golden-gate``: Golden Gate RoPE (Jerry Xiong, 2025, "On N-dimensional Rotary Positional
+    Embeddings", jerryxio.ng/posts/nd-rope, and the ``GoldenGateRoPENd`` code published with it).
+    Pair ``k`` of head ``h`` takes point ``i = h F + k + 1`` (``F = d/2``) of the generalised
+    golden-ratio sequence ``z_i = frac(i g^-1, i g^-2, .., i g^-p)``, where ``g`` is the positive
+    root of ``x^(p+1) = x + 1`` (the golden ratio for ``p = 1``, the plastic number for ``p = 2``),
+    mapped to a direction by ``u_i = normalise(Phi^-1(z_i))`` (the standard normal quantile per axis,
+    so the directions are quasi-uniform on the sphere). ``g`` is the root itself (the published code
+    approximates it with ten fixed-point steps). Magnitudes: one log-spaced ladder over the ``F``
+    pairs, ``w_k = w_min (w_max / w_min)^(k / (F - 1))``, the same for every head, with
+    ``w_max = 1`` and ``w_min = 1 / theta`` rad per patch (pebench's range: the blog sets its range
+    for its own coordinate units). Deterministic: every layer and seed starts the same. Note: for
+    ``p = 2`` these directions are not spaced by the golden angle; "golden" refers to the generalised
+    golden ratio ``g`` of the sequence, as in the published code.
+  - ``spiral``: Spiral RoPE (Liu et al., 2026, "Spiral RoPE: Rotate Your Rotary Positional
+    Embeddings in the 2D Plane", arXiv:2602.03227), 2-D coords only: the pairs are split into ``K``
+    groups (option ``directions``), group ``j`` is tied to the direction at angle ``j pi / K`` and
+    rotated by the projection of the position onto it, with the 1-D RoPE ladder
+    ``theta^(-m / G)``, ``m = 0 .. G-1``, ``G = F // K`` pairs per group (leftover pairs start at
+    0). Established from the paper's public abstract (channel groups, uniformly distributed
+    directions, rotation by the projection); its code was not found, so the number of directions
+    (default here ``K = 4``), the half-circle spacing ``j pi / K`` (directions ``u`` and ``-u``
+    give the same group up to sign, so a full-circle spacing would repeat groups) and the per-group
+    ladder are pebench's reading, not the paper's stated values. ``K = 2`` is exactly ``rope-axial``
+    with ``base = theta`` (tested).
+  - ``uniform``: every pair of every head and layer gets an independent direction uniform on the
+    unit sphere (``p = 2``: an angle uniform in ``[0, 2 pi)``), the "random RoPE rotations" that
+    Jerry Xiong's post (its first version called it uniform RoPE) and NovelAI's note "Why random
+    rotations are good for RoPE" (research.novelai.net/rope) compare with axial RoPE; magnitudes as
+    ``golden-gate``.
+
+  ``learn_freqs=false`` freezes the frequencies at their initial values (no gradient, not in the
+  optimiser: a fixed RoPE with the chosen directions, as Golden Gate and Spiral RoPE are published);
+  the default learns them, as RoPE-Mixed does.
 * Frequencies are excluded from weight decay (``no_weight_decay``: ``layers.{l}.freqs``).
 * Any grid, unseen grids and non-grid coords: the angle is linear in the coords.
 * CLS: prefix tokens get the identity rotation.
@@ -31,7 +68,8 @@ from .options import PEOption
 from .registry import register_pe
 from .rope_axial import apply_rope
 
-__all__ = ["MixedRoPE", "MixedRoPELayer", "init_mixed_freqs"]
+__all__ = ["MixedRoPE", "MixedRoPELayer", "init_mixed_freqs", "INITS", "golden_ratio_root",
+           "golden_gate_directions", "init_freqs"]
 
 
 def _random_rotation(p: int, generator: torch.Generator | None = None) -> Tensor:
@@ -64,6 +102,69 @@ def init_mixed_freqs(p: int, num_heads: int, head_dim: int, theta: float = 10.0,
     return freqs
 
 
+#: initialisations of ``rope-mixed``'s frequencies (see the module docstring)
+INITS = ("mixed", "golden-gate", "spiral", "uniform")
+#: Spiral RoPE's number of directions when ``directions`` is not given (pebench's choice)
+SPIRAL_DIRECTIONS = 4
+
+
+def golden_ratio_root(p: int) -> float:
+    """The positive root ``g`` of ``x^(p+1) = x + 1`` (golden ratio for p = 1), by fixed-point
+    iteration ``x <- (1 + x)^(1/(p+1))`` (a contraction near the root) to float64 precision."""
+    x = 2.0
+    for _ in range(200):
+        nxt = (1.0 + x) ** (1.0 / (p + 1.0))
+        if nxt == x:
+            break
+        x = nxt
+    return x
+
+
+def golden_gate_directions(n: int, p: int) -> Tensor:
+    """Unit directions ``(n, p)`` float64: ``normalise(Phi^-1(frac(i g^-1, .., i g^-p)))`` for
+    ``i = 1 .. n`` (the generalised golden-ratio sequence through the normal quantile)."""
+    g = golden_ratio_root(p)
+    alpha = g ** -torch.arange(1, p + 1, dtype=torch.float64)  # (p,)
+    i = torch.arange(1, n + 1, dtype=torch.float64).unsqueeze(1)  # (n, 1)
+    z = torch.remainder(i * alpha, 1.0)  # (n, p) in (0, 1)
+    u = torch.erfinv(2.0 * z - 1.0)  # Phi^-1(z) / sqrt(2): the scale cancels below
+    return u / u.norm(dim=1, keepdim=True)
+
+
+def _ladder(n: int, theta: float) -> Tensor:
+    """Log-spaced magnitudes ``(n,)`` float64 from ``1 / theta`` up to 1 (``n = 1``: 1)."""
+    if n == 1:
+        return torch.ones(1, dtype=torch.float64)
+    return theta ** (torch.linspace(0.0, 1.0, n, dtype=torch.float64) - 1.0)
+
+
+def init_freqs(init: str, p: int, num_heads: int, head_dim: int, theta: float = 10.0,
+               directions: int | None = None, generator: torch.Generator | None = None) -> Tensor:
+    """Initial frequencies ``(p, H, d/2)`` (float32) of one layer for ``init`` (:data:`INITS`; see the
+    module docstring); ``directions``: Spiral RoPE's ``K``."""
+    F = head_dim // 2
+    if init == "mixed":
+        return init_mixed_freqs(p, num_heads, head_dim, theta, generator)
+    if init == "golden-gate":
+        u = golden_gate_directions(num_heads * F, p).view(num_heads, F, p)  # (H, F, p)
+        return (u * _ladder(F, theta).view(1, F, 1)).permute(2, 0, 1).float().contiguous()
+    if init == "uniform":
+        u = torch.randn(num_heads, F, p, generator=generator, dtype=torch.float64)
+        u = u / u.norm(dim=-1, keepdim=True)  # (H, F, p), uniform on the sphere
+        return (u * _ladder(F, theta).view(1, F, 1)).permute(2, 0, 1).float().contiguous()
+    if init == "spiral":
+        K = SPIRAL_DIRECTIONS if directions is None else directions
+        G = F // K
+        freqs = torch.zeros(p, num_heads, F, dtype=torch.float64)
+        mag = theta ** (-torch.arange(G, dtype=torch.float64) / G)  # (G,)
+        for j in range(K):
+            ang = torch.tensor(j * math.pi / K, dtype=torch.float64)
+            u = torch.stack([torch.cos(ang), torch.sin(ang)])  # (2,)
+            freqs[:, :, j * G:(j + 1) * G] = u.view(2, 1, 1) * mag.view(1, 1, G)
+        return freqs.float()
+    raise PEConfigError(f"rope-mixed init must be one of {', '.join(INITS)}, got {init!r}")
+
+
 class MixedRoPELayer(LayerPE):
     """Per-layer learnable frequencies ``freqs: (p, H, d/2)``."""
 
@@ -84,16 +185,22 @@ class MixedRoPELayer(LayerPE):
 
 @register_pe("rope-mixed", order=40)
 class MixedRoPE(PositionalEncoding):
-    """RoPE-Mixed. Option: ``theta`` (init magnitude base, default 10 as in the paper)."""
+    """RoPE-Mixed. Options: ``theta`` (init magnitude base, default 10 as in the paper), ``init``
+    (the directions' initialisation), ``directions`` (Spiral RoPE's K), ``learn_freqs``."""
 
     relative = True
     rotation_invariant = False
     distance_decay = False
     learned = True
-    options = (PEOption("theta", "float", 10.0, "frequency base of the initial frequency vectors"),)
+    options = (PEOption("theta", "float", 10.0, "frequency base of the initial frequency vectors"),
+               PEOption("init", "str", "mixed", "initial frequencies: mixed (RoPE-Mixed, Heo et al. 2024), golden-gate "
+                        "(Golden Gate RoPE), spiral (Spiral RoPE, 2-D), uniform (random directions)", choices=INITS),
+               PEOption("directions", "int", None, "init=spiral: number of evenly spaced directions K (default 4)"),
+               PEOption("learn_freqs", "bool", True, "learn the frequencies (false: frozen at their init)"))
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
-                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, theta: float = 10.0) -> None:
+                 num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, theta: float = 10.0,
+                 init: str = "mixed", directions: int | None = None, learn_freqs: bool = True) -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if self.head_dim % 2:
             raise PEConfigError(f"rope-mixed needs an even head dim, got {self.head_dim}")
@@ -101,10 +208,24 @@ class MixedRoPE(PositionalEncoding):
             raise PEConfigError(f"rope-mixed needs head_dim >= 2 * spatial_dims, got {self.head_dim}, p={spatial_dims}")
         if theta <= 1:
             raise PEConfigError(f"rope-mixed theta must be > 1, got {theta}")
-        self.theta = float(theta)
+        if init not in INITS:
+            raise PEConfigError(f"rope-mixed init must be one of {', '.join(INITS)}, got {init!r}")
+        if init == "spiral":
+            if spatial_dims != 2:
+                raise PEConfigError(f"rope-mixed init=spiral is for 2-D coords (Spiral RoPE), got p={spatial_dims}")
+            K = SPIRAL_DIRECTIONS if directions is None else int(directions)
+            if not 1 <= K <= self.head_dim // 2:
+                raise PEConfigError(f"rope-mixed directions must be in 1 .. {self.head_dim // 2} (the pairs of a "
+                                    f"head), got {directions}")
+        elif directions is not None:
+            raise PEConfigError("rope-mixed directions applies to init=spiral only")
+        self.theta, self.init, self.directions, self.learn_freqs = float(theta), init, directions, bool(learn_freqs)
         self.layers = nn.ModuleList(
-            MixedRoPELayer(init_mixed_freqs(spatial_dims, num_heads, self.head_dim, self.theta), num_prefix_tokens)
+            MixedRoPELayer(init_freqs(init, spatial_dims, num_heads, self.head_dim, self.theta, directions),
+                           num_prefix_tokens)
             for _ in range(depth))
+        if not self.learn_freqs:
+            self.requires_grad_(False)
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i]

@@ -109,7 +109,10 @@ def test_rotations_are_orthogonal_and_norm_preserving():
         with torch.no_grad():
             qr, _ = pe.layer(0).qk(q, q, None, c)
         torch.testing.assert_close(qr.norm(dim=-1), q.norm(dim=-1), rtol=1e-12, atol=1e-12)
-        if name == "comrope":  # impl eig returns D U^T q: CLS gets U^T (the logits of R = I; test_comrope_fast.py)
+        if name == "string" and opts.get("p_form", "cayley") == "cayley":  # CLS: P (the identity of R = P^T RoPE P)
+            orth = pe.layer(0).orthogonal(q.dtype).detach()  # (H, d, d)
+            torch.testing.assert_close(qr[:, :, 0], torch.einsum("hij,bhj->bhi", orth, q[:, :, 0]))
+        elif name == "comrope":  # impl eig returns D U^T q: CLS gets U^T (the logits of R = I; test_comrope_fast.py)
             basis = pe.layer(0).phase_tables(c, q.dtype)[0].detach()  # (H, d, d)
             torch.testing.assert_close(qr[:, :, 0], torch.einsum("bhi,hij->bhj", q[:, :, 0], basis))
         else:
