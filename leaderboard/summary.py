@@ -101,6 +101,8 @@ def _skip_rows(skipped: Any) -> list[tuple[str, Any]]:
     frac = skipped.get("fraction") if isinstance(skipped.get("fraction"), dict) else {}
     if rows:
         rows += [(f"skipped fraction ({k})", v) for k, v in sorted(frac.items()) if isinstance(v, float) and v]
+    truncated = skipped.get("truncated") if isinstance(skipped.get("truncated"), dict) else {}
+    rows += [(f"read from truncated files ({k})", v) for k, v in sorted(truncated.items()) if isinstance(v, int) and v]
     return rows
 
 

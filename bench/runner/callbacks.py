@@ -30,31 +30,41 @@ def _cap_counts(batch: Any) -> list[int]:
     return [int(info.get(k, 0)) for k in _CAP_COUNTS]
 
 
+def _truncated(batch: Any) -> int:
+    """-> samples of the batch read from partly decodable files (``info["truncated"]``, datamodules/corrupt.py)."""
+    info = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 and isinstance(batch[2], dict) else {}
+    return int(info.get("truncated", 0))
+
+
 class ValSampleCounter(Callback):
     """Counts samples over all ranks: ``total`` / ``val_skipped`` of the last validation pass (checks
     that DDP counts every sample once) and ``train_kept`` / ``train_skipped`` over this attempt's
     training epochs (corrupt samples dropped by the loader; see ``datamodules/corrupt.py``); and,
     for spiking tokens, ``cap[split]`` = (samples, capped, tokens fired, tokens kept) on the same
-    footing (results.json ``token_cap``)."""
+    footing (results.json ``token_cap``); ``truncated[split]``: samples read from partly decodable files
+    (truncated videos, used), on the same footing as the skipped counts."""
 
     def __init__(self) -> None:
-        # this rank's (kept, skipped, capped, tokens fired, tokens kept) in the current epoch
-        self.local = {"train": [0] * 5, "val": [0] * 5}
+        # this rank's (kept, skipped, capped, tokens fired, tokens kept, truncated) in the current epoch
+        self.local = {"train": [0] * 6, "val": [0] * 6}
         self.total = self.val_skipped = self.train_kept = self.train_skipped = 0
         self.cap = {"train": [0, 0, 0, 0], "val": [0, 0, 0, 0]}
+        self.truncated = {"train": 0, "val": 0}
 
     def _reduce(self, split: str, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[int, int, list[int]]:
         t = torch.tensor([float(v) for v in self.local[split]], device=pl_module.device)
-        kept, skipped, *cap = (int(v) for v in trainer.strategy.reduce(t, reduce_op="sum").tolist())
-        self.local[split] = [0] * 5
+        kept, skipped, *cap, truncated = (int(v) for v in trainer.strategy.reduce(t, reduce_op="sum").tolist())
+        self.local[split] = [0] * 6
+        # val: the last pass; train: summed over this attempt's epochs
+        self.truncated[split] = truncated + (self.truncated[split] if split == "train" else 0)
         return kept, skipped, [kept, *cap]
 
     def _add(self, split: str, batch: Any) -> None:
-        for i, v in enumerate((*_kept_skipped(batch), *_cap_counts(batch))):
+        for i, v in enumerate((*_kept_skipped(batch), *_cap_counts(batch), _truncated(batch))):
             self.local[split][i] += v
 
     def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.local["val"] = [0] * 5
+        self.local["val"] = [0] * 6
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         self._add("val", batch)
@@ -63,7 +73,7 @@ class ValSampleCounter(Callback):
         self.total, self.val_skipped, self.cap["val"] = self._reduce("val", trainer, pl_module)
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.local["train"] = [0] * 5
+        self.local["train"] = [0] * 6
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self._add("train", batch)
@@ -82,6 +92,8 @@ def skip_report(task: Any, dm: Any, counter: ValSampleCounter, max_fraction: flo
     once), ``corrupt`` = undecodable samples dropped in batches (counted each time they are read).
     ``fraction``: corrupt share of the training samples read in this attempt and of the final
     validation pass. A split with no samples left, or a fraction above ``max_fraction``, is a reason.
+    ``truncated`` (present only when any): samples read from partly decodable files (a truncated video's
+    clip sampled from its decodable frames), used and not skipped, per split on the footing of ``fraction``.
     """
     by_reason = {"missing": 0, **dict(getattr(dm, "skipped_samples", {}) or {})}
     in_batches = task.skipped_total()
@@ -99,7 +111,10 @@ def skip_report(task: Any, dm: Any, counter: ValSampleCounter, max_fraction: flo
                                 f"were corrupt and skipped, more than max_skipped_fraction={max_fraction:g}")
     if counter.total == 0 and reason is None:
         reason = "no validation samples were evaluated"
-    return {"in_batches": in_batches, "by_reason": by_reason, "fraction": fractions}, reason
+    report = {"in_batches": in_batches, "by_reason": by_reason, "fraction": fractions}
+    if any(counter.truncated.values()):
+        report["truncated"] = dict(counter.truncated)
+    return report, reason
 
 
 class StepSeed(Callback):

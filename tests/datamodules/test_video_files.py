@@ -144,3 +144,21 @@ def test_truncated_and_undecodable_videos_are_counted_apart(tmp_path):
     assert sum(b[2].get("truncated", 0) for b in batches) == 1
     assert sorted(y for b in batches for y in b[1].tolist()) == [0, 2]
     assert all(b[0].shape[1:] == dm.input_shape() for b in batches)
+
+
+def test_truncated_video_reaches_results_json(tmp_path, capsys):
+    """End to end: a truncated test video is evaluated, reported apart from corrupt ones, and shown."""
+    import json
+
+    from pebench.cli import main
+
+    root = F.ucf101(tmp_path / "ucf")
+    F.truncate(root / "UCF-101" / "YoYo" / "v_YoYo_g02_c01.avi", keep=0.6)  # in testlist01
+    out = tmp_path / "runs"
+    assert main(["run", "--preset", "ucf101-smoke", "--data-root", str(root), "--out", str(out), "--accelerator",
+                 "cpu", "--no-progress-bar", "--fast-dev-run", "--analyses", "none", "--batch-size", "3"]) == 0
+    res = json.loads(next(out.rglob("results.json")).read_text())
+    assert res["status"] == "complete" and res["val_samples"] == 3
+    skipped = res["skipped_samples"]
+    assert skipped["by_reason"]["corrupt"] == 0 and skipped["truncated"] == {"train": 0, "val": 1}
+    assert "read from truncated files (val)" in capsys.readouterr().out
