@@ -155,6 +155,9 @@ class _IDXDataModule(ImageDataModule):
     flip: ClassVar[bool] = False
     #: content SHA-256 per file stem (empty: nothing to verify against)
     sha256: ClassVar[dict[str, str]] = {}
+    option_help: ClassVar[dict[str, str]] = {
+        "split_seed": "seed of the validation hold-out (independent of --seed)",
+        "val_per_class": "training images per class held out for validation (t10k is the test split)"}
 
     def __init__(self, split_seed: int = 0, val_per_class: int = 500, **kwargs: Any) -> None:
         self.split_seed = int_option(self.name, "split_seed", split_seed, minimum=0)

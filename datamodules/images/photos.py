@@ -149,6 +149,11 @@ class PhotosDataModule(ImageDataModule):
                                       f"{DEFAULT_ROOT}); random square crops at any resolution")
     default_resolution: ClassVar[int | str] = 224
     patch_size: ClassVar[int] = 16
+    option_help: ClassVar[dict[str, str]] = {
+        "sources": "auto (every installed source) or a comma-separated list of skimage, mpl, lomiri",
+        "train_per_image": "training crops per photograph",
+        "val_per_image": "validation crops per photograph",
+        "max_side": "long side (pixels) each photograph is reduced to when decoded"}
 
     def __init__(self, sources: str = "auto", train_per_image: int = 16, val_per_image: int = 4,
                  max_side: int = 1024, data_root: str | None = None, **kwargs: Any) -> None:
