@@ -29,6 +29,10 @@ Rules
   versions differ.
 * Two complete runs with the same (dataset, model, label, seed, fingerprint, git_sha) are
   duplicates: the first by path order is kept, the other is reported.
+* A run shortened by ``--fast-dev-run`` or ``--limit-train-batches`` / ``--limit-val-batches`` is a
+  *smoke* run (``RunRecord.smoke``: ``bench run`` records ``limited``; older files are read from their
+  ``config``): its numbers are not results, and ``bench leaderboard`` leaves it off the tables unless
+  given ``--include-smoke`` (:func:`split_smoke`), naming how many it left out in the header.
 
 Nothing here imports torch or the PE, model and dataset packages: everything a table states is read
 from the result files.
@@ -46,7 +50,7 @@ from pebench.core.errors import ResultsError
 from pebench.core.fingerprint import grouping_fingerprint
 from pebench.core.schema import SCHEMA_VERSION, REQUIRED_KEYS, json_type_name, migrate, required_key_errors, schema_version
 
-__all__ = ["RunRecord", "collect_results", "REQUIRED_KEYS"]
+__all__ = ["RunRecord", "collect_results", "REQUIRED_KEYS", "is_smoke", "split_smoke"]
 
 GEOMETRY_LIST_KEYS = ("layers", "ssdc", "ssdc_rpi", "eed_percent")
 
@@ -79,11 +83,35 @@ class RunRecord:
     fingerprint: str | None = None  # configuration fingerprint (seeds of one experiment share it)
     git_sha: str | None = None  # code version that produced the run
     schema_version: int = SCHEMA_VERSION  # the version the file was written with (read through pebench.core.schema)
+    smoke: bool = False  # shortened by --fast-dev-run / --limit-*-batches (is_smoke): not a result
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def complete(self) -> bool:
         return self.status == "complete"
+
+
+def is_smoke(data: Mapping[str, Any]) -> bool:
+    """Whether a ``results.json`` dict is a smoke run: ``limited`` recorded (``bench run`` writes which of
+    ``fast_dev_run`` / ``limit_train_batches`` / ``limit_val_batches`` shortened it), or, in a file from
+    before that key, its ``config`` sets ``fast_dev_run`` or a batch limit other than 1 (all batches)."""
+    if data.get("limited"):
+        return True
+    cfg = data.get("config")
+    if not isinstance(cfg, Mapping):
+        return False
+    if cfg.get("fast_dev_run") is True:
+        return True
+    return any(_is_number(cfg.get(k)) and cfg.get(k) != 1 for k in ("limit_train_batches", "limit_val_batches"))
+
+
+def split_smoke(runs: list[RunRecord], include_smoke: bool = False) -> tuple[list[RunRecord], int]:
+    """``(runs to tabulate, smoke runs left out)``: complete smoke runs are left out unless ``include_smoke``
+    (incomplete ones stay: the leaderboard lists them apart anyway)."""
+    if include_smoke:
+        return list(runs), 0
+    kept = [r for r in runs if not (r.complete and r.smoke)]
+    return kept, len(runs) - len(kept)
 
 
 def _is_number(v: Any) -> bool:
@@ -233,7 +261,7 @@ def _load(path: Path, rel: str, problems: list[str], config_defaults: Mapping[st
         return RunRecord(
             path=rel, status=status, dataset=s("dataset"), pe=s("pe"), model=s("model"),
             seed=seed if _is_int(seed) else None, task=s("task"), primary_metric=s("primary_metric"),
-            label=_label(data) if s("pe") else None, raw=original, schema_version=written,
+            label=_label(data) if s("pe") else None, raw=original, schema_version=written, smoke=is_smoke(data),
         )
 
     errors = _check_required(data)
@@ -263,7 +291,7 @@ def _load(path: Path, rel: str, problems: list[str], config_defaults: Mapping[st
         model=data["model"], seed=data["seed"], task=data["task"], primary_metric=data["primary_metric"],
         metrics=metrics, geometry=sections["geometry"], robustness=sections["robustness"],
         extrapolation=sections["extrapolation"], skipped_samples=skipped if _is_int(skipped) else None,
-        fingerprint=fp, git_sha=sha, raw=original, schema_version=written,
+        fingerprint=fp, git_sha=sha, raw=original, schema_version=written, smoke=is_smoke(data),
     )
 
 

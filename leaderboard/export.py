@@ -75,8 +75,9 @@ def cell_record(cell: Cell) -> dict[str, Any]:
 
 
 def cells_json(cells: Sequence[Cell], runs: Sequence[RunRecord], problems: Sequence[str], results_label: str,
-               reference: str | None) -> str:
-    """The JSON document (see the module docstring); ends with a newline."""
+               reference: str | None, smoke_left_out: int = 0) -> str:
+    """The JSON document (see the module docstring); ends with a newline. ``smoke_runs_left_out`` only when
+    the caller left smoke runs out."""
     doc = {
         "generated_by": generated_by(results_label, reference, "json"),
         "reference": reference,
@@ -86,6 +87,8 @@ def cells_json(cells: Sequence[Cell], runs: Sequence[RunRecord], problems: Seque
                        for r in sorted((r for r in runs if not r.complete), key=lambda r: r.path)],
         "problems": list(problems),
     }
+    if smoke_left_out:
+        doc["smoke_runs_left_out"] = smoke_left_out
     return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 

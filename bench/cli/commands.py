@@ -22,6 +22,7 @@ from pebench.sweep.preload import preload_runner
 from pebench.sweep import local as sweep
 from pebench.sweep import slurm as sweep_slurm
 from pebench.leaderboard import collect_results
+from pebench.leaderboard.collect import split_smoke
 from pebench.leaderboard.check import check_results
 from pebench.leaderboard.curves import write_sweep_curves
 from pebench.leaderboard.formats import render_format
@@ -215,15 +216,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if not Path(args.results).is_dir():
         raise ConfigError(f"results directory {args.results!r} does not exist")
     runs, problems = collect_results(args.results, defaults)
+    runs, smoke = split_smoke(runs, include_smoke=getattr(args, "include_smoke", False))  # --fast-dev-run etc.
     if not any(r.complete for r in runs):
         raise ConfigError(f"no complete run in {args.results!r} ({len(runs)} incomplete, {len(problems)} "
-                          f"problem(s)); nothing to tabulate")
+                          f"problem(s)" + (f", {smoke} smoke run(s) left out: --include-smoke tabulates them"
+                                           if smoke else "") + "); nothing to tabulate")
     out = Path(args.out or f"LEADERBOARD.{args.format}")
     if args.out is None and not getattr(args, "force", False) and _tracked_by_git(out):
         raise ConfigError(f"refusing to overwrite {out}, a file tracked by git, with the default --out "
                           f"(name it: --out {out}, or give --force)")
     text = render_format(args.format, runs, problems, args.results, out, reference=getattr(args, "reference", "none"),
-                         config_defaults=defaults)
+                         config_defaults=defaults, smoke_left_out=smoke)
     atomic_write_text(out, text)
     print(f"wrote {out}")
     if args.format == "md":

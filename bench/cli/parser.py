@@ -2,7 +2,8 @@
 
 ``bench run`` with no arguments trains the embedded default run (see :class:`RunConfig`).
 User mistakes print one line ``bench: error: <message>`` and exit with code 2; a non-finite
-training loss exits with code 1 (``last.ckpt`` is kept, ``results.json`` says ``failed``).
+training loss exits with code 1 (``results.json`` says ``failed``; the message says whether a ``last.ckpt``
+was kept).
 
 Works as the console script ``bench`` and as ``python -m pebench.cli``; Lightning's DDP
 launcher re-executes either form with the same arguments for ranks > 0.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -22,6 +24,7 @@ from pebench.runner.config import (RunConfig, check_option_values, check_resolut
                                    run_config_from_args)
 from pebench.core.errors import ConfigError, RunFailedError, UserError
 from pebench.core.options import add_flags, parse_key_value
+from pebench.runner.guards import complete_run, complete_run_line
 from pebench.runner.numerics import pin_cpu_numerics
 from pebench.perf import PERF_COMMANDS
 from pebench.leaderboard.summary import format_summary
@@ -46,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE", help="YAML file of run options (e.g. a run's config.yaml)")
     p.add_argument("--preset", metavar="NAME", help="shipped preset pebench/presets/NAME.yaml")
     p.add_argument("--print-config", action="store_true", help="print the resolved configuration as YAML and exit")
+    p.add_argument("--force", action="store_true",
+                   help="train again from scratch when the run directory already holds a complete run of this "
+                        "configuration (without it, such a run is reported in one line and not retrained)")
     add_flags(p, RunConfig)
 
     p = sub.add_parser("list", help="list datasets, positional encodings, models, presets and analyses",
@@ -86,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "overwrite a file tracked by git: name it with --out or give --force)")
     p.add_argument("--force", action="store_true",
                    help="let the default --out overwrite a file tracked by git (e.g. the committed leaderboard)")
+    p.add_argument("--include-smoke", action="store_true",
+                   help="also tabulate smoke runs (--fast-dev-run or --limit-*-batches: results.json 'limited'); "
+                        "by default they are left out and counted in the header")
     p.add_argument("--check", default=None, metavar="DIR",
                    help="validate the results folder DIR (schema, status complete, one commit and one configuration "
                         "per cell, equal seeds, no duplicate runs, no absolute paths): one line per problem, exit 2 "
@@ -191,9 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _cmd_run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     early = merged_config(args)
     check_option_values(early)  # bounds before torch is imported: a bad value answers at once
+    command = " ".join(["bench", *(shlex.quote(a) for a in argv if a != "--force")])
+    if not args.print_config and not args.force:  # a complete run of this configuration: say so, train nothing
+        done = complete_run(early)  # torch-free: results.json and the fingerprint
+        if done is not None:
+            print(complete_run_line(done, command))
+            return 0
     if early.deterministic:
         pin_cpu_numerics()  # before torch is imported: CPU kernel paths pinned (see pebench.runner.numerics)
     from lightning.pytorch.utilities import rank_zero_only  # deferred: start-up time (Lightning, torch; after the pins)
@@ -203,6 +218,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cfg = run_config_from_args(args)
     if args.print_config:
         sys.stdout.write(config_to_yaml(cfg))
+        return 0
+    done = None if args.force else complete_run(cfg)  # resolved: e.g. a --data-option tokens=... run directory
+    if done is not None:
+        print(complete_run_line(done, command))
         return 0
     results = run(cfg)
     if rank_zero_only.rank != 0:
@@ -242,7 +261,7 @@ def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
     helps = {c.dest: c.help for c in sub._choices_actions}
     lines = ["# Every flag of `bench`", "",
              "Generated from the parser (`bench --markdown-reference > docs/cli_flags.md`; a test keeps this file",
-             "equal to it). Every `bench run` option is declared once, in `bench/config.py` (`RunConfig`), with its",
+             "equal to it). Every `bench run` option is declared once, in `bench/runner/config.py` (`RunConfig`), with its",
              "type, default, help and bounds; what the commands do and write is in [cli.md](cli.md).", ""]
     for name, p in sub.choices.items():
         lines += [f"## `bench {name}`", "", " ".join(str(p.description or helps.get(name) or "").split()), "",
@@ -282,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra and args.command != "sweep":
             raise ConfigError(f"unrecognized arguments: {' '.join(extra)}")
         if args.command == "run":
-            return _cmd_run(args)
+            return _cmd_run(args, argv)
         if args.command == "sweep":
             return commands.cmd_sweep(args, extra, parser)
         if args.command == "card":

@@ -6,8 +6,9 @@ Run directory (docs/architecture.md §5): ``<out>/<dataset>/<pe-variant>/<model>
 (every epoch), analysis plots ``*.png``. Only global rank 0 writes, always atomically.
 
 Kill-and-resume: when ``last.ckpt`` exists and ``results.json`` is not ``complete``, training
-resumes from it (or from a newer SLURM ``hpc_ckpt_*.ckpt``); a complete run is re-run from
-scratch. Resumption is exact at epoch boundaries: the training order depends only on
+resumes from it (or from a newer SLURM ``hpc_ckpt_*.ckpt``); a complete run of the same
+configuration is reported and not retrained by ``bench run`` (:mod:`pebench.runner.guards`), and is
+re-run from scratch with ``--force``. Resumption is exact at epoch boundaries: the training order depends only on
 (seed, epoch) and every training step is reseeded from (seed, epoch, batch) (``StepSeed``), so
 a killed and resumed run ends with the same metrics as an uninterrupted one (CPU,
 ``--deterministic``, ``num_workers=0``; with worker processes, random augmentation inside the
@@ -66,6 +67,7 @@ from pebench.runner.integrity import (check_out_dir, check_same_configuration, c
 from pebench.core.errors import RunFailedError
 from pebench.core.schema import SCHEMA_VERSION
 from pebench.core.io import atomic_write_json, atomic_write_yaml
+from pebench.runner.guards import check_batch_fits, check_precision_device, limited_record
 from pebench.runner.samplers import install_samplers, restore_loaders
 from pebench.runner.numerics import flush_denormals, numerics_record
 from pebench.runner.callbacks import StepSeed, ValSampleCounter, skip_report
@@ -195,6 +197,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
         analyses = set_probe_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]), cfg.dataset)
     grid = train_grid_for(dm)
     _check_data_root(dm, cfg.max_skipped_fraction)
+    check_batch_fits(dm, cfg.batch_size, cfg.dataset)  # a batch larger than the training split: exit 2, not full-batch
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     try:
         task = setup.build(cfg, dm, grid)
@@ -221,6 +224,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
     if check_run_dir:  # user errors before the Trainer's banners
         check_same_configuration(run_dir, config_to_dict(cfg))  # resume / re-run only the same configuration
         check_out_dir(cfg.out)
+    check_precision_device(cfg.precision, cfg.accelerator)  # 16-mixed on a CPU: exit 2, not a silent bf16 run
     quiet_lightning()
     strategy = _ddp_strategy() if cfg.strategy == "ddp" else cfg.strategy
     counter = ValSampleCounter()
@@ -331,6 +335,9 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         "run_dir": run_dir.relative_to(cfg.out).as_posix(), "resumed_from": None, "val_samples": None,
         "fingerprint": fingerprint(config), "fingerprint_keys": fingerprint_keys(config),
         "dataset_info": parts.dataset_info,
+        "limited": limited_record(cfg),  # --fast-dev-run / --limit-*-batches: a smoke run, off leaderboards
+        # the task a run without --task trains on this dataset: a rerun is matched without importing the dataset
+        "dataset_default_task": str(getattr(get_datamodule_class(cfg.dataset), "default_task", "classification")),
     }
     if ckpt is not None:
         try:
