@@ -26,6 +26,7 @@ from pebench.core.errors import ConfigError, RunFailedError, UserError
 from pebench.core.options import add_flags, parse_key_value
 from pebench.runner.guards import complete_run, complete_run_line
 from pebench.runner.numerics import pin_cpu_numerics
+from pebench.runner.threads import prefer_passive_omp_wait
 from pebench.perf import PERF_COMMANDS
 from pebench.leaderboard.summary import format_summary
 
@@ -286,6 +287,7 @@ def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bench`` console script; returns the exit code."""
+    prefer_passive_omp_wait()  # before torch loads: no OpenMP spin-waiting on a shared CPU (pebench.runner.threads)
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["perf"] and (len(argv) == 1 or (argv[1].startswith("-") and argv[1] not in ("-h", "--help"))):

@@ -24,6 +24,12 @@
 * ``analyze``     ``bench analyze --analyses geometry`` (probe 256, K = 8, null band) on timm's 12-block
   ViT-S/14 over 256 real photographs at 224 px vs one forward pass over them, and its wall time vs
   a 3-minute budget (:mod:`pebench.perf.analyze`; minutes: not part of ``all``).
+* ``peers``       pebench's PEs vs PyPI peers (timm's RoPE ViTs, rotary-embedding-torch, x-transformers'
+  ALiBi; the ``perf`` extra): throughput and peak memory ratios with 95 % intervals over interleaved
+  rounds (:mod:`pebench.perf.peers`; not part of ``all``).
+* ``contention``  a short training beside a competing 2-thread CPU load of the suite's making, per
+  thread setting (default, ``OMP_WAIT_POLICY=PASSIVE``, 1 thread): loaded / idle wall time
+  (:mod:`pebench.perf.contention`; not part of ``all``).
 * ``startup``     wall time of ``bench --help`` and ``bench run --help`` (fresh processes) vs the
   1-second budget: argument parsing must not import torch (:mod:`pebench.perf.startup`).
 * ``attention``   one attention layer per PE, attention implementation (sdpa / dense / flex) and phase

@@ -35,6 +35,7 @@ SUITE_MODULES: dict[str, str] = {
     "detection": "detection",
     "analyze": "analyze",
     "peers": "peers",
+    "contention": "contention",
 }
 
 #: what ``bench perf all`` runs, in this order (``e2e`` is left out under ``--quick``)

@@ -1,0 +1,102 @@
+"""``bench perf contention``: a short training beside a competing CPU load of the suite's own making.
+
+The default ``bench run`` took 916 s instead of 72-98 s while other 2-thread jobs shared the 2 cores.
+This suite measures how the wall time of a fixed short training (vit-nano, ``rope-axial``, 32 px, fixed
+number of AdamW steps, in a fresh process) grows when ``LOAD_PROCS`` competing processes, each running
+2-thread matmuls (what another pebench job looks like to the scheduler), share the cores, under thread
+settings of the training process:
+
+* ``default``: torch's default (intra-op threads = cores, OpenMP's default wait policy: spinning);
+* ``passive``: the same threads with ``OMP_WAIT_POLICY=PASSIVE`` (an idle OpenMP worker sleeps instead
+  of spinning for its next parallel region);
+* ``1-thread``: ``torch.set_num_threads(1)`` (no OpenMP barrier to wait at).
+
+Each record is the loaded wall time over the idle one of the same setting (target ``<= 2.5``); the
+idle wall times of the settings are compared in the notes. Run it when the machine is otherwise idle:
+the header's load average says how idle it was (an outside load inflates both runs, not the ratio's
+meaning). The competing processes are this suite's children and are ended when a measurement ends.
+The ``bench`` CLI now starts with ``passive`` (:mod:`pebench.runner.threads`); this suite times each
+setting in a fresh process whatever the parent's.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from .report import record
+from .suites import SUITES
+
+__all__ = ["bench_contention", "SETTINGS", "LOAD_PROCS"]
+
+#: thread settings of the training process: name -> (extra environment, intra-op threads or None)
+SETTINGS: dict[str, tuple[dict[str, str], int | None]] = {
+    "default": ({}, None),
+    "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, None),
+    "1-thread": ({}, 1),
+}
+#: competing processes, each with 2 intra-op threads
+LOAD_PROCS = 2
+
+_LOAD = ("import torch; torch.set_num_threads(2); a = torch.randn(384, 384)\n"
+         "while True: a = (a @ a).tanh()\n")
+
+
+def _child(steps: int, threads: int | None) -> None:
+    """Run ``steps`` training steps and print the wall seconds of the steps after the first."""
+    import torch
+
+    from .model import NUM_CLASSES, PeClassifier, train_step_fn
+    if threads is not None:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 3, 32, 32), torch.randint(0, NUM_CLASSES, (32,))
+    step = train_step_fn(PeClassifier("vit-nano", "rope-axial", 32, 4), x, y)
+    step()  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    print(f"{time.perf_counter() - t0:.4f}")
+
+
+def _timed(setting: str, steps: int, loaded: bool) -> float:
+    env_extra, threads = SETTINGS[setting]
+    # the bench CLI sets OMP_WAIT_POLICY=PASSIVE for itself and its children (pebench.runner.threads): each
+    # setting starts from an environment without it, and the competing load keeps OpenMP's default
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+    env = {**base, **env_extra}
+    load = [subprocess.Popen([sys.executable, "-c", _LOAD], env={**base, "OMP_NUM_THREADS": "2"},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(LOAD_PROCS if loaded else 0)]
+    try:
+        cmd = [sys.executable, "-m", "pebench.perf.contention", "--child", str(steps), str(threads or 0)]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, timeout=1800)
+        return float(out.stdout.strip().splitlines()[-1])
+    finally:
+        for p in load:
+            p.kill()
+            p.wait()
+
+
+@SUITES.register("contention")
+def bench_contention(quick: bool = False) -> list[dict]:
+    steps = 2 if quick else 10
+    idle, rows = {}, []
+    for setting in SETTINGS:
+        idle[setting] = _timed(setting, steps, loaded=False)
+        busy = _timed(setting, steps, loaded=True)
+        rows.append(record(f"contention {setting}: {steps} training steps beside {LOAD_PROCS} x 2-thread load / idle",
+                           "loaded s", "idle s", busy, idle[setting], "s", higher_is_better=False, target=2.5,
+                           note=f"{SETTINGS[setting][0] or ''} threads={SETTINGS[setting][1] or 'default'}; "
+                                f"loadavg {os.getloadavg()[0]:.1f} after"))
+        print(f"  {rows[-1]['name']}: {busy:.1f} s / {idle[setting]:.1f} s = {rows[-1]['ratio']:.2f}", flush=True)
+    for setting in SETTINGS:
+        if setting != "default":
+            rows.append(record(f"contention idle {setting} / default", f"{setting} idle s", "default idle s",
+                               idle[setting], idle["default"], "s", higher_is_better=False))
+    return rows
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--child":
+    _child(int(sys.argv[2]), int(sys.argv[3]) or None)

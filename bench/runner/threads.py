@@ -1,0 +1,35 @@
+"""CPU thread settings that degrade gracefully on a shared machine (issue #46, item 5).
+
+Cause measured (``bench perf contention``, 2-core CPU shared with other 2-thread pebench jobs): torch's
+intra-op threads run on OpenMP, whose default wait policy lets a worker that finished its share of a
+parallel region *spin* for its next one. When the cores are oversubscribed, the spinning workers of
+every process take the CPU time the others need, and a training whose parallel regions are small (a
+vit-nano step runs thousands of them) waits at every barrier for a thread that is not scheduled: the
+default ``bench run`` took 916 s instead of 72-98 s idle. With ``OMP_WAIT_POLICY=PASSIVE`` an idle
+worker sleeps instead: 10 vit-nano training steps beside two competing 2-thread processes took
+1.9x their time without them (10.6 s / 5.6 s), against 4.2x with the default policy (107 s / 25.5 s,
+the same machine minutes apart), and the passive loaded run was faster than the default *unloaded* one.
+One intra-op thread avoids the barriers but gives up the second core (5.9x).
+
+:func:`prefer_passive_omp_wait` sets the passive policy for this process and its children (sweep
+workers, DDP ranks) unless the user chose a policy; it must run before torch is imported (the
+``bench`` CLI calls it first thing). ``OMP_WAIT_POLICY=ACTIVE`` restores spinning.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["prefer_passive_omp_wait", "WAIT_POLICY_ENV"]
+
+WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+
+
+def prefer_passive_omp_wait() -> bool:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless it is set already; True when the passive policy is in effect
+    for threads created from now on (False when the user chose another or torch is already imported,
+    whose OpenMP runtime read the environment at load)."""
+    if "torch" in sys.modules:
+        return False
+    os.environ.setdefault(WAIT_POLICY_ENV, "PASSIVE")
+    return os.environ[WAIT_POLICY_ENV].strip().upper() == "PASSIVE"
