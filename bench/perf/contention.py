@@ -45,9 +45,9 @@ _LOAD = ("import torch; torch.set_num_threads(2); a = torch.randn(384, 384)\n"
 
 def _child(steps: int, threads: int | None) -> None:
     """Run ``steps`` training steps and print the wall seconds of the steps after the first."""
-    import torch
+    import torch  # deferred: the parent only spawns processes; only the child trains
 
-    from .model import NUM_CLASSES, PeClassifier, train_step_fn
+    from .model import NUM_CLASSES, PeClassifier, train_step_fn  # deferred: as torch, child only
     if threads is not None:
         torch.set_num_threads(threads)
     torch.manual_seed(0)

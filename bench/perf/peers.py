@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pebench.models import model_config
+from pebench.encodings import build_pe
+from pebench.models import grid_coords, model_config
 from pebench.models.vit import Attention
 
 from .model import NUM_CLASSES, PeClassifier, infer_fn, train_step_fn
@@ -97,8 +98,6 @@ class _OurAttention(nn.Module):
 
     def __init__(self, dim: int, heads: int, pe: str, grid: tuple[int, int]) -> None:
         super().__init__()
-        from pebench.encodings import build_pe
-        from pebench.models import grid_coords
         self.attn = Attention(dim, heads)
         self.pe = build_pe(pe, dim=dim, num_heads=heads, depth=1, spatial_dims=2, grid=grid)
         self.register_buffer("coords", grid_coords(grid), persistent=False)  # (N, 2)
@@ -108,7 +107,7 @@ class _OurAttention(nn.Module):
 
 
 def _lucidrains_rope(dim_head: int, grid: tuple[int, int]) -> Callable:
-    from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
+    from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb  # deferred: optional peer
     rope = RotaryEmbedding(dim=dim_head // 4, freqs_for="pixel", max_freq=grid[0])
     freqs = rope.get_axial_freqs(*grid).reshape(grid[0] * grid[1], -1)  # (N, d): the axial table, computed once
 
@@ -118,7 +117,7 @@ def _lucidrains_rope(dim_head: int, grid: tuple[int, int]) -> Callable:
 
 
 def _xtransformers_alibi(heads: int) -> Callable:
-    from x_transformers.x_transformers import AlibiPositionalBias
+    from x_transformers.x_transformers import AlibiPositionalBias  # deferred: optional peer
     alibi = AlibiPositionalBias(heads=heads, total_heads=heads)
     return lambda n: alibi(n, n)  # (H, N, N)
 
