@@ -69,7 +69,8 @@ class RunConfig:
                               "per checkpoint), detection (COCO-style boxes) or segmentation (per-point labels)")
     task_options: dict = option({},
                                 "task setting, e.g. n_local=6 or out_dim=4096 for --task dino (repeatable; keys: "
-                                "the README's DINO section)", flag='--task-option', metavar='KEY=VALUE')
+                                "each task's Options in docs/tasks.md, e.g. docs/tasks.md#self-supervised-dino---task-dino)",
+                                flag='--task-option', metavar='KEY=VALUE')
     # data
     resolution: int | str | None = option(None,
                                           "input resolution: side S or 'AxB' (video/events: frames x side; points: "
