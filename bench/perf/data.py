@@ -14,14 +14,18 @@
   the tokenizer alone on a DvsGesture-scale stream (:func:`spiking_stream`: 128 x 128 sensor, 6 s,
   500k uniform events, the dvsgesture settings: patch 16, 256 events per token, 100 ms refractory,
   cap 512) in tokens/s and samples/s vs vit-nano's training samples/s at that token count.
-* e2e: ``bench run`` with defaults, wall time of the subprocess vs the 180 s budget.
+* e2e: ``bench run`` with defaults, wall time of the subprocess vs the 180 s budget, and its breakdown
+  (imports, training and validation, of which data loading, each analysis) beside the machine's fp32 matmul
+  throughput (:func:`bench_e2e`).
 """
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -245,18 +249,82 @@ def bench_spiking(quick: bool = False) -> list[dict]:
     return [row]
 
 
+def matmul_gflops(n: int = 1024, repeats: int = 5) -> float:
+    """This machine's fp32 matmul throughput in GFLOP/s (``n x n`` @ ``n x n``, torch's current thread count,
+    best of ``repeats`` after a warm-up): the yardstick the end-to-end wall time is read against."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    torch.mm(a, b)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e9
+
+
+def _import_seconds() -> float:
+    """Wall time of a fresh interpreter that imports what ``bench run`` imports before it starts the run (torch,
+    Lightning, the run, every registered PE and dataset module)."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "from pebench.runner.run import load_registries; load_registries()"],
+                   check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def _train_epoch_data_seconds(quick: bool) -> tuple[float, int]:
+    """Seconds one epoch of the default run's training loader takes (rendering + collation, no model), and its
+    sample count: the data share of the training time."""
+    load_registries()
+    cfg = resolve(RunConfig())
+    data = {"train_size": 64, "val_size": 32} if quick else {}
+    dm = get_datamodule_class(cfg.dataset)(batch_size=cfg.batch_size, num_workers=0, seed=0, resolution=None,
+                                           data_root=None, **data)
+    t0 = time.perf_counter()
+    n = sum(len(batch[1]) for batch in dm.train_dataloader())
+    return time.perf_counter() - t0, n
+
+
 @SUITES.register("e2e")
 def bench_e2e(quick: bool = False) -> list[dict]:
+    """``bench run`` (defaults; ``--quick``: ``--fast-dev-run``) in a subprocess, its wall time vs the budget,
+    then its breakdown: interpreter start-up and imports (a fresh ``import pebench.runner.run``), training and
+    validation (results.json's ``wall_time_s`` less the analyses), of which data loading (one epoch of the
+    training loader, in this process, times the epochs), and each analysis (``analysis_times_s``); and this
+    machine's fp32 matmul throughput, to read the times against."""
     cmd = bench_command()
     with tempfile.TemporaryDirectory(prefix="pebench-e2e-") as tmp:
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd + ["run", "--out", tmp] + (["--fast-dev-run"] if quick else []),
+        proc = subprocess.run(cmd + ["run", "--out", tmp, "--no-progress-bar"] + (["--fast-dev-run"] if quick else []),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
         wall = time.perf_counter() - t0
+        found = sorted(Path(tmp).glob("**/results.json"))
+        res = json.loads(found[0].read_text(encoding="utf-8")) if found else {}
     note = ("bench run --fast-dev-run (--quick: one batch, no analyses; the budget is for the defaults)" if quick
             else "bench run with no arguments (subprocess, includes interpreter start-up and analyses)")
     if proc.returncode:
         note += f"; FAILED rc={proc.returncode}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
-    return [record("e2e bench run (defaults)", "wall time", "budget (docs/architecture.md §6)", wall, E2E_BUDGET_S, "s",
+    rows = [record("e2e bench run (defaults)", "wall time", "budget (docs/architecture.md §6)", wall, E2E_BUDGET_S, "s",
                    higher_is_better=False, target=None if quick else 1.0, note=note)]
+    run_s = float(res.get("wall_time_s") or 0.0)
+    analyses = {str(k): float(v) for k, v in (res.get("analysis_times_s") or {}).items()}
+    epochs = 1 if quick else int((res.get("config") or {}).get("epochs") or RunConfig().epochs)
+    data_s, n = _train_epoch_data_seconds(quick)
+    imports = _import_seconds()
+    parts = [("imports and start-up (fresh interpreter: the run, every PE and dataset module)", imports),
+             ("run set-up, training and validation", max(run_s - sum(analyses.values()), 0.0)),
+             (f"  of which training data ({epochs} x one epoch of the train loader, {n} samples)",
+              data_s * (1 if quick else epochs)),
+             *((f"analysis {k}", v) for k, v in analyses.items()),
+             ("the rest (configuration checks, curves, exit; wall time less the above)",
+              max(wall - imports - run_s, 0.0))]
+    for what, seconds in parts:
+        rows.append(record(f"e2e breakdown: {what}", "seconds", "e2e wall time", seconds, wall, "s",
+                           higher_is_better=False))
+    gflops = matmul_gflops(512 if quick else 1024)
+    rows.append(record("e2e machine: fp32 matmul throughput", "GFLOP/s", "1 GFLOP/s", gflops, 1.0, "GFLOP/s",
+                       note=f"torch.mm {512 if quick else 1024}^2 fp32, {torch.get_num_threads()} threads, best of 5"))
+    for r in rows:
+        print(f"  {r['name']}: {r['a_value']:.3g} {r['unit']}", flush=True)
+    return rows
