@@ -11,6 +11,7 @@ launcher re-executes either form with the same arguments for ranks > 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import os
 import shlex
@@ -214,13 +215,17 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         pin_cpu_numerics()  # before torch is imported: CPU kernel paths pinned (see pebench.runner.numerics)
     from lightning.pytorch.utilities import rank_zero_only  # deferred: start-up time (Lightning, torch; after the pins)
     from pebench.runner.run import load_registries, run  # deferred: start-up time (torch, Lightning, the registries)
+    from pebench.tasks import default_task  # deferred: start-up time (torch: the dataset classes)
 
     load_registries()
     cfg = run_config_from_args(args)
     if args.print_config:
         sys.stdout.write(config_to_yaml(cfg))
         return 0
-    done = None if args.force else complete_run(cfg)  # resolved: e.g. a --data-option tokens=... run directory
+    # resolved (torch is imported now): a --data-option tokens=... run directory, or a file without
+    # dataset_default_task (written before it was recorded), is matched here
+    done = None if args.force else complete_run(
+        cfg if cfg.task is not None else dataclasses.replace(cfg, task=default_task(cfg.dataset)))
     if done is not None:
         print(complete_run_line(done, command))
         return 0

@@ -69,10 +69,19 @@ def test_a_complete_run_is_reported_not_retrained(empty_folder, capsys):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "already complete" in proc.stdout and "heavy: []" in proc.stdout, proc.stdout + proc.stderr
+    # a results.json from before dataset_default_task was recorded: decided after the imports, still not retrained
+    old = _results()
+    old.pop("dataset_default_task")
+    (RUN / "results.json").write_text(json.dumps(old), encoding="utf-8")
+    before = (RUN / "results.json").read_bytes()
+    assert main(["run", "--fast-dev-run", *TINY]) == 0
+    out, err = capsys.readouterr()
+    assert "already complete" in out and "run directory" not in err
+    assert (RUN / "results.json").read_bytes() == before
     # --force trains it again; another configuration in the same directory is still refused
     assert main(["run", "--fast-dev-run", *TINY, "--force"]) == 0
     assert "run directory" in capsys.readouterr().err
-    assert (RUN / "results.json").read_bytes() != first
+    assert (RUN / "results.json").read_bytes() != before
     assert main(["run", "--fast-dev-run", *TINY, "--lr", "1e-3"]) == 2
     assert "another configuration" in capsys.readouterr().err
 
