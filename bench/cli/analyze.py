@@ -37,6 +37,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -55,6 +57,7 @@ from pebench.core.errors import ConfigError
 from pebench.core.io import atomic_write_json
 from pebench.runner.numerics import flush_denormals
 from pebench.runner.provenance import git_sha, versions
+from pebench.runner.resume import RunInterrupted, _InterruptSignals
 from pebench.runner.run import load_registries
 from pebench.leaderboard.summary import format_summary
 
@@ -163,9 +166,41 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
             "provenance": ckpt.provenance(), "names": _resolve_names(names, task.backbone.pe.additive)}
 
 
+#: ``bench analyze`` flags in the order :func:`analyze_command` writes them: (flag, args attribute)
+_FLAGS = (("--model", "model"), ("--checkpoint", "checkpoint"), ("--checkpoint-member", "checkpoint_member"),
+          ("--dataset", "dataset"), ("--analyses", "analyses"), ("--out", "out"), ("--resolution", "resolution"),
+          ("--seed", "seed"), ("--head", "head"), ("--probe-samples", "probe_samples"),
+          ("--resolutions", "resolutions"), ("--batch-size", "batch_size"), ("--data-root", "data_root"))
+
+
+def analyze_command(args: argparse.Namespace) -> str:
+    """The ``bench analyze`` command line of ``args`` (every flag that has a value): what re-runs it."""
+    words = ["bench", "analyze"]
+    for flag, attr in _FLAGS:
+        value = getattr(args, attr, None)
+        if value is not None:
+            words += [flag, str(value)]
+    for flag, attr in (("--model-option", "model_option"), ("--data-option", "data_option"),
+                       ("--analysis-option", "analysis_option")):
+        for key, value in getattr(args, attr, None) or []:
+            words += [flag, f"{key}={value}"]
+    return " ".join(shlex.quote(w) for w in words)
+
+
 def run_analyze(args: argparse.Namespace) -> int:
-    """``bench analyze``: check everything, then write ``results.json`` (and the plots) of the run."""
+    """``bench analyze``: check everything, then write ``results.json`` (and the plots) of the run.
+
+    Progress goes to stderr, one line per stage (checkpoint, probe, accuracy, each analysis with its time;
+    ``--no-progress-bar``: none). SIGINT / SIGTERM end it with ``status: interrupted`` and ``resume_command``
+    (the command that runs it again: an analysis run has no checkpoint of its own to resume from)."""
     t0 = time.time()
+    progress = bool(getattr(args, "progress_bar", True))
+
+    def say(text: str) -> None:
+        if progress:
+            print(f"bench analyze: {text}", file=sys.stderr, flush=True)
+
+    say(f"reading checkpoint {args.checkpoint} and the dataset {args.dataset!r} ...")
     flush_denormals()  # as in bench run (see pebench.runner.numerics)
     parts = _prepare(args)
     task, dm, config, pe = parts["task"], parts["dm"], parts["config"], parts["pe"]
@@ -190,17 +225,23 @@ def run_analyze(args: argparse.Namespace) -> int:
     }
     res_path = run_dir / "results.json"
     atomic_write_json(res_path, results)
+    say(f"run directory {run_dir}")
+    signals = _InterruptSignals()
     try:
         metrics: dict[str, float | None] = {}
         if task.head is not None:
+            say(f"fitting the linear probe on {args.probe_samples} training samples ...")
             fit = fit_probe(task, dm, args.probe_samples, args.batch_size)
             metrics["probe/train_acc1"] = fit["train_acc1"]
             results["probe_samples"] = fit["samples"]
+        say("validation accuracy ...")
         metrics["val/acc1"], results["val_samples"] = accuracy(task, dm.eval_dataloader(None))
         results["metrics"] = metrics
         errors: dict[str, str] = {}
         times: dict[str, float] = {}
-        for name in parts["names"]:
+        for i, name in enumerate(parts["names"], 1):
+            say(f"analysis {i}/{len(parts['names'])}: {name} ...")
+            t_a = time.perf_counter()
             try:
                 out = run_analyses(task, dm, [name], run_dir, config)
             except Exception as e:  # noqa: BLE001 - recorded; the run is then not "complete"
@@ -209,16 +250,24 @@ def run_analyze(args: argparse.Namespace) -> int:
                 continue
             times.update(out.pop("analysis_times_s", {}))
             results.update(out)
+            say(f"analysis {i}/{len(parts['names'])}: {name} done in {time.perf_counter() - t_a:.1f} s")
         results["analyses"] = list(parts["names"])
         results["analysis_times_s"] = times
         if errors:
             results["analysis_errors"] = errors
         results["status"] = "incomplete" if errors else "complete"
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (_InterruptSignals): say so, and how to run it again
+        signum = signals.received or signal.SIGINT
+        results["status"] = "interrupted"
+        results["interrupted_by"] = signal.Signals(signum).name
+        results["resume_command"] = analyze_command(args)
+        raise RunInterrupted(signum, results["resume_command"]) from None
     except BaseException as e:
-        results["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        results["status"] = "failed"
         results["error"] = f"{type(e).__name__}: {e}"
         raise
     finally:
+        signals.restore()
         results["wall_time_s"] = round(time.time() - t0, 3)
         atomic_write_json(res_path, results)
     print(format_summary(results))

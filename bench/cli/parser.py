@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the model's patch size)")
     p.add_argument("--batch-size", type=int, default=64, metavar="N", help="evaluation batch size (default: 64)")
     p.add_argument("--data-root", default=None, metavar="DIR", help="root of a real dataset")
+    p.add_argument("--progress-bar", action=argparse.BooleanOptionalAction, default=True,
+                   help="one stderr line per stage: checkpoint, probe, accuracy, each analysis and its time "
+                        "(--no-progress-bar: none)")
     for flag, what in (("--model-option", "timm.create_model keyword, e.g. img_size=32 or depth=2"),
                        ("--data-option", "datamodule option (bench list datasets --options)"),
                        ("--analysis-option", "analysis option, e.g. probe_size=64 or rpi_permutations=4")):

@@ -23,8 +23,9 @@ from typing import Any
 
 from pebench.core.errors import ConfigError
 from pebench.core.fingerprint import fingerprint
+from pebench.core.locks import RunLock
 from pebench.runner.config import DEFAULT_PE_PREFERENCE, RunConfig, config_to_dict, run_dir_for
-from pebench.runner.integrity import config_differences
+from pebench.runner.integrity import RUN_LOCK_NAME, config_differences
 
 __all__ = ["default_pe_guess", "complete_run", "complete_run_line", "check_batch_fits", "check_precision_device",
            "limited_record"]
@@ -69,6 +70,8 @@ def complete_run(cfg: RunConfig) -> dict[str, Any] | None:
         return None
     if not isinstance(res, dict) or res.get("status") != "complete" or not isinstance(res.get("config"), dict):
         return None
+    if _locked(run_dir):  # another bench run (e.g. a --force) holds it: the normal path names the holder
+        return None
     if cfg.task is None:  # the dataset's own task, as the run recorded it (older files: not decidable here)
         default = res.get("dataset_default_task")
         if not isinstance(default, str) or not default:
@@ -82,6 +85,13 @@ def complete_run(cfg: RunConfig) -> dict[str, Any] | None:
     if isinstance(recorded, str) and recorded and recorded != fingerprint(new):
         return None
     return {**res, "run_dir": str(run_dir)}
+
+
+def _locked(run_dir: Path) -> bool:
+    """Whether ``<run_dir>/.run.lock`` is held by a live process (a stale lock does not count)."""
+    lock = RunLock(run_dir / RUN_LOCK_NAME)
+    data, mtime = lock._read()
+    return data is not None and not lock._is_stale(data, mtime)
 
 
 def complete_run_line(res: dict[str, Any], command: str) -> str:
