@@ -103,9 +103,16 @@ def test_perf_e2e_quick_is_a_fast_dev_run(monkeypatch):
         calls.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, "", "")
     monkeypatch.setattr(data.subprocess, "run", fake_run)
-    (quick,), (full,) = data.bench_e2e(quick=True), data.bench_e2e(quick=False)
-    assert "--fast-dev-run" in calls[0] and "--fast-dev-run" not in calls[1] and "run" in calls[1]
+    monkeypatch.setattr(data, "_train_epoch_data_seconds", lambda quick: (0.5, 64))  # not timed here
+    monkeypatch.setattr(data, "matmul_gflops", lambda n=1024, repeats=5: 100.0)
+    quick_rows, full_rows = data.bench_e2e(quick=True), data.bench_e2e(quick=False)
+    (quick, *_), (full, *_) = quick_rows, full_rows
+    runs = [c for c in calls if "run" in c]  # the `bench run` subprocesses (the others time the imports)
+    assert "--fast-dev-run" in runs[0] and "--fast-dev-run" not in runs[1] and len(runs) == 2
     assert "target" not in quick and full["target"] == 1.0 and "fast-dev-run" in quick["note"]
+    names = [r["name"] for r in full_rows]  # the breakdown and the machine's matmul throughput follow
+    assert any("imports" in n for n in names) and any("training data" in n for n in names)
+    assert full_rows[-1]["a_value"] == 100.0 and "matmul" in full_rows[-1]["name"]
 
 
 def test_perf_suite_names_without_torch(tmp_path):
