@@ -4,8 +4,9 @@
   for is not trained again: ``bench run`` prints one line (run directory, status, primary metric, how to
   re-run: ``--force``) and exits 0. It reads ``results.json`` and compares fingerprints
   (:mod:`pebench.core.fingerprint`) without importing torch, so the answer takes well under a second.
-* :func:`check_batch_fits` -- a global batch larger than the training split is a user error naming both
-  numbers (exit 2, before the run directory exists); it is not clamped to a full-batch run.
+* :func:`batch_clamp` -- a global batch larger than the training split trains full-batch (one batch of the
+  whole split per epoch, as the loader does); ``bench run`` says so in one line naming both numbers and
+  ``results.json`` records ``batch_size_effective``.
 * :func:`check_precision_device` -- ``--precision 16-mixed`` (float16 autocast) on a CPU is a user error:
   Lightning would silently train in bf16-mixed instead.
 * :func:`limited_record` -- what ``results.json`` records about a run shortened by ``--fast-dev-run`` or
@@ -27,7 +28,7 @@ from pebench.core.locks import RunLock
 from pebench.runner.config import DEFAULT_PE_PREFERENCE, RunConfig, config_to_dict, run_dir_for
 from pebench.runner.integrity import RUN_LOCK_NAME, config_differences
 
-__all__ = ["default_pe_guess", "complete_run", "complete_run_line", "check_batch_fits", "check_precision_device",
+__all__ = ["default_pe_guess", "complete_run", "complete_run_line", "batch_clamp", "batch_clamp_line", "check_precision_device",
            "limited_record"]
 
 
@@ -104,17 +105,24 @@ def complete_run_line(res: dict[str, Any], command: str) -> str:
             f"to train it again from scratch: {command} --force")
 
 
-def check_batch_fits(dm: Any, batch_size: int, dataset: str) -> None:
-    """A global batch larger than the training split is a :class:`ConfigError` naming both numbers (not a
-    silent full-batch run). Datamodules whose training split cannot be sized (eval-only sets raise their own
-    error later) are left alone."""
+def batch_clamp(dm: Any, batch_size: int) -> int | None:
+    """The effective batch when the global ``batch_size`` is larger than the training split: its size ``n`` (the
+    loader then yields one batch of ``n`` per epoch, a full-batch run); ``None`` when the batch fits, or for
+    datamodules whose training split cannot be sized (eval-only sets raise their own error later).
+
+    A clamp, not an error: the shipped ``*-smoke`` presets train on the tests' tiny fixtures with a batch
+    larger than their few samples. ``bench run`` announces it in one line naming both numbers
+    (:func:`batch_clamp_line`) and ``results.json`` records ``batch_size_effective``."""
     try:
         n = len(dm.train_dataset())
     except (TypeError, NotImplementedError, AttributeError):
-        return
-    if batch_size > n:
-        raise ConfigError(f"--batch-size {batch_size} is larger than the training split of dataset {dataset!r} "
-                          f"({n} samples); choose a batch of at most {n}")
+        return None
+    return n if 0 < n < batch_size else None
+
+
+def batch_clamp_line(batch_size: int, n: int, dataset: str) -> str:
+    return (f"bench: note: --batch-size {batch_size} is larger than the training split of dataset {dataset!r} "
+            f"({n} samples): every epoch is one full batch of {n} (results.json: batch_size_effective {n})")
 
 
 def _run_device(accelerator: str) -> str:

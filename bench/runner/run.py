@@ -67,7 +67,7 @@ from pebench.runner.integrity import (check_out_dir, check_same_configuration, c
 from pebench.core.errors import RunFailedError
 from pebench.core.schema import SCHEMA_VERSION
 from pebench.core.io import atomic_write_json, atomic_write_yaml
-from pebench.runner.guards import check_batch_fits, check_precision_device, limited_record
+from pebench.runner.guards import batch_clamp, batch_clamp_line, check_precision_device, limited_record
 from pebench.runner.samplers import install_samplers, restore_loaders
 from pebench.runner.numerics import flush_denormals, numerics_record
 from pebench.runner.callbacks import StepSeed, ValSampleCounter, skip_report
@@ -197,7 +197,9 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
         analyses = set_probe_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]), cfg.dataset)
     grid = train_grid_for(dm)
     _check_data_root(dm, cfg.max_skipped_fraction)
-    check_batch_fits(dm, cfg.batch_size, cfg.dataset)  # a batch larger than the training split: exit 2, not full-batch
+    clamp = batch_clamp(dm, cfg.batch_size)  # a batch larger than the training split: full-batch, said in one line
+    if clamp is not None:
+        print(batch_clamp_line(cfg.batch_size, clamp, cfg.dataset), file=sys.stderr)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     try:
         task = setup.build(cfg, dm, grid)
@@ -336,6 +338,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         "fingerprint": fingerprint(config), "fingerprint_keys": fingerprint_keys(config),
         "dataset_info": parts.dataset_info,
         "limited": limited_record(cfg),  # --fast-dev-run / --limit-*-batches: a smoke run, off leaderboards
+        "batch_size_effective": batch_clamp(dm, cfg.batch_size),  # the whole training split when the batch exceeds it
         # the task a run without --task trains on this dataset: a rerun is matched without importing the dataset
         "dataset_default_task": str(getattr(get_datamodule_class(cfg.dataset), "default_task", "classification")),
     }
