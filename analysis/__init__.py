@@ -26,16 +26,16 @@ Post-training evaluators (run by ``bench run`` after training, rank 0, eval mode
   (also used by ``bench eval``). The ``geometry`` / ``robustness`` functions are not re-exported
   here so that they do not shadow their submodules.
 """
-from .ssdc import ssdc, spearman, average_ranks, ssdc_from_similarity
+from .alpha import ALPHAS, alpha_sweep
 from .eed import eed, eed_from_moments, eed_top1_share
-from .metrics import SSDCMetric, EEDMetric, LayerwiseGeometry
-from .geometry import rpi_permutation
-from .robustness import fragility, fs_undefined_reason, perturb, SHIFTS
-from .alpha import alpha_sweep, ALPHAS
-from .extrapolation import evaluate_extrapolation, default_resolutions
-from .plots import plot_geometry, plot_robustness, plot_alpha_sweep, plot_extrapolation, save_plot
 from .evaluators import TaskAnalyses, run_analyses
+from .extrapolation import default_resolutions, evaluate_extrapolation
+from .geometry import rpi_permutation
+from .metrics import EEDMetric, LayerwiseGeometry, SSDCMetric
+from .plots import plot_alpha_sweep, plot_extrapolation, plot_geometry, plot_robustness, save_plot
 from .registry import Analysis, AnalysisContext, get_analysis, list_analyses, register_analysis
+from .robustness import SHIFTS, fragility, fs_undefined_reason, perturb
+from .ssdc import average_ranks, spearman, ssdc, ssdc_from_similarity
 
 __all__ = [
     "ssdc",

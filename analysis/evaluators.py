@@ -59,8 +59,15 @@ from typing import Any, Callable, Iterable
 
 from .extrapolation import check_resolutions, default_resolutions, evaluate_extrapolation
 from .plots import run_info, save_plot
-from .registry import (AnalysisContext, check_analysis_options, get_analysis, list_analyses, option_defaults,
-                       result_keys, select_analyses)
+from .registry import (
+    AnalysisContext,
+    check_analysis_options,
+    get_analysis,
+    list_analyses,
+    option_defaults,
+    result_keys,
+    select_analyses,
+)
 from .robustness import robustness
 
 __all__ = ["run_analyses", "TaskAnalyses", "CLASSIFICATION_ANALYSES", "ANALYSIS_NAMES", "RESULT_KEYS", "DEFAULT_OPTIONS"]

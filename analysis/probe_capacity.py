@@ -40,7 +40,6 @@ import torch
 from pebench.datamodules import build_datamodule
 from pebench.datamodules.probes.probe_scenes import render_probe
 from pebench.datamodules.probes.probe_sets import SET_PROBES, SetProbeDataset, glyph_collate, twin_scene
-from pebench.datamodules.probes.probes import PROBES
 from pebench.encodings import list_pes
 from pebench.encodings.base import PEConfigError
 from pebench.encodings.registry import get_pe_class

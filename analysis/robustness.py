@@ -56,9 +56,8 @@ from torch import Tensor
 from torchvision.io import decode_jpeg, encode_jpeg
 from torchvision.transforms.v2.functional import gaussian_blur as tv_blur
 
-from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
-
 from pebench.core.options import option
+from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS, stream_shift_loaders
 
 from .geometry import evaluating, finite_or_none, task_device
 from .plots import plot_robustness

@@ -159,8 +159,13 @@ def readout_finding(d: dict[str, Any]) -> list[str]:
     if not d.get("readout"):
         return []
     thr = CEILING["probe-decay"] + LEARNED_SHARE * (1 - CEILING["probe-decay"])
-    ok = (lambda runs: bool(runs) and all(r["val_acc"] >= thr for r in runs))
-    fails = (lambda runs: bool(runs) and not any(r["val_acc"] >= thr for r in runs))
+
+    def ok(runs):
+        return bool(runs) and all(r["val_acc"] >= thr for r in runs)
+
+    def fails(runs):
+        return bool(runs) and not any(r["val_acc"] >= thr for r in runs)
+
     ring, none_ring = _readout_runs(d, "alibi, ring token"), _readout_runs(d, "none, ring token (control)")
     zero = _readout_runs(d, "alibi, content logits at zero, ring token")
     glyph = {lr: _readout_runs(d, "alibi, 3 glyph tokens", lr) for lr in (5e-3, 1e-3)}
@@ -308,7 +313,7 @@ def summary(d: dict[str, Any], found: dict[str, dict[str, list]]) -> list[str]:
                             f"never ≥ 75 % (final {pct(t[-1]['acc'])} %)"))
         L.append("5. **Training (plain loop, one seed).** " + "; ".join(parts) + ".")
         falls = []
-        for k, v in tr.items():
+        for v in tr.values():
             t = v["trace"]
             peak = max(t, key=lambda x: x["within_orbit"])
             falls.append(peak["within_orbit"] / min(x["within_orbit"] for x in t if x["step"] > peak["step"]))

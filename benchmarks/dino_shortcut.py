@@ -40,6 +40,7 @@ from pebench.core.io import atomic_write_json
 
 from .dino_findings import CACHE, FACTORS, load, report, run_dir, shortcut_text
 from .reports import write_report
+
 __all__ = ["CACHE", "FACTORS", "diagnose", "explained_share", "scene_factors"]
 
 
@@ -75,9 +76,9 @@ def diagnose(run_dir: Path, results: dict) -> dict[str, dict[str, float]]:
     import tempfile
 
     from pebench.runner.config import merge
-    from pebench.tasks.dino.multicrop import plain_train_dataset
-    from pebench.tasks.dino import DinoTask
     from pebench.runner.run import prepare
+    from pebench.tasks.dino import DinoTask
+    from pebench.tasks.dino.multicrop import plain_train_dataset
 
     with tempfile.TemporaryDirectory() as tmp:  # prepare() seeds and builds as `bench run` does; writes nothing here
         parts = prepare(merge(results["config"], {"out": tmp, "devices": 1, "accelerator": "cpu"}))

@@ -18,9 +18,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from .reports import emit, fill, shown
-
 from pebench.leaderboard.stats import t_mean_ci  # noqa: E402
+
+from .reports import emit, fill, shown
 
 #: the per-PE training-step target of ``pe-overhead`` (samples/s against ``none``)
 STEP_TARGET = 0.85

@@ -44,10 +44,10 @@ BEGIN, END = "<!-- protocol-choices:begin -->", "<!-- protocol-choices:end -->"
 
 
 def _load(run: Path):
-    from pebench.runner.config import load_yaml_config, merge
     from pebench.datamodules import get_datamodule_class
-    from pebench.tasks.classification import ClassificationTask
+    from pebench.runner.config import load_yaml_config, merge
     from pebench.runner.run import load_registries
+    from pebench.tasks.classification import ClassificationTask
 
     load_registries()
     cfg = merge(load_yaml_config(run / "config.yaml"))

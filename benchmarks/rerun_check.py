@@ -152,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json and Path(args.json).exists() and not args.append:
         print(f"rerun_check: expected --json to name a file that does not exist yet, got {args.json}", file=sys.stderr)
         return 2
-    split = (lambda s: set(s.split(",")) if s else None)
+
+    def split(s):
+        return set(s.split(",")) if s else None
+
     runs = [(results, run) for results in folders
             for run in select(results, args.per_cell, split(args.datasets), split(args.pes))][: args.max]
     if not runs:

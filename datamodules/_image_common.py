@@ -14,7 +14,6 @@ declared ``mean`` / ``std`` (ImageNet's, :class:`ImageDataModule`).
 from __future__ import annotations
 
 import abc
-
 import os
 from functools import lru_cache
 from typing import Any, Callable, ClassVar, Sequence

@@ -49,8 +49,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from pebench.core.options import parse_bool
 from pebench.core.errors import ConfigError, UserError
+from pebench.core.options import parse_bool
 
 __all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES", "LABEL_KINDS", "int_option",
            "float_option"]

@@ -45,7 +45,6 @@ import torchvision.transforms.v2.functional as TF
 from torch import Tensor
 from torchvision import tv_tensors
 
-
 __all__ = ["detection_collate", "xywh_to_xyxy", "xyxy_to_xywh", "resize_pad",
            "content_size", "to_original_frame",
            "DetectionTarget"]

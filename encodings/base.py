@@ -28,6 +28,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 from torch import Tensor, nn
+
 from pebench.core.errors import UserError
 
 __all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",

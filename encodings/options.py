@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
+
+from pebench.core.errors import ConfigError
 
 from .base import PEConfigError
-from pebench.core.errors import ConfigError
 
 __all__ = ["PEOption", "SHARED_KWARGS", "check_pe_options", "describe_options", "variant_label_of", "format_option_value"]
 

@@ -39,8 +39,16 @@ from torch import Tensor, nn
 
 from .base import LayerPE, PEConfigError, PositionalEncoding
 from .options import PEOption
-from .pape import (_SOFTPLUS_INV_1, PAPE_IMPLS, PAPE_INITS, PAPE_LOGIT_SCALES, AugmentedLayerPE, check_variant,
-                   linear_default_init_, neg_softplus)
+from .pape import (
+    _SOFTPLUS_INV_1,
+    PAPE_IMPLS,
+    PAPE_INITS,
+    PAPE_LOGIT_SCALES,
+    AugmentedLayerPE,
+    check_variant,
+    linear_default_init_,
+    neg_softplus,
+)
 from .registry import register_pe
 
 __all__ = ["PaPERI", "PaPERILayer", "HEAD_SCALES"]

@@ -63,7 +63,7 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .base import LayerPE, PEConfigError, PositionalEncoding
 from .options import PEOption
 from .registry import register_pe
 from .rope_axial import apply_rope

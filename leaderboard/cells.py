@@ -26,8 +26,18 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .collect import RunRecord
-from .render import (DEFAULT_SHIFTS, _geom_reduce, _last_layer, _mean_std, _natural_key, _provenance_tags,
-                     _tokens_part, is_fraction_metric, pe_sort_key, reference_note)
+from .render import (
+    DEFAULT_SHIFTS,
+    _geom_reduce,
+    _last_layer,
+    _mean_std,
+    _natural_key,
+    _provenance_tags,
+    _tokens_part,
+    is_fraction_metric,
+    pe_sort_key,
+    reference_note,
+)
 from .stats import paired_differences, paired_t_interval, sign_flip_p, t_mean_ci
 
 __all__ = ["Cell", "leaderboard_cells", "reference_note"]

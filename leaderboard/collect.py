@@ -48,7 +48,14 @@ from typing import Any, Mapping
 
 from pebench.core.errors import ResultsError
 from pebench.core.fingerprint import grouping_fingerprint
-from pebench.core.schema import SCHEMA_VERSION, REQUIRED_KEYS, json_type_name, migrate, required_key_errors, schema_version
+from pebench.core.schema import (
+    REQUIRED_KEYS,
+    SCHEMA_VERSION,
+    json_type_name,
+    migrate,
+    required_key_errors,
+    schema_version,
+)
 
 __all__ = ["RunRecord", "collect_results", "REQUIRED_KEYS", "is_smoke", "split_smoke"]
 

@@ -306,7 +306,7 @@ def _table(runs: list[RunRecord], reference: str | None = None,
         for m in primaries:
             frac = is_fraction_metric(m)
             row.append(_ci_cell([r.metrics.get(m) for r in members], frac))
-        for m in (primaries if reference and not refs else []):
+        for _m in (primaries if reference and not refs else []):
             row.append(reference_note(reference))  # type: ignore[arg-type]
         for m in (primaries if refs else []):
             frac = is_fraction_metric(m)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pebench.core.errors import ConfigError
+
 from .summary import format_summary, format_table
 
 __all__ = ["collect_runs", "run_row", "slurm_row", "not_complete_reason", "format_runs", "format_run", "cmd_runs",

@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Mapping, Sequence
-
-from typing import NamedTuple
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 

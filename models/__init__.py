@@ -5,8 +5,16 @@ mapped to the package :mod:`pebench.tasks` (pyproject ``package-dir``): a task s
 it runs, the models sit below them.
 """
 from .heads import ClassificationHead
-from .tokenizers import (ImageTokenizer, PointTokenizer, ResolutionError, TokenBatch, TubeletTokenizer,
-                         farthest_point_sample, grid_coords, knn_group)
+from .tokenizers import (
+                         ImageTokenizer,
+                         PointTokenizer,
+                         ResolutionError,
+                         TokenBatch,
+                         TubeletTokenizer,
+                         farthest_point_sample,
+                         grid_coords,
+                         knn_group,
+)
 from .vit import MODELS, Attention, Block, ViTBackbone, ViTConfig, build_backbone, list_models, model_config
 
 __all__ = ["TokenBatch", "grid_coords", "ImageTokenizer", "TubeletTokenizer", "PointTokenizer",

@@ -63,9 +63,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
+from pebench.core.errors import UserError
 from pebench.encodings import LayerPE
 from pebench.encodings.pape import AugmentedLayerPE
-from pebench.core.errors import UserError
 
 __all__ = ["IMPLS", "FLEX_MIN_TOKENS", "FLEX_BLOCK", "AttentionImplError", "attend", "attention_mask",
            "bias_kind", "choose_impl", "check_impl_name", "check_forced_impl", "check_pe_impl", "flex_block_mask",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from torch import Tensor, nn
+
 from pebench.core.errors import ConfigError
 
 __all__ = ["ClassificationHead"]

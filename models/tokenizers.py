@@ -24,9 +24,9 @@ import torch
 from timm.layers import PatchEmbed
 from torch import Tensor, nn
 
+from pebench.core.errors import UserError
 from pebench.datamodules.points.grouping import POINT_CENTRES, farthest_point_sample, knn_group, point_groups
 from pebench.encodings.coords import canonical_grid_coords, grid_coords, is_canonical_grid_coords
-from pebench.core.errors import UserError
 
 __all__ = ["TokenBatch", "grid_coords", "canonical_grid_coords", "is_canonical_grid_coords", "ImageTokenizer", "TubeletTokenizer", "PointTokenizer",
            "farthest_point_sample", "knn_group", "point_groups", "POINT_CENTRES", "ResolutionError"]

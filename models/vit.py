@@ -30,13 +30,13 @@ import torch
 from timm.layers import DropPath, LayerScale, Mlp, trunc_normal_
 from torch import Tensor, nn
 
+from pebench.core.errors import ConfigError
 from pebench.core.registry import Registry
 from pebench.encodings import LayerPE, PositionalEncoding, build_pe
 from pebench.encodings.base import batch_coords
 from pebench.encodings.coord_augment import CoordAugment, build_coord_augment
 
 from .attention import attend, attention_mask, check_impl_name
-from pebench.core.errors import ConfigError
 
 __all__ = ["ViTConfig", "MODELS", "model_config", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
            "attention_mask", "TAPS", "check_attn_window", "window_layout", "set_attention_impl",

@@ -11,10 +11,9 @@ import ast
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
-import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

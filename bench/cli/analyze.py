@@ -46,20 +46,26 @@ from typing import Any
 
 import torch
 
+from pebench.analysis.checkpoint_import import read_checkpoint
 from pebench.analysis.evaluators import ANALYSIS_NAMES, DEFAULT_OPTIONS, run_analyses
 from pebench.analysis.extrapolation import check_resolutions
-from pebench.analysis.checkpoint_import import read_checkpoint
-from pebench.analysis.pretrained import (TAP_SOURCES, TimmTask, accuracy, extrapolation_rule, fit_probe,
-                                         input_affine_for, pe_family)
-from pebench.datamodules import get_datamodule_class
-
+from pebench.analysis.pretrained import (
+    TAP_SOURCES,
+    TimmTask,
+    accuracy,
+    extrapolation_rule,
+    fit_probe,
+    input_affine_for,
+    pe_family,
+)
 from pebench.core.errors import ConfigError
 from pebench.core.io import atomic_write_json
+from pebench.datamodules import get_datamodule_class
+from pebench.leaderboard.summary import format_summary
 from pebench.runner.numerics import flush_denormals
 from pebench.runner.provenance import git_sha, versions
 from pebench.runner.resume import RunInterrupted, _InterruptSignals
 from pebench.runner.run import load_registries
-from pebench.leaderboard.summary import format_summary
 
 __all__ = ["run_analyze", "MODEL_PREFIX", "DEFAULT_PROBE_SAMPLES", "default_resolutions"]
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any, Sequence
+
 from pebench.core.errors import ConfigError
 
 if TYPE_CHECKING:  # torch is imported inside the functions: `bench --help` stays torch-free

@@ -12,22 +12,33 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pebench.runner.config import (ConfigError, RunConfig, config_to_dict, list_presets, load_preset, load_yaml_config,
-                                   merge, preset_info, run_config_from_args, variant_name)
 from pebench.core.io import atomic_write_json, atomic_write_text, read_json
-from pebench.runner.integrity import check_writable, fingerprint
-from pebench.runner.numerics import flush_denormals
-from pebench.perf import PERF_COMMANDS
-from pebench.sweep.preload import preload_runner
-from pebench.sweep import local as sweep
-from pebench.sweep import slurm as sweep_slurm
 from pebench.leaderboard import collect_results
-from pebench.leaderboard.collect import split_smoke
 from pebench.leaderboard.check import check_results
+from pebench.leaderboard.collect import split_smoke
 from pebench.leaderboard.curves import write_sweep_curves
 from pebench.leaderboard.formats import render_format
-from pebench.leaderboard.runs import add_provenance, cmd_runs as _cmd_runs
+from pebench.leaderboard.runs import add_provenance
+from pebench.leaderboard.runs import cmd_runs as _cmd_runs
 from pebench.leaderboard.summary import format_summary, format_table
+from pebench.perf import PERF_COMMANDS
+from pebench.runner.config import (
+    ConfigError,
+    RunConfig,
+    config_to_dict,
+    list_presets,
+    load_preset,
+    load_yaml_config,
+    merge,
+    preset_info,
+    run_config_from_args,
+    variant_name,
+)
+from pebench.runner.integrity import check_writable, fingerprint
+from pebench.runner.numerics import flush_denormals
+from pebench.sweep import local as sweep
+from pebench.sweep import slurm as sweep_slurm
+from pebench.sweep.preload import preload_runner
 from pebench.tasks import default_task, get_task_setup, list_tasks, resolve_task
 
 __all__ = ["cmd_list", "cmd_runs", "cmd_leaderboard", "cmd_sweep", "cmd_eval", "cmd_analyze", "cmd_perf"]
@@ -101,7 +112,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     if what == "presets":  # YAML files only: no registry, no torch
         print(presets_listing())
         return 0
-    from pebench.datamodules import MODALITIES, get_datamodule_class, list_datamodules  # deferred: start-up time (torch)
+    from pebench.datamodules import (  # deferred: start-up time (torch)
+        MODALITIES,
+        get_datamodule_class,
+        list_datamodules,
+    )
     from pebench.encodings import get_pe_class, list_pes, pe_options  # deferred: start-up time (torch)
     from pebench.models import list_models, model_config  # deferred: start-up time (torch)
     from pebench.runner.run import load_registries  # deferred: start-up time (torch, Lightning)

@@ -21,15 +21,21 @@ from typing import Sequence
 
 from pebench.cli import commands  # noqa: I001  (submodule; pebench.cli/__init__ imports this module)
 from pebench.cli.card import CARD_HELP, card_rows, format_card
-from pebench.runner.config import (RunConfig, check_option_values, check_resolution_syntax, config_to_yaml, merged_config,
-                                   run_config_from_args)
 from pebench.core.errors import ConfigError, RunFailedError, UserError
 from pebench.core.options import add_flags, parse_key_value
+from pebench.leaderboard.summary import format_summary
+from pebench.perf import PERF_COMMANDS
+from pebench.runner.config import (
+    RunConfig,
+    check_option_values,
+    check_resolution_syntax,
+    config_to_yaml,
+    merged_config,
+    run_config_from_args,
+)
 from pebench.runner.guards import complete_run, complete_run_line
 from pebench.runner.numerics import pin_cpu_numerics
 from pebench.runner.threads import prefer_passive_omp_wait
-from pebench.perf import PERF_COMMANDS
-from pebench.leaderboard.summary import format_summary
 
 __all__ = ["main", "build_parser", "run_config_from_args", "cli_reference"]
 
@@ -217,6 +223,7 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     if early.deterministic:
         pin_cpu_numerics()  # before torch is imported: CPU kernel paths pinned (see pebench.runner.numerics)
     from lightning.pytorch.utilities import rank_zero_only  # deferred: start-up time (Lightning, torch; after the pins)
+
     from pebench.runner.run import load_registries, run  # deferred: start-up time (torch, Lightning, the registries)
     from pebench.tasks import default_task  # deferred: start-up time (torch: the dataset classes)
 

@@ -81,5 +81,8 @@ def config_differences(old: Mapping[str, Any], new: Mapping[str, Any],
     key missing on one side counts as its value in ``defaults``, else as different)."""
     keys = set(fingerprint_keys(old)) | set(fingerprint_keys(new)) | set(REPLICATE_KEYS)
     old, new = {**(defaults or {}), **old}, {**(defaults or {}), **new}
-    canon = lambda v: json.dumps(v, sort_keys=True, default=str)  # noqa: E731
+
+    def canon(v: Any) -> str:
+        return json.dumps(v, sort_keys=True, default=str)
+
     return sorted(k for k in keys if k not in old or k not in new or canon(old[k]) != canon(new[k]))

@@ -42,7 +42,7 @@ def default_file_mode() -> int:
     return 0o666 & ~_current_umask()
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically, with the mode the umask gives new files."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,25 +63,25 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")
 
 
-def atomic_write_yaml(path: str | os.PathLike, obj: Any) -> None:
+def atomic_write_yaml(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, yaml.safe_dump(obj, sort_keys=False))
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike[str]) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
 @contextlib.contextmanager
-def publish_dir(root: str | os.PathLike, prefix: str) -> Iterator[str]:
+def publish_dir(root: str | os.PathLike[str], prefix: str) -> Iterator[str]:
     """Build a directory atomically: yields a fresh temporary sibling of ``root`` to fill; when the block
     ends normally it is renamed to ``root`` (if another process published ``root`` first, that copy is
     kept and ours removed); on any exception it is removed. Nothing half-written is ever at ``root``."""

@@ -56,7 +56,7 @@ class RunLock:
     holds it. Use :meth:`acquire_blocking` for short critical sections.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self._content: bytes | None = None
 
@@ -105,7 +105,7 @@ class RunLock:
     def held_elsewhere(self) -> bool:
         """Whether the lock is held by a process on another host (liveness cannot be checked)."""
         info = self.holder()
-        return bool(info) and info.get("hostname") != socket.gethostname()
+        return info is not None and bool(info) and info.get("hostname") != socket.gethostname()
 
     def _is_stale(self, data: bytes, mtime: float | None) -> bool:
         if not data:

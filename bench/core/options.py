@@ -56,12 +56,12 @@ def option(default: Any, help: str, **kw: Any) -> Any:
     return field(default=default, metadata=meta)
 
 
-def declared_options(cls: type) -> list[tuple[dataclasses.Field, Option]]:
+def declared_options(cls: type) -> list[tuple[dataclasses.Field[Any], Option]]:
     """The fields of dataclass ``cls`` that carry an :class:`Option`, in declaration order."""
     return [(f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata]
 
 
-def flag_of(f: dataclasses.Field, opt: Option) -> str:
+def flag_of(f: dataclasses.Field[Any], opt: Option) -> str:
     return opt.flag or "--" + f.name.replace("_", "-")
 
 
@@ -78,8 +78,8 @@ def parse_key_value(text: str) -> tuple[str, Any]:
         return k, v
 
 
-def _default_text(f: dataclasses.Field, opt: Option) -> str:
-    d = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+def _default_text(f: dataclasses.Field[Any], opt: Option) -> str:
+    d = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[operator]
     if d is None:
         return opt.none_means or "none"
     if isinstance(d, bool):

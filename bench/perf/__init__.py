@@ -66,6 +66,7 @@ import time
 from typing import Callable, Sequence
 
 from pebench.runner.numerics import flush_denormals
+
 from .report import machine_header, record, write_outputs
 from .suites import ALL_SUITES, SUITE_MODULES, load_suite
 

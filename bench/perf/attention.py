@@ -63,8 +63,7 @@ from pebench.encodings import LayerPE, build_pe, list_pes
 from pebench.encodings.pape import augmented_width, pape_extra_dims
 from pebench.models import Attention, grid_coords
 from pebench.models import attention as attention_module
-from pebench.models.attention import (IMPLS, AttentionImplError, bias_kind, check_forced_impl, check_pe_impl,
-                                      choose_impl)
+from pebench.models.attention import IMPLS, AttentionImplError, bias_kind, check_forced_impl, check_pe_impl, choose_impl
 
 from ..core.io import atomic_write_text
 from .report import record

@@ -37,15 +37,15 @@ import torch
 import pebench
 from pebench.analysis import eed, ssdc
 from pebench.analysis.geometry import geometry
-from pebench.runner.config import RunConfig, resolve
 from pebench.datamodules import get_datamodule_class
 from pebench.datamodules.events.event_transforms import SpikingOptions
+from pebench.datamodules.events.spiking import pad_collate
 from pebench.datamodules.synthetic.synthetic_events import EVENT_DTYPE
 from pebench.models import grid_coords
-from pebench.tasks.classification import ClassificationTask
-from pebench.datamodules.events.spiking import pad_collate
 from pebench.models.tokenizers import farthest_point_sample, knn_group
+from pebench.runner.config import RunConfig, resolve
 from pebench.runner.run import load_registries, train_grid_for
+from pebench.tasks.classification import ClassificationTask
 
 from .model import train_step_fn
 from .report import record

@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 
 from pebench.datamodules import get_datamodule_class
+from pebench.runner.run import load_registries, train_grid_for
 from pebench.tasks.classification import ClassificationTask
 from pebench.tasks.detection import DetectionTask
-from pebench.runner.run import load_registries, train_grid_for
 
 from .data import loader_rate
 from .report import record

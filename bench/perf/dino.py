@@ -20,8 +20,8 @@ import torch.nn.functional as F
 
 from pebench.analysis.geometry import geometry
 from pebench.datamodules import build_datamodule
-from pebench.tasks.dino.head import dino_loss, ema_update, update_center
 from pebench.tasks.dino import DinoTask
+from pebench.tasks.dino.head import dino_loss, ema_update, update_center
 
 from .report import record
 from .suites import SUITES

@@ -22,11 +22,10 @@ from typing import Any, Mapping
 
 import yaml
 
-from pebench.tasks import list_tasks
-
 from pebench.core.errors import ConfigError, ResultsError
-from pebench.core.schema import migrate
 from pebench.core.options import check_bounds, flag_values, option, parse_bool
+from pebench.core.schema import migrate
+from pebench.tasks import list_tasks
 
 __all__ = ["RunConfig", "ConfigError", "load_yaml_config", "load_preset", "preset_info", "list_presets", "merge",
            "resolve", "config_to_dict", "run_dir_for", "variant_name", "tokens_suffix", "parse_analyses", "ANALYSES",
@@ -325,7 +324,11 @@ def __getattr__(name: str) -> Any:
     when asked for): ``ANALYSES``, the analyses ``--analyses all`` may run, in running order, and
     ``ANALYSIS_OPTIONS``, the keys ``--analysis-option`` accepts."""
     if name in ("ANALYSES", "ANALYSIS_OPTIONS"):
-        from pebench.analysis.registry import analysis_options, get_analysis, list_analyses  # deferred: start-up time (torch)
+        from pebench.analysis.registry import (  # deferred: start-up time (torch)
+            analysis_options,
+            get_analysis,
+            list_analyses,
+        )
 
         if name == "ANALYSES":
             return tuple(n for n in list_analyses() if get_analysis(n).in_all)
@@ -457,7 +460,9 @@ def dataset_default_tokens(dataset: str) -> str | None:
     the PaPE paper; ``frames`` for synthetic-events), or None when it has no such option or is not
     registered."""
     try:
-        from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch; the CLI imports this module)
+        from pebench.datamodules import (
+            get_datamodule_class,  # deferred: start-up time (torch; the CLI imports this module)
+        )
 
         param = inspect.signature(get_datamodule_class(dataset).__init__).parameters.get("tokens")
     except (ImportError, KeyError, ValueError):

@@ -25,11 +25,11 @@ from typing import Any, Mapping
 
 import yaml
 
-from pebench.runner.config import RunConfig, config_to_dict
 from pebench.core import fingerprint as _fingerprints
 from pebench.core.errors import ConfigError
-from pebench.core.locks import RunLock  # O_EXCL lock file with stale-pid detection
 from pebench.core.fingerprint import NON_RESULT_KEYS, REPLICATE_KEYS, fingerprint, fingerprint_keys
+from pebench.core.locks import RunLock  # O_EXCL lock file with stale-pid detection
+from pebench.runner.config import RunConfig, config_to_dict
 
 __all__ = ["NON_RESULT_KEYS", "REPLICATE_KEYS", "RUN_LOCK_NAME", "check_writable", "check_out_dir",
            "grouping_fingerprint", "fingerprint", "fingerprint_keys", "config_differences", "previous_config",

@@ -42,14 +42,17 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Callback, TQDMProgressBar
 from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.callbacks import Callback, TQDMProgressBar
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from pebench.analysis.evaluators import RESULT_KEYS as ANALYSIS_KEYS  # analysis name -> results.json key
 from pebench.analysis.evaluators import run_analyses
-from pebench.analysis.registry import get_analysis
 from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
+from pebench.analysis.registry import get_analysis
+from pebench.core.errors import RunFailedError
+from pebench.core.io import atomic_write_json, atomic_write_yaml
+from pebench.core.schema import SCHEMA_VERSION
 from pebench.datamodules import DataRootError, get_datamodule_class, list_datamodules
 from pebench.datamodules.events.event_transforms import spiking_analyses
 from pebench.datamodules.events.spiking import cap_report
@@ -59,25 +62,48 @@ from pebench.leaderboard.curves import write_run_curves
 from pebench.models import ResolutionError, list_models
 from pebench.models.attention import AttentionImplError, check_forced_impl, check_impl_name, check_pe_impl
 from pebench.models.vit import attention_impls_used, set_attention_impl, set_coord_augment
-from pebench.tasks import get_task_setup, resolve_task
-
-from pebench.runner.config import ConfigError, RunConfig, config_to_dict, parse_analyses, resolve, run_dir_for, variant_name
-from pebench.runner.integrity import (check_out_dir, check_same_configuration, check_writable, fingerprint, fingerprint_keys,
-                        run_dir_lock)
-from pebench.core.errors import RunFailedError
-from pebench.core.schema import SCHEMA_VERSION
-from pebench.core.io import atomic_write_json, atomic_write_yaml
-from pebench.runner.guards import batch_clamp, batch_clamp_line, check_precision_device, limited_record
-from pebench.runner.samplers import install_samplers, restore_loaders
-from pebench.runner.numerics import flush_denormals, numerics_record
 from pebench.runner.callbacks import StepSeed, ValSampleCounter, skip_report
+from pebench.runner.config import (
+    ConfigError,
+    RunConfig,
+    config_to_dict,
+    parse_analyses,
+    resolve,
+    run_dir_for,
+    variant_name,
+)
+from pebench.runner.distributed import (
+    DDP_TIMEOUT,  # noqa: F401  (re-exported: the default DDP timeout)
+    _check_multi_node,
+    _ddp_strategy,
+    _indivisible,
+    _is_rendezvous_failure,
+    _rendezvous_message,
+)
+from pebench.runner.guards import batch_clamp, batch_clamp_line, check_precision_device, limited_record
+from pebench.runner.integrity import (
+    check_out_dir,
+    check_same_configuration,
+    check_writable,
+    fingerprint,
+    fingerprint_keys,
+    run_dir_lock,
+)
 from pebench.runner.loggers import build_loggers, check_logger_installed, quiet_lightning
+from pebench.runner.numerics import flush_denormals, numerics_record
 from pebench.runner.provenance import git_sha, versions
-from pebench.runner.distributed import DDP_TIMEOUT  # noqa: F401  (re-exported: the default DDP timeout)
-from pebench.runner.distributed import _check_multi_node, _ddp_strategy, _indivisible, _is_rendezvous_failure, _rendezvous_message
+from pebench.runner.resume import (
+    RunInterrupted,
+    _AtomicCheckpointIO,
+    _epochs_done,
+    _InterruptSignals,
+    _last_checkpoint,
+    _resume_command,
+    _resume_path,
+)
+from pebench.runner.samplers import install_samplers, restore_loaders
 from pebench.runner.stopping import load_best, stopped_record, stopping_callbacks
-from pebench.runner.resume import (RunInterrupted, _AtomicCheckpointIO, _epochs_done, _InterruptSignals, _last_checkpoint,
-                     _resume_command, _resume_path)
+from pebench.tasks import get_task_setup, resolve_task
 
 __all__ = ["run", "prepare", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for",
            "dataset_info"]

@@ -20,8 +20,8 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from pebench.runner.config import RunConfig, parse_give_up
 from pebench.core.errors import ConfigError
+from pebench.runner.config import RunConfig, parse_give_up
 
 __all__ = ["StopAtTarget", "val_monitor", "stopping_callbacks", "stopped_record", "load_best"]
 

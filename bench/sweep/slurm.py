@@ -47,8 +47,18 @@ from typing import Any, Sequence
 from pebench.core.errors import ConfigError
 from pebench.core.io import atomic_write_json
 from pebench.runner.integrity import RUN_LOCK_NAME
-from pebench.sweep.local import (_INTERRUPT_GRACE_S, SUMMARY_NAME, RunSpec, _die_with_parent, _entry, _execute, _record,
-                           _RunInterrupted, is_run_complete, start_run)
+from pebench.sweep.local import (
+    _INTERRUPT_GRACE_S,
+    SUMMARY_NAME,
+    RunSpec,
+    _die_with_parent,
+    _entry,
+    _execute,
+    _record,
+    _RunInterrupted,
+    is_run_complete,
+    start_run,
+)
 
 __all__ = ["SlurmOptions", "SlurmRun", "slurm_options", "check_local_launcher", "parse_time", "job_resources",
            "submit_sweep", "check_slurm_commands", "SLURM_STATE_NAME", "SLURM_ONLY_FLAGS"]

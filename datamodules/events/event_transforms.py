@@ -223,7 +223,7 @@ def stream_shift_loaders(datamodule: Any, params: dict[str, dict[str, float]], s
     out = {}
     for k, (name, prm) in enumerate(params.items()):
         ds = datamodule.val_dataset()
-        side = int(getattr(ds, "side", 0) or getattr(ds, "size"))
+        side = int(getattr(ds, "side", 0) or ds.size)
         ds.stream_transform = StreamShift(name, prm, (int(seed) * 1_000_003 + 7919 * (k + 1)) % (2 ** 63), (side, side))
         out[name] = datamodule._loader(ds, shuffle=False)
     return out

@@ -98,9 +98,8 @@ from ..corrupt import SkippingDataset
 from ..detection_common import detection_collate
 from ..registry import register_datamodule
 from .event_transforms import SPIKING_HELP, SpikingOptions, parse_tokens
+from .prophesee_dat import EVENT_DTYPE, RAW_DTYPE, DatHeader, DatRecording, read_dat, read_dat_header, write_dat
 from .spiking import detection_spiking_collate
-from .prophesee_dat import (EVENT_DTYPE, RAW_DTYPE, DatHeader, DatRecording, read_dat, read_dat_header,
-                            write_dat)
 
 __all__ = ["Gen1DataModule", "Gen1Dataset", "DatHeader", "DatRecording", "read_dat_header", "read_dat", "write_dat",
            "load_boxes", "BBOX_DTYPE", "BBOX_DTYPE_TS", "RAW_DTYPE", "EVENT_DTYPE", "crop_to_frame",

@@ -12,11 +12,12 @@ from typing import Any, ClassVar
 import numpy as np
 from torch.utils.data import Dataset
 
+from pebench.core.errors import ConfigError
+
 from ..base import parse_resolution
 from ..registry import register_datamodule
 from .probe_scenes import _DIRS, GLYPH_KINDS, PATCH, ProbeGenerator, _cells, _free, render_probe
 from .probes import ProbeDataModule, ProbeDataset
-from pebench.core.errors import ConfigError
 
 __all__ = ["MotionProbe", "MotionProbeDataModule"]
 

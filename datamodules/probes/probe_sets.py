@@ -60,7 +60,7 @@ from ..base import BenchDataModule
 from ..registry import register_datamodule
 from ..synthetic._render import SPLITS
 from .probe_scenes import PATCH, PIXEL_MEAN, PIXEL_STD, ProbeGenerator, ProbeSplits, render_probe
-from .probes import AnchoringProbe, _DirectionProbe, _cells
+from .probes import AnchoringProbe, _cells, _DirectionProbe
 
 __all__ = ["GlyphTokens", "glyph_collate", "scene_tokens", "SetProbe", "SetTranslationProbe",
            "SetExtrapolationProbe", "SetAnchoringProbe", "SET_PROBES", "SetProbeDataset", "SetProbeDataModule",

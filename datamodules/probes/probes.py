@@ -80,8 +80,22 @@ from torch.utils.data import Dataset
 
 from ..base import BenchDataModule, parse_resolution
 from ..registry import register_datamodule
-from .probe_scenes import (_DIRS, GLYPH_KINDS, PATCH, PIXEL_MEAN, PIXEL_STD, ProbeGenerator, ProbeSplits, _cells,
-                           _dist, _free, _place_distractors, direction_label, glyph_mask, render_probe)
+from .probe_scenes import (
+    _DIRS,
+    GLYPH_KINDS,
+    PATCH,
+    PIXEL_MEAN,
+    PIXEL_STD,
+    ProbeGenerator,
+    ProbeSplits,
+    _cells,
+    _dist,
+    _free,
+    _place_distractors,
+    direction_label,
+    glyph_mask,
+    render_probe,
+)
 
 __all__ = ["PATCH", "GLYPH_KINDS", "glyph_mask", "ProbeGenerator", "ProbeDataset", "ProbeDataModule",
            "PROBES", "multiset_ceiling", "render_probe"]
@@ -166,7 +180,7 @@ class RotationProbe(ProbeGenerator):
         return _place_distractors(rng, region, cells, len(kinds) - 2)
 
     def label_of(self, kinds, cells, canvas):
-        (ay, ax), (by, bx) = cells[0], cells[1]
+        (_ay, ax), (_by, bx) = cells[0], cells[1]
         d = _dist(cells[0], cells[1])
         if bx == ax or 3.2 < d < 4.4:
             return -1

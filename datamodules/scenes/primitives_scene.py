@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from typing import Any, ClassVar
 
@@ -32,7 +31,7 @@ import numpy as np
 
 from pebench.core.io import publish_dir
 
-from ..base import int_option, float_option
+from ..base import float_option, int_option
 from ..registry import register_datamodule
 from .scannet import ScanNetDataModule
 
@@ -82,7 +81,7 @@ def make_room(rng: np.random.Generator, density: float = 60.0) -> dict[str, np.n
     # floor minus object footprints
     floor = _rect(rng, np.zeros(3), np.array([L[0], 0, 0]), np.array([0, L[1], 0]), density)
     keep = np.ones(len(floor), bool)
-    for kind, c, r, prm in objects:
+    for kind, c, r, _prm in objects:
         if kind != "sphere":
             keep &= np.linalg.norm(floor[:, :2] - c, axis=1) > (r if kind == "cylinder" else r * 0.7)
     add(floor[keep], np.array([0, 0, 1.0]), 0)
@@ -96,7 +95,7 @@ def make_room(rng: np.random.Generator, density: float = 60.0) -> dict[str, np.n
     for i, (o, u, n) in enumerate(sides):
         if i != drop:
             add(_rect(rng, o, u, np.array([0, 0, h]), density), n, 1)
-    for kind, c, r, prm in objects:
+    for kind, c, _r, prm in objects:
         if kind == "box":
             a, (sx, sy), hh = prm["angle"], prm["size"], prm["h"]
             ex, ey = np.array([np.cos(a), np.sin(a), 0]), np.array([-np.sin(a), np.cos(a), 0])

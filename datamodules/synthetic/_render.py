@@ -17,8 +17,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..base import BenchDataModule, parse_resolution
 from pebench.core.errors import ConfigError
+
+from ..base import BenchDataModule, parse_resolution
 
 __all__ = ["SPLITS", "SyntheticDataset", "SyntheticSplitsDataModule", "pixel_centres", "shape_alpha", "SHAPE_KINDS",
            "random_colour"]

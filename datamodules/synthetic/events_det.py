@@ -50,13 +50,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pebench.core.errors import ConfigError
 from pebench.core.io import publish_dir
 
 from ..base import float_option, int_option
+from ..events.gen1 import BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, Gen1DataModule, write_dat
 from ..registry import register_datamodule
 from .synthetic_events import contrast_events
-from ..events.gen1 import BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, Gen1DataModule, write_dat
-from pebench.core.errors import ConfigError
 
 __all__ = ["EventsDetDataModule", "write_events_det", "render_recording", "SENSOR_HW"]
 

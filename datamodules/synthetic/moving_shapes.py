@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..base import parse_resolution, float_option, int_option
+from ..base import float_option, int_option, parse_resolution
 from ..registry import register_datamodule
-from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, random_colour, shape_alpha
+from ._render import SyntheticDataset, SyntheticSplitsDataModule, check_size, random_colour, shape_alpha
 
 __all__ = ["MovingShapesDataModule", "moving_shapes_scene", "render_moving_shapes", "DIRECTIONS"]
 

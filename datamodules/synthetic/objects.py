@@ -20,10 +20,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from pebench.core.errors import ConfigError
+
 from .._image_common import IMAGENET_MEAN, IMAGENET_STD
 from ..registry import register_datamodule
 from ._render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour, shape_alpha
-from pebench.core.errors import ConfigError
 
 __all__ = ["ObjectsDataModule", "objects_scene", "render_objects", "OBJECT_KINDS", "NUM_OBJECT_CLASSES"]
 

@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from ..base import parse_resolution, float_option, int_option
-from ..registry import register_datamodule
-from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size
 from pebench.core.errors import ConfigError
+
+from ..base import float_option, int_option, parse_resolution
+from ..registry import register_datamodule
+from ._render import SyntheticDataset, SyntheticSplitsDataModule, check_size
 
 __all__ = ["PrimitivesDataModule", "PRIMITIVES", "primitives_scene", "render_primitive", "sample_surface"]
 

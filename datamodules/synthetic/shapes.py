@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from pebench.core.errors import ConfigError
+
 from ..base import float_option, int_option
 from ..registry import register_datamodule
 from ._render import SquareImageSplitsDataModule, SyntheticDataset, random_colour, shape_alpha
-from pebench.core.errors import ConfigError
 
 __all__ = ["ShapesDataModule", "shapes_scene", "render_shapes"]
 

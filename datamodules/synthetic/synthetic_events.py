@@ -66,12 +66,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..base import parse_resolution, float_option, int_option
+from pebench.core.errors import ConfigError
+
+from ..base import int_option, parse_resolution
 from ..events.event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
 from ..events.spiking import pad_collate
 from ..registry import register_datamodule
-from ._render import SyntheticSplitsDataModule, SyntheticDataset, check_size, shape_alpha
-from pebench.core.errors import ConfigError
+from ._render import SyntheticDataset, SyntheticSplitsDataModule, check_size, shape_alpha
 
 __all__ = ["SyntheticEventsDataModule", "EventDataset", "SpikingEventDataset", "EVENT_DTYPE", "GESTURES",
            "events_scene", "jumps_scene", "render_events", "contrast_events", "events_to_voxels", "SCENES",

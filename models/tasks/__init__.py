@@ -11,8 +11,17 @@ folder's other dotted name it would be a second copy with a second registry, so 
 if __name__ != "pebench.tasks":
     raise ImportError(f"the tasks package is pebench.tasks (models/tasks/ is mapped to it), not {__name__}")
 
-from .base import (TASK_SETUPS, TaskSetup, analyses_except, default_task, geometry_only, get_task_setup, list_tasks,
-                   register_task, resolve_task)
+from .base import (
+    TASK_SETUPS,
+    TaskSetup,
+    analyses_except,
+    default_task,
+    geometry_only,
+    get_task_setup,
+    list_tasks,
+    register_task,
+    resolve_task,
+)
 
 __all__ = ["TASK_SETUPS", "TaskSetup", "analyses_except", "default_task", "geometry_only", "get_task_setup",
            "list_tasks", "register_task", "resolve_task"]

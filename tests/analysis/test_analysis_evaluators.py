@@ -10,13 +10,23 @@ import torch
 
 import pebench.datamodules.synthetic.primitives  # noqa: F401  (registers the synthetic sets)
 import pebench.datamodules.synthetic.shapes  # noqa: F401
-from pebench.analysis import evaluators, robustness as rob_mod
+from pebench.analysis import evaluators
+from pebench.analysis import robustness as rob_mod
 from pebench.analysis.alpha import ALPHAS, alpha_sweep
 from pebench.analysis.evaluators import run_analyses
 from pebench.analysis.extrapolation import default_resolutions, evaluate_extrapolation
 from pebench.analysis.geometry import geometry, rpi_permutation
-from pebench.analysis.robustness import (blur_kernel_size, event_dropout, event_noise, fragility, gaussian_blur,
-                                         image_codec, jpeg, point_dropout, robustness)
+from pebench.analysis.robustness import (
+    blur_kernel_size,
+    event_dropout,
+    event_noise,
+    fragility,
+    gaussian_blur,
+    image_codec,
+    jpeg,
+    point_dropout,
+    robustness,
+)
 from pebench.datamodules import get_datamodule_class
 from pebench.tasks.classification import ClassificationTask
 

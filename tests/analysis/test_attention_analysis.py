@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from rotation_refs import rotated_qk
 
 import pebench.datamodules.synthetic.shapes  # noqa: F401  (registers the synthetic sets)
 from pebench.analysis.attention import AttentionStats, attention_maps, attention_stats
@@ -19,7 +20,6 @@ from pebench.analysis.registry import select_analyses
 from pebench.datamodules import get_datamodule_class
 from pebench.models.attention import attend
 from pebench.tasks.classification import ClassificationTask
-from rotation_refs import rotated_qk
 
 
 def _task(pe: str, side: int = 16, dtype=torch.float64, class_token: bool = False, **kw) -> ClassificationTask:

@@ -22,8 +22,7 @@ onnx = pytest.importorskip("onnx")
 
 from safetensors.torch import save_file  # noqa: E402
 
-from pebench.analysis.checkpoint_import import (detect_layout, hf_to_timm, onnx_to_hf,  # noqa: E402
-                                                read_checkpoint, state_dict_sha256)
+from pebench.analysis.checkpoint_import import detect_layout, hf_to_timm, onnx_to_hf, read_checkpoint, state_dict_sha256  # noqa: E402
 from pebench.analysis.pretrained import CheckpointError, TimmTask  # noqa: E402
 from pebench.cli import main  # noqa: E402
 

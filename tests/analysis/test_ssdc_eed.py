@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from ddp_support import free_port
 
 from pebench.analysis import (
     EEDMetric,
@@ -26,8 +27,6 @@ from pebench.analysis import (
     ssdc,
     ssdc_from_similarity,
 )
-
-from ddp_support import free_port
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -15,10 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fixtures_real as F  # noqa: E402
 import pytest
 import yaml
-
-import fixtures_real as F  # noqa: E402
 
 from pebench.cli import main  # noqa: E402
 from pebench.runner.run import load_registries  # noqa: E402

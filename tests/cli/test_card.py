@@ -7,8 +7,8 @@ import lightning
 import pytest
 import torch
 
-from pebench.cli.card import CARD_COLUMNS, block_logits, card_rows, pe_card
 from pebench.cli import main
+from pebench.cli.card import CARD_COLUMNS, block_logits, card_rows, pe_card
 from pebench.models import build_backbone
 from pebench.tasks.classification import ClassificationTask
 

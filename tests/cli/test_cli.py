@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from pebench.cli import build_parser, main
-from pebench.runner.config import RunConfig
 from pebench.core.options import declared_options, flag_of
 from pebench.datamodules import get_datamodule_class, list_datamodules
+from pebench.runner.config import RunConfig
 from pebench.runner.run import load_registries
 
 load_registries()

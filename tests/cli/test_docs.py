@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-
 from doc_citations import REPO, broken_heading_links, cited_paths, missing_paths
+
 from pebench.cli import cli_reference
 from pebench.cli.docs import BLOCKS
 from pebench.datamodules import list_datamodules

@@ -7,7 +7,7 @@ import yaml
 
 from pebench.cli import main
 from pebench.runner import config as run_config
-from pebench.runner.config import ConfigError, PRESET_INFO_KEYS, list_presets, load_preset, merge, preset_info
+from pebench.runner.config import PRESET_INFO_KEYS, ConfigError, list_presets, load_preset, merge, preset_info
 
 
 def test_every_shipped_preset_says_what_it_is_and_what_it_follows():

@@ -14,8 +14,12 @@ import torch
 
 from pebench.datamodules import DataRootError, build_datamodule
 from pebench.datamodules.images.idx import IDXError, read_idx, read_idx_bytes
-from pebench.datamodules.images.mnist import (FASHION_MNIST_DEBIAN_GZ_SHA256, FASHION_MNIST_SHA256, IDX_FILES,
-                                              FashionMNISTDataModule)
+from pebench.datamodules.images.mnist import (
+    FASHION_MNIST_DEBIAN_GZ_SHA256,
+    FASHION_MNIST_SHA256,
+    IDX_FILES,
+    FashionMNISTDataModule,
+)
 
 ROOT = FashionMNISTDataModule.DEFAULT_ROOT
 needs_debian = pytest.mark.skipif(not os.path.isdir(ROOT), reason=f"{ROOT} is absent: install the Debian package "

@@ -16,8 +16,15 @@ import torch
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
-from pebench.datamodules.events.gen1 import (BBOX_DTYPE, BBOX_DTYPE_TS, EVENT_DTYPE, DatRecording, load_boxes, read_dat,
-                                      write_dat)
+from pebench.datamodules.events.gen1 import (
+    BBOX_DTYPE,
+    BBOX_DTYPE_TS,
+    EVENT_DTYPE,
+    DatRecording,
+    load_boxes,
+    read_dat,
+    write_dat,
+)
 
 H, W = 240, 304
 
@@ -228,7 +235,7 @@ def test_perfect_predictions_score_ap_1_through_coco_gt_and_the_evaluator(tmp_pa
     dm = build_datamodule("gen1", data_root=str(root), batch_size=2, resolution="10x120")  # input = sensor x 0.5
     for with_fp, use_filter in ((False, True), (True, True), (True, False)):
         ev = CocoEvaluator()
-        for inputs, targets, _ in dm.val_dataloader():
+        for _inputs, targets, _ in dm.val_dataloader():
             dets = []
             for t in targets:
                 boxes, labels, scores = t["boxes"], t["labels"], torch.full((len(t["labels"]),), 0.9)  # input frame

@@ -10,19 +10,15 @@ the CLI); damaged scans are skipped and counted; ``bench run --fast-dev-run`` tr
 """
 from __future__ import annotations
 
-import os
-import sys
-
+import fixtures_nuscenes as FX  # noqa: E402
 import numpy as np
 import pytest
 import torch
 from pyquaternion import Quaternion
 
-import fixtures_nuscenes as FX  # noqa: E402
-
-from pebench.tasks.segmentation.miou import SegmentationMetrics  # noqa: E402
 from pebench.datamodules import DataRootError, build_datamodule  # noqa: E402
 from pebench.datamodules.scenes import nuscenes as N  # noqa: E402
+from pebench.tasks.segmentation.miou import SegmentationMetrics  # noqa: E402
 
 #: fine class name -> the lidarseg challenge class (None = ignore), written out by hand from the
 #: challenge's definition so the devkit's mapper is checked, not trusted
@@ -209,7 +205,7 @@ def test_truncated_scans_are_skipped_and_counted(db):
     FX.truncate(db.point_file(scans[0].sd_token), 20 * 7 + 4)   # 36 floats: not whole rows of 5
     FX.truncate(db.point_file(scans[2].sd_token), 20 * 7)       # whole rows, fewer points than labels
     skipped, kept = 0, 0
-    for inputs, targets, info in dm.val_dataloader():
+    for inputs, _targets, info in dm.val_dataloader():
         skipped += info["skipped"]
         kept += inputs["coord"].shape[0]
     assert skipped == 2 and kept == 1

@@ -13,8 +13,8 @@ from pebench.cli import main
 from pebench.datamodules import build_datamodule, get_datamodule_class
 from pebench.datamodules.probes.probe_parts import PART_POINTS, group_multiset_ceiling
 from pebench.models import PointTokenizer
-from pebench.tasks.classification import ClassificationTask
 from pebench.models.tokenizers import farthest_point_sample, knn_group, point_groups
+from pebench.tasks.classification import ClassificationTask
 
 SMALL = {"train_size": 48, "val_size": 24, "test_size": 72, "batch_size": 8}
 

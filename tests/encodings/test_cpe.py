@@ -16,12 +16,12 @@ import pytest
 import torch
 
 from pebench.cli import main
-from pebench.runner.config import RunConfig, config_to_dict, resolve, variant_name
 from pebench.encodings import PEConfigError, build_pe
 from pebench.encodings.coord_augment import PRESETS, CoordAugment, build_coord_augment
-from pebench.runner.integrity import fingerprint
 from pebench.models import build_backbone, grid_coords
 from pebench.models.vit import set_coord_augment
+from pebench.runner.config import RunConfig, config_to_dict, resolve, variant_name
+from pebench.runner.integrity import fingerprint
 
 D = 16
 

@@ -13,10 +13,10 @@ import sys
 
 import pytest
 import torch
+from rotation_refs import rotated_qk
 
 from pebench.encodings import PEConfigError, build_pe, get_pe_class, list_pes
 from pebench.models import Attention, build_backbone, grid_coords
-from rotation_refs import rotated_qk
 
 #: every registered PE (a new PE file is picked up without editing a list)
 ALL = list_pes()

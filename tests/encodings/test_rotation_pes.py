@@ -14,12 +14,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from rotation_refs import layout_pair_angles, naive_logits, rotation_matrices
 
 from pebench.cli import main
 from pebench.encodings import PEConfigError, build_pe, pe_options, variant_label
 from pebench.encodings.rope_axial import LAYOUTS
 from pebench.models import Attention, build_backbone, grid_coords
-from rotation_refs import layout_pair_angles, naive_logits, rotation_matrices
 
 #: (PE, options) pairs under test: every new PE and variant, and the non-axial rope-axial layouts
 CASES = [("liere", {}), ("liere", {"block_size": 8, "per_layer": False}), ("comrope", {}),

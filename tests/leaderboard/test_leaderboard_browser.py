@@ -10,7 +10,6 @@ with the flags that keep Chromium off the network. Skipped where Debian's ``chro
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path

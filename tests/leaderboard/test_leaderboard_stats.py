@@ -10,8 +10,14 @@ import pytest
 from scipy import stats
 
 from pebench.leaderboard import collect_results, render_leaderboard
-from pebench.leaderboard.stats import (bootstrap_mean_ci, paired_t_interval, t_mean_ci, paired_bootstrap, paired_differences,
-                                       sign_flip_p)
+from pebench.leaderboard.stats import (
+    bootstrap_mean_ci,
+    paired_bootstrap,
+    paired_differences,
+    paired_t_interval,
+    sign_flip_p,
+    t_mean_ci,
+)
 
 
 def _direct_ci(values, resamples=10_000, seed=0, level=0.95):

@@ -20,8 +20,14 @@ from pebench.cli import main
 from pebench.encodings import build_pe, list_pes
 from pebench.encodings.alibi import alibi_slopes
 from pebench.models import attention as attn_mod
-from pebench.models.attention import (AttentionImplError, attend, bias_kind, check_forced_impl, check_impl_name,
-                                      choose_impl)
+from pebench.models.attention import (
+    AttentionImplError,
+    attend,
+    bias_kind,
+    check_forced_impl,
+    check_impl_name,
+    choose_impl,
+)
 from pebench.models.vit import ViTBackbone, attention_impls_used, set_attention_impl
 
 H, d, N, B = 4, 8, 23, 2

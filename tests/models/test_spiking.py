@@ -4,24 +4,26 @@ PE that applies to events, stream perturbations, augmentation label remaps, and 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
+import fixtures_real as F  # noqa: E402
 import numpy as np
 import pytest
 import torch
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
-from pebench.datamodules.events.event_transforms import (STREAM_SHIFTS, spiking_analyses, stream_dropout, stream_noise,
-                                                  stream_time_jitter)
+from pebench.datamodules.events.event_transforms import (
+    STREAM_SHIFTS,
+    spiking_analyses,
+    stream_dropout,
+    stream_noise,
+    stream_time_jitter,
+)
+from pebench.datamodules.events.spiking import EventTokens, age_bucket, pad_collate, spiking_patches
 from pebench.datamodules.synthetic.synthetic_events import EVENT_DTYPE, FLIP_LABEL, QUADRANT_ORIGINS, jumps_scene
 from pebench.encodings import get_pe_class, list_pes
 from pebench.models import ClassificationHead, build_backbone
-from pebench.datamodules.events.spiking import EventTokens, age_bucket, pad_collate, spiking_patches
 from pebench.models.spiking import SpikingPatchTokenizer
-
-import fixtures_real as F  # noqa: E402
 
 EVENT_PES = [pe for pe in list_pes() if "events" in get_pe_class(pe).modalities]
 
@@ -376,7 +378,8 @@ def test_robustness_perturbs_streams_before_tokenization():
 
 
 def test_dvsgesture_flip_remap_swaps_left_and_right():
-    from pebench.datamodules.events.dvsgesture import FLIP_LABEL as DVS_FLIP, DVSGestureDataModule
+    from pebench.datamodules.events.dvsgesture import FLIP_LABEL as DVS_FLIP
+    from pebench.datamodules.events.dvsgesture import DVSGestureDataModule
 
     names = DVSGestureDataModule.classes
     for i, j in enumerate(DVS_FLIP):
@@ -392,10 +395,10 @@ def test_dvsgesture_flip_remap_swaps_left_and_right():
 
 # ------------------------------------------------------------------------------- run directories
 def test_spiking_and_frames_runs_get_their_own_run_dirs_and_rows(tmp_path, monkeypatch):
-    from pebench.sweep import local as sweep
+    from pebench.leaderboard.collect import _label
     from pebench.runner.config import RunConfig, run_dir_for, variant_name
     from pebench.runner.integrity import fingerprint
-    from pebench.leaderboard.collect import _label
+    from pebench.sweep import local as sweep
 
     def cfg(**data):
         return RunConfig(dataset="synthetic-events", pe="pape", out=str(tmp_path), data=data)

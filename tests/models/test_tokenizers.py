@@ -6,8 +6,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pebench.models import (ImageTokenizer, PointTokenizer, ResolutionError, TubeletTokenizer,
-                            farthest_point_sample, grid_coords, knn_group)
+from pebench.models import (
+    ImageTokenizer,
+    PointTokenizer,
+    ResolutionError,
+    TubeletTokenizer,
+    farthest_point_sample,
+    grid_coords,
+    knn_group,
+)
 
 
 def test_grid_coords_row_major():

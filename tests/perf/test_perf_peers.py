@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 import random
 
-import pytest
-
 from pebench.perf import peers
 from pebench.perf.suites import SUITE_MODULES, load_suite
 

@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from ddp_support import child_env
 
 from pebench.cli import main
-
-from ddp_support import child_env
 
 CFG = {"dataset": "shapes", "pe": "ape", "epochs": 1, "batch_size": 32, "lr": 1e-3,
        "data": {"train_size": 128, "val_size": 101}, "analyses": "none", "progress_bar": False,

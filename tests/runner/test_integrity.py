@@ -13,14 +13,19 @@ import time
 from pathlib import Path
 
 import pytest
+from ddp_support import child_env, free_port
 
 from pebench.cli import main
 from pebench.core.fingerprint import LATER_KEYS
-from pebench.runner.integrity import (NON_RESULT_KEYS, RUN_LOCK_NAME, config_differences, fingerprint, run_dir_lock,
-                               RunDirBusy)
 from pebench.core.io import atomic_write_bytes, atomic_write_json
-
-from ddp_support import child_env, free_port
+from pebench.runner.integrity import (
+    NON_RESULT_KEYS,
+    RUN_LOCK_NAME,
+    RunDirBusy,
+    config_differences,
+    fingerprint,
+    run_dir_lock,
+)
 
 TINY = ["--dataset", "shapes", "--pe", "ape", "--epochs", "1", "--batch-size", "16", "--data-option", "train_size=32",
         "--data-option", "val_size=16", "--no-progress-bar"]
@@ -141,9 +146,9 @@ def test_sweep_skips_a_complete_run_only_with_the_same_fingerprint(tiny_run):
 
 
 def test_sweep_computes_fingerprints_and_threads(tmp_path, monkeypatch):
-    from pebench.sweep import local as sweep
     from pebench.cli.commands import sweep_threads
     from pebench.runner.config import RunConfig, config_to_dict, resolve
+    from pebench.sweep import local as sweep
 
     seen = []
     monkeypatch.setattr(sweep, "run_sweep", lambda specs, **kw: seen.extend(specs) or [])

@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from ddp_support import child_env
 
 from pebench.cli import main
 from pebench.runner.run import load_registries
-
-from ddp_support import child_env
 
 load_registries()
 
@@ -223,8 +222,7 @@ def test_bad_sweep_input_exit_2(args, expect, tmp_path, capsys):
 def _run_dir_with_config(tmp_path: Path, pe: str) -> Path:
     """A run directory holding the resolved config.yaml of a tiny `bench run --pe PE` (untrained)."""
     from pebench.cli import build_parser
-    from pebench.runner.config import run_config_from_args
-    from pebench.runner.config import config_to_yaml, run_dir_for
+    from pebench.runner.config import config_to_yaml, run_config_from_args, run_dir_for
 
     cfg_file = _write_cfg(tmp_path / f"{pe}.yaml", pe=pe, rpt=False, out=str(tmp_path / "runs"))
     cfg = run_config_from_args(build_parser().parse_args(["run", "--config", str(cfg_file)]))
@@ -236,9 +234,9 @@ def _run_dir_with_config(tmp_path: Path, pe: str) -> Path:
 
 def _checkpoint_of(tmp_path: Path, pe: str) -> Path:
     """A genuine Lightning checkpoint of the tiny config with PE ``pe`` (built, not trained)."""
-    from pebench.runner.run import prepare
     from pebench.cli import build_parser
     from pebench.runner.config import run_config_from_args
+    from pebench.runner.run import prepare
 
     cfg_file = _write_cfg(tmp_path / f"ck-{pe}.yaml", pe=pe, rpt=False, out=str(tmp_path / "unused"))
     parts = prepare(run_config_from_args(build_parser().parse_args(["run", "--config", str(cfg_file)])))

@@ -11,7 +11,7 @@ import pytest
 
 from pebench.cli import build_parser, main
 from pebench.leaderboard.curves import epoch_series, read_history, sweep_series, write_run_curves, write_sweep_curves
-from pebench.leaderboard.runs import RUN_COLUMNS, collect_runs, not_complete_reason
+from pebench.leaderboard.runs import RUN_COLUMNS, not_complete_reason
 
 HEADER = "epoch,step,train/acc1,train/loss_epoch,train/loss_step,val/acc1,val/loss\n"
 

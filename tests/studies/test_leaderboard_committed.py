@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import (detection_findings, event_tokens_findings, findings, perf_findings, probe_findings,
-                        probe_recipe, ssdc_findings)
+from benchmarks import (
+    detection_findings,
+    event_tokens_findings,
+    findings,
+    perf_findings,
+    probe_findings,
+    probe_recipe,
+    ssdc_findings,
+)
 from pebench.datamodules import get_datamodule_class
 from pebench.encodings import variant_label
 from pebench.leaderboard import collect_results, render_leaderboard

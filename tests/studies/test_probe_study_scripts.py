@@ -8,8 +8,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from benchmarks import probe_findings, probe_recipe, ssdc_findings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -3,7 +3,6 @@ cite only what exists: every repository path they name is on disk and every head
 from __future__ import annotations
 
 import pytest
-
 from doc_citations import REPO, broken_heading_links, missing_paths
 
 DOCS = sorted([REPO / "benchmarks" / "README.md", *(REPO / "results").rglob("REPORT.md")])

@@ -7,7 +7,6 @@ samples each; ``truncate`` damages a file for the corrupt-sample tests.
 """
 from __future__ import annotations
 
-import os
 import pickle
 from pathlib import Path
 

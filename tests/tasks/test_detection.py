@@ -347,7 +347,6 @@ def _ddp_worker(rank: int, world: int, root: str, port: int, out: str) -> None:
 def test_coco_evaluator_is_exact_across_ddp_ranks(coco_root, tmp_path):
     """Two gloo ranks, each with part of the images: every rank gets the single-process numbers."""
     import torch.multiprocessing as mp
-
     from ddp_support import free_port
 
     mp.spawn(_ddp_worker, args=(2, str(coco_root), free_port(), str(tmp_path)), nprocs=2, join=True)

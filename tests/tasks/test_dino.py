@@ -6,20 +6,26 @@ from __future__ import annotations
 import json
 import math
 
+import fixtures_real as F
 import numpy as np
 import pytest
 import torch
 import torchvision.transforms.v2 as v2
+from ddp_support import child_env, free_port
 
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
-from pebench.tasks.dino.multicrop import DinoDataModule, MultiCropTransform, multicrop_collate
-from pebench.tasks.dino.head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies,
-                                      teacher_temperature, update_center)
+from pebench.tasks.dino.head import (
+    DINOHead,
+    cosine_schedule,
+    dino_loss,
+    ema_update,
+    teacher_entropies,
+    teacher_temperature,
+    update_center,
+)
 from pebench.tasks.dino.knn import gather_eval_set, knn_accuracy, knn_predict
-
-import fixtures_real as F
-from ddp_support import child_env, free_port
+from pebench.tasks.dino.multicrop import DinoDataModule, MultiCropTransform, multicrop_collate
 
 TINY_HEAD = ["--task-option", "out_dim=32", "--task-option", "head_hidden=32", "--task-option", "head_bottleneck=16"]
 

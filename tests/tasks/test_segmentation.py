@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from pebench.tasks.segmentation.miou import SegmentationMetrics, iou_from_confusion
-from pebench.datamodules.scenes.scene_common import IGNORE_INDEX, scene_collate
-from pebench.datamodules.scenes.scene_common import grid_sample
+from pebench.datamodules.scenes.scene_common import IGNORE_INDEX, grid_sample, scene_collate
 from pebench.models.scene_tokenizer import fps_knn_patches, knn_interpolate, serialize_patches
+from pebench.tasks.segmentation.miou import SegmentationMetrics, iou_from_confusion
 
 
 # ------------------------------------------------------------------------------------------ metric
@@ -79,8 +78,8 @@ def test_grid_sample_serialization_and_interpolation():
 
 
 def test_rpi_permutes_only_real_tokens():
-    from pebench.tasks.segmentation import SegmentationTask
     from pebench.models.tokenizers import TokenBatch
+    from pebench.tasks.segmentation import SegmentationTask
 
     x = torch.arange(2 * 4, dtype=torch.float32).view(2, 4, 1)
     mask = torch.tensor([[True] * 4, [True, True, False, False]])
@@ -202,8 +201,8 @@ def coord_unit_ok(dm) -> bool:
 
 # ------------------------------------------------------------------------------------------ runs
 def test_fast_dev_run_every_point_pe_on_primitives_scene(tmp_path, monkeypatch):
-    from pebench.runner.config import RunConfig
     from pebench.encodings import get_pe_class, list_pes
+    from pebench.runner.config import RunConfig
     from pebench.runner.run import run
 
     monkeypatch.setenv("PEBENCH_CACHE", str(tmp_path / "cache"))

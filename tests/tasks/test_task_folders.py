@@ -70,8 +70,8 @@ def toy_task(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_new_task_folder_is_found_by_name_and_runs(toy_task, tmp_path, monkeypatch):
-    from pebench.runner.config import RunConfig
     from pebench.datamodules import get_datamodule_class
+    from pebench.runner.config import RunConfig
     from pebench.runner.run import run
 
     assert "toy" in list_tasks() and "toy" not in TASK_SETUPS.names()  # listed, not yet imported

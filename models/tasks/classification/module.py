@@ -23,14 +23,14 @@ from torchmetrics import MetricCollection
 from torchmetrics.aggregation import MeanMetric, SumMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from pebench.models.heads import ClassificationHead
+from pebench.core.errors import ConfigError, RunFailedError
 from pebench.datamodules.events.spiking import EventTokens
 from pebench.datamodules.probes.probe_sets import SET_TOKENS, GlyphTokens
+from pebench.models.heads import ClassificationHead
 from pebench.models.set_tokenizer import SetPatchTokenizer
 from pebench.models.spiking import SpikingPatchTokenizer
 from pebench.models.tokenizers import ImageTokenizer, PointTokenizer, TokenBatch, TubeletTokenizer
-from pebench.models.vit import model_config, build_backbone
-from pebench.core.errors import ConfigError, RunFailedError
+from pebench.models.vit import build_backbone, model_config
 
 __all__ = ["ClassificationTask", "NonFiniteLossError", "build_tokenizer", "split_batch"]
 

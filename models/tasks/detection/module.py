@@ -32,15 +32,19 @@ import torch
 from torch import Tensor
 from torchmetrics.aggregation import MeanMetric, SumMetric
 
+from pebench.core.errors import ConfigError
 from pebench.datamodules.detection_common import content_size
 from pebench.datamodules.events.spiking import EventTokens
-from pebench.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
-                                                        build_tokenizer)
-from pebench.models.vit import model_config, build_backbone
+from pebench.models.vit import build_backbone, model_config
+from pebench.tasks.classification.module import (
+    ClassificationTask,
+    NonFiniteLossError,
+    SkippedSampleCount,
+    build_tokenizer,
+)
 
 from .coco_eval import CocoEvaluator
 from .pyramid import Detector
-from pebench.core.errors import ConfigError
 
 __all__ = ["DetectionTask", "scatter_token_map"]
 

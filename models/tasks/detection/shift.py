@@ -57,8 +57,14 @@ from torch import Tensor
 from pebench.analysis.extrapolation import _n_tokens, _parse, _round_to, rows_per_size
 from pebench.analysis.extrapolation import default_resolutions as classification_defaults
 from pebench.analysis.geometry import evaluating, finite_or_none, task_device
-from pebench.analysis.robustness import (DEFAULT_PARAMS, PERTURBATIONS, SHIFTS, _shift_seed, dense_fragility,
-                                         shift_context)
+from pebench.analysis.robustness import (
+    DEFAULT_PARAMS,
+    PERTURBATIONS,
+    SHIFTS,
+    _shift_seed,
+    dense_fragility,
+    shift_context,
+)
 from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS, StreamShift
 
 from .coco_eval import METRIC_NAMES, CocoEvaluator
@@ -110,7 +116,7 @@ def _stream_loaders(dm: Any, params: dict[str, dict], seed: int) -> dict[str, An
     out = {}
     for k, (name, prm) in enumerate(params.items()):
         ds = dm.val_dataset()
-        hw = getattr(ds, "sensor_hw", None) or (int(getattr(ds, "side", 0) or getattr(ds, "size")),) * 2
+        hw = getattr(ds, "sensor_hw", None) or (int(getattr(ds, "side", 0) or ds.size),) * 2
         ds.stream_transform = StreamShift(name, prm, _shift_seed(seed, k), tuple(hw))
         out[name] = dm._loader(ds, shuffle=False)
     return out

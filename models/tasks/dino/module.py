@@ -60,14 +60,25 @@ from torch import Tensor, nn
 from torchmetrics.aggregation import SumMetric
 
 from pebench.analysis.geometry import geometry
-from pebench.tasks.classification.module import (ClassificationTask, NonFiniteLossError, SkippedSampleCount,
-                                                        build_tokenizer)
-from pebench.models.vit import model_config, build_backbone
-
-from .head import (DINOHead, cosine_schedule, dino_loss, ema_update, teacher_entropies, teacher_temperature,
-                   update_center)
-from .knn import gather_eval_set, knn_accuracy, knn_predict, linear_probe
 from pebench.core.errors import ConfigError
+from pebench.models.vit import build_backbone, model_config
+from pebench.tasks.classification.module import (
+    ClassificationTask,
+    NonFiniteLossError,
+    SkippedSampleCount,
+    build_tokenizer,
+)
+
+from .head import (
+    DINOHead,
+    cosine_schedule,
+    dino_loss,
+    ema_update,
+    teacher_entropies,
+    teacher_temperature,
+    update_center,
+)
+from .knn import gather_eval_set, knn_accuracy, knn_predict, linear_probe
 
 __all__ = ["DinoTask"]
 
@@ -208,7 +219,7 @@ class DinoTask(SkippedSampleCount, L.LightningModule):
                 g["weight_decay"] = v["wd"] if g.get("decay", False) else 0.0
 
     def training_step(self, batch: Sequence[Any], batch_idx: int) -> Tensor | None:
-        views, labels, info = batch[0], batch[1], (batch[2] if len(batch) > 2 else {})
+        views, _labels, info = batch[0], batch[1], (batch[2] if len(batch) > 2 else {})
         skipped = int(info.get("skipped", 0)) if isinstance(info, dict) else 0
         self.skipped.update(torch.tensor(float(skipped), device=self.device))
         if not views or views[0].shape[0] == 0:

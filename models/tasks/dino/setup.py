@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pebench.core.errors import ConfigError
 from pebench.analysis.evaluators import ANALYSIS_NAMES
+from pebench.core.errors import ConfigError
 from pebench.tasks.base import TaskSetup, analyses_except, register_task
 
 from .module import DinoTask

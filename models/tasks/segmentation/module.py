@@ -46,14 +46,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, SumMetric
 
-from pebench.models.scene_tokenizer import PATCHINGS, SceneTokenizer, knn_interpolate, _knn
-from pebench.tasks.classification.module import (NonFiniteLossError, SkippedSampleCount, split_batch,
-                                                        warmup_cosine)
+from pebench.core.errors import ConfigError
+from pebench.models.scene_tokenizer import PATCHINGS, SceneTokenizer, _knn, knn_interpolate
 from pebench.models.tokenizers import TokenBatch
-from pebench.models.vit import model_config, build_backbone, check_attn_window
+from pebench.models.vit import build_backbone, check_attn_window, model_config
+from pebench.tasks.classification.module import NonFiniteLossError, SkippedSampleCount, split_batch, warmup_cosine
 
 from .miou import SegmentationMetrics
-from pebench.core.errors import ConfigError
 
 __all__ = ["SegmentationTask", "SEGMENTATION_DEFAULTS"]
 
