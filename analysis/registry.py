@@ -49,7 +49,7 @@ __all__ = ["Analysis", "AnalysisContext", "NoOptions", "register_analysis", "lis
            "select_analyses"]
 
 #: analysis name -> its :class:`Analysis` subclass; the modules of ``pebench.analysis`` register them
-_ANALYSES: Registry[type] = Registry("analysis", package=__package__)
+_ANALYSES: Registry[type[Analysis]] = Registry("analysis", package=__package__)
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class AnalysisContext:
     task: Any
     datamodule: Any
     seed: int
-    config: dict
+    config: dict[str, Any]
     options: dict[str, Any]
     hooks: Any
     explicit: bool = True
@@ -96,13 +96,13 @@ class Analysis:
 
 
 def register_analysis(name: str, *, key: str | None = None, order: float, options: type = NoOptions,
-                      in_all: bool = True) -> Callable[[type], type]:
+                      in_all: bool = True) -> Callable[[type[Analysis]], type[Analysis]]:
     """Class decorator: register an :class:`Analysis` under ``name`` with its ``results.json`` ``key``
     (default: the name), listing ``order``, ``options`` dataclass and ``in_all``."""
     if not dataclasses.is_dataclass(options):
         raise TypeError(f"analysis {name!r}: options must be a dataclass declared with pebench.core.options.option")
 
-    def deco(cls: type) -> type:
+    def deco(cls: type[Analysis]) -> type[Analysis]:
         cls.key = key or name
         cls.options = options
         cls.in_all = in_all
@@ -112,7 +112,7 @@ def register_analysis(name: str, *, key: str | None = None, order: float, option
     return deco
 
 
-def _fields(options: type) -> list[tuple[dataclasses.Field, Option]]:
+def _fields(options: type) -> list[tuple[dataclasses.Field[Any], Option]]:
     return declared_options(options)
 
 
@@ -126,8 +126,8 @@ def _check_shared_options(name: str, options: type) -> None:
                 raise ValueError(f"analysis option {f.name!r} of {name!r} differs from the one {other!r} declares")
 
 
-def _default(f: dataclasses.Field) -> Any:
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[operator]
 
 
 def list_analyses() -> list[str]:
@@ -135,7 +135,7 @@ def list_analyses() -> list[str]:
     return _ANALYSES.names()
 
 
-def get_analysis(name: str) -> type:
+def get_analysis(name: str) -> type[Analysis]:
     """The :class:`Analysis` class called ``name`` (``UnknownNameError`` listing the valid ones)."""
     return _ANALYSES.get(name)
 
@@ -145,10 +145,10 @@ def result_keys() -> dict[str, str]:
     return {n: get_analysis(n).key for n in list_analyses()}
 
 
-def analysis_options() -> dict[str, tuple[dataclasses.Field, Option, type]]:
+def analysis_options() -> dict[str, tuple[dataclasses.Field[Any], Option, type]]:
     """Every analysis option: key -> (field, :class:`Option`, its type), in running order of the first
     analysis declaring it."""
-    out: dict[str, tuple[dataclasses.Field, Option, type]] = {}
+    out: dict[str, tuple[dataclasses.Field[Any], Option, type]] = {}
     for n in list_analyses():
         opts = get_analysis(n).options
         hints = typing.get_type_hints(opts)
@@ -167,7 +167,7 @@ def _base_types(hint: Any) -> tuple[list[Any], bool]:
     return args, type(None) in typing.get_args(hint)
 
 
-def _check_value(key: str, value: Any, f: dataclasses.Field, opt: Option, hint: Any) -> Any:
+def _check_value(key: str, value: Any, f: dataclasses.Field[Any], opt: Option, hint: Any) -> Any:
     """``value`` checked against its declaration -> the value to use (one-line :class:`ConfigError`)."""
     types, nullable = _base_types(hint)
     if value is None:
@@ -203,7 +203,7 @@ def _check_value(key: str, value: Any, f: dataclasses.Field, opt: Option, hint: 
     return value
 
 
-def check_analysis_options(options: dict | None) -> dict[str, Any]:
+def check_analysis_options(options: dict[str, Any] | None) -> dict[str, Any]:
     """Validate ``analysis_options`` (``--analysis-option``) against every analysis' declaration ->
     all options, defaults filled in. Unknown keys and bad values are one-line :class:`ConfigError`."""
     decl = analysis_options()
@@ -260,5 +260,5 @@ def _type_name(hint: Any) -> str:
     return f"{name} or none" if nullable else name
 
 
-def plot_path(run_dir: Path | None, cls: type) -> Path | None:
+def plot_path(run_dir: Path | None, cls: type[Analysis]) -> Path | None:
     return None if run_dir is None or cls.plot is None else Path(run_dir) / cls.plot[0]

@@ -121,8 +121,8 @@ def float_option(dataset: str, key: str, value: Any, minimum: float = 0.0) -> fl
 class BenchDataModule(L.LightningDataModule, abc.ABC):
     """Base class: subclasses set the class attributes and implement the ``*_dataset`` methods."""
 
-    #: registry / CLI name
-    name: ClassVar[str] = "?"
+    #: registry / CLI name (a plain annotation: LightningDataModule declares ``name`` an instance attribute)
+    name: str = "?"
     #: one of MODALITIES
     modality: ClassVar[str] = "image"
     #: True for datasets read from ``--data-root``
@@ -198,32 +198,32 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
 
     # ---- datasets ---------------------------------------------------------------------
     @abc.abstractmethod
-    def train_dataset(self) -> Dataset:
+    def train_dataset(self) -> Dataset[Any]:
         """The training set (eval-only datasets raise a one-line error here)."""
 
     @abc.abstractmethod
-    def val_dataset(self, resolution: tuple[int, ...] | None = None) -> Dataset:
+    def val_dataset(self, resolution: tuple[int, ...] | None = None) -> Dataset[Any]:
         """Validation set rendered / resampled at ``resolution`` (None: the training one)."""
 
-    def test_dataset(self, resolution: tuple[int, ...] | None = None) -> Dataset:
+    def test_dataset(self, resolution: tuple[int, ...] | None = None) -> Dataset[Any]:
         return self.val_dataset(resolution)
 
     # ---- loaders ----------------------------------------------------------------------
-    def _loader(self, ds: Dataset, shuffle: bool) -> DataLoader:
+    def _loader(self, ds: Dataset[Any], shuffle: bool) -> DataLoader[Any]:
         return DataLoader(ds, batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
                           persistent_workers=self.num_workers > 0, drop_last=False,
                           pin_memory=torch.cuda.is_available(), collate_fn=getattr(ds, "collate_fn", None))
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> DataLoader[Any]:
         return self._loader(self.train_dataset(), shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> DataLoader[Any]:
         return self._loader(self.val_dataset(), shuffle=False)
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self) -> DataLoader[Any]:
         return self._loader(self.test_dataset(), shuffle=False)
 
-    def eval_dataloader(self, resolution: int | str | tuple[int, ...] | None = None) -> DataLoader:
+    def eval_dataloader(self, resolution: int | str | tuple[int, ...] | None = None) -> DataLoader[Any]:
         """Validation loader at another resolution (extrapolation), in a fixed order."""
         res = resolution if isinstance(resolution, tuple) or resolution is None else parse_resolution(resolution)
         return self._loader(self.val_dataset(res), shuffle=False)
@@ -256,7 +256,8 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
         directory exists; -> ``{"train": n, "val": n}``. Synthetic sets have nothing to check."""
         if not self.needs_data_root:
             return {}
-        sizes = {"train": len(self.train_dataset()), "val": len(self.val_dataset())}
+        # map-style datasets define __len__; torch's Dataset does not declare it
+        sizes = {"train": len(self.train_dataset()), "val": len(self.val_dataset())}  # type: ignore[arg-type]
         for split, n in sizes.items():
             if n == 0:
                 raise DataRootError(f"{self.name}: no {split} samples under {self.data_root!r}; "

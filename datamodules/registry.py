@@ -9,7 +9,7 @@ __all__ = ["register_datamodule", "build_datamodule", "list_datamodules", "get_d
 
 #: datasets register themselves with ``@register_datamodule(name)`` in their own module; a module of this
 #: package is imported the first time one of its names is asked for (or all, for the full list).
-_DATASETS: Registry[BenchDataModule] = Registry("dataset", package="pebench.datamodules")
+_DATASETS: Registry[type[BenchDataModule]] = Registry("dataset", package="pebench.datamodules")
 
 register_datamodule = _DATASETS.register
 list_datamodules = _DATASETS.names

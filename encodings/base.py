@@ -62,7 +62,7 @@ class CoordsCache:
     """
 
     def __init__(self) -> None:
-        self._entry: tuple | None = None  # (coords, version, key, value)
+        self._entry: tuple[Tensor, int, Any, Any] | None = None  # (coords, version, key, value)
 
     def get(self, coords: Tensor, key: Any, compute: Callable[[], Any]) -> Any:
         usable = not (coords.requires_grad or coords.is_inference())
@@ -129,7 +129,7 @@ class PositionalEncoding(nn.Module):
     #: The PE's keyword options (``--pe-option KEY=VALUE``), one :class:`~pebench.encodings.options.PEOption`
     #: each: ``build_pe`` validates against them, ``pe_options`` lists them, ``variant_label`` names
     #: non-default settings. Keys and defaults match the constructor's keyword arguments (tested).
-    options: ClassVar[tuple] = ()
+    options: ClassVar[tuple[Any, ...]] = ()  # PEOption instances (options.py imports this module)
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None) -> None:

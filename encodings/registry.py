@@ -12,7 +12,7 @@ __all__ = ["register_pe", "build_pe", "list_pes", "get_pe_class", "pe_options", 
 
 #: PEs register themselves with ``@register_pe(name, order=...)`` in their own module (one file per PE);
 #: a module of this package is imported the first time its PE is asked for. ``order``: the CLI's listing order.
-_PES: Registry[PositionalEncoding] = Registry("PE", package="pebench.encodings")
+_PES: Registry[type[PositionalEncoding]] = Registry("PE", package="pebench.encodings")
 
 #: Class decorator: make a PE available as ``build_pe(name)`` and ``bench run --pe name``.
 register_pe = _PES.register

@@ -93,12 +93,13 @@ class Registry(Generic[T]):
         self._all_imported = package is None
 
     # -------------------------------------------------------------------------------- registering
-    def register(self, name: str, *, order: float | None = None) -> Callable[[type[T]], type[T]]:
-        """Class decorator: store the class under ``name`` and set its ``name`` attribute."""
+    def register(self, name: str, *, order: float | None = None) -> Callable[[T], T]:
+        """Class decorator: store the class under ``name`` and set its ``name`` attribute (a registry of
+        classes is a ``Registry[type[Base]]``: its entries are the classes)."""
 
-        def deco(cls: type[T]) -> type[T]:
+        def deco(cls: T) -> T:
             cls.name = name  # type: ignore[attr-defined]
-            self.add(name, cls, order=order)  # type: ignore[arg-type]
+            self.add(name, cls, order=order)
             return cls
 
         return deco

@@ -460,9 +460,7 @@ def dataset_default_tokens(dataset: str) -> str | None:
     the PaPE paper; ``frames`` for synthetic-events), or None when it has no such option or is not
     registered."""
     try:
-        from pebench.datamodules import (
-            get_datamodule_class,  # deferred: start-up time (torch; the CLI imports this module)
-        )
+        from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch; the CLI imports us)
 
         param = inspect.signature(get_datamodule_class(dataset).__init__).parameters.get("tokens")
     except (ImportError, KeyError, ValueError):

@@ -28,20 +28,38 @@ from __future__ import annotations
 import abc
 import pkgutil
 import sys
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
 
 from pebench.core.errors import ConfigError
 from pebench.core.registry import Registry, load_plugins, unknown_name_message
 
+if TYPE_CHECKING:  # annotations only: these imports are downward (tasks > analysis > datamodules), never run
+    import lightning as L
+
+    from pebench.analysis.evaluators import TaskAnalyses
+    from pebench.datamodules.base import BenchDataModule
+
 __all__ = ["TaskSetup", "TASK_SETUPS", "register_task", "get_task_setup", "list_tasks", "resolve_task",
-           "default_task", "geometry_only", "analyses_except", "unfit_reason", "LABEL_KIND_WORDS"]
+           "default_task", "geometry_only", "analyses_except", "unfit_reason", "LABEL_KIND_WORDS", "RunConfigLike"]
 
 #: how error messages name a dataset's ``label_kind`` (pebench.datamodules.LABEL_KINDS)
 LABEL_KIND_WORDS = {"class": "a class label per sample (a classification-shaped dataset)",
                     "boxes": "annotated boxes", "point-labels": "per-point labels"}
 
+
+class RunConfigLike(Protocol):
+    """What this module reads of a run configuration (:class:`pebench.runner.config.RunConfig`, which lives in
+    a layer above and so is named structurally here); a task's ``build`` reads the rest of it."""
+
+    dataset: str
+    task: str | None
+    task_options: dict[str, Any]
+
+
+_Cfg = TypeVar("_Cfg", bound=RunConfigLike)
+
 #: task name -> its :class:`TaskSetup` subclass (filled by importing the task's folder, or a plugin module)
-TASK_SETUPS: Registry[TaskSetup] = Registry("task", package=__package__)
+TASK_SETUPS: Registry[type[TaskSetup]] = Registry("task", package=__package__)
 
 
 def geometry_only(task: str, reason: str) -> Callable[[list[str], bool], list[str]]:
@@ -107,23 +125,24 @@ class TaskSetup(abc.ABC):
     modalities: tuple[str, ...] | None = None
 
     @abc.abstractmethod
-    def build(self, cfg: Any, dm: Any, grid: Any) -> Any:
-        """The task's LightningModule for run configuration ``cfg`` on datamodule ``dm``."""
+    def build(self, cfg: RunConfigLike, dm: BenchDataModule, grid: Sequence[int] | None) -> L.LightningModule:
+        """The task's LightningModule for run configuration ``cfg`` on datamodule ``dm`` (the one
+        :meth:`prepare_data` returned); ``grid``: the training token grid, ``None`` where the data has none."""
 
     @abc.abstractmethod
-    def primary_metric(self, dm: Any) -> str:
+    def primary_metric(self, dm: BenchDataModule) -> str:
         """The metric the leaderboard ranks by (e.g. ``val/acc1``)."""
 
-    def prepare_data(self, cfg: Any, dm: Any) -> Any:
+    def prepare_data(self, cfg: RunConfigLike, dm: BenchDataModule) -> BenchDataModule:
         return dm
 
     def analyses(self, names: list[str], explicit: bool) -> list[str]:
         return names
 
-    def extra_results(self, task: Any) -> dict[str, Any]:
+    def extra_results(self, task: L.LightningModule) -> dict[str, Any]:
         return {}
 
-    def analysis_hooks(self) -> Any:
+    def analysis_hooks(self) -> TaskAnalyses:
         from pebench.analysis.evaluators import CLASSIFICATION_ANALYSES  # deferred: start-up time (torch)
 
         return CLASSIFICATION_ANALYSES
@@ -173,7 +192,7 @@ def unfit_reason(setup: TaskSetup, dm_cls: type) -> str | None:
     return None
 
 
-def resolve_task(cfg: Any) -> Any:
+def resolve_task(cfg: _Cfg) -> _Cfg:
     """Fill ``cfg.task`` from the dataset when it is ``None``; check the task can train on the dataset
     (:func:`unfit_reason`: the task's declaration) and that ``task_options`` are ones the task accepts.
     Returns ``cfg`` (changed in place)."""
