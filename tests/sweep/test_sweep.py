@@ -87,8 +87,8 @@ def test_plan_layout_and_validation(tmp_path: Path) -> None:
 
 def test_plan_rpt_variant_matches_bench_run(tmp_path: Path) -> None:
     """``ape+rpt`` runs ``bench run --pe ape --rpt`` in the directory that command writes."""
-    from pebench.cli import build_parser, run_config_from_args
-    from pebench.runner.config import run_dir_for
+    from pebench.cli import build_parser
+    from pebench.runner.config import run_config_from_args, run_dir_for
 
     specs = plan_sweep(["shapes"], ["ape", "ape+rpt"], [3], "vit-nano", tmp_path, ["--epochs", "1"])
     assert [s.key for s in specs] == ["shapes/ape/vit-nano/seed3", "shapes/ape+rpt/vit-nano/seed3"]

@@ -195,7 +195,8 @@ def test_job_resources_ddp_layout() -> None:
 @pytest.mark.slow
 def test_debug_executor_runs_a_tiny_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """submitit's in-process executor: the submitted callable runs `bench run` and records the outcome."""
-    from pebench.cli import build_parser, run_config_from_args
+    from pebench.cli import build_parser
+    from pebench.runner.config import run_config_from_args
     from pebench.sweep.local import plan_sweep
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
