@@ -122,7 +122,13 @@ def test_alpha_on_a_non_additive_pe_says_it_does_not_apply(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------ §4 eval / leaderboard
 def test_eval_bad_resolutions_exit_2_and_touch_nothing(tmp_path, capsys):
-    from test_reliability import _checkpoint_of, _run_dir_with_config
+    import importlib.util  # the run-directory helpers live beside the reliability tests (tests/runner)
+
+    spec = importlib.util.spec_from_file_location(
+        "reliability_helpers", Path(__file__).resolve().parents[1] / "runner" / "test_reliability.py")
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    _checkpoint_of, _run_dir_with_config = helpers._checkpoint_of, helpers._run_dir_with_config
 
     run_dir = _run_dir_with_config(tmp_path, "ape")
     (run_dir / "last.ckpt").write_bytes(_checkpoint_of(tmp_path, "ape").read_bytes())
