@@ -55,9 +55,9 @@ TOL = 0.05
 #: the predictions' groups, each a subset of the PEs whose declarations (``relative``, ``rotation_invariant``,
 #: ``distance_decay`` in pebench.encodings) say so; tests/studies/test_probe_study_scripts.py checks the two agree and
 #: that every registered PE is in a group or in :data:`MEASURED_ONLY`
-RELATIVE = ("rope-axial", "rope-mixed", "pape", "lookhere", "comrope", "string")
+RELATIVE = ("rope-axial", "rope-mixed", "pape", "lookhere", "comrope", "string", "rpb")
 ABSOLUTE = ("ape", "sincos")
-DISTANCE_ONLY = ("alibi", "pape-ri")
+DISTANCE_ONLY = ("alibi", "pape-ri", "fire")
 #: PEs with a monotone distance decay of the attention logit (ALiBi's fixed slopes, LookHere's, PaPE's learned one)
 DECAY = ("alibi", "lookhere", "pape", "pape-ri")
 #: PEs measured without a prediction on the translation and extrapolation probes: LieRE is not exactly
@@ -65,10 +65,12 @@ DECAY = ("alibi", "lookhere", "pape", "pape-ri")
 #: an absolute cue (CPVT's argument), although translating its coordinates changes nothing
 MEASURED_ONLY = ("liere", "cpe")
 #: PEs whose logits read directions, measured on probe-rotation without a prediction
-DIRECTIONAL = ("rope-axial", "rope-mixed", "pape", "lookhere", "sincos", "ape", "liere", "comrope", "string", "cpe")
+DIRECTIONAL = ("rope-axial", "rope-mixed", "pape", "lookhere", "sincos", "ape", "liere", "comrope", "string", "cpe",
+               "rpb")
 #: PEs without a designed decay, measured on probe-decay without a prediction (RoPE's long-range decay is weak
-#: and not monotone; the learned rotations and CPE have none by design)
-NO_DECAY = ("rope-axial", "rope-mixed", "liere", "comrope", "string", "cpe")
+#: and not monotone; the learned rotations and CPE have none by design; FIRE's and the offset table's are learned,
+#: not designed)
+NO_DECAY = ("rope-axial", "rope-mixed", "liere", "comrope", "string", "cpe", "fire", "rpb")
 
 
 def _pct(x: float) -> str:
