@@ -21,8 +21,9 @@ pebench task interface            timm adapter
 norm=False, output_fmt="NLC", intermediates_only=True)``: the residual stream after each block with
 the prefix tokens (class, register) split off by timm. ``attn_in`` (layers ``0..L-1``) is the tensor
 that enters each block's attention module, captured by a forward *pre*-hook on ``blocks[i].attn``
-during the same ``forward_intermediates`` call, prefix tokens dropped. In timm's pre-norm blocks the
-attention receives ``blocks[i].norm1(x)`` (the LN1 output, the SSDC paper's tap); hooking the
+during the same ``forward_intermediates`` call, prefix tokens dropped; the call stops once the last
+block's attention input is captured (that block's attention and MLP feed no ``attn_in`` tap). In
+timm's pre-norm blocks the attention receives ``blocks[i].norm1(x)`` (the LN1 output, the SSDC paper's tap); hooking the
 attention's input rather than ``norm1``'s output also stays right for timm's post-norm blocks, whose
 attention reads the raw stream.
 
@@ -245,6 +246,12 @@ class _PatchGrid:
 
 
 # ------------------------------------------------------------------------------ the task
+class _TapsComplete(Exception):
+    """Raised by the ``attn_in`` capture at the last block's attention input: the last block's attention
+    and MLP compute nothing that tap needs, so the forward pass stops there (the tokens already
+    captured are exactly those of the full pass)."""
+
+
 class TimmTask(nn.Module):
     """A timm ViT read as a pebench image task (see the module docstring).
 
@@ -336,18 +343,24 @@ class TimmTask(nn.Module):
             raise ValueError(f"unknown tap {tap!r}; available: {', '.join(TAPS)}")
         grid = self.tokenizer.grid_for(inputs.shape[-2:])
         P = self.backbone.num_prefix_tokens
+        depth = len(self.model.blocks)
         attn_in: list[Tensor] = []
 
         def capture(module: nn.Module, args: Any, kwargs: dict) -> None:
             x = args[0] if args else kwargs["x"]  # (B, P + N, D): what the attention receives
             attn_in.append(x[:, P:])
+            if len(attn_in) == depth:  # the last tap: the rest of the forward pass is not needed
+                raise _TapsComplete
 
         handles = [blk.attn.register_forward_pre_hook(capture, with_kwargs=True)
                    for blk in self.model.blocks] if tap == "attn_in" else []
+        out: Any = None
         try:
             with self._content_permuted(content_perm):
                 out = self.model.forward_intermediates(self._prep(inputs), indices=None, norm=False,
                                                        output_fmt="NLC", intermediates_only=True)
+        except _TapsComplete:
+            pass
         finally:
             for h in handles:
                 h.remove()

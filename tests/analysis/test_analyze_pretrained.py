@@ -215,3 +215,33 @@ def test_native_head(tmp_path, capsys):
     assert main([*base, "--checkpoint", str(tmp_path / "head8.pth")]) == 0
     res = json.loads(next((tmp_path / "out").rglob("results.json")).read_text())
     assert res["analyses"] == ["robustness"] and "probe/train_acc1" not in res["metrics"]
+
+
+@pytest.mark.parametrize("fam", ["vit", "dinov3"])
+def test_attn_in_stops_after_the_last_tap(fam, checkpoints):
+    """attn_in needs nothing after the last block's attention input: that block's attention and MLP do
+    not run, and the taps equal those read from a forward pass that runs to the end."""
+    task = _task(fam, checkpoints[fam])
+    m = task.model
+    calls = {"attn": 0, "mlp": 0}
+    m.blocks[-1].attn.register_forward_hook(lambda *a: calls.__setitem__("attn", calls["attn"] + 1))
+    m.blocks[-1].mlp.register_forward_hook(lambda *a: calls.__setitem__("mlp", calls["mlp"] + 1))
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        feats, _ = task.features(x, tap="attn_in")
+        assert calls == {"attn": 0, "mlp": 0}
+        task.features(x, tap="block_out")
+        assert calls == {"attn": 1, "mlp": 1}
+        P = task.backbone.num_prefix_tokens
+        full = []  # the attention inputs of a pass that runs to the end
+
+        def grab(mod, args, kwargs):
+            full.append((args[0] if args else kwargs["x"])[:, P:])
+
+        hooks = [b.attn.register_forward_pre_hook(grab, with_kwargs=True) for b in m.blocks]
+        m.forward_intermediates(x, indices=None, norm=False, output_fmt="NLC", intermediates_only=True)
+        for h in hooks:
+            h.remove()
+    assert len(feats) == len(full) == len(m.blocks)
+    for ours, ref in zip(feats, full):
+        assert torch.equal(ours, ref)
