@@ -82,12 +82,12 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Subset
 
+from pebench.core.errors import UserError
 from pebench.encodings.coords import canonical_grid_coords
 from pebench.models.tokenizers import ResolutionError
 
 from .geometry import TAPS
 from .robustness import image_codec
-from pebench.core.errors import UserError
 
 __all__ = ["TimmTask", "TimmPE", "CheckpointError", "read_state_dict", "check_state_dict", "file_sha256",
            "pe_family", "extrapolation_rule", "TAP_SOURCES", "input_affine_for", "fit_probe", "accuracy",
