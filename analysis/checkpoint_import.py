@@ -251,7 +251,7 @@ def hf_to_timm(sd: dict[str, Tensor], layout: str) -> tuple[dict[str, Tensor], d
 def _onnx() -> Any:
     try:
         import onnx  # deferred: optional dependency, needed for .onnx checkpoints only
-        from onnx import numpy_helper
+        from onnx import numpy_helper  # deferred: optional dependency (onnx), .onnx checkpoints only
     except ImportError:
         raise CheckpointError("reading an ONNX checkpoint needs the optional package onnx: "
                               "pip install 'pebench[onnx]'") from None
