@@ -126,6 +126,9 @@ class PositionalEncoding(nn.Module):
     distance_decay: ClassVar[bool | None] = None
     #: True when the PE has trainable parameters at its default options. Declared by every PE; tested.
     learned: ClassVar[bool | None] = None
+    #: True when the PE needs the tokens' integer training grid (a table indexed by grid offsets: rpb), so it
+    #: does not apply to token sets off a grid (spiking patches, set probes); a one-line PEConfigError there.
+    needs_grid: ClassVar[bool] = False
     #: The PE's keyword options (``--pe-option KEY=VALUE``), one :class:`~pebench.encodings.options.PEOption`
     #: each: ``build_pe`` validates against them, ``pe_options`` lists them, ``variant_label`` names
     #: non-default settings. Keys and defaults match the constructor's keyword arguments (tested).

@@ -151,6 +151,7 @@ class RelPosBias(PositionalEncoding):
     distance_decay = False
     learned = True
     modalities = ("image", "video", "events")
+    needs_grid = True  # the offset table is indexed by grid offsets
     options = (
         PEOption("variant", "str", "table", "table: Swin/BEiT learned table per block (resampled with timm at larger "
                  "grids); cpb: SwinV2 log-spaced continuous position bias (an MLP of log offsets)",

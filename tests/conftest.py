@@ -25,3 +25,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def repo_root() -> Path:
     """The repository's root folder (read-only use: committed docs, results, pyproject.toml)."""
     return REPO
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test sees the environment the session started with: in-process ``bench`` calls set variables for
+    their children (OMP_WAIT_POLICY, the --deterministic pins). With the tests grouped by layer, the compiled
+    FlexAttention tests failed after the CLI tests (inductor: "requires AVX512 or AVX2 vec ISA") and passed alone;
+    inductor caches its CPU ISA check, so the cache is cleared whenever the environment is restored."""
+    import os
+    import sys
+
+    before = dict(os.environ)
+    yield
+    if dict(os.environ) != before:
+        os.environ.clear()
+        os.environ.update(before)
+        isa = sys.modules.get("torch._inductor.cpu_vec_isa")
+        for name in ("valid_vec_isa_list", "pick_vec_isa"):
+            fn = getattr(isa, name, None)
+            if hasattr(fn, "cache_clear"):
+                fn.cache_clear()

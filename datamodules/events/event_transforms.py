@@ -28,6 +28,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from pebench.core.errors import ConfigError
+
 from ..base import float_option, int_option
 from .spiking import spiking_patches
 
@@ -198,7 +200,7 @@ def spiking_analyses(analyses: Sequence[str], explicit: bool) -> list[str]:
     defaults (and from ``all``); asked for by name they are a one-line error."""
     bad = [a for a in analyses if a not in SPIKING_ANALYSES]
     if bad and explicit:
-        raise ValueError(f"analysis {bad[0]!r} does not apply to tokens=spiking (per-sample token coords with "
+        raise ConfigError(f"analysis {bad[0]!r} does not apply to tokens=spiking (per-sample token coords with "
                          f"padding, no shared grid); available: {', '.join(SPIKING_ANALYSES)}, none")
     return [a for a in analyses if a in SPIKING_ANALYSES]
 

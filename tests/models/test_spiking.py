@@ -25,7 +25,7 @@ from pebench.encodings import get_pe_class, list_pes
 from pebench.models import ClassificationHead, build_backbone
 from pebench.models.spiking import SpikingPatchTokenizer
 
-EVENT_PES = [pe for pe in list_pes() if "events" in get_pe_class(pe).modalities]
+EVENT_PES = [pe for pe in list_pes() if "events" in get_pe_class(pe).modalities and not get_pe_class(pe).needs_grid]
 
 
 def stream(rows):
@@ -212,6 +212,16 @@ def test_permutation_equivariance_with_mask(pe):
         outp = vit(x[:, perm], coords[:, perm], None, mask[:, perm])
     real = mask[:, perm]
     assert torch.allclose(outp[real], out[:, perm][real], atol=2e-5)
+
+
+def test_grid_pes_refuse_spiking_tokens_with_one_line(tmp_path, capsys):
+    """A PE that needs the training grid (rpb) does not apply to spiking tokens: one line, exit 2, nothing written."""
+    for pe in [p for p in list_pes() if "events" in get_pe_class(p).modalities and get_pe_class(p).needs_grid]:
+        rc = main(["run", "--dataset", "synthetic-events", "--data-option", "tokens=spiking", "--pe", pe,
+                   "--fast-dev-run", "--out", str(tmp_path / "runs")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and "training grid" in err[0], (pe, err)
+        assert not (tmp_path / "runs").exists()
 
 
 def test_geometry_refuses_spiking_tokens(tmp_path, capsys):
