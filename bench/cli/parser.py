@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-config", action="store_true", help="print the resolved configuration as YAML and exit")
     p.add_argument("--force", action="store_true",
                    help="train again from scratch when the run directory already holds a complete run of this "
-                        "configuration (without it, such a run is reported in one line and not retrained)")
+                        "configuration (default: off; such a run is reported in one line and not retrained)")
     add_flags(p, RunConfig)
 
     p = sub.add_parser("list", help="list datasets, positional encodings, models, presets and analyses",
