@@ -33,6 +33,7 @@ Analyses outside this repository are plugins, found like PEs (``$PEBENCH_PLUGINS
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 import typing
@@ -74,7 +75,7 @@ class AnalysisContext:
     explicit: bool = True
 
 
-class Analysis:
+class Analysis(abc.ABC):
     """Base class of a registered analysis (see the module docstring). ``name``, ``key``, ``order``,
     ``options`` and ``in_all`` are set by :func:`register_analysis`."""
 
@@ -91,8 +92,9 @@ class Analysis:
         reason it does not (one line). Default: every PE."""
         return None
 
-    def run(self, ctx: AnalysisContext) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def run(self, ctx: AnalysisContext) -> Any:
+        """The analysis' ``results.json`` section for this run (every registered analysis defines it)."""
 
 
 def register_analysis(name: str, *, key: str | None = None, order: float, options: type = NoOptions,
