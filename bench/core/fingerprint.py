@@ -29,12 +29,14 @@ __all__ = ["NON_RESULT_KEYS", "REPLICATE_KEYS", "LATER_KEYS", "fingerprint_keys"
 #: leaves out sections, the numbers of a section do not depend on it) and the threshold above which
 #: skipped samples make a run not complete (``max_skipped_fraction``: it changes the status, not a
 #: number), the file's ``schema_version`` (``config.yaml`` records it: pebench.core.schema), and how attention is computed (``attention_impl``: every implementation computes the same
-#: function, equal to float rounding; ``results.json`` records the one used). Everything else is kept, including ``devices``, ``num_nodes``, ``strategy``,
+#: function, equal to float rounding; ``results.json`` records the one used), and the intra-op thread count
+#: (``threads``: the same computation with another reduction order, equal to float rounding; ``config.yaml``
+#: records it so that a rerun uses it, pebench.runner.threads). Everything else is kept, including ``devices``, ``num_nodes``, ``strategy``,
 #: ``accelerator`` and ``precision`` (the per-rank batch composition and the arithmetic change with
 #: them), ``analysis_options`` and ``extrapolation_resolutions`` (they change analysis numbers).
 NON_RESULT_KEYS: tuple[str, ...] = ("out", "data_root", "num_workers", "progress_bar", "tensorboard", "logger",
                                     "max_time", "analyses", "max_skipped_fraction", "attention_impl",
-                                    "schema_version")
+                                    "schema_version", "threads")
 #: keys that index replicates of one experiment: compared on resume, left out of the fingerprint
 REPLICATE_KEYS: tuple[str, ...] = ("seed",)
 #: result-changing keys added after fingerprints were first recorded, with the value that means the old

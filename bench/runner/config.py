@@ -104,6 +104,11 @@ class RunConfig:
     num_nodes: int = option(1, 'number of nodes (multi-node DDP)', metavar='K')
     precision: str = option("32-true", 'Lightning precision: 32-true, bf16-mixed, 16-mixed', metavar='P')
     deterministic: bool = option(False, 'use deterministic algorithms (slower on GPU)')
+    threads: int | None = option(None, "intra-op CPU threads (torch.set_num_threads): the reduction order, so the "
+                                 "float rounding, depends on it; config.yaml records the count the run used, so "
+                                 "`bench run --config <run>/config.yaml` reruns with it", metavar='N',
+                                 bounds=(1, True, math.inf, False, 'a number of threads'),
+                                 none_means="torch's (OMP_NUM_THREADS, else the cores)")
     compile: bool = option(False,
                            'torch.compile the backbone (in place: checkpoints stay loadable without it); the first '
                            'steps pay the compilation (tens of seconds; needs a C++ compiler on CPU)')

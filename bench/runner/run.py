@@ -31,6 +31,7 @@ settings and multi-node checks in :mod:`pebench.runner.distributed`.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import math
 import os
 import signal
@@ -74,11 +75,11 @@ from pebench.runner.config import (
 )
 from pebench.runner.distributed import (
     DDP_TIMEOUT,  # noqa: F401  (re-exported: the default DDP timeout)
-    _check_multi_node,
-    _ddp_strategy,
-    _indivisible,
-    _is_rendezvous_failure,
-    _rendezvous_message,
+    check_multi_node,
+    ddp_strategy,
+    is_rendezvous_failure,
+    refuse_indivisible_batch,
+    rendezvous_message,
 )
 from pebench.runner.guards import batch_clamp, batch_clamp_line, check_precision_device, limited_record
 from pebench.runner.integrity import (
@@ -93,16 +94,17 @@ from pebench.runner.loggers import build_loggers, check_logger_installed, quiet_
 from pebench.runner.numerics import flush_denormals, numerics_record
 from pebench.runner.provenance import git_sha, versions
 from pebench.runner.resume import (
+    AtomicCheckpointIO,
+    InterruptSignals,
     RunInterrupted,
-    _AtomicCheckpointIO,
-    _epochs_done,
-    _InterruptSignals,
-    _last_checkpoint,
-    _resume_command,
-    _resume_path,
+    epochs_done,
+    last_checkpoint_callback,
+    resume_checkpoint_path,
+    resume_command,
 )
 from pebench.runner.samplers import install_samplers, restore_loaders
 from pebench.runner.stopping import load_best, stopped_record, stopping_callbacks
+from pebench.runner.threads import set_intra_op_threads
 from pebench.tasks import get_task_setup, resolve_task
 
 __all__ = ["run", "prepare", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", "train_grid_for",
@@ -247,16 +249,16 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
     if cfg.compile:
         task.backbone.compile()  # nn.Module.compile: forward compiled in place, state_dict keys unchanged
     if isinstance(cfg.devices, int) and cfg.devices > 0 and cfg.batch_size % (cfg.devices * cfg.num_nodes):
-        _indivisible(cfg.batch_size, cfg.devices * cfg.num_nodes)
+        refuse_indivisible_batch(cfg.batch_size, cfg.devices * cfg.num_nodes)
     run_dir = run_dir_for(cfg)
     if check_run_dir:  # user errors before the Trainer's banners
         check_same_configuration(run_dir, config_to_dict(cfg))  # resume / re-run only the same configuration
         check_out_dir(cfg.out)
     check_precision_device(cfg.precision, cfg.accelerator)  # 16-mixed on a CPU: exit 2, not a silent bf16 run
     quiet_lightning()
-    strategy = _ddp_strategy() if cfg.strategy == "ddp" else cfg.strategy
+    strategy = ddp_strategy() if cfg.strategy == "ddp" else cfg.strategy
     counter = ValSampleCounter()
-    callbacks: list[Callback] = [counter, StepSeed(cfg.seed), _last_checkpoint(run_dir)]
+    callbacks: list[Callback] = [counter, StepSeed(cfg.seed), last_checkpoint_callback(run_dir)]
     if cfg.progress_bar:
         callbacks.append(TQDMProgressBar())
     callbacks += stopping_callbacks(cfg, setup.primary_metric(dm), run_dir)
@@ -270,17 +272,17 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
             default_root_dir=run_dir, enable_progress_bar=cfg.progress_bar, use_distributed_sampler=False,
             num_sanity_val_steps=0, log_every_n_steps=10, enable_model_summary=False,
             **({"val_check_interval": cfg.val_every, "check_val_every_n_epoch": None} if cfg.val_every else {}),
-            plugins=[_AtomicCheckpointIO()])
+            plugins=[AtomicCheckpointIO()])
     except (MisconfigurationException, ValueError, TypeError, ImportError) as e:  # ImportError: tpu w/o torch_xla
         raise ConfigError(f"invalid trainer options: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    _check_multi_node(trainer)
+    check_multi_node(trainer)
     try:
         check_forced_impl(check_impl_name(cfg.attention_impl), trainer.strategy.root_device.type, training=True)
     except AttentionImplError as e:
         raise ConfigError(str(e)) from None
     world = trainer.num_devices * trainer.num_nodes
     if cfg.batch_size % world:
-        _indivisible(cfg.batch_size, world)
+        refuse_indivisible_batch(cfg.batch_size, world)
     dm.batch_size = cfg.batch_size // world  # per-rank batch; the global batch stays cfg.batch_size
     return Prepared(cfg=cfg, dm=dm, task=task, setup=setup, trainer=trainer, run_dir=run_dir, analyses=tuple(analyses),
                     explicit_analyses=explicit, counter=counter, pe_label=variant_label(cfg.pe, cfg.pe_options),
@@ -345,13 +347,15 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     """Train and evaluate one configuration; returns the results dict (see README)."""
     t0 = time.time()
     flush_denormals()  # CPU: denormals to zero (PaPE's logits underflow; see pebench.runner.numerics)
+    # before anything computes; config.yaml records the count in effect, so a rerun from it uses the same
+    cfg = dataclasses.replace(cfg, threads=set_intra_op_threads(cfg.threads))
     parts = prepare(cfg, check_run_dir=True)
     cfg, dm, task, trainer, run_dir = parts.cfg, parts.dm, parts.task, parts.trainer, parts.run_dir
     rank0 = trainer.global_rank == 0
     config = config_to_dict(cfg)
     if rank0:
         check_writable(cfg.out)
-    ckpt = _resume_path(run_dir)
+    ckpt = resume_checkpoint_path(run_dir)
     results: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,  # pebench.core.schema: readers migrate older files
         "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "pe_label": parts.pe_label,
@@ -371,7 +375,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     if ckpt is not None:
         try:
             meta = torch.load(ckpt, map_location="cpu", weights_only=False)
-            results["resumed_from"] = {"checkpoint": Path(ckpt).name, "epoch": _epochs_done(meta),
+            results["resumed_from"] = {"checkpoint": Path(ckpt).name, "epoch": epochs_done(meta),
                                        "global_step": int(meta.get("global_step", 0))}
             del meta
         except Exception as e:  # noqa: BLE001
@@ -405,7 +409,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         print(f"bench: run directory {run_dir}" + (f" (resuming from {Path(ckpt).name})" if ckpt else ""),
               file=sys.stderr)
     orig = install_samplers(dm, cfg.seed)
-    signals = _InterruptSignals()
+    signals = InterruptSignals()
     try:
         trainer.fit(task, datamodule=dm, ckpt_path=ckpt)
         evaluated = load_best(trainer, task)  # --eval-checkpoint best: the best validation's weights from here on
@@ -453,14 +457,14 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             raise
         signum = signals.received or (signal.SIGTERM if isinstance(e, SIGTERMException) else signal.SIGINT)
         results["interrupted_by"] = signal.Signals(signum).name
-        results["resume_command"] = _resume_command(run_dir, cfg.out)
+        results["resume_command"] = resume_command(run_dir, cfg.out)
         write("interrupted")
         raise RunInterrupted(signum, results["resume_command"]) from None
     except Exception as e:
         results["error"] = f"{type(e).__name__}: {e}"
         write("failed")
-        if _is_rendezvous_failure(e):
-            raise ConfigError(_rendezvous_message(e, trainer), phase="run") from None
+        if is_rendezvous_failure(e):
+            raise ConfigError(rendezvous_message(e, trainer), phase="run") from None
         if isinstance(e, RunFailedError):  # say what is true about the files left behind
             kept = "last.ckpt kept" if (run_dir / "last.ckpt").is_file() else "no checkpoint had been written yet"
             raise RunFailedError(f"{e} (training stopped; {kept}; results.json status failed)") from None

@@ -14,13 +14,20 @@ One intra-op thread avoids the barriers but gives up the second core (5.9x).
 :func:`prefer_passive_omp_wait` sets the passive policy for this process and its children (sweep
 workers, DDP ranks) unless the user chose a policy; it must run before torch is imported (the
 ``bench`` CLI calls it first thing). ``OMP_WAIT_POLICY=ACTIVE`` restores spinning.
+
+:func:`set_intra_op_threads` applies a run's ``threads`` option (issue #44, item 7): the number of intra-op
+threads changes the order of a reduction's partial sums, so the float rounding, and a trained model's test
+accuracy can move by points across thread counts. ``bench run`` calls it before anything computes and records
+the count in effect in ``config.yaml``, so ``bench run --config <run>/config.yaml`` on a machine with other cores
+reruns with the recorded count; a configuration without the key (written before it existed) keeps torch's
+default (``OMP_NUM_THREADS``, else the cores), as before.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-__all__ = ["prefer_passive_omp_wait", "WAIT_POLICY_ENV"]
+__all__ = ["prefer_passive_omp_wait", "set_intra_op_threads", "WAIT_POLICY_ENV"]
 
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 
@@ -33,3 +40,13 @@ def prefer_passive_omp_wait() -> bool:
         return False
     os.environ.setdefault(WAIT_POLICY_ENV, "PASSIVE")
     return os.environ[WAIT_POLICY_ENV].strip().upper() == "PASSIVE"
+
+
+def set_intra_op_threads(threads: int | None) -> int:
+    """``torch.set_num_threads(threads)`` unless ``threads`` is None (torch's default stays); returns the
+    intra-op thread count now in effect, which ``bench run`` records."""
+    import torch  # deferred: prefer_passive_omp_wait must run before torch loads
+
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    return torch.get_num_threads()
