@@ -64,7 +64,7 @@ from pebench.datamodules import get_datamodule_class
 from pebench.leaderboard.summary import format_summary
 from pebench.runner.numerics import flush_denormals
 from pebench.runner.provenance import git_sha, versions
-from pebench.runner.resume import RunInterrupted, _InterruptSignals
+from pebench.runner.resume import InterruptSignals, RunInterrupted
 from pebench.runner.run import load_registries
 
 __all__ = ["run_analyze", "MODEL_PREFIX", "DEFAULT_PROBE_SAMPLES", "default_resolutions"]
@@ -232,7 +232,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     res_path = run_dir / "results.json"
     atomic_write_json(res_path, results)
     say(f"run directory {run_dir}")
-    signals = _InterruptSignals()
+    signals = InterruptSignals()
     try:
         metrics: dict[str, float | None] = {}
         if task.head is not None:
@@ -262,7 +262,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         if errors:
             results["analysis_errors"] = errors
         results["status"] = "incomplete" if errors else "complete"
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (_InterruptSignals): say so, and how to run it again
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (InterruptSignals): say so, and how to run it again
         signum = signals.received or signal.SIGINT
         results["status"] = "interrupted"
         results["interrupted_by"] = signal.Signals(signum).name

@@ -20,22 +20,22 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from pebench.core.io import atomic_write_bytes, read_json
 
-__all__ = ["_last_checkpoint", "_AtomicCheckpointIO", "_resume_path", "_epochs_done", "RunInterrupted",
-           "_InterruptSignals", "_resume_command"]
+__all__ = ["last_checkpoint_callback", "AtomicCheckpointIO", "resume_checkpoint_path", "epochs_done",
+           "RunInterrupted", "InterruptSignals", "resume_command"]
 
 
-def _last_checkpoint(run_dir: Path) -> ModelCheckpoint:
+def last_checkpoint_callback(run_dir: Path) -> ModelCheckpoint:
     """``last.ckpt`` rewritten at the end of *every* epoch.
 
     (``ModelCheckpoint(save_last=True, save_top_k=0)`` writes ``last.ckpt`` only when training
     ends in Lightning 2.x, so a killed run had nothing to resume from.) Lightning writes it
-    through :class:`_AtomicCheckpointIO`, so a kill never leaves it truncated.
+    through :class:`AtomicCheckpointIO`, so a kill never leaves it truncated.
     """
     return ModelCheckpoint(dirpath=run_dir, filename="last", monitor=None, save_top_k=1, save_last=False,
                            every_n_epochs=1, enable_version_counter=False)
 
 
-class _AtomicCheckpointIO(TorchCheckpointIO):
+class AtomicCheckpointIO(TorchCheckpointIO):
     """``torch.save`` into memory, then :func:`atomic_write_bytes` (temp file in the run directory,
     fsync, ``os.replace``). Lightning's own save moves a temp file from ``$TMPDIR``, which is a
     non-atomic copy when ``$TMPDIR`` is on another filesystem than the run directory."""
@@ -48,7 +48,7 @@ class _AtomicCheckpointIO(TorchCheckpointIO):
         atomic_write_bytes(path, buf.getvalue())
 
 
-def _resume_path(run_dir: Path) -> str | None:
+def resume_checkpoint_path(run_dir: Path) -> str | None:
     """Newest of ``last.ckpt`` / ``hpc_ckpt_*.ckpt`` when the previous attempt did not complete."""
     res = run_dir / "results.json"
     try:
@@ -60,7 +60,7 @@ def _resume_path(run_dir: Path) -> str | None:
     return str(max(cands, key=lambda p: p.stat().st_mtime)) if cands else None
 
 
-def _epochs_done(meta: dict) -> int:
+def epochs_done(meta: dict) -> int:
     """Training epochs finished when ``meta`` was saved (= the epoch a resumed run starts at).
 
     ``last.ckpt`` is written at the end of each training epoch, when Lightning's ``epoch`` key
@@ -82,7 +82,7 @@ class RunInterrupted(KeyboardInterrupt):
         self.resume_command = resume_command
 
 
-class _InterruptSignals:
+class InterruptSignals:
     """While a run trains and analyses, SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main
     thread (SIGTERM's default action would end the process without a word in ``results.json``), and
     remember which signal came. Lightning's own SIGTERM handler, installed during ``fit``, calls this
@@ -107,7 +107,7 @@ class _InterruptSignals:
         self._old = {}
 
 
-def _resume_command(run_dir: Path, out: str | None = None) -> str:
+def resume_command(run_dir: Path, out: str | None = None) -> str:
     """``bench run --config <run_dir>/config.yaml`` (prefixed with ``cd <cwd> &&`` when the path is
     relative: config.yaml's ``out`` is then relative to the directory the run was started in). A run
     written to ``--out .`` repeats it: ``--config`` refuses ``out: .`` without an explicit ``--out``
