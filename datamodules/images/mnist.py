@@ -150,6 +150,8 @@ class _IDXDataModule(ImageDataModule):
     n_classes: ClassVar[int] = 10
     default_resolution: ClassVar[int | str] = 28
     patch_size: ClassVar[int] = 4
+    #: t10k is a held-out test split: ``bench run`` evaluates it after training (test/* metrics, primary test/acc1)
+    has_test_split: ClassVar[bool] = True
     rrc_scale: ClassVar[tuple[float, float]] = (0.7, 1.0)
     crop_ratio: ClassVar[float] = 1.0
     flip: ClassVar[bool] = False

@@ -132,6 +132,8 @@ def test_fast_dev_run_on_real_files(tmp_path):
     res = json.loads(results[0].read_text())
     assert res["dataset"] == "fashion-mnist" and res["skipped_samples"]["by_reason"]["corrupt"] == 0
     assert res["status"] == "complete" and res["val_samples"] == 16 and res["analyses"] == ["robustness"]
+    # t10k is evaluated as the test split after training (the hold-out is val), and test/acc1 is the primary metric
+    assert res["primary_metric"] == "test/acc1" and "test/acc1" in res["metrics"] and "val/acc1" in res["metrics"]
     assert res["robustness"]["jpeg"]["acc"] is not None and res["robustness"]["blur"]["acc"] is not None
 
 
