@@ -187,20 +187,23 @@ def readout_finding(d: dict[str, Any]) -> list[str]:
     if ok(ring) and fails(none_ring) and all(fails(v) for v in mean.values()):
         diluted = [k for k, v in more.items() if fails(v)]
         learns = [pe for pe, v in controls.items() if ok(v)]
-        text += (" **What this shows:** ALiBi does compute the label's positional part: the ring token's output "
+        seeds = sorted({len(v) for v in [ring, none_ring, zero, *glyph.values(), *more.values(), *mean.values()] if v})
+        text += (f" **What these runs suggest (probe-decay only, {' or '.join(map(str, seeds))} seeds per readout, "
+                 "no test):** ALiBi computes the label's positional part: the ring token's output "
                  "carries it, and the model learns the probe within the budget when the head reads that token"
                  + (", but only with content-dependent attention (with the bias alone it does not, which fits the ring "
                     "having to find the two glyphs by content before the distance bias can rank them)" if fails(zero) else "")
-                 + ". What keeps it at chance on the probes is the readout: "
+                 + ". The readout is the candidate for what keeps it at chance on probe-decay: "
                  + (f"the mean over the three glyph tokens learns at lr 1e-3, the same mean with {min(diluted)} "
                     "background tokens added does not, " if ok(glyph[1e-3]) and diluted else "")
                  + "and the recipe's mean over all 100 tokens does not"
                  + (" (" + " and ".join(f"`{pe}`" for pe in learns)
                     + (" learns" if len(learns) == 1 else " learn") + " through that same mean in this loop)"
                     if learns else "")
-                 + ". This is a measured limit of ALiBi under the probes' mean-pooled head (a CLS token, item 6, "
-                 "has to find those tokens by attention itself), not evidence that a distance bias cannot represent "
-                 "the property.")
+                 + ". That is consistent with a limit of ALiBi under the probes' mean-pooled head, not established: "
+                 "each readout ran on one probe with fewer seeds than the 10 a verdict needs, and no test separates "
+                 "the outcomes from seed variation. It says nothing about the probes whose label ALiBi cannot "
+                 "represent (a rotation-invariant PE: the probe report's capacity check).")
     else:
         text += " The runs do not single out the readout as the cause (see the table)."
     return [text]

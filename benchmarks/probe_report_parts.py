@@ -93,7 +93,10 @@ def learned_matrix(data, probes: list[str], learned: dict[str, tuple[int, int]])
     pes = sorted({pe for p in probes for pe in data[p]}, key=pe_sort_key)
     out = ["#### What each PE learned", "",
            "Seeds that learned each probe (**bold**: at least 4 of 5, the PE counts as having learned it) and, "
-           "in brackets, the median steps to learn over those seeds:", "",
+           "in brackets, the median steps to learn over those seeds; *cannot represent (<symmetry>)*: an exact "
+           "symmetry of the PE gives test scenes of different labels the same logits (declared and checked in "
+           "float64 on the untrained model, `pebench.analysis.probe_capacity`), so the cell is not a failure to "
+           "learn and is left out of *probes learned* (learned of those it can represent):", "",
            "| PE | " + " | ".join(f"`{p}`" for p in probes) + " | probes learned |",
            "|---|" + "---:|" * (len(probes) + 1)]
     for pe in pes:
@@ -104,6 +107,9 @@ def learned_matrix(data, probes: list[str], learned: dict[str, tuple[int, int]])
                 row.append("—")
                 continue
             k = f"{c.learned_seeds}/{c.n}"
+            if c.cannot:  # out of the PE's reach by an exact symmetry: not a failure to learn
+                row.append(f"{c.cannot} ({k})")
+                continue
             row.append((f"**{k}**" if c.learned else k) + (f" ({c.median_steps_to_learn()})" if c.learned_seeds
                                                           and c.steps_to_learn else ""))
         k, n = learned.get(pe, (0, 0))
@@ -113,11 +119,17 @@ def learned_matrix(data, probes: list[str], learned: dict[str, tuple[int, int]])
 
 def not_learned_table(data) -> list[str]:
     """Per probe, the PEs that did not learn it in at least 4 of 5 seeds (count of seeds that did, and the
-    steps the others trained when the runs recorded them)."""
-    out = ["#### Not learned (fewer than 4 of 5 seeds learned the probe)", ""]
+    steps the others trained when the runs recorded them), then those that cannot represent its label."""
+    out = ["#### Not learned (fewer than 4 of 5 seeds learned the probe; the PE can represent its label)", ""]
+    cannot = []
     for probe, cells in data.items():
+        ordered = sorted(cells.items(), key=lambda kv: pe_sort_key(kv[0]))
         miss = [f"{pe} ({c.learned_seeds}/{c.n}" + (f"; {c.budget()})" if c.budget() else ")")
-                for pe, c in sorted(cells.items(), key=lambda kv: pe_sort_key(kv[0])) if not c.learned]
-        out.append(f"- `{probe}`: " + (", ".join(miss) if miss else "every PE learned it in at least 4 of 5 seeds")
-                   + ".")
+                for pe, c in ordered if not c.learned and not c.cannot]
+        out.append(f"- `{probe}`: " + (", ".join(miss) if miss else "every PE that can represent its label learned it "
+                                       "in at least 4 of 5 seeds") + ".")
+        cannot += [f"- `{probe}`, {pe}: {c.cannot} ({c.learned_seeds}/{c.n} seeds above the learned line)"
+                   for pe, c in ordered if c.cannot]
+    if cannot:
+        out += ["", "Cannot represent (an exact symmetry of the PE; not counted as not learned):", ""] + cannot
     return out + [""]

@@ -8,7 +8,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from benchmarks import probe_findings, probe_recipe, ssdc_findings
+from benchmarks.probe_report_parts import learned_matrix, not_learned_table
+from benchmarks.verdicts import Family, basis, two_pass
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +52,9 @@ def test_learned_needs_four_of_five_seeds_and_verdicts_read_only_those(tmp_path)
     only = cell.learned_only()
     assert only.n == 4 and sorted(only.test) == [0, 1, 2, 3]
     assert cell.steps_to_learn == {0: 50, 1: 50, 2: 50, 3: 50, 4: None} and cell.median_steps_to_learn() == "50"
-    assert "keeps it" in probe_findings._keeps(cell) and "4 seeds that learned" in probe_findings._keeps(cell)
+    fam = Family("test")
+    assert "keeps it" in probe_findings._keeps(cell, fam) and "4 seeds that learned (post-selection)" in \
+        probe_findings._keeps(cell, fam)
     three = cell.replaced(val={**cell.val, 3: 0.5}, ends={**cell.ends, 3: "budget"})  # 3 of 5: not learned
     assert not three.learned and "learned in 3 of 5 seeds (the other 2 trained all 50 steps; val ≥" in three.not_learned()
     gave_up = three.replaced(ends={**three.ends, 3: "gave up"}, steps={**three.steps, 3: 25})
@@ -127,3 +133,84 @@ def test_ssdc_findings_use_the_same_four_of_five_rule_and_read_the_seeds_that_le
     assert v.learned_seeds == 4 and v.learned
     assert len(v.learned_only().runs) == 4 and all(x >= 0.75 for x in v.learned_only().metric("val/acc1").values())
     assert not vs["rope-axial+rpt"].learned  # RPT reads content only: 50 %
+
+
+def _cells(tmp_path, spec: dict[str, list[tuple[float, float]]], probe: str = "probe-decay"):
+    """Cells of ``probe`` made from per-PE lists of (val, test) per seed."""
+    for pe, vt in spec.items():
+        for s, (v, t) in enumerate(vt):
+            _write_run(tmp_path, s, v, t, None, pe=pe, probe=probe)
+    return probe_findings.load(str(tmp_path))[probe]
+
+
+def test_verdicts_need_the_holm_adjusted_p_and_say_their_basis(tmp_path):
+    """rope-axial beats sincos at raw p < 0.05 on 3 seeds; alone that is held, but in a family of 20 such
+    tests Holm's adjustment (x20) leaves it inconclusive. Each verdict names its checkpoint and seeds."""
+    cells = _cells(tmp_path, {"rope-axial": [(0.99, 0.90), (0.99, 0.95), (0.99, 0.93)],
+                              "sincos": [(0.99, 0.80), (0.99, 0.83), (0.99, 0.84)]})
+    diffs = [0.10, 0.12, 0.09]
+    from pebench.leaderboard.stats import paired_t_p
+    raw = paired_t_p(diffs)
+    assert raw < 0.05 < 20 * raw  # significant alone, not after 20 tests
+
+    def one(fam):
+        return probe_findings._beats(cells, "rope-axial", "sincos", fam)
+
+    def twenty(fam):
+        return [probe_findings._beats(cells, "rope-axial", "sincos", fam) for _ in range(20)]
+
+    alone, fam1 = two_pass("one", one)
+    many, fam20 = two_pass("twenty", twenty)
+    assert alone.startswith("**held**") and fam1.m == 1
+    assert many[0].startswith("**inconclusive**") and fam20.m == 20 and fam20.adjusted[0] == pytest.approx(20 * raw)
+    assert "3 seeds where both learned (post-selection); provisional: < 10 seeds" in alone
+    assert "last-step weights" in alone  # the template run evaluated its last step
+    assert f"p_Holm = {min(1.0, 20 * raw):.2g}" in many[0]
+
+
+def test_keeps_is_an_equivalence_test_inside_the_stated_margin(tmp_path):
+    """test − val of −0.5 points with little spread: TOST inside ±KEEP_MARGIN says "keeps it"; −20 points says
+    "loses it"; −4 points with a wide spread is inside neither."""
+    keep = _cells(tmp_path / "a", {"pape": [(0.99, 0.985), (0.98, 0.976), (0.97, 0.964), (0.99, 0.984)]})["pape"]
+    lose = _cells(tmp_path / "b", {"pape": [(0.99, 0.79), (0.98, 0.77), (0.97, 0.78), (0.99, 0.80)]})["pape"]
+    wide = _cells(tmp_path / "c", {"pape": [(0.99, 0.99), (0.98, 0.86), (0.97, 0.97), (0.99, 0.97)]})["pape"]
+    assert probe_findings._keeps(keep, Family("k")).startswith("keeps it")
+    assert "TOST inside ±5.0" in probe_findings._keeps(keep, Family("k"))
+    assert probe_findings._keeps(lose, Family("k")).startswith("loses it")
+    assert probe_findings._keeps(wide, Family("k")).startswith("inconclusive")
+
+
+def test_a_cell_the_pe_cannot_represent_is_not_a_failure_to_learn(tmp_path):
+    """alibi on probe-translation: rotation-invariant, so the N / S mirror twins get the same logits
+    (pebench.analysis.probe_capacity); the report says "cannot represent", leaves it out of the learned counts
+    and the not-learned list, and its verdicts are not testable. rope-axial can represent it."""
+    cells = _cells(tmp_path, {"alibi": [(0.25, 0.25)] * 3, "rope-axial": [(0.99, 0.9)] * 3}, "probe-translation")
+    assert cells["alibi"].cannot == "cannot represent (rotation-invariant)" and cells["rope-axial"].cannot is None
+    data = {"probe-translation": cells}
+    assert probe_findings.probes_learned(data) == {"alibi": (0, 0), "rope-axial": (1, 1)}
+    matrix = "\n".join(learned_matrix(data, ["probe-translation"], probe_findings.probes_learned(data)))
+    assert "| alibi | cannot represent (rotation-invariant) (0/3) | 0 of 0 |" in matrix
+    missing = "\n".join(not_learned_table(data))
+    assert "- `probe-translation`: every PE that can represent its label learned it" in missing
+    assert "- `probe-translation`, alibi: cannot represent (rotation-invariant)" in missing
+    assert probe_findings._keeps(cells["alibi"], Family("c")).startswith("not testable (cannot represent")
+
+
+def test_context_and_anchoring_test_splits_are_labelled_in_distribution(tmp_path):
+    cells = _cells(tmp_path, {"rope-axial": [(0.99, 0.9)] * 2}, "probe-context")
+    assert "test (ID: fresh scenes) %" in "\n".join(probe_findings.table("probe-context", cells))
+    cells = _cells(tmp_path / "t", {"rope-axial": [(0.99, 0.9)] * 2}, "probe-decay")
+    assert "test (OOD) %" in "\n".join(probe_findings.table("probe-decay", cells))
+
+
+def test_two_pass_refuses_a_second_pass_that_computes_other_tests():
+    calls = iter([[0.01, 0.2], [0.01, 0.3]])
+
+    def compute(fam):
+        return [fam.p(p) for p in next(calls)]
+
+    with pytest.raises(RuntimeError, match="not the first pass's"):
+        two_pass("f", compute)
+    assert basis(12, "best-val checkpoint", False) == "best-val checkpoint; 12 seeds"
+    assert basis(5, "best-val checkpoint", True) == \
+        "best-val checkpoint; 5 seeds that learned (post-selection); provisional: < 10 seeds"
