@@ -43,6 +43,7 @@ import abc
 import logging
 import math
 import os
+from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 import lightning as L
@@ -52,8 +53,8 @@ from torch.utils.data import DataLoader, Dataset
 from pebench.core.errors import ConfigError, UserError
 from pebench.core.options import parse_bool
 
-__all__ = ["BenchDataModule", "DataRootError", "parse_resolution", "MODALITIES", "LABEL_KINDS", "int_option",
-           "float_option"]
+__all__ = ["BenchDataModule", "DataRootError", "DataSource", "parse_resolution", "MODALITIES", "LABEL_KINDS",
+           "int_option", "float_option"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,23 @@ def float_option(dataset: str, key: str, value: Any, minimum: float = 0.0) -> fl
     return v
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """Where a real dataset comes from: pebench downloads nothing, and ``bench list datasets`` and
+    docs/datasets.md (``python -m pebench.cli.docs --datasets-page docs/datasets.md``) print this."""
+
+    #: who publishes it, and the paper or release that introduced it
+    publisher: str
+    #: the canonical page, as text
+    url: str
+    #: the licence or terms as the publisher states them; "not stated" where the publisher states none
+    licence: str
+    #: download size and/or files, samples, classes
+    size: str
+    #: the library call that writes the layout the reader expects, or what to unpack where no library does
+    writer: str
+
+
 class BenchDataModule(L.LightningDataModule, abc.ABC):
     """Base class: subclasses set the class attributes and implement the ``*_dataset`` methods."""
 
@@ -129,6 +147,8 @@ class BenchDataModule(L.LightningDataModule, abc.ABC):
     needs_data_root: ClassVar[bool] = False
     #: one line describing the expected on-disk layout (used in DataRootError messages)
     expected_layout: ClassVar[str] = ""
+    #: where the data come from (every dataset with ``needs_data_root`` declares one; see :class:`DataSource`)
+    source: ClassVar[DataSource | None] = None
     #: default resolution (see table above)
     default_resolution: ClassVar[int | str] = 32
     #: tokenizer geometry: patch size (pixels), tubelet length (frames/time bins) for 3-D inputs

@@ -137,6 +137,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             rows.append([name, c.modality, "yes" if c.needs_data_root else "no",
                          c.expected_layout if c.needs_data_root else synthetic])
         print("datasets\n" + format_table(["name", "modality", "--data-root", "expected layout"], rows))
+        from pebench.cli.docs import sources_listing  # deferred: it imports the registries (torch)
+
+        print(sources_listing())
         if getattr(args, "options", False):
             rows = [[name, o["key"], o["type"], _shown(o["default"]), o["help"]] for name in list_datamodules()
                     for o in data_options(get_datamodule_class(name))]

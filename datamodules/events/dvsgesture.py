@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from .._image_common import require_dir
-from ..base import BenchDataModule, DataRootError
+from ..base import BenchDataModule, DataRootError, DataSource
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
 from .event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
@@ -183,6 +183,15 @@ class SpikingGestureDataset(SkippingDataset):
 
 @register_datamodule("dvsgesture")
 class DVSGestureDataModule(BenchDataModule):
+    source = DataSource(
+        publisher="IBM Research (Amir et al. 2017, A Low Power, Fully Event-Based Gesture Recognition System)",
+        url="https://research.ibm.com/interactive/dvsgesture/",
+        licence="CC BY 4.0",
+        size=("11 gestures of 29 subjects under 3 lighting conditions; the original .aedat release is a 3 GB tar; "
+              "tonic's .npy conversion is ibmGestureTrain.tar.gz and ibmGestureTest.tar.gz"),
+        writer=("``tonic.datasets.DVSGesture(save_to=root, train=True)`` and ``train=False`` (download tonic's "
+                "``.npy`` conversion into ``<root>/DVSGesture/``)"),
+    )
     modality: ClassVar[str] = "events"
     in_chans: ClassVar[int] = 2  # polarities
     needs_data_root: ClassVar[bool] = True

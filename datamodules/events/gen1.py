@@ -93,7 +93,7 @@ import torch
 from pycocotools.coco import COCO
 
 from .._image_common import require_dir
-from ..base import BenchDataModule, DataRootError, float_option, int_option, parse_resolution
+from ..base import BenchDataModule, DataRootError, DataSource, float_option, int_option, parse_resolution
 from ..corrupt import SkippingDataset
 from ..detection_common import detection_collate
 from ..registry import register_datamodule
@@ -277,6 +277,13 @@ class Gen1Dataset(SkippingDataset):
 class Gen1DataModule(BenchDataModule):
     """GEN1 automotive detection from the released ``.dat`` / ``_bbox.npy`` files (module docstring)."""
 
+    source = DataSource(
+        publisher="Prophesee (de Tournemire et al. 2020, A Large Scale Event-based Detection Dataset for Automotive)",
+        url="https://www.prophesee.ai/2020/01/24/prophesee-gen1-automotive-detection-dataset/",
+        licence="the publisher's own licence terms, accepted at download (not restated here)",
+        size="over 39 hours of 304 x 240 ATIS recordings; 228k car and 28k pedestrian boxes (the paper's figures)",
+        writer="none: unpack the train, val and test archives into the root",
+    )
     name: ClassVar[str] = "gen1"
     modality: ClassVar[str] = "events"
     in_chans: ClassVar[int] = 2  # polarities

@@ -28,7 +28,7 @@ import torch
 from PIL import Image
 
 from .._image_common import ImageDataModule, eval_transform, image_hw, require_dir, require_file, train_transform
-from ..base import DataRootError
+from ..base import DataRootError, DataSource
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
 
@@ -70,6 +70,15 @@ class CIFARArrayDataset(SkippingDataset):
 
 @register_datamodule("cifar100")
 class CIFAR100DataModule(ImageDataModule):
+    source = DataSource(
+        publisher=("Alex Krizhevsky, University of Toronto (Krizhevsky 2009, Learning Multiple Layers of Features "
+                   "from Tiny Images)"),
+        url="https://www.cs.toronto.edu/~kriz/cifar.html",
+        licence="not stated (the page asks users to cite the 2009 report)",
+        size="cifar-100-python.tar.gz (169 MB); 50,000 training and 10,000 test images of 32 x 32 px, 100 classes",
+        writer=("``torchvision.datasets.CIFAR100(root, download=True)`` (downloads and unpacks "
+                "``<root>/cifar-100-python/``)"),
+    )
     expected_layout = "<root>/cifar-100-python/{train,test,meta} (the official python pickles)"
     n_classes = 100
     default_resolution = 32

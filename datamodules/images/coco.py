@@ -41,7 +41,7 @@ from torch.utils.data import DataLoader
 from torchvision.transforms.v2.functional import pil_to_tensor
 
 from .._image_common import IMAGENET_MEAN, IMAGENET_STD, image_hw, pil_rgb
-from ..base import BenchDataModule, DataRootError, parse_resolution
+from ..base import BenchDataModule, DataRootError, DataSource, parse_resolution
 from ..corrupt import SkippingDataset
 from ..detection_common import detection_collate, resize_pad, xywh_to_xyxy
 from ..registry import register_datamodule
@@ -241,6 +241,16 @@ class CocoFormatDataModule(BenchDataModule):
 class CocoDataModule(CocoFormatDataModule):
     """COCO 2017 detection (train2017 / val2017), 80 categories; see the module docstring."""
 
+    source = DataSource(
+        publisher="the COCO Consortium (Lin et al. 2014, Microsoft COCO)",
+        url="https://cocodataset.org/#download",
+        licence=("annotations: CC BY 4.0; images: not owned by COCO, used under the Flickr Terms of Use "
+                 "(cocodataset.org/#termsofuse)"),
+        size=("train2017.zip (18 GB, 118,287 images), val2017.zip (1 GB, 5,000 images), annotations_trainval2017.zip "
+              "(241 MB)"),
+        writer=("none: unzip the three archives into the root (``torchvision.datasets.CocoDetection`` reads the same "
+                "files; it does not download)"),
+    )
     name: ClassVar[str] = "coco"
     expected_layout: ClassVar[str] = ("<root>/annotations/instances_{train,val}2017.json, <root>/train2017/*.jpg, "
                                       "<root>/val2017/*.jpg (the official COCO 2017 release)")

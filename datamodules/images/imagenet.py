@@ -32,7 +32,7 @@ from typing import ClassVar
 from torchvision.datasets import ImageFolder, ImageNet
 
 from .._image_common import ImageDataModule, imagenet_wnids, require_dir
-from ..base import DataRootError
+from ..base import DataRootError, DataSource
 from ..registry import register_datamodule
 
 __all__ = ["IMAGENET100_WNIDS", "ImageNetDataModule", "ImageNet100DataModule", "ImageNetV2DataModule",
@@ -102,6 +102,17 @@ class _ClassFolderModule(ImageDataModule):
 
 @register_datamodule("imagenet")
 class ImageNetDataModule(_ClassFolderModule):
+    source = DataSource(
+        publisher="ImageNet, Stanford University and Princeton University (ILSVRC 2012; Russakovsky et al. 2015)",
+        url="https://image-net.org/download.php",
+        licence=("ImageNet Terms of Access: non-commercial research and educational purposes only (registration "
+                 "required)"),
+        size=("ILSVRC2012_img_train.tar (138 GB), ILSVRC2012_img_val.tar (6.3 GB), ILSVRC2012_devkit_t12.tar.gz (2.5 "
+              "MB); 1,281,167 training and 50,000 validation images, 1,000 classes"),
+        writer=("``torchvision.datasets.ImageNet(root, split='train')`` and ``split='val'`` with the three archives "
+                "in the root: it parses the devkit into ``<root>/meta.bin`` and unpacks ``<root>/train/<wnid>/`` and "
+                "``<root>/val/<wnid>/`` (no download)"),
+    )
     expected_layout = "<root>/train/<wnid>/*.JPEG and <root>/val/<wnid>/*.JPEG (optionally <root>/meta.bin)"
 
     def scan(self, split: str) -> list[tuple[str, int]]:
@@ -115,6 +126,14 @@ class ImageNetDataModule(_ClassFolderModule):
 
 @register_datamodule("imagenet100")
 class ImageNet100DataModule(_ClassFolderModule):
+    source = DataSource(
+        publisher=("ImageNet (as ``imagenet``), the 100-class list of Tian, Krishnan and Isola 2020 (CMC, "
+                   "imagenet100.txt)"),
+        url="https://github.com/HobbitLong/CMC",
+        licence="ImageNet Terms of Access (as ``imagenet``): non-commercial research and educational purposes only",
+        size="no separate download: 100 of ImageNet-1K's classes (about 130,000 training and 5,000 validation images)",
+        writer="as ``imagenet`` (``torchvision.datasets.ImageNet``); a full ImageNet-1K root is filtered",
+    )
     n_classes = 100
     expected_layout = ("<root>/train/<wnid>/*.JPEG and <root>/val/<wnid>/*.JPEG with the 100 CMC ImageNet-100 "
                        "class folders (a full ImageNet-1K root is filtered)")
@@ -145,6 +164,13 @@ class _EvalOnlyModule(_ClassFolderModule):
 
 @register_datamodule("imagenet-v2")
 class ImageNetV2DataModule(_EvalOnlyModule):
+    source = DataSource(
+        publisher="Recht, Roelofs, Schmidt and Shankar 2019 (Do ImageNet Classifiers Generalize to ImageNet?)",
+        url="https://github.com/modestyachts/ImageNetV2",
+        licence="not stated",
+        size="imagenetv2-matched-frequency.tar.gz; 10,000 test images, 10 per class",
+        writer="none: untar into the root (the archive holds ``imagenetv2-matched-frequency-format-val/<0..999>/``)",
+    )
     expected_layout = "<root>/<class index 0..999>/*.jpeg (an ImageNetV2 release folder, or its parent)"
 
     def mapping(self) -> dict[str, int]:
@@ -159,6 +185,13 @@ class ImageNetV2DataModule(_EvalOnlyModule):
 
 @register_datamodule("imagenet-r")
 class ImageNetRDataModule(_EvalOnlyModule):
+    source = DataSource(
+        publisher="Hendrycks et al. 2021 (The Many Faces of Robustness)",
+        url="https://github.com/hendrycks/imagenet-r",
+        licence="not stated",
+        size="imagenet-r.tar; 30,000 renditions of 200 ImageNet-1K classes",
+        writer="none: untar into the root (the archive holds ``imagenet-r/<wnid>/``)",
+    )
     expected_layout = "<root>/imagenet-r/<wnid>/*.jpg (200 ImageNet-1K wnids; or the imagenet-r folder itself)"
 
     def locate(self, root: str) -> str:
@@ -174,6 +207,13 @@ class ImageNetRDataModule(_EvalOnlyModule):
 
 @register_datamodule("imagenet-hr")
 class ImageNetHRDataModule(_EvalOnlyModule):
+    source = DataSource(
+        publisher="Fuller et al. 2024 (LookHere, NeurIPS 2024)",
+        url="https://huggingface.co/datasets/antofuller/ImageNet-HR",
+        licence="not stated",
+        size="high-resolution test images of the 1,000 ImageNet-1K classes (a Hugging Face dataset)",
+        writer="none: save the dataset's images into class folders named by wnid or 1K index",
+    )
     expected_layout = "<root>/<wnid or class index 0..999>/<image> (ImageNet-HR high-resolution test images)"
 
     def mapping(self) -> dict[str, int]:

@@ -47,7 +47,7 @@ import torchvision.transforms.v2 as v2
 from torch.utils.data import Dataset
 
 from .._image_common import ImageDataModule, image_hw, require_dir
-from ..base import DataRootError, int_option
+from ..base import DataRootError, DataSource, int_option
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
 from .idx import idx_path, raw_bytes, read_idx_bytes
@@ -242,12 +242,28 @@ class _IDXDataModule(ImageDataModule):
 
 @register_datamodule("mnist")
 class MNISTDataModule(_IDXDataModule):
+    source = DataSource(
+        publisher="Yann LeCun, Corinna Cortes and Christopher J. C. Burges (LeCun et al. 1998)",
+        url="http://yann.lecun.com/exdb/mnist/",
+        licence="not stated",
+        size="four ``.gz`` IDX files (11 MB); 60,000 training and 10,000 test images of 28 x 28 px, 10 classes",
+        writer="``torchvision.datasets.MNIST(root, download=True)``, then ``--data-root <root>/MNIST/raw``",
+    )
     mean: ClassVar[float] = 0.1307
     std: ClassVar[float] = 0.3081
 
 
 @register_datamodule("fashion-mnist")
 class FashionMNISTDataModule(_IDXDataModule):
+    source = DataSource(
+        publisher="Zalando Research (Xiao, Rasul and Vollgraf 2017)",
+        url="https://github.com/zalandoresearch/fashion-mnist",
+        licence="MIT",
+        size="four ``.gz`` IDX files (30 MB); 60,000 training and 10,000 test images of 28 x 28 px, 10 classes",
+        writer=("``apt-get install dataset-fashion-mnist`` (the default root), or "
+                "``torchvision.datasets.FashionMNIST(root, download=True)``, then ``--data-root "
+                "<root>/FashionMNIST/raw``"),
+    )
     #: where Debian's dataset-fashion-mnist installs the files; read when no --data-root is given
     DEFAULT_ROOT: ClassVar[str] = "/usr/share/datasets/fashion-mnist"
     expected_layout: ClassVar[str] = (f"{_LAYOUT}; default root {DEFAULT_ROOT} "

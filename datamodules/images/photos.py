@@ -58,7 +58,7 @@ import torchvision.transforms.v2.functional as TF
 from PIL import Image
 
 from .._image_common import IMAGENET_MEAN, IMAGENET_STD, ImageDataModule, image_hw
-from ..base import DataRootError, int_option
+from ..base import DataRootError, DataSource, int_option
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
 
@@ -143,6 +143,15 @@ class PhotoCropDataset(SkippingDataset):
 
 @register_datamodule("photos")
 class PhotosDataModule(ImageDataModule):
+    source = DataSource(
+        publisher="installed packages: scikit-image, matplotlib, Debian lomiri-wallpapers-16.04",
+        url="https://packages.debian.org/lomiri-wallpapers-16.04",
+        licence=("per photograph, as each package states it: CC0, public domain, CC-BY-4.0, CC-BY-SA-4.0 (the table "
+                 "below)"),
+        size="26 photographs with all three sources; lomiri-wallpapers-16.04 is 16 MB",
+        writer=("``pip install scikit-image``; ``apt-get install lomiri-wallpapers-16.04`` (writes "
+                "``/usr/share/backgrounds``)"),
+    )
     DEFAULT_ROOT: ClassVar[str] = "/usr/share/backgrounds"
     expected_layout: ClassVar[str] = ("no files needed: photographs of installed packages (scikit-image, "
                                       "matplotlib; Debian lomiri-wallpapers-16.04 under --data-root, default "

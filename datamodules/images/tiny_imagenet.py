@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from .._image_common import ImageDataModule, require_dir, require_file
-from ..base import DataRootError
+from ..base import DataRootError, DataSource
 from ..registry import register_datamodule
 
 __all__ = ["TinyImageNetDataModule"]
@@ -24,6 +24,14 @@ __all__ = ["TinyImageNetDataModule"]
 
 @register_datamodule("tiny-imagenet")
 class TinyImageNetDataModule(ImageDataModule):
+    source = DataSource(
+        publisher="Stanford CS231n (Le and Yang 2015, Tiny ImageNet Visual Recognition Challenge)",
+        url="http://cs231n.stanford.edu/tiny-imagenet-200.zip",
+        licence="not stated",
+        size=("tiny-imagenet-200.zip (237 MB); 100,000 training, 10,000 validation and 10,000 unlabelled test images "
+              "of 64 x 64 px, 200 classes"),
+        writer="none: unzip into the root",
+    )
     expected_layout = ("<root>/tiny-imagenet-200/{wnids.txt, train/<wnid>/images/*.JPEG, val/images/*.JPEG, "
                        "val/val_annotations.txt}")
     n_classes = 200

@@ -19,7 +19,7 @@ import random
 from typing import Any
 
 from .._image_common import IMG_EXTENSIONS, ImageDataModule, require_dir
-from ..base import DataRootError
+from ..base import DataRootError, DataSource
 from ..registry import register_datamodule
 
 __all__ = ["UCMercedDataModule"]
@@ -29,6 +29,14 @@ SPLIT_FILES = {s: f"uc_merced-{s}.txt" for s in ("train", "val", "test")}
 
 @register_datamodule("ucmerced")
 class UCMercedDataModule(ImageDataModule):
+    source = DataSource(
+        publisher="Yi Yang and Shawn Newsam, UC Merced (Yang and Newsam 2010)",
+        url="http://weegee.vision.ucmerced.edu/datasets/landuse.html",
+        licence=("not stated (the page describes the images as extracted from USGS National Map Urban Area Imagery, "
+                 "public domain imagery)"),
+        size="UCMerced_LandUse.zip (317 MB); 2,100 images of 256 x 256 px, 21 classes of 100",
+        writer="none: unzip into the root",
+    )
     expected_layout = ("<root>/UCMerced_LandUse/Images/<21 classes>/*.tif (+ optional "
                        "uc_merced-{train,val,test}.txt split files)")
     n_classes = 21

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from .._image_common import require_dir, require_file
-from ..base import BenchDataModule, DataRootError
+from ..base import BenchDataModule, DataRootError, DataSource
 from ..corrupt import CORRUPT_ERRORS, SkippingDataset
 from ..registry import register_datamodule
 
@@ -172,6 +172,14 @@ class PointCloudDataset(SkippingDataset):
 
 @register_datamodule("modelnet40")
 class ModelNet40DataModule(BenchDataModule):
+    source = DataSource(
+        publisher="Princeton ModelNet (Wu et al. 2015, 3D ShapeNets)",
+        url="https://modelnet.cs.princeton.edu/",
+        licence="for academic research only; the CAD models' copyright stays with their authors (as the page states)",
+        size="ModelNet40.zip; 12,311 CAD models (9,843 training, 2,468 test), 40 classes",
+        writer=("``torch_geometric.datasets.ModelNet(root, name='40')`` (downloads ModelNet40.zip, unpacks it as "
+                "``<root>/raw/`` and writes ``<root>/processed/``)"),
+    )
     modality: ClassVar[str] = "points"
     in_chans: ClassVar[int] = 3  # coordinates
     needs_data_root: ClassVar[bool] = True

@@ -66,7 +66,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from ..base import BenchDataModule, DataRootError, bool_option, float_option, int_option
+from ..base import BenchDataModule, DataRootError, DataSource, bool_option, float_option, int_option
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
 from .scene_common import IGNORE_INDEX, SceneAugment, crop_points, grid_sample, scene_collate
@@ -295,6 +295,16 @@ class NuScenesDataModule(BenchDataModule):
     ``augment``. The resolution is the most points per scan after grid sampling.
     """
 
+    source = DataSource(
+        publisher="Motional (Caesar et al. 2020, nuScenes; Fong et al. 2022, Panoptic nuScenes / lidarseg)",
+        url="https://www.nuscenes.org/nuscenes",
+        licence=("CC BY-NC-SA 4.0 (nuScenes Terms of Use; free for non-commercial use, a commercial licence on "
+                 "request)"),
+        size=("1,000 scenes of 20 s (850 annotated: trainval), v1.0-mini 10 scenes; nuScenes-lidarseg: 1.1 billion "
+              "lidar points labelled with 32 classes"),
+        writer=("none: register, download the v1.0 metadata, the LIDAR_TOP samples and sweeps and nuScenes-lidarseg, "
+                "untar them into the root (the nuscenes-devkit's ``NuScenes(version, dataroot)`` reads it)"),
+    )
     modality: ClassVar[str] = "points"
     needs_data_root: ClassVar[bool] = True
     expected_layout: ClassVar[str] = LAYOUT

@@ -39,7 +39,7 @@ import torch
 import torchvision.transforms.v2 as v2
 
 from .._image_common import IMAGENET_MEAN, IMAGENET_STD, require_dir, require_file
-from ..base import BenchDataModule, DataRootError
+from ..base import BenchDataModule, DataRootError, DataSource
 from ..corrupt import SkippingDataset, TruncatedSample
 from ..registry import register_datamodule
 
@@ -121,6 +121,14 @@ class VideoClipDataset(SkippingDataset):
 
 @register_datamodule("ucf101")
 class UCF101DataModule(BenchDataModule):
+    source = DataSource(
+        publisher="UCF Center for Research in Computer Vision (Soomro, Zamir and Shah 2012)",
+        url="https://www.crcv.ucf.edu/data/UCF101.php",
+        licence="not stated",
+        size="UCF101.rar (6.5 GB) and UCF101TrainTestSplits-RecognitionTask.zip; 13,320 clips, 101 classes, 3 folds",
+        writer=("none: unpack both archives into the root (``torchvision.datasets.UCF101(<root>/UCF-101, "
+                "<root>/ucfTrainTestlist, ...)`` reads the same files; it does not download)"),
+    )
     modality: ClassVar[str] = "video"
     in_chans: ClassVar[int] = 3
     mean: ClassVar[tuple[float, ...]] = IMAGENET_MEAN
