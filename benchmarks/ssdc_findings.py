@@ -16,11 +16,13 @@ Every verdict below is computed from the result files (never typed in). Layers a
 inputs the runs record (``attn_in``: 0 = LN(embedding + PE), 1 = input of block 2); claims about
 "the representation" are read at the **last** recorded layer, with no selection over layers.
 Differences between variants are paired by seed (the seed is also the data seed); intervals are
-95 % Student-t intervals over seeds and p-values paired t-tests, and a verdict other than
-inconclusive needs both to agree. A seed has learned the position bit when its validation accuracy is
+95 % Student-t intervals over seeds and p-values paired t-tests; every test with a p-value is one
+family, Holm-adjusted (benchmarks/verdicts.py), and a verdict other than inconclusive needs its adjusted
+p below 0.05; "stays in the null band" is a TOST with the margin :data:`NULL_BAND_SD`. A seed has learned the position bit when its validation accuracy is
 at least 75 %, and a variant has learned it when at least 4 of 5 seeds did (the probe sweep's rule,
 ``MIN_LEARNED``); its verdicts then read only the seeds that learned, and nothing is claimed about a
-variant that did not. Rank correlations are
+variant that did not (an RPT variant at the content-only 50 % included: its anchoring is not compared).
+Rank correlations are
 ``scipy.stats.spearmanr`` over PE variants (means over seeds), so runs of one variant are not
 counted as independent evidence.
 """
@@ -39,14 +41,18 @@ from scipy import stats
 from pebench.core.io import atomic_write_bytes
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
-from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
+from pebench.leaderboard.stats import paired_t_interval, t_mean_ci, tost_paired
 
 from .reports import fill, write_report
+from .verdicts import FWER, Family, basis, fmt_p, two_pass
 
 #: a variant learned the position bit when at least this share of its seeds did (4 of 5), as in probe_findings
 MIN_LEARNED = 0.8
 
 DATASET = "probe-anchoring"
+#: the equivalence margin of "no PE: the gain stays in the null band" (TOST), in null sd of the untrained twin:
+#: the ± 2 sd band the script tested before these runs were read, about the 95 % band of the untrained statistic
+NULL_BAND_SD = 2.0
 #: content alone (the glyph kind) gives 50 %; "learned" = validation accuracy at least halfway to 100 %
 CEILING, LEARNED = 0.5, 0.75
 
@@ -140,22 +146,25 @@ def paired(a: dict[int, float], b: dict[int, float]):
     return None if r is None else (r[0], r[1], r[2], r[3], len(seeds))
 
 
-def _diff(r, what: str, digits: int = 2) -> str:
+def _diff(r, what: str, digits: int = 2, adj: float | None = None, basis_text: str = "") -> str:
     m, lo, hi, p, n = r
-    return f"{what} {m:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}], paired t-test p = {p:.2g}, {n} seeds"
+    ps = f"paired t-test p = {p:.2g}" if adj is None else f"paired t-test {fmt_p(p, adj)}"
+    return f"{what} {m:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}], {ps}, " + (basis_text or f"{n} seeds")
 
 
-def _verdict(r, sign: int) -> str:
-    """``reproduced`` when the paired difference has the predicted sign (CI excludes 0, p < 0.05),
-    ``contradicted`` when it has the opposite sign the same way, else ``inconclusive``."""
+def _verdict(r, sign: int, fam: Family) -> tuple[str, float | None]:
+    """``(verdict, Holm-adjusted p)``: ``reproduced`` when the paired difference has the predicted sign and its
+    adjusted p is below FWER, ``contradicted`` when it has the opposite sign the same way, else
+    ``inconclusive``; the raw p enters the report's family."""
     if r is None:
-        return "not testable (fewer than 2 paired seeds)"
-    m, lo, hi, p, _ = r
-    if p < 0.05 and sign * lo > 0 and sign * hi > 0:
-        return "reproduced"
-    if p < 0.05 and -sign * lo > 0 and -sign * hi > 0:
-        return "contradicted"
-    return "inconclusive"
+        return "not testable (fewer than 2 paired seeds)", None
+    m, _, _, p, _ = r
+    adj = fam.p(p)
+    if adj < FWER and sign * m > 0:
+        return "reproduced", adj
+    if adj < FWER and sign * m < 0:
+        return "contradicted", adj
+    return "inconclusive", adj
 
 
 def table(vs: dict[str, Variant]) -> list[str]:
@@ -173,7 +182,7 @@ def table(vs: dict[str, Variant]) -> list[str]:
 
 def alpha_rows(vs: dict[str, Variant]) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
     """Table of the alpha sweep (means over seeds) and, per PE, the per-seed Spearman rho of alpha with
-    SSDC_RPI (last layer), FS (jpeg) and clean accuracy."""
+    SSDC_RPI (last layer), FS (jpeg) and clean accuracy over the seeds that learned the position bit."""
     out, rhos = [], {}
     for lab, v in vs.items():
         sweeps = {s: r.raw.get("alpha_sweep") for s, r in v.runs.items() if r.raw.get("alpha_sweep")}
@@ -191,7 +200,8 @@ def alpha_rows(vs: dict[str, Variant]) -> tuple[list[str], dict[str, dict[str, l
                        f"| {a:g} | {100 * np.mean([p['acc'] for p in pts]):.1f} | n/a | {_layers(list(rpi))} |")
         out.append("")
         r = {"ssdc_rpi": [], "fs": [], "acc": []}
-        for sw in sweeps.values():
+        keep = set(v.learned_only().runs)  # the verdicts read the seeds that learned the position bit
+        for sw in (sw for s, sw in sweeps.items() if s in keep):
             pts = [p for p in sw if p.get("fs") is not None and p["ssdc_rpi"][-1] is not None]
             if len(pts) < 3:
                 continue
@@ -205,23 +215,51 @@ def alpha_rows(vs: dict[str, Variant]) -> tuple[list[str], dict[str, dict[str, l
     return out, rhos
 
 
-def _rho_claim(values: list[float]) -> str:
-    """Mean per-seed Spearman rho, its one-sample t-test p against 0, and the verdict for rho > 0."""
+def _rho_claim(values: list[float], fam: Family | None, selection: str) -> tuple[str, str]:
+    """Mean per-seed Spearman rho, its one-sample t-test p against 0 (raw and, with ``fam``, Holm-adjusted), and
+    the verdict for rho > 0; without ``fam`` the value is only shown (no verdict, not in the family)."""
     v = [x for x in values if np.isfinite(x)]
     if len(v) < 2:
         return "not testable (fewer than 2 seeds with a defined sweep)", "not testable"
     p = float(stats.ttest_1samp(v, 0.0).pvalue) if np.std(v) > 0 else (0.0 if v[0] != 0 else 1.0)
-    verdict = "reproduced" if np.mean(v) > 0 and p < 0.05 else "contradicted" if np.mean(v) < 0 and p < 0.05 \
+    if fam is None:
+        return f"mean ρ {np.mean(v):+.2f} over {len(v)} seeds (t-test p = {p:.2g})", ""
+    adj = fam.p(p)
+    verdict = "reproduced" if np.mean(v) > 0 and adj < FWER else "contradicted" if np.mean(v) < 0 and adj < FWER \
         else "inconclusive"
-    return f"mean ρ {np.mean(v):+.2f} over {len(v)} seeds (t-test p = {p:.2g})", verdict
+    return f"mean ρ {np.mean(v):+.2f}, t-test {fmt_p(p, adj)}; {basis(len(v), selection, True)}", verdict
 
 
-def claims(vs: dict[str, Variant], rhos: dict[str, dict[str, list[float]]]) -> list[str]:
+def _selection(vs: dict[str, Variant]) -> str:
+    """The weights the runs' test split and analyses read (``eval_checkpoint``)."""
+    ckpts = sorted({str(r.raw.get("config", {}).get("eval_checkpoint", "last")) for v in vs.values()
+                    for r in v.runs.values()})
+    return {("best",): "best-val checkpoint", ("last",): "last-step weights"}.get(tuple(ckpts),
+                                                                                 "best-val / last-step weights")
+
+
+def _rpt_untestable(rpt: Variant, base: Variant) -> str | None:
+    """Why ``<pe>+rpt`` vs ``<pe>`` is not testable: the base did not learn the position bit, or the RPT variant
+    did not (it reads content only: its lower SSDC_RPI would say it never used position, not that RPT removed
+    anchoring from a model that uses it). None when both learned."""
+    if not base.learned:
+        return f"{base.label}: {base.not_learned()}"
+    if not rpt.learned:
+        return (f"{rpt.label}: {rpt.not_learned()}: it sits at the content-only {100 * CEILING:.0f} %, so its anchoring "
+                f"cannot be compared with a model that uses position")
+    return None
+
+
+def claims(vs: dict[str, Variant], rhos: dict[str, dict[str, list[float]]], fam: Family) -> list[str]:
+    """The claims with their verdicts; every test with a p-value enters ``fam`` (benchmarks/verdicts.py: run
+    twice by :func:`render`)."""
     none = vs.get("none")
     pes = [lab for lab in vs if lab != "none" and "+rpt" not in lab]
     out = ["#### The SSDC and EED studies' claims on probe-anchoring", ""]
     if none is None:
         return out + ["`none` was not run: no claim has its reference.", ""]
+    sel = _selection(vs)
+    out += [fam.rule(), ""]
     out.append(f"- **A PE gives the token representations spatial structure (SSDC above the model without a PE, "
                f"last layer; `none` {_mean(none.layer('ssdc')):+.2f}):**")
     for lab in pes:
@@ -230,7 +268,9 @@ def claims(vs: dict[str, Variant], rhos: dict[str, dict[str, list[float]]]) -> l
             out.append(f"  - {lab}: **not testable** ({v.not_learned()})")
             continue
         r = paired(v.learned_only().layer("ssdc"), none.layer("ssdc"))
-        out.append(f"  - {lab}: **{_verdict(r, +1)}** ({_diff(r, 'SSDC − none')})" if r else f"  - {lab}: not testable")
+        word, adj = _verdict(r, +1, fam)
+        out.append(f"  - {lab}: **{word}** ({_diff(r, 'SSDC − none', 2, adj, basis(r[4], sel, True))})" if r
+                   else f"  - {lab}: not testable")
     out.append("- **Trained models anchor that structure to the index frame (SSDC under RPI above the untrained "
                "twin: the gain, last layer; a PE that did not learn the probe is not testable):**")
     for lab in pes + ["none"]:
@@ -245,59 +285,78 @@ def claims(vs: dict[str, Variant], rhos: dict[str, dict[str, list[float]]]) -> l
         sd = _mean(v.layer("ssdc_rpi_init_sd"))
         if r is None:
             out.append(f"  - {lab}: not testable (fewer than 2 seeds)")
-        elif lab == "none":  # no PE: the gain should stay inside the untrained twin's null band
-            inside = r[1] >= -2 * sd and r[2] <= 2 * sd
-            out.append(f"  - none: **{'reproduced' if inside else 'contradicted'}** (no PE: the gain should stay "
-                       f"within ± 2 null sd; {_diff(r, 'gain')}; null sd {sd:.3f})")
+        elif lab == "none":  # no PE: the gain should stay inside the untrained twin's null band (equivalence)
+            tost = tost_paired(list(gain.values()), NULL_BAND_SD * sd) if sd > 0 else None
+            if tost is None:
+                out.append(f"  - none: not testable (null sd {sd:.3f})")
+                continue
+            adj = fam.p(tost.p)
+            out.append(f"  - none: **{'reproduced' if adj < FWER else 'inconclusive'}** (no PE: the gain should stay "
+                       f"within ± {NULL_BAND_SD:g} null sd, TOST {fmt_p(tost.p, adj)}; gain {r[0]:+.2f} [{r[1]:+.2f}, "
+                       f"{r[2]:+.2f}]; null sd {sd:.3f}; {basis(r[4], sel, False)})")
         else:
-            out.append(f"  - {lab}: **{_verdict(r, +1)}** ({_diff(r, 'gain')}; null sd {sd:.3f})")
+            word, adj = _verdict(r, +1, fam)
+            out.append(f"  - {lab}: **{word}** ({_diff(r, 'gain', 2, adj, basis(r[4], sel, True))}; null sd {sd:.3f})")
     out.append("- **RPT (random permutation during training) removes index anchoring (SSDC_RPI of `<pe>+rpt` "
-               "below `<pe>`, last layer):**")
+               "below `<pe>`, last layer; testable only where both learned the position bit):**")
     for lab in [x for x in vs if x.endswith("+rpt")]:
         base = vs.get(lab[: -len("+rpt")])
         if base is None:
             continue
-        if not base.learned:
-            out.append(f"  - {lab}: **not testable** ({base.label}: {base.not_learned()})")
-            continue
-        base = base.learned_only()
-        r = paired(vs[lab].layer("ssdc_rpi"), base.layer("ssdc_rpi"))
+        why = _rpt_untestable(vs[lab], base)
         acc = paired(vs[lab].metric("test/acc1"), base.metric("test/acc1"))
-        out.append(f"  - {lab}: **{_verdict(r, -1)}** ({_diff(r, 'SSDC_RPI rpt − base')}); test accuracy "
-                   f"{100 * _mean(vs[lab].metric('test/acc1')):.1f} % vs {100 * _mean(base.metric('test/acc1')):.1f} %"
-                   + (f" (paired {100 * acc[0]:+.1f} points)" if acc else ""))
+        acc_text = (f"test accuracy {100 * _mean(vs[lab].metric('test/acc1')):.1f} % vs "
+                    f"{100 * _mean(base.metric('test/acc1')):.1f} %" + (f" (paired {100 * acc[0]:+.1f} points)" if acc else ""))
+        if why:
+            out.append(f"  - {lab}: **not testable** ({why}); {acc_text}")
+            continue
+        r = paired(vs[lab].learned_only().layer("ssdc_rpi"), base.learned_only().layer("ssdc_rpi"))
+        word, adj = _verdict(r, -1, fam)
+        out.append(f"  - {lab}: **{word}** ({_diff(r, 'SSDC_RPI rpt − base', 2, adj, basis(r[4], sel, True))}); "
+                   f"{acc_text}")
     # fragility vs anchoring, across variants (means over seeds)
     out.append("- **Fragility follows index anchoring (FS rises with SSDC_RPI, last layer; Spearman over "
-               "variants, means over seeds). FS is relative to clean accuracy, and a model that reads only content "
-               "(50 %) cannot fall below chance (25 %), so its FS is at most 0.5: the second line keeps only the "
-               "variants that learned the position bit (val ≥ 75 %):**")
+               "variants, means over the seeds that learned). Only the variants that learned the position bit "
+               "(val ≥ 75 %) enter: one that reads only content (50 %) cannot fall below chance (25 %), so its FS is "
+               "at most 0.5, and mixing the two groups would correlate learning with FS, not anchoring with it:**")
     for shift in ("jpeg", "blur"):
-        for which, pick in (("all variants", lambda v: v), ("learned only", lambda v: v.learned_only() if v.learned
-                                                              else None)):
-            pts = [(_mean(w.layer("ssdc_rpi")), _mean(w.fs(shift))) for w in map(pick, vs.values()) if w is not None]
-            pts = [p for p in pts if np.isfinite(p[0]) and np.isfinite(p[1])]
-            if len(pts) < 4:
-                out.append(f"  - {shift}, {which}: not testable ({len(pts)} variants with a defined FS)")
-                continue
-            res = stats.spearmanr([p[0] for p in pts], [p[1] for p in pts])
-            verdict = ("reproduced" if res.statistic > 0 and res.pvalue < 0.05 else
-                       "contradicted" if res.statistic < 0 and res.pvalue < 0.05 else "inconclusive")
-            out.append(f"  - {shift}, {which}: **{verdict}** (ρ = {res.statistic:+.2f}, p = {res.pvalue:.2g}, "
-                       f"{len(pts)} variants)")
+        pts = [(_mean(w.layer("ssdc_rpi")), _mean(w.fs(shift))) for w in (v.learned_only() for v in vs.values()
+                                                                           if v.learned)]
+        pts = [p for p in pts if np.isfinite(p[0]) and np.isfinite(p[1])]
+        if len(pts) < 4:
+            out.append(f"  - {shift}: not testable ({len(pts)} learned variants with a defined FS)")
+            continue
+        res = stats.spearmanr([p[0] for p in pts], [p[1] for p in pts])
+        adj = fam.p(float(res.pvalue))
+        verdict = ("reproduced" if res.statistic > 0 and adj < FWER else
+                   "contradicted" if res.statistic < 0 and adj < FWER else "inconclusive")
+        out.append(f"  - {shift}: **{verdict}** (ρ = {res.statistic:+.2f}, {fmt_p(float(res.pvalue), adj)}, "
+                   f"{len(pts)} variants; {sel}; seeds that learned (post-selection))")
     for lab in [x for x in vs if x.endswith("+rpt")]:
         base = vs.get(lab[: -len("+rpt")])
-        if base is not None and not base.learned:
-            out.append(f"  - {lab} vs {base.label}, FS jpeg: **not testable** ({base.label}: {base.not_learned()})")
-        elif base is not None:
-            r = paired(vs[lab].fs("jpeg"), base.learned_only().fs("jpeg"))
-            out.append(f"  - {lab} vs {base.label}, FS jpeg: " + (f"**{_verdict(r, -1)}** ({_diff(r, 'FS rpt − base', 3)})"
-                                                                   if r else "not testable (FS undefined)"))
+        if base is None:
+            continue
+        why = _rpt_untestable(vs[lab], base)
+        if why:
+            out.append(f"  - {lab} vs {base.label}, FS jpeg: **not testable** ({why})")
+            continue
+        r = paired(vs[lab].learned_only().fs("jpeg"), base.learned_only().fs("jpeg"))
+        if r is None:
+            out.append(f"  - {lab} vs {base.label}, FS jpeg: not testable (FS undefined)")
+            continue
+        word, adj = _verdict(r, -1, fam)
+        out.append(f"  - {lab} vs {base.label}, FS jpeg: **{word}** "
+                   f"({_diff(r, 'FS rpt − base', 3, adj, basis(r[4], sel, True))})")
     out.append("- **Scaling an additive PE down (α < 1) lowers anchoring and fragility (per-seed Spearman ρ of α "
-               "with SSDC_RPI and with FS jpeg over the α grid; clean accuracy alongside, since FS is relative to it):**")
+               "with SSDC_RPI and with FS jpeg over the α grid, on the seeds that learned; clean accuracy alongside, "
+               "since FS is relative to it):**")
     for lab, r in rhos.items():
-        a_txt, a_v = _rho_claim(r["ssdc_rpi"])
-        f_txt, f_v = _rho_claim(r["fs"])
-        c_txt, _ = _rho_claim(r["acc"])
+        if not vs[lab].learned:
+            out.append(f"  - {lab}: **not testable** ({vs[lab].not_learned()})")
+            continue
+        a_txt, a_v = _rho_claim(r["ssdc_rpi"], fam, sel)
+        f_txt, f_v = _rho_claim(r["fs"], fam, sel)
+        c_txt, _ = _rho_claim(r["acc"], None, sel)
         out.append(f"  - {lab}: anchoring **{a_v}** ({a_txt}); fragility **{f_v}** ({f_txt}); clean accuracy {c_txt}")
     layers = len(next(iter(vs.values())).layers_mean("eed_percent"))
     out.append(f"- **EED has a U-shaped profile with a mid-depth bottleneck (EED study): not testable here** — the probe "
@@ -335,7 +394,8 @@ def render(results: str) -> str:
     alpha, rhos = alpha_rows(vs)
     lines = [f"Layers {layers} (attention inputs); per-layer values are means over seeds; intervals are 95 % "
              f"Student-t over seeds; FS null where clean accuracy is within 2 SE of chance.", ""]
-    return "\n".join(lines + table(vs) + alpha + claims(vs, rhos))
+    verdicts, _ = two_pass("every test of this report", lambda fam: claims(vs, rhos, fam))
+    return "\n".join(lines + table(vs) + alpha + verdicts)
 
 
 def budget(results: str) -> str:

@@ -214,3 +214,16 @@ def test_two_pass_refuses_a_second_pass_that_computes_other_tests():
     assert basis(12, "best-val checkpoint", False) == "best-val checkpoint; 12 seeds"
     assert basis(5, "best-val checkpoint", True) == \
         "best-val checkpoint; 5 seeds that learned (post-selection); provisional: < 10 seeds"
+
+
+def test_ssdc_rpt_claim_is_not_testable_when_the_rpt_model_reads_content_only():
+    """RPT variants at the content-only 50 % learned no position: "RPT removes anchoring" is not testable on them
+    (it would be true of any model that never used position), and the fragility correlation reads only the
+    variants that learned the position bit."""
+    vs = ssdc_findings.load(str(REPO / "results" / "probe-sweep-200-steps"))
+    assert "content-only 50 %" in ssdc_findings._rpt_untestable(vs["rope-axial+rpt"], vs["rope-axial"])
+    learned = ssdc_findings.Variant("rope-axial+rpt", list(vs["rope-axial"].runs.values()))
+    assert ssdc_findings._rpt_untestable(learned, vs["rope-axial"]) is None
+    alpha, rhos = ssdc_findings.alpha_rows(vs)
+    text, fam = two_pass("t", lambda f: ssdc_findings.claims(vs, rhos, f))
+    assert "all variants" not in "\n".join(text) and fam.m == len(fam.adjusted) > 0
