@@ -7,8 +7,9 @@ The runs are those of ``benchmarks/detection_sweep.sh`` (vit-nano, FCOS-style he
 pycocotools: mAP@[.5:.95]). Per detection set and PE: the number of seeds, val and test mAP (mean and 95 %
 Student-t interval over seeds), and the mAP of the resolution-extrapolation analysis at each input size; per
 PE against ``none`` (the no-PE baseline), the test-mAP difference paired by seed with its Student-t interval
-and paired t-test, and a verdict that needs both to agree (*held* / *contradicted*, else *inconclusive*), with
-the count of seeds whose val mAP is above ``none``'s. The report's prose is fixed; every number in it is read
+and paired t-test; the report's verdicts are one family, Holm-adjusted (benchmarks/verdicts.py), and *held* /
+*contradicted* need the adjusted p below 0.05 (else *inconclusive*), with the count of seeds whose val mAP is
+above ``none``'s. The report's prose is fixed; every number in it is read
 from the runs.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval
 
 from .reports import emit, fill, pct, pct_mean_ci, provenance, reproduced, shown
+from .verdicts import FWER, Family, basis, fmt_p, selection, two_pass
 
 SETS = ("shapes-det", "events-det")
 REFERENCE = "none"
@@ -37,23 +39,26 @@ def _at_size(r, size: str) -> float | None:
     return next((e["map"] for e in (r.raw.get("extrapolation") or []) if e["resolution"] == size), None)
 
 
-def verdict(diffs: list[float]) -> str:
-    """"held" / "contradicted" (the t-interval and the paired t-test agree at 95 %) or "inconclusive"."""
+def verdict(diffs: list[float], fam: Family, weights: str) -> str:
+    """"held" / "contradicted" (the paired t-test's Holm-adjusted p below FWER, in the direction of the mean) or
+    "inconclusive"; ``weights``: the checkpoint the test mAP comes from (:func:`benchmarks.verdicts.selection`)."""
     r = paired_t_interval(diffs)
     if r is None:
         return "not testable (fewer than 2 paired seeds)"
-    mean, lo, hi, p, sig = r
-    word = "held" if sig and lo > 0 else "contradicted" if sig and hi < 0 else "inconclusive"
+    mean, lo, hi, p, _ = r
+    adj = fam.p(p)
+    word = "held" if mean > 0 and adj < FWER else "contradicted" if mean < 0 and adj < FWER else "inconclusive"
     return (f"**{word}** (test mAP {mean * 100:+.1f} points, paired t-CI [{lo * 100:+.1f}, {hi * 100:+.1f}], "
-            f"paired t-test p = {p:.2g}; {len(diffs)} seeds)")
+            f"paired t-test {fmt_p(p, adj)}; {basis(len(diffs), weights, False)})")
 
 
-def tables(results: str) -> tuple[str, list]:
+def tables(results: str, fam: Family) -> tuple[str, list]:
+    """The tables and the verdicts (each test in ``fam``: run twice, :func:`benchmarks.verdicts.two_pass`)."""
     runs = [r for r in collect_results(results)[0] if r.complete and r.dataset in SETS]
     if not runs:
         print(f"detection_findings: expected complete {'/'.join(SETS)} runs under {results}", file=sys.stderr)
         raise SystemExit(2)
-    out: list[str] = []
+    out: list[str] = [fam.rule(), ""]
     for ds in SETS:
         by_pe: dict[str, dict[int, object]] = defaultdict(dict)
         for r in runs:
@@ -79,7 +84,8 @@ def tables(results: str) -> tuple[str, list]:
             seeds = sorted(set(ref) & set(by_pe[pe]))
             diffs = [by_pe[pe][s].metrics["test/map"] - ref[s].metrics["test/map"] for s in seeds]
             ahead = sum(by_pe[pe][s].metrics["val/map"] > ref[s].metrics["val/map"] for s in seeds)
-            out.append(f"- {pe} beats {REFERENCE} on test mAP: {verdict(diffs)}; val mAP above {REFERENCE}'s in "
+            weights = selection([by_pe[pe][s] for s in seeds] + [ref[s] for s in seeds])
+            out.append(f"- {pe} beats {REFERENCE} on test mAP: {verdict(diffs, fam, weights)}; val mAP above {REFERENCE}'s in "
                        f"{ahead} of {len(seeds)} seeds.")
         out.append("")
     return "\n".join(out), runs
@@ -99,8 +105,9 @@ its head and its evaluation are described in [`docs/tasks.md`](../../docs/tasks.
 in parallel on the 2-core CPU machine, the detection task's default analyses: @@PROVENANCE@@. mAP is COCO's
 mAP@[.5:.95] (pycocotools) on the validation and test splits; the extrapolation columns evaluate the same
 weights on the same scenes rendered at larger input sizes (`events-det`: the sensor grid scaled). Intervals
-are 95 % Student-t intervals over seeds (3 seeds: 2 degrees of freedom, so they are wide); a verdict other
-than *inconclusive* needs the paired interval and the paired t-test to agree.
+are 95 % Student-t intervals over seeds (3 seeds: 2 degrees of freedom, so they are wide); the verdicts are
+one family, Holm–Bonferroni at 5 % family-wise, and a verdict other than *inconclusive* needs its adjusted p
+below 0.05. With 3 seeds every verdict is provisional under the rule of at least 10 seeds per cell.
 
 @@REPRODUCED@@
 
@@ -125,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         "detection_sweep_time.txt"
     rerun_json = Path(args.rerun_check) if args.rerun_check else Path(args.results).resolve().parent / \
         "rerun_check.json"
-    body, runs = tables(args.results)
+    (body, runs), _ = two_pass("every verdict of this report", lambda fam: tables(args.results, fam))
     emit(fill(REPORT, provenance=provenance(runs, time_file), tables=body,
               reproduced=reproduced(rerun_json, shown(Path(args.results)), SETS)), args.report)
     return 0

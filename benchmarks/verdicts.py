@@ -18,7 +18,7 @@ from typing import Callable, TypeVar
 
 from pebench.leaderboard.stats import holm_adjust
 
-__all__ = ["FWER", "MIN_SEEDS", "Family", "two_pass", "basis", "fmt_p"]
+__all__ = ["FWER", "MIN_SEEDS", "Family", "two_pass", "basis", "fmt_p", "selection"]
 
 #: family-wise error rate of every report's family
 FWER = 0.05
@@ -87,3 +87,11 @@ def basis(n: int, selection: str, post_selection: bool) -> str:
     learned, post-selection, when ``post_selection``) and "provisional" below :data:`MIN_SEEDS` seeds."""
     seeds = f"{n} seed{'s' if n != 1 else ''}" + (" that learned (post-selection)" if post_selection else "")
     return f"{selection}; {seeds}" + (f"; provisional: < {MIN_SEEDS} seeds" if n < MIN_SEEDS else "")
+
+
+def selection(runs) -> str:
+    """The weights the runs' test split read, from their configs' ``eval_checkpoint`` (absent: ``last``, the
+    default before the option existed): "best-val checkpoint", "last-step weights", or both when they differ."""
+    ckpts = sorted({str((r.raw.get("config") or {}).get("eval_checkpoint") or "last") for r in runs})
+    return {("best",): "best-val checkpoint", ("last",): "last-step weights"}.get(tuple(ckpts),
+                                                                                 "best-val / last-step weights")
