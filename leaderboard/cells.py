@@ -28,15 +28,15 @@ from typing import Any, Mapping, Sequence
 from .collect import RunRecord
 from .render import (
     DEFAULT_SHIFTS,
-    _geom_reduce,
-    _last_layer,
-    _mean_std,
-    _natural_key,
-    _provenance_tags,
-    _tokens_part,
     is_fraction_metric,
+    last_layer_value,
+    mean_std,
+    natural_sort_key,
     pe_sort_key,
+    provenance_tags,
+    reduce_geometry,
     reference_note,
+    tokens_suffix,
 )
 from .stats import paired_differences, paired_t_interval, sign_flip_p, t_mean_ci
 
@@ -91,13 +91,13 @@ def _stats(values: Sequence[float | None]) -> dict[str, Any]:
     vals = [v for v in values if v is not None]
     if not vals:
         return {"mean": None, "std": None, "n": 0}
-    mean, std = _mean_std(vals)
+    mean, std = mean_std(vals)
     return {"mean": mean, "std": std, "n": len(vals)}
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
-    return _mean_std(vals)[0] if vals else None
+    return mean_std(vals)[0] if vals else None
 
 
 def _one(values: Sequence[str | None]) -> str | None:
@@ -131,9 +131,9 @@ def _column(values: list[float | None], bounds: tuple[float, float] | None = Non
 
 def _columns(members: Sequence[RunRecord], resolutions: Sequence[str], shifts: Sequence[str]) -> dict[str, dict]:
     cols = {f"acc1@{res}": [(r.extrapolation or {}).get(res) for r in members] for res in resolutions}
-    cols["eed_min_percent"] = [_geom_reduce(r, "eed_percent", min) for r in members]
-    cols["ssdc_rpi_peak"] = [_geom_reduce(r, "ssdc_rpi", max) for r in members]
-    cols["ssdc_last_layer"] = [_last_layer(r, "ssdc") for r in members]
+    cols["eed_min_percent"] = [reduce_geometry(r, "eed_percent", min) for r in members]
+    cols["ssdc_rpi_peak"] = [reduce_geometry(r, "ssdc_rpi", max) for r in members]
+    cols["ssdc_last_layer"] = [last_layer_value(r, "ssdc") for r in members]
     cols.update({f"fs_{s}": [(r.robustness or {}).get(s, {}).get("fs") for r in members] for s in shifts})
     return {k: _column(v, (0.0, 1.0) if k.startswith("acc1@") else None) for k, v in cols.items()}
 
@@ -148,7 +148,7 @@ def _fs_values(members: Sequence[RunRecord], shift: str) -> tuple[float | None, 
 
 def _dataset_cells(runs: list[RunRecord], reference: str | None,
                    config_defaults: Mapping[str, Any] | None) -> list[Cell]:
-    tags = _provenance_tags(runs, config_defaults)
+    tags = provenance_tags(runs, config_defaults)
     groups: dict[tuple[str, str, str, str], list[RunRecord]] = defaultdict(list)
     for r in runs:
         groups[(r.model, r.pe, r.label, tags[r.path])].append(r)  # type: ignore[index]
@@ -156,12 +156,12 @@ def _dataset_cells(runs: list[RunRecord], reference: str | None,
     refs: dict[tuple[str, str], tuple[str, str, str, str]] = {}
     used: str | None = None
     for candidate in (reference.split(",") if reference else []):
-        refs = {(k[0], _tokens_part(k[2])): k for k in order if k[2] == candidate + _tokens_part(k[2]) and not k[3]}
+        refs = {(k[0], tokens_suffix(k[2])): k for k in order if k[2] == candidate + tokens_suffix(k[2]) and not k[3]}
         if refs:
             used = candidate
             break
     shifts = list(DEFAULT_SHIFTS) + sorted({s for r in runs for s in (r.robustness or {})} - set(DEFAULT_SHIFTS))
-    resolutions = sorted({res for r in runs for res in (r.extrapolation or {})}, key=_natural_key)
+    resolutions = sorted({res for r in runs for res in (r.extrapolation or {})}, key=natural_sort_key)
     cells = []
     for key in order:
         members = sorted(groups[key], key=lambda r: (r.seed, r.path))
@@ -170,7 +170,7 @@ def _dataset_cells(runs: list[RunRecord], reference: str | None,
         stats = _stats(list(values.values()))
         ci = t_mean_ci([v for v in values.values() if v is not None],
                        bounds=(0.0, 1.0) if is_fraction_metric(primary) else None)
-        ref_key = refs.get((key[0], _tokens_part(key[2])))
+        ref_key = refs.get((key[0], tokens_suffix(key[2])))
         delta, note = None, None
         if not reference:
             note = None
@@ -179,7 +179,7 @@ def _dataset_cells(runs: list[RunRecord], reference: str | None,
         elif ref_key == key:
             note = "reference"
         elif ref_key is None:
-            note = f"no {used}{_tokens_part(key[2])} row of {key[0]}"
+            note = f"no {used}{tokens_suffix(key[2])} row of {key[0]}"
         else:
             ref = {r.seed: r.metrics.get(primary) for r in groups[ref_key]}  # type: ignore[misc]
             diffs = paired_differences(values, ref)

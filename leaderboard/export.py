@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from .cells import Cell
 from .collect import RunRecord
-from .render import DEFAULT_SHIFTS, _natural_key
+from .render import DEFAULT_SHIFTS, natural_sort_key
 
 __all__ = ["cells_csv", "cells_json", "cell_record", "generated_by"]
 
@@ -104,7 +104,7 @@ def _field(v: Any) -> str:
 
 def cells_csv(cells: Sequence[Cell]) -> str:
     """The CSV table (see the module docstring); ``\\n`` line ends."""
-    resolutions = sorted({res for c in cells for res in c.extrapolation}, key=_natural_key)
+    resolutions = sorted({res for c in cells for res in c.extrapolation}, key=natural_sort_key)
     shifts = [s for s in DEFAULT_SHIFTS if any(s in c.fs for c in cells)]
     shifts += sorted({s for c in cells for s in c.fs} - set(DEFAULT_SHIFTS))
     header = [*FIXED_COLUMNS, *(f"acc1@{r}" for r in resolutions), *(f"fs_{s}" for s in shifts),

@@ -24,7 +24,7 @@ from typing import Sequence
 from .cells import Cell
 from .collect import RunRecord
 from .export import generated_by
-from .render import MISSING, UNDEFINED, _fmt, _natural_key, smoke_note
+from .render import MISSING, UNDEFINED, format_number, natural_sort_key, smoke_note
 from .svg import line_chart
 
 __all__ = ["render_page"]
@@ -98,22 +98,22 @@ def _num_td(c: Cell, key: str, scale: float, decimals: int, undefined: bool = Fa
     if x is None or not math.isfinite(x):
         return _td(UNDEFINED if undefined else MISSING, "", key)
     ci = col["ci95"]
-    sub = (f"[{_fmt(ci[0] * scale, decimals)}, {_fmt(ci[1] * scale, decimals)}] · " if ci else "") + f"n={col['n']}"
-    seeds = ", ".join(f"{s}: {_fmt(v * scale, decimals) if v is not None else MISSING}"
+    sub = (f"[{format_number(ci[0] * scale, decimals)}, {format_number(ci[1] * scale, decimals)}] · " if ci else "") + f"n={col['n']}"
+    seeds = ", ".join(f"{s}: {format_number(v * scale, decimals) if v is not None else MISSING}"
                       for s, v in zip(c.seeds, col["values"]))
     attrs = (f' data-v="{_v(x)}" data-k="{key}" data-lo="{_v(ci[0]) if ci else ""}" data-hi="{_v(ci[1]) if ci else ""}"'
              f' title="per seed: {escape(seeds)}"')
-    return f'<td{attrs}>{_fmt(x * scale, decimals)}<span class="sub">{sub}</span></td>'
+    return f'<td{attrs}>{format_number(x * scale, decimals)}<span class="sub">{sub}</span></td>'
 
 
 def _primary_td(c: Cell) -> str:
     scale, dec = (100.0, 1) if c.percent else (1.0, 4)
     if c.mean is None:
         return _td(MISSING, "", "mean")
-    text = _fmt(c.mean * scale, dec) + (f" ± {_fmt(c.std * scale, dec)}" if c.std is not None else "")
+    text = format_number(c.mean * scale, dec) + (f" ± {format_number(c.std * scale, dec)}" if c.std is not None else "")
     n_val = sum(1 for v in c.values.values() if v is not None)
-    ci = (f"95% CI [{_fmt(c.ci[0] * scale, dec)}, {_fmt(c.ci[1] * scale, dec)}]" if c.ci else "no interval (n < 2)")
-    seeds = ", ".join(f"{s}: {_fmt(v * scale, dec) if v is not None else MISSING}" for s, v in c.values.items())
+    ci = (f"95% CI [{format_number(c.ci[0] * scale, dec)}, {format_number(c.ci[1] * scale, dec)}]" if c.ci else "no interval (n < 2)")
+    seeds = ", ".join(f"{s}: {format_number(v * scale, dec) if v is not None else MISSING}" for s, v in c.values.items())
     attrs = (f' data-v="{_v(c.mean)}" data-k="mean" data-std="{_v(c.std)}" data-lo="{_v(c.ci[0]) if c.ci else ""}"'
              f' data-hi="{_v(c.ci[1]) if c.ci else ""}" title="per seed: {escape(seeds)}"')
     return f'<td{attrs}>{text}<span class="sub">{ci} · n={n_val}</span></td>'
@@ -127,8 +127,8 @@ def _delta_td(c: Cell) -> str:
     scale, dec = (100.0, 1) if c.percent else (1.0, 4)
     d = c.delta
     sign = "+" if d["mean"] * scale >= 0.5 * 10 ** -dec else ""
-    text = f"{sign}{_fmt(d['mean'] * scale, dec)}" + ("*" if d["significant"] else "")
-    sub = (f"[{_fmt(d['lo'] * scale, dec)}, {_fmt(d['hi'] * scale, dec)}] p={d['p']:.3f} t-p={d['t_p']:.3f} "
+    text = f"{sign}{format_number(d['mean'] * scale, dec)}" + ("*" if d["significant"] else "")
+    sub = (f"[{format_number(d['lo'] * scale, dec)}, {format_number(d['hi'] * scale, dec)}] p={d['p']:.3f} t-p={d['t_p']:.3f} "
            f"· {d['n_pairs']} pairs")
     attrs = f' data-v="{_v(d["mean"])}" data-k="delta" data-lo="{_v(d["lo"])}" data-hi="{_v(d["hi"])}"'
     cls = ' class="sig"' if d["significant"] else ""
@@ -148,7 +148,7 @@ def _runs_td(c: Cell, results_root: Path, link_prefix: str) -> str:
 
 
 def _table(cells: Sequence[Cell], results_root: Path, link_prefix: str, start: int) -> list[str]:
-    resolutions = sorted({res for c in cells for res in c.extrapolation}, key=_natural_key)
+    resolutions = sorted({res for c in cells for res in c.extrapolation}, key=natural_sort_key)
     shifts = list(cells[0].fs)
     primaries = sorted({c.primary_metric for c in cells})
     percent = all(c.percent for c in cells)
@@ -194,7 +194,7 @@ def _figures(cells: Sequence[Cell]) -> list[str]:
         figs.append(line_chart(series, [str(lay) for lay in layers], title, "layer", ylabel, ref))
     have = [c for c in cells if any(v is not None for v in c.extrapolation.values())]
     if have:
-        resolutions = sorted({res for c in have for res in c.extrapolation}, key=_natural_key)
+        resolutions = sorted({res for c in have for res in c.extrapolation}, key=natural_sort_key)
         series = [(_series_label(c, several),
                    [None if c.extrapolation.get(r) is None else 100.0 * c.extrapolation[r] for r in resolutions])
                   for c in have]

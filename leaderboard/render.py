@@ -55,7 +55,8 @@ from pebench.core.io import atomic_write_text
 from .collect import RunRecord, collect_results, finite
 from .stats import paired_differences, paired_t_interval, sign_flip_p, t_mean_ci
 
-__all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_sort_key"]
+__all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_sort_key", "format_number",
+           "natural_sort_key", "mean_std", "reduce_geometry", "last_layer_value", "provenance_tags", "tokens_suffix"]
 
 CANONICAL_PE_ORDER: tuple[str, ...] = (
     "none", "ape", "sincos", "rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri", "liere", "comrope",
@@ -87,11 +88,13 @@ def is_fraction_metric(name: str) -> bool:
     return bool(_FRACTION_METRIC.match(name.rsplit("/", 1)[-1]))
 
 
-def _natural_key(s: str) -> tuple:
+def natural_sort_key(s: str) -> tuple:
+    """Sort key ordering the digit runs of ``s`` by value (``"64x64"`` before ``"128x128"``)."""
     return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", s) if t)
 
 
-def _mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (``n - 1``; None for one value); ``(nan, None)`` if any is not finite."""
     n = len(values)
     if any(not math.isfinite(v) for v in values):
         return float("nan"), None
@@ -102,7 +105,8 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, math.sqrt(var)
 
 
-def _fmt(x: float, decimals: int) -> str:
+def format_number(x: float, decimals: int) -> str:
+    """``x`` with ``decimals`` decimals as every leaderboard cell prints it (``nan``, ``inf``; never ``-0.0``)."""
     if math.isnan(x):
         return "nan"
     if math.isinf(x):
@@ -117,10 +121,10 @@ def _metric_cell(values: list[float | None], n_row: int, scale: float, decimals:
     vals = [v for v in values if v is not None]
     if not vals:
         return MISSING
-    mean, std = _mean_std(vals)
-    cell = _fmt(mean * scale, decimals)
+    mean, std = mean_std(vals)
+    cell = format_number(mean * scale, decimals)
     if std is not None:
-        cell += f" ± {_fmt(std * scale, decimals)}"
+        cell += f" ± {format_number(std * scale, decimals)}"
     if len(vals) < n_row:
         cell += f" (n={len(vals)})"
     return cell
@@ -130,22 +134,24 @@ def _mean_cell(values: Iterable[float | None], scale: float, decimals: int) -> s
     vals = [v for v in values if v is not None]
     if not vals:
         return MISSING
-    mean, _ = _mean_std(vals)
-    return _fmt(mean * scale, decimals)
+    mean, _ = mean_std(vals)
+    return format_number(mean * scale, decimals)
 
 
 def _escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def _geom_reduce(run: RunRecord, key: str, fn: Callable[[list[float]], float]) -> float | None:
+def reduce_geometry(run: RunRecord, key: str, fn: Callable[[list[float]], float]) -> float | None:
+    """``fn`` (``min``, ``max``) over the finite per-layer values of the run's geometry ``key`` (None: none)."""
     if not run.geometry or key not in run.geometry:
         return None
     vals = finite(run.geometry[key])
     return fn(vals) if vals else None
 
 
-def _last_layer(run: RunRecord, key: str) -> float | None:
+def last_layer_value(run: RunRecord, key: str) -> float | None:
+    """The last layer's value of the run's geometry ``key`` (None when missing or not finite)."""
     if not run.geometry or not run.geometry.get(key):
         return None
     v = run.geometry[key][-1]
@@ -172,7 +178,7 @@ def _ci_cell(values: list[float | None], frac: bool) -> str:
     """The t-interval of a primary metric (fractions: clipped to [0, 1] and shown as %)."""
     scale, decimals = (100.0, 1) if frac else (1.0, 4)
     ci = t_mean_ci([v for v in values if v is not None], bounds=(0.0, 1.0) if frac else None)
-    return MISSING if ci is None else f"[{_fmt(ci[0] * scale, decimals)}, {_fmt(ci[1] * scale, decimals)}]"
+    return MISSING if ci is None else f"[{format_number(ci[0] * scale, decimals)}, {format_number(ci[1] * scale, decimals)}]"
 
 
 def _delta_cell(row: dict[int, float | None], ref: dict[int, float | None] | None, scale: float,
@@ -184,7 +190,7 @@ def _delta_cell(row: dict[int, float | None], ref: dict[int, float | None] | Non
     mean, lo, hi, pt, significant = res
     p = sign_flip_p(diffs)
     sign = "+" if mean * scale >= 0.5 * 10 ** -decimals else ""
-    return (f"{sign}{_fmt(mean * scale, decimals)} [{_fmt(lo * scale, decimals)}, {_fmt(hi * scale, decimals)}] "
+    return (f"{sign}{format_number(mean * scale, decimals)} [{format_number(lo * scale, decimals)}, {format_number(hi * scale, decimals)}] "
             f"p={p:.3f} t-p={pt:.3f}" + ("*" if significant else ""))
 
 
@@ -199,7 +205,7 @@ def _short(v: object) -> str:
     return text if len(text) <= 24 else text[:21] + "..."
 
 
-def _provenance_tags(runs: Sequence[RunRecord], config_defaults: Mapping[str, Any] | None) -> dict[str, str]:
+def provenance_tags(runs: Sequence[RunRecord], config_defaults: Mapping[str, Any] | None) -> dict[str, str]:
     """run path -> "" or the tag that separates it from runs of the same (model, PE variant) made
     with another configuration (the differing settings; a key one configuration lacks counts as its
     value in ``config_defaults``) or another commit (``@sha``)."""
@@ -230,7 +236,7 @@ def _provenance_tags(runs: Sequence[RunRecord], config_defaults: Mapping[str, An
     return tags
 
 
-def _tokens_part(label: str) -> str:
+def tokens_suffix(label: str) -> str:
     """The token-kind suffix of a row label (``"+spiking"`` of ``pape+rpt+spiking``; ``""``)."""
     return "".join(f"+{p}" for p in label.split("+")[1:] if p != "rpt")
 
@@ -263,8 +269,8 @@ def trivial_top_k(runs: Sequence[RunRecord]) -> set[str]:
 
 def _table(runs: list[RunRecord], reference: str | None = None,
            config_defaults: Mapping[str, Any] | None = None) -> list[str]:
-    # a row: one (model, PE variant, configuration fingerprint, code version); see _provenance_tags
-    tags = _provenance_tags(runs, config_defaults)
+    # a row: one (model, PE variant, configuration fingerprint, code version); see provenance_tags
+    tags = provenance_tags(runs, config_defaults)
     groups: dict[tuple[str, str, str, str], list[RunRecord]] = defaultdict(list)
     for r in runs:
         groups[(r.model, r.pe, r.label, tags[r.path])].append(r)  # type: ignore[index]
@@ -273,7 +279,7 @@ def _table(runs: list[RunRecord], reference: str | None = None,
     primaries = sorted({r.primary_metric for r in runs})  # type: ignore[type-var]
     others = sorted({m for r in runs for m in r.metrics} - set(primaries) - trivial_top_k(runs))
     metric_names = primaries + others
-    resolutions = sorted({res for r in runs for res in (r.extrapolation or {})}, key=_natural_key)
+    resolutions = sorted({res for r in runs for res in (r.extrapolation or {})}, key=natural_sort_key)
     shifts = list(DEFAULT_SHIFTS) + sorted({s for r in runs for s in (r.robustness or {})} - set(DEFAULT_SHIFTS))
 
     # the reference row of each model and token kind (paired comparisons), when the table has one:
@@ -281,8 +287,8 @@ def _table(runs: list[RunRecord], reference: str | None = None,
     # one this table has (e.g. `rope-axial,none`: the detection tables have no rope-axial row)
     refs: dict[tuple[str, str], tuple[str, str, str, str]] = {}
     for candidate in (reference.split(",") if reference else []):
-        refs = {(k[0], _tokens_part(k[2])): k for k in order
-                if k[2] == candidate + _tokens_part(k[2]) and not k[3]}
+        refs = {(k[0], tokens_suffix(k[2])): k for k in order
+                if k[2] == candidate + tokens_suffix(k[2]) and not k[3]}
         if refs:
             reference = candidate
             break
@@ -310,7 +316,7 @@ def _table(runs: list[RunRecord], reference: str | None = None,
             row.append(reference_note(reference))  # type: ignore[arg-type]
         for m in (primaries if refs else []):
             frac = is_fraction_metric(m)
-            ref_key = refs.get((key[0], _tokens_part(key[2])))
+            ref_key = refs.get((key[0], tokens_suffix(key[2])))
             if ref_key == key:
                 row.append("(reference)")
                 continue
@@ -319,9 +325,9 @@ def _table(runs: list[RunRecord], reference: str | None = None,
                                    100.0 if frac else 1.0, 1 if frac else 4))
         for res in resolutions:
             row.append(_mean_cell([(r.extrapolation or {}).get(res) for r in members], 100.0, 1))
-        row.append(_mean_cell([_geom_reduce(r, "eed_percent", min) for r in members], 1.0, 1))
-        row.append(_mean_cell([_geom_reduce(r, "ssdc_rpi", max) for r in members], 1.0, 3))
-        row.append(_mean_cell([_last_layer(r, "ssdc") for r in members], 1.0, 3))
+        row.append(_mean_cell([reduce_geometry(r, "eed_percent", min) for r in members], 1.0, 1))
+        row.append(_mean_cell([reduce_geometry(r, "ssdc_rpi", max) for r in members], 1.0, 3))
+        row.append(_mean_cell([last_layer_value(r, "ssdc") for r in members], 1.0, 3))
         for s in shifts:
             row.append(_fs_cell(members, s))
         lines.append("| " + " | ".join(_escape(c) for c in row) + " |")

@@ -16,7 +16,7 @@ from pebench.core.errors import ConfigError
 
 from ..base import parse_resolution
 from ..registry import register_datamodule
-from .probe_scenes import _DIRS, GLYPH_KINDS, PATCH, ProbeGenerator, _cells, _free, render_probe
+from .probe_scenes import DIRECTIONS, GLYPH_KINDS, PATCH, ProbeGenerator, canvas_cells, free_cell, render_probe
 from .probes import ProbeDataModule, ProbeDataset
 
 __all__ = ["MotionProbe", "MotionProbeDataModule"]
@@ -44,15 +44,15 @@ class MotionProbe(ProbeGenerator):
     def place(self, kinds, pos, split, rng):
         g = self.canvas_of(split)
         half = g // 2
-        region = _cells(g, cols=range(half, g) if split == "test" else range(0, half))
-        dy, dx = _DIRS[pos]
+        region = canvas_cells(g, cols=range(half, g) if split == "test" else range(0, half))
+        dy, dx = DIRECTIONS[pos]
         steps = self.frames - 1
         starts = [c for c in region if (c[0] + dy * steps, c[1] + dx * steps) in region]
         a = starts[int(rng.integers(len(starts)))]
         path = [(a[0] + dy * f, a[1] + dx * f) for f in range(self.frames)]
         paths, used = [path], list(path)
         for _ in kinds[1:]:
-            c = _free(rng, region, used)
+            c = free_cell(rng, region, used)
             if c is None:
                 return None
             paths.append([c] * self.frames)
@@ -65,7 +65,7 @@ class MotionProbe(ProbeGenerator):
         if len(steps) != 1:
             return -1
         step = steps.pop()
-        return _DIRS.index(step) if step in _DIRS else -1
+        return DIRECTIONS.index(step) if step in DIRECTIONS else -1
 
     def render(self, scene, side=None):
         """Scene -> ``(3, T, S, S)`` clip: frame ``f`` shows every glyph at ``path[f]``."""

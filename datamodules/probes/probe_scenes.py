@@ -14,7 +14,8 @@ from ..base import int_option
 from ..synthetic._render import SPLITS
 
 __all__ = ["PATCH", "PIXEL_MEAN", "PIXEL_STD", "GLYPH_KINDS", "NUISANCE", "glyph_mask", "render_probe",
-           "ProbeGenerator", "ProbeSplits", "direction_label"]
+           "ProbeGenerator", "ProbeSplits", "direction_label", "DIRECTIONS", "canvas_cells", "cell_distance",
+           "free_cell", "place_distractors"]
 
 PATCH = 4
 PIXEL_MEAN, PIXEL_STD = 0.3, 0.35  # rough pixel statistics of the probe canvases, for standardising
@@ -99,26 +100,29 @@ def render_probe(scene: dict[str, Any], side: int | None = None) -> np.ndarray:
     return np.ascontiguousarray(img, dtype=np.float32)
 
 
-def _dist(a: Sequence[int], b: Sequence[int]) -> float:
+def cell_distance(a: Sequence[int], b: Sequence[int]) -> float:
+    """Euclidean distance between two ``(y, x)`` cells."""
     return float(np.hypot(a[0] - b[0], a[1] - b[1]))
 
 
-def _cells(g: int, rows: range | None = None, cols: range | None = None) -> list[tuple[int, int]]:
+def canvas_cells(g: int, rows: range | None = None, cols: range | None = None) -> list[tuple[int, int]]:
+    """The ``(y, x)`` cells of a ``g x g`` canvas, row-major (only ``rows`` / ``cols`` when given)."""
     return [(y, x) for y in (rows or range(g)) for x in (cols or range(g))]
 
 
-def _free(rng: np.random.Generator, cells: list[tuple[int, int]], taken: list[tuple[int, int]],
-          ok=lambda c: True) -> tuple[int, int] | None:
+def free_cell(rng: np.random.Generator, cells: list[tuple[int, int]], taken: list[tuple[int, int]],
+              ok=lambda c: True) -> tuple[int, int] | None:
+    """A cell of ``cells`` drawn uniformly among those not ``taken`` and accepted by ``ok`` (None: none left)."""
     cand = [c for c in cells if c not in taken and ok(c)]
     return cand[int(rng.integers(len(cand)))] if cand else None
 
 
-def _place_distractors(rng: np.random.Generator, region: list[tuple[int, int]], cells: list[tuple[int, int]],
-                       n: int) -> list[tuple[int, int]] | None:
+def place_distractors(rng: np.random.Generator, region: list[tuple[int, int]], cells: list[tuple[int, int]],
+                      n: int) -> list[tuple[int, int]] | None:
     """``cells`` plus ``n`` distractor cells drawn one by one from the free cells of ``region``
     (None when the region runs out)."""
     for _ in range(n):
-        c = _free(rng, region, cells)
+        c = free_cell(rng, region, cells)
         if c is None:
             return None
         cells.append(c)
@@ -196,7 +200,7 @@ class ProbeGenerator(abc.ABC):
         return {"label": label, "canvas": g, "bg": bg, "objects": objects}
 
 
-_DIRS = ((0, 1), (-1, 0), (0, -1), (1, 0))  # (dy, dx) of E, N, W, S (y down)
+DIRECTIONS = ((0, 1), (-1, 0), (0, -1), (1, 0))  # (dy, dx) of E, N, W, S (y down)
 
 
 def direction_label(a: Sequence[int], b: Sequence[int]) -> int:

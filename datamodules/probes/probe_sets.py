@@ -60,7 +60,7 @@ from ..base import BenchDataModule
 from ..registry import register_datamodule
 from ..synthetic._render import SPLITS
 from .probe_scenes import PATCH, PIXEL_MEAN, PIXEL_STD, ProbeGenerator, ProbeSplits, render_probe
-from .probes import AnchoringProbe, _cells, _DirectionProbe
+from .probes import AnchoringProbe, DirectionProbe, canvas_cells
 
 __all__ = ["GlyphTokens", "glyph_collate", "scene_tokens", "SetProbe", "SetTranslationProbe",
            "SetExtrapolationProbe", "SetAnchoringProbe", "SET_PROBES", "SetProbeDataset", "SetProbeDataModule",
@@ -163,25 +163,25 @@ class SetProbe(ProbeGenerator):
                 "twin_canvas": twin["canvas"]}
 
 
-class SetTranslationProbe(SetProbe, _DirectionProbe):
+class SetTranslationProbe(SetProbe, DirectionProbe):
     summary = "direction of B from A as a set of glyph tokens; train: columns 0..3, test: the same scenes 4 columns right"
     test_canvas = 8
 
     def region(self, split):
-        return _cells(self.canvas, cols=range(0, self.canvas // 2))
+        return canvas_cells(self.canvas, cols=range(0, self.canvas // 2))
 
     def shift(self, cells, rng):
         return (0, self.canvas // 2)
 
 
-class SetExtrapolationProbe(SetProbe, _DirectionProbe):
+class SetExtrapolationProbe(SetProbe, DirectionProbe):
     summary = ("direction of B from A as a set of glyph tokens; train: inside 8x8, test: shifted so that a glyph "
                "leaves the 8x8 box (inside 12x12)")
     test_canvas = 12
     max_along = 4
 
     def region(self, split):
-        return _cells(self.canvas)
+        return canvas_cells(self.canvas)
 
     def shift(self, cells, rng):
         ymax, xmax = max(c[0] for c in cells), max(c[1] for c in cells)

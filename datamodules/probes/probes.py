@@ -81,19 +81,19 @@ from torch.utils.data import Dataset
 from ..base import BenchDataModule, parse_resolution
 from ..registry import register_datamodule
 from .probe_scenes import (
-    _DIRS,
+    DIRECTIONS,
     GLYPH_KINDS,
     PATCH,
     PIXEL_MEAN,
     PIXEL_STD,
     ProbeGenerator,
     ProbeSplits,
-    _cells,
-    _dist,
-    _free,
-    _place_distractors,
+    canvas_cells,
+    cell_distance,
     direction_label,
+    free_cell,
     glyph_mask,
+    place_distractors,
     render_probe,
 )
 
@@ -101,7 +101,7 @@ __all__ = ["PATCH", "GLYPH_KINDS", "glyph_mask", "ProbeGenerator", "ProbeDataset
            "PROBES", "multiset_ceiling", "render_probe"]
 
 
-class _DirectionProbe(ProbeGenerator):
+class DirectionProbe(ProbeGenerator):
     """Glyph A (disc) and B (cross) plus distractors; label = direction of B from A."""
 
     max_along: ClassVar[int] = 3
@@ -112,35 +112,35 @@ class _DirectionProbe(ProbeGenerator):
 
     def region(self, split: str) -> list[tuple[int, int]]:
         g = self.canvas_of(split)
-        return _cells(g)
+        return canvas_cells(g)
 
     def place(self, kinds, pos, split, rng):
         region = self.region(split)
         along = int(rng.integers(1, self.max_along + 1))
         perp = int(rng.integers(-(along - 1), along))  # |perp| < along: the direction is unambiguous
-        dy, dx = _DIRS[pos]
+        dy, dx = DIRECTIONS[pos]
         d = (dy * along + dx * perp, dx * along + dy * perp)
         starts = [c for c in region if (c[0] + d[0], c[1] + d[1]) in region]
         if not starts:
             return None
         a = starts[int(rng.integers(len(starts)))]
         cells = [a, (a[0] + d[0], a[1] + d[1])]
-        return _place_distractors(rng, region, cells, len(kinds) - 2)
+        return place_distractors(rng, region, cells, len(kinds) - 2)
 
     def label_of(self, kinds, cells, canvas):
         return direction_label(cells[0], cells[1])
 
 
-class TranslationProbe(_DirectionProbe):
+class TranslationProbe(DirectionProbe):
     summary = "direction of B from A; train: left half of the canvas, test: right half"
 
     def region(self, split):
         g = self.canvas_of(split)
         half = g // 2
-        return _cells(g, cols=range(half, g) if split == "test" else range(0, half))
+        return canvas_cells(g, cols=range(half, g) if split == "test" else range(0, half))
 
 
-class ExtrapolationProbe(_DirectionProbe):
+class ExtrapolationProbe(DirectionProbe):
     test_canvas = 12
     summary = "direction of B from A; train: 8x8 canvas, test: 12x12 canvas (same glyph scale)"
     max_along = 4
@@ -173,15 +173,15 @@ class RotationProbe(ProbeGenerator):
         offs = [o for o in _rotation_offsets(split == "test", bool(far)) if (o[1] > 0) == bool(right)]
         dy, dx = offs[int(rng.integers(len(offs)))]
         g = self.canvas_of(split)
-        region = _cells(g)
+        region = canvas_cells(g)
         starts = [c for c in region if 0 <= c[0] + dy < g and 0 <= c[1] + dx < g]
         a = starts[int(rng.integers(len(starts)))]
         cells = [a, (a[0] + dy, a[1] + dx)]
-        return _place_distractors(rng, region, cells, len(kinds) - 2)
+        return place_distractors(rng, region, cells, len(kinds) - 2)
 
     def label_of(self, kinds, cells, canvas):
         (_ay, ax), (_by, bx) = cells[0], cells[1]
-        d = _dist(cells[0], cells[1])
+        d = cell_distance(cells[0], cells[1])
         if bx == ax or 3.2 < d < 4.4:
             return -1
         return 2 * int(d >= 4.4) + int(bx > ax)
@@ -203,25 +203,25 @@ class DecayProbe(ProbeGenerator):
     def place(self, kinds, pos, split, rng):
         g = self.canvas_of(split)
         lo, hi = (3.0, 4.5) if split == "test" else (1.0, 2.3)
-        region = _cells(g)
+        region = canvas_cells(g)
         m = region[int(rng.integers(len(region)))]
-        near = _free(rng, region, [m], lambda c: lo <= _dist(c, m) <= hi)
+        near = free_cell(rng, region, [m], lambda c: lo <= cell_distance(c, m) <= hi)
         if near is None:
             return None
-        d1 = _dist(near, m)
+        d1 = cell_distance(near, m)
         cells = [m]
         for i, _ in enumerate(kinds[1:], start=1):
             if i == 1 + pos:
                 cells.append(near)
                 continue
-            c = _free(rng, region, cells + [near], lambda c: _dist(c, m) >= d1 + self.margin)
+            c = free_cell(rng, region, cells + [near], lambda c: cell_distance(c, m) >= d1 + self.margin)
             if c is None:
                 return None
             cells.append(c)
         return cells
 
     def label_of(self, kinds, cells, canvas):
-        d = [_dist(c, cells[0]) for c in cells[1:]]
+        d = [cell_distance(c, cells[0]) for c in cells[1:]]
         order = np.argsort(d, kind="stable")
         if len(d) > 1 and d[order[1]] - d[order[0]] < self.margin - 1e-9:
             return -1
@@ -243,13 +243,13 @@ class ContextProbe(ProbeGenerator):
     def place(self, kinds, pos, split, rng):
         g = self.canvas_of(split)
         r = self.radii[kinds[0]]
-        region = _cells(g)
+        region = canvas_cells(g)
         m = region[int(rng.integers(len(region)))]
         cells = [m]
         for i in range(self.counted):
             inside = i < pos
-            ok = (lambda c: _dist(c, m) <= r) if inside else (lambda c: r + 0.5 < _dist(c, m) <= r + 3.0)
-            c = _free(rng, region, cells, ok)
+            ok = (lambda c: cell_distance(c, m) <= r) if inside else (lambda c: r + 0.5 < cell_distance(c, m) <= r + 3.0)
+            c = free_cell(rng, region, cells, ok)
             if c is None:
                 return None
             cells.append(c)
@@ -257,7 +257,7 @@ class ContextProbe(ProbeGenerator):
 
     def label_of(self, kinds, cells, canvas):
         r = self.radii[kinds[0]]
-        return sum(_dist(c, cells[0]) <= r for c in cells[1:])
+        return sum(cell_distance(c, cells[0]) <= r for c in cells[1:])
 
 
 class AnchoringProbe(ProbeGenerator):
@@ -276,9 +276,9 @@ class AnchoringProbe(ProbeGenerator):
         g = self.canvas_of(split)
         half = g // 2
         m_rows = range(half, g) if pos else range(0, half)
-        cells = [_free(rng, _cells(g, rows=m_rows), [])]
+        cells = [free_cell(rng, canvas_cells(g, rows=m_rows), [])]
         for _ in kinds[1:]:
-            cells.append(_free(rng, _cells(g), cells))
+            cells.append(free_cell(rng, canvas_cells(g), cells))
         return cells
 
     def label_of(self, kinds, cells, canvas):

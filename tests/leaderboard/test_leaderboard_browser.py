@@ -18,7 +18,7 @@ import pytest
 
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.formats import render_format
-from pebench.leaderboard.render import _fmt
+from pebench.leaderboard.render import format_number
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = "results/embedded"
@@ -144,10 +144,10 @@ def test_the_numbers_in_the_dom_equal_the_json_output(loaded) -> None:
         mean = tds["mean"]
         assert float(mean["data-v"]) == cell["mean"]
         scale, dec = (100.0, 1) if cell["percent"] else (1.0, 4)
-        assert mean["text"].startswith(_fmt(cell["mean"] * scale, dec))
+        assert mean["text"].startswith(format_number(cell["mean"] * scale, dec))
         if cell["ci95"]:
             assert [float(mean["data-lo"]), float(mean["data-hi"])] == cell["ci95"]
-            assert f"[{_fmt(cell['ci95'][0] * scale, dec)}, {_fmt(cell['ci95'][1] * scale, dec)}]" in mean["text"]
+            assert f"[{format_number(cell['ci95'][0] * scale, dec)}, {format_number(cell['ci95'][1] * scale, dec)}]" in mean["text"]
         assert f"n={cell['n']}" in mean["text"]
         if cell["delta"]:
             d = tds["delta"]
