@@ -24,7 +24,6 @@ evaluation runs in eval mode under ``torch.no_grad()`` in one process after trai
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +31,7 @@ from pebench.core.options import option
 
 from .geometry import DEFAULT_PROBE_SIZE, DEFAULT_RPI_PERMUTATIONS, DEFAULT_TAP, SSDCOptions, geometry
 from .plots import plot_alpha_sweep
+from .progress import Steps, reporting
 from .registry import Analysis, AnalysisContext, register_analysis
 from .robustness import first_shift, robustness
 
@@ -53,12 +53,15 @@ def alpha_sweep(task: Any, datamodule: Any, seed: int = 0, alphas: tuple[float, 
     shift = first_shift(task.modality)
     old = pe.alpha
     rows: list[dict[str, Any]] = []
+    steps = Steps("alpha", len(alphas), "alpha")  # one progress line per alpha, none from the geometry inside
     try:
         for a in alphas:
             pe.alpha = float(a)
-            rob = robustness(task, datamodule, seed=seed, max_samples=max_samples, shifts=[shift])
-            geo = geometry(task, datamodule, probe_size=probe_size, seed=seed, plain=False, null=False, tap=tap,
-                           rpi_permutations=rpi_permutations, distance=distance)
+            with reporting(None):
+                rob = robustness(task, datamodule, seed=seed, max_samples=max_samples, shifts=[shift])
+                geo = geometry(task, datamodule, probe_size=probe_size, seed=seed, plain=False, null=False, tap=tap,
+                               rpi_permutations=rpi_permutations, distance=distance)
+            steps.done(f"alpha = {float(a):g}")
             vals = [v for v in geo["ssdc_rpi"] if v is not None]
             rows.append({"alpha": float(a), "acc": rob["clean_acc"], "acc_se": rob["clean_acc_se"],
                          "n_samples": rob["n_samples"], "shift": shift, "shift_acc": rob[shift]["acc"],
@@ -71,16 +74,16 @@ def alpha_sweep(task: Any, datamodule: Any, seed: int = 0, alphas: tuple[float, 
 
 
 # ------------------------------------------------------------------------------- registration
-_COUNT = (1, True, math.inf, False, "samples")
+_COUNT: dict[str, Any] = {"minimum": 1, "what": "samples"}
 
 
 @dataclass(frozen=True)
 class AlphaOptions(SSDCOptions):
     """The α sweep's own options; the probe, tap, distance and K are the geometry's (:class:`SSDCOptions`)."""
 
-    alpha_samples: int | None = option(128, "validation samples per alpha (accuracy, FS; none: all)", bounds=_COUNT)
+    alpha_samples: int | None = option(128, "validation samples per alpha (accuracy, FS; none: all)", **_COUNT)
     alpha_probe_size: int | None = option(None, "SSDC_RPI probe per alpha (none: the geometry probe_size)",
-                                          bounds=_COUNT)
+                                          **_COUNT)
 
 
 @register_analysis("alpha", key="alpha_sweep", order=30, options=AlphaOptions)

@@ -29,7 +29,6 @@ the task's ``features()`` when it has one, else the task itself.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -41,7 +40,7 @@ from pebench.encodings import LayerPE
 from pebench.models.attention import bias_kind
 from pebench.models.vit import Attention
 
-from .geometry import _inputs, _num_samples, evaluating, finite_or_none, probe_loader, task_device
+from .geometry import batch_inputs, evaluating, finite_or_none, num_samples, probe_loader, task_device
 from .plots import plot_attention
 from .registry import Analysis, AnalysisContext, register_analysis
 
@@ -169,9 +168,9 @@ def attention_stats(task: Any, datamodule: Any, probe_size: int | None = 64, bat
     try:
         with evaluating(task):
             for batch in probe_loader(datamodule, probe_size, batch_size):
-                x = _inputs(task, batch, device)
+                x = batch_inputs(task, batch, device)
                 _forward(task, x)
-                n += _num_samples(x)
+                n += num_samples(x)
     finally:
         for h in handles:
             h.remove()
@@ -185,7 +184,7 @@ def attention_stats(task: Any, datamodule: Any, probe_size: int | None = 64, bat
 @dataclass(frozen=True)
 class AttentionOptions:
     attention_probe_size: int | None = option(64, "probe samples of the attention analysis (none: all)",
-                                              bounds=(1, True, math.inf, False, "samples"))
+                                              minimum=1, what="samples")
 
 
 @register_analysis("attention", order=50, options=AttentionOptions, in_all=False)

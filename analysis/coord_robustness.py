@@ -32,7 +32,6 @@ batch in loader order on the CPU: deterministic. Eval mode, ``torch.no_grad()``,
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -42,7 +41,7 @@ from torch import Tensor, nn
 from pebench.core.options import option
 from pebench.encodings.base import batch_coords
 
-from .geometry import _inputs, _num_samples, evaluating, finite_or_none, probe_loader, task_device
+from .geometry import batch_inputs, evaluating, finite_or_none, num_samples, probe_loader, task_device
 from .plots import plot_coord_robustness
 from .registry import Analysis, AnalysisContext, register_analysis
 from .robustness import num_classes_of
@@ -129,11 +128,11 @@ def coord_robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int
     try:
         with evaluating(task):
             for batch in probe_loader(datamodule, max_samples, batch_size):
-                x = _inputs(task, batch, device)
+                x = batch_inputs(task, batch, device)
                 y = batch[1] if isinstance(batch, (list, tuple)) and len(batch) > 1 else None
                 bb.coord_aug = None
                 out, ref, mask = _backbone_tokens(task, x)
-                B = _num_samples(x)
+                B = num_samples(x)
                 classify = classify and (isinstance(out, Tensor) and isinstance(y, Tensor) and y.dim() == 1
                                          and out.dim() == 2 and out.shape == (B, classes))
                 y = y.to(device) if isinstance(y, Tensor) else y
@@ -168,9 +167,11 @@ def coord_robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int
 @dataclass(frozen=True)
 class CoordRobustnessOptions:
     coord_samples: int | None = option(256, "validation samples of the coordinate-perturbation curves (none: all)",
-                                       bounds=(1, True, math.inf, False, "samples"))
-    coord_jitter_sizes: tuple = option(JITTER_SIZES, "per-token coordinate jitter sizes (ComRoPE's intensity)")
-    coord_offset_sizes: tuple = option(OFFSET_SIZES, "global coordinate offset sizes (sd in grid sides)")
+                                       minimum=1, what="samples")
+    coord_jitter_sizes: tuple = option(JITTER_SIZES, "per-token coordinate jitter sizes (ComRoPE's intensity)",
+                                       minimum=0.0)
+    coord_offset_sizes: tuple = option(OFFSET_SIZES, "global coordinate offset sizes (sd in grid sides)",
+                                       minimum=0.0)
 
 
 @register_analysis("coord-robustness", key="coord_robustness", order=60, options=CoordRobustnessOptions,

@@ -39,15 +39,18 @@ from pebench.encodings.extrapolation import extrapolation_rules_of, set_extrapol
 
 from .geometry import evaluating, task_device
 from .plots import plot_extrapolation
+from .progress import Steps
 from .registry import Analysis, AnalysisContext, register_analysis
 from .robustness import capped_batches, logits_in_chunks
 
 __all__ = ["evaluate_extrapolation", "evaluate_extrapolation_rules", "rows_per_size", "check_resolutions",
            "default_resolutions", "resolution_key", "ExtrapolationOptions", "ExtrapolationAnalysis",
-           "ExtrapolationRulesOptions", "ExtrapolationRulesAnalysis", "model_pe", "rules_to_compare"]
+           "ExtrapolationRulesOptions", "ExtrapolationRulesAnalysis", "model_pe", "rules_to_compare",
+           "resolution_tuple", "round_to_multiple", "count_tokens"]
 
 
-def _parse(res: Any) -> tuple[int, ...]:
+def resolution_tuple(res: Any) -> tuple[int, ...]:
+    """A resolution given as a sequence of sizes or as text (``"S"``, ``"AxB"``: ``parse_resolution``) as a tuple."""
     if isinstance(res, (tuple, list)):
         return tuple(int(r) for r in res)
     return parse_resolution(res)
@@ -59,7 +62,8 @@ def resolution_key(res: Any) -> str:
     return str(res).strip().lower()
 
 
-def _round_to(v: float, m: int) -> int:
+def round_to_multiple(v: float, m: int) -> int:
+    """``v`` rounded to the nearest multiple of ``m`` (at least ``m``)."""
     return max(m, int(round(v / m)) * m)
 
 
@@ -72,9 +76,9 @@ def default_resolutions(datamodule: Any, task: Any = None) -> list[str]:
     if modality == "image":
         for f in (1, 1.5, 2, 3, 4):
             if len(res) == 2 and res[0] != res[1]:
-                out.append(f"{_round_to(res[0] * f, p)}x{_round_to(res[1] * f, p)}")
+                out.append(f"{round_to_multiple(res[0] * f, p)}x{round_to_multiple(res[1] * f, p)}")
             else:
-                out.append(str(_round_to(res[0] * f, p)))
+                out.append(str(round_to_multiple(res[0] * f, p)))
     elif modality in ("video", "events"):
         t, s = res if len(res) == 2 else (None, res[0])
         if t is None:
@@ -82,7 +86,7 @@ def default_resolutions(datamodule: Any, task: Any = None) -> list[str]:
             t = int(shape[-3])
         tub = int(getattr(datamodule, "tubelet", 1))
         for ft, fs in ((1, 1), (1, 2), (2, 1), (2, 2)):
-            out.append(f"{_round_to(t * ft, tub)}x{_round_to(s * fs, p)}")
+            out.append(f"{round_to_multiple(t * ft, tub)}x{round_to_multiple(s * fs, p)}")
     elif modality == "points":
         m = res[0]
         g = int(task.tokenizer.num_groups) if task is not None else int(getattr(datamodule, "num_groups", 64))
@@ -103,7 +107,7 @@ def _point_groups(task: Any, datamodule: Any, res: tuple[int, ...]) -> int:
     return int(min(res[0], max(1, round(g_train * res[0] / m_train))))
 
 
-def _n_tokens(task: Any, datamodule: Any, res: tuple[int, ...]) -> int:
+def count_tokens(task: Any, datamodule: Any, res: tuple[int, ...]) -> int:
     """Validate the size (ResolutionError / ValueError) and return the patch-token count."""
     shape = tuple(datamodule.input_shape(res))
     if task.modality == "points":
@@ -125,10 +129,10 @@ def check_resolutions(task: Any, datamodule: Any, resolutions: Sequence[str | in
         for r in resolutions:
             key = resolution_key(r)
             try:
-                res = _parse(r)
+                res = resolution_tuple(r)
                 if points:
                     task.tokenizer.num_groups = _point_groups(task, datamodule, res)
-                _n_tokens(task, datamodule, res)
+                count_tokens(task, datamodule, res)
             except ValueError as e:
                 msg = f"extrapolation resolution {key!r}: {' '.join(str(e).split())}"
                 try:
@@ -147,6 +151,7 @@ def rows_per_size(task: Any, resolutions: Sequence[Any], measure: Callable[[Any]
     the model rejects (a ``ValueError``: ``ResolutionError`` and the datamodules' size errors are) gives an
     error row instead. Every task's extrapolation goes through this loop, with its own ``measure``."""
     rows: list[dict[str, Any]] = []
+    steps = Steps("extrapolation", len(resolutions), "size")  # one progress line per size
     with evaluating(task):
         for r in resolutions:
             key = resolution_key(r)
@@ -154,6 +159,7 @@ def rows_per_size(task: Any, resolutions: Sequence[Any], measure: Callable[[Any]
                 rows.append({"resolution": key, **measure(r)})
             except ValueError as e:
                 rows.append({"resolution": key, "error": " ".join(str(e).split()) or type(e).__name__})
+            steps.done(key)
     return rows
 
 
@@ -167,10 +173,10 @@ def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[str
 
     def measure(r: Any) -> dict[str, Any]:
         try:
-            res = _parse(r)
+            res = resolution_tuple(r)
             if points:
                 task.tokenizer.num_groups = _point_groups(task, datamodule, res)
-            n_tokens = _n_tokens(task, datamodule, res)
+            n_tokens = count_tokens(task, datamodule, res)
             correct = n = 0
             for x, y in capped_batches(datamodule.eval_dataloader(res), max_samples, device):
                 correct += int((logits_in_chunks(task, x).argmax(-1) == y).sum())
@@ -187,7 +193,7 @@ def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[str
 @dataclass(frozen=True)
 class ExtrapolationOptions:
     extrapolation_samples: int | None = option(128, "samples per resolution inside bench run (none: all)",
-                                               bounds=(1, True, math.inf, False, "samples"))
+                                               minimum=1, what="samples")
 
 
 @register_analysis("extrapolation", order=40, options=ExtrapolationOptions)

@@ -69,14 +69,15 @@ from pebench.core.options import option
 
 from .metrics import EEDMetric, SSDCMetric
 from .plots import plot_geometry
+from .progress import Steps
 from .registry import Analysis, AnalysisContext, register_analysis
 from .ssdc import DISTANCES
 from .ssdc import ssdc as ssdc_fn
 
 __all__ = ["geometry", "probe_loader", "rpi_permutation", "rpi_seed", "untrained_twin", "evaluating",
-           "task_device", "finite_or_none", "tap_layers", "rpi_stats", "DEFAULT_PROBE_SIZE", "TAPS",
-           "DEFAULT_TAP", "DEFAULT_EED_TAP", "DEFAULT_RPI_PERMUTATIONS", "SSDCOptions", "GeometryOptions",
-           "GeometryAnalysis"]
+           "task_device", "finite_or_none", "batch_inputs", "num_samples", "tap_layers", "rpi_stats",
+           "DEFAULT_PROBE_SIZE", "TAPS", "DEFAULT_TAP", "DEFAULT_EED_TAP", "DEFAULT_RPI_PERMUTATIONS", "SSDCOptions",
+           "GeometryOptions", "GeometryAnalysis"]
 
 DEFAULT_PROBE_SIZE = 256
 #: token representations the analysis can tap (see :meth:`ViTBackbone.forward_intermediates`)
@@ -183,7 +184,9 @@ def probe_loader(datamodule: Any, probe_size: int | None, batch_size: int | None
     return DataLoader(ds, batch_size=bs, shuffle=False, num_workers=0, drop_last=False, collate_fn=collate)
 
 
-def _inputs(task: Any, batch: Any, device: torch.device) -> Tensor:
+def batch_inputs(task: Any, batch: Any, device: torch.device) -> Tensor:
+    """The model input of a loader batch on ``device``: a scene batch's dict of tensors, or the tensor (a
+    video batch's ``(B, K clips, C, T, H, W)`` with its clips as samples)."""
     x = batch[0] if isinstance(batch, (list, tuple)) else batch
     if isinstance(x, dict):  # scene batches {"coord", "feat", "mask"} (segmentation)
         return {k: v.to(device) for k, v in x.items()}
@@ -193,7 +196,8 @@ def _inputs(task: Any, batch: Any, device: torch.device) -> Tensor:
     return x
 
 
-def _num_samples(x: Any) -> int:
+def num_samples(x: Any) -> int:
+    """How many samples a :func:`batch_inputs` result holds."""
     return int(x["mask"].shape[0]) if isinstance(x, dict) else int(x.shape[0])
 
 
@@ -203,7 +207,7 @@ def _point_features(task: Any, x: Tensor, perm: Tensor | None, tap: str
     ``(B, N)`` (``None``: all tokens real) (points only)."""
     tb = task.permute_content(task.tokenize(x), perm)
     feats = task.backbone.forward_intermediates(tb.x, tb.coords, tb.grid, tb.mask, tap=tap)
-    coords = tb.coords if tb.coords.dim() == 3 else tb.coords.expand(_num_samples(x), -1, -1)
+    coords = tb.coords if tb.coords.dim() == 3 else tb.coords.expand(num_samples(x), -1, -1)
     return feats, coords, tb.mask
 
 
@@ -248,7 +252,7 @@ def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str,
     n = 0
     perm_n: int | None = None
     for batch in loader:
-        x = _inputs(task, batch, device)
+        x = batch_inputs(task, batch, device)
         if first or points:  # point batches are padded per batch: the permutation's length follows
             num_tokens = task.tokenize_count(x)
             if num_tokens != perm_n:
@@ -272,13 +276,14 @@ def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str,
             for e, t in zip(eed_m, feats):
                 e.update(_real(t, mask))
         first = False
-        n += _num_samples(x)
+        n += num_samples(x)
     if n == 0:
         raise ValueError("geometry: the probe set is empty (no validation samples)")
     vals = ssdc_m.compute() if points else [float(m.compute()) for m in ssdc_m]
     if eed_m is None:
         return vals, None, None, n
-    return vals, [float(e.compute()) for e in eed_m], [float(e.compute_top1_share()) for e in eed_m], n
+    eed_vals = [e.compute_with_top1_share() for e in eed_m]  # one eigendecomposition per layer
+    return vals, [float(e) for e, _ in eed_vals], [float(t) for _, t in eed_vals], n
 
 
 def _eed_pass(task: Any, loader: Any, tap: str) -> tuple[list[float], list[float]]:
@@ -288,16 +293,22 @@ def _eed_pass(task: Any, loader: Any, tap: str) -> tuple[list[float], list[float
     points = getattr(task, "modality", None) == "points"
     eed_m = [EEDMetric(dim, sync_on_compute=False).to(device) for _ in range(depth)]
     for batch in loader:
-        x = _inputs(task, batch, device)
+        x = batch_inputs(task, batch, device)
         feats, _, mask = _point_features(task, x, None, tap) if points else (task.features(x, tap=tap)[0], None, None)
         for e, t in zip(eed_m, feats):
             e.update(_real(t, mask))
-    return [float(e.compute()) for e in eed_m], [float(e.compute_top1_share()) for e in eed_m]
+    eed_vals = [e.compute_with_top1_share() for e in eed_m]  # one eigendecomposition per layer
+    return [float(e) for e, _ in eed_vals], [float(t) for _, t in eed_vals]
 
 
-def _rpi_per_perm(task: Any, loader: Any, seed: int, k: int, tap: str, distance: str) -> list[list[float]]:
-    return [_ssdc_pass(task, loader, lambda n, i=i: rpi_permutation(n, seed, i), tap, distance)[0]
-            for i in range(k)]
+def _rpi_per_perm(task: Any, loader: Any, seed: int, k: int, tap: str, distance: str,
+                  steps: Steps | None = None, model: str = "") -> list[list[float]]:
+    out = []
+    for i in range(k):
+        out.append(_ssdc_pass(task, loader, lambda n, i=i: rpi_permutation(n, seed, i), tap, distance)[0])
+        if steps is not None:
+            steps.done(f"RPI permutation {i + 1}/{k}{model}")
+    return out
 
 
 def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_SIZE, seed: int = 0,
@@ -327,7 +338,7 @@ def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_
         raise ValueError(f"rpi_permutations must be >= 1, got {rpi_permutations!r}")
     depth = int(task.backbone.depth)
     # the probe's input batches, loaded once and reused by every pass (1 + 2K of them)
-    loader = [_inputs(task, b, task_device(task)) for b in probe_loader(datamodule, probe_size, batch_size)]
+    loader = [batch_inputs(task, b, task_device(task)) for b in probe_loader(datamodule, probe_size, batch_size)]
     out: dict[str, Any] = {"tap": tap, "layers": tap_layers(tap, depth), "distance": distance,
                            "ssdc": None, "ssdc_rpi": None, "ssdc_rpi_sd": None, "ssdc_rpi_min": None,
                            "ssdc_rpi_max": None, "ssdc_rpi_init": None, "ssdc_rpi_init_sd": None,
@@ -338,6 +349,7 @@ def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_
     def clean(v: list | None) -> list | None:
         return None if v is None else [finite_or_none(x) for x in v]
 
+    steps = Steps("geometry", int(plain) + (k * (2 if null else 1) if rpi else 0), "pass")  # progress lines
     with evaluating(task):
         if plain:
             same = eed_tap == tap
@@ -345,25 +357,26 @@ def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_
             if not same:
                 e, t1 = _eed_pass(task, loader, eed_tap)
             out.update(ssdc=clean(s), eed_percent=clean(e), eed_top1_share=clean(t1), probe_size=n)
+            steps.done(f"clean tokens, {depth} layers")
         if rpi:
-            st = rpi_stats(_rpi_per_perm(task, loader, seed, k, tap, distance))
+            st = rpi_stats(_rpi_per_perm(task, loader, seed, k, tap, distance, steps))
             out.update(ssdc_rpi=clean(st["mean"]), ssdc_rpi_sd=clean(st["sd"]), ssdc_rpi_min=clean(st["min"]),
                        ssdc_rpi_max=clean(st["max"]))
     if rpi and null:
         twin = untrained_twin(task, seed)
         with evaluating(twin):
-            st0 = rpi_stats(_rpi_per_perm(twin, loader, seed, k, tap, distance))
+            st0 = rpi_stats(_rpi_per_perm(twin, loader, seed, k, tap, distance, steps, ", untrained twin"))
         del twin
         out.update(ssdc_rpi_init=clean(st0["mean"]), ssdc_rpi_init_sd=clean(st0["sd"]))
         out["ssdc_rpi_gain"] = [None if a is None or b is None else a - b
                                 for a, b in zip(out["ssdc_rpi"], out["ssdc_rpi_init"])]
     if out["probe_size"] is None:
-        out["probe_size"] = sum(_num_samples(x) for x in loader)
+        out["probe_size"] = sum(num_samples(x) for x in loader)
     return out
 
 
 # ------------------------------------------------------------------------------- registration
-_COUNT = (1, True, math.inf, False, "samples")
+_COUNT: dict[str, Any] = {"minimum": 1, "what": "samples"}
 
 
 @dataclass(frozen=True)
@@ -371,13 +384,13 @@ class SSDCOptions:
     """The probe and SSDC protocol options (``geometry``'s; ``alpha`` reads them too)."""
 
     probe_size: int | None = option(DEFAULT_PROBE_SIZE, "geometry probe set: the first N validation samples "
-                                    "(none: all)", bounds=_COUNT)
+                                    "(none: all)", **_COUNT)
     ssdc_tap: str = option(DEFAULT_TAP, "SSDC tap: attn_in (the SSDC paper's: LN1 output) or block_out",
                            choices=TAPS)
     ssdc_distance: str | None = option(None, "SSDC distance (none: l1 on grids, euclidean for point clouds)",
                                        choices=DISTANCES)
     rpi_permutations: int = option(DEFAULT_RPI_PERMUTATIONS, "RPI permutations K",
-                                   bounds=(1, True, math.inf, False, "permutations"))
+                                   minimum=1, what="permutations")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ An analysis is a class registered with :func:`register_analysis` in its own modu
 
     @dataclass(frozen=True)
     class MyOptions:
-        my_samples: int = option(64, "validation samples of my analysis", bounds=(1, True, math.inf, False, "samples"))
+        my_samples: int = option(64, "validation samples of my analysis", minimum=1, what="samples")
 
     @register_analysis("my-analysis", key="my_analysis", order=70, options=MyOptions)
     class MyAnalysis(Analysis):
@@ -35,14 +35,12 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import math
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable
 
 from pebench.core.errors import ConfigError
-from pebench.core.options import Option, declared_options, parse_bool
+from pebench.core.options import Option, check_mapping, declared_options
 from pebench.core.registry import Registry
 
 __all__ = ["Analysis", "AnalysisContext", "NoOptions", "register_analysis", "list_analyses", "get_analysis",
@@ -114,22 +112,13 @@ def register_analysis(name: str, *, key: str | None = None, order: float, option
     return deco
 
 
-def _fields(options: type) -> list[tuple[dataclasses.Field[Any], Option]]:
-    return declared_options(options)
-
-
 def _check_shared_options(name: str, options: type) -> None:
     """A key declared by two analyses must be the same declaration (a subclassed dataclass)."""
-    mine = {f.name: (f, o) for f, o in _fields(options)}
+    mine = {o.name: o for o in declared_options(options)}
     for other in _ANALYSES.registered():
-        cls = _ANALYSES.get(other)
-        for f, o in _fields(cls.options):
-            if f.name in mine and (mine[f.name][1] != o or _default(mine[f.name][0]) != _default(f)):
-                raise ValueError(f"analysis option {f.name!r} of {name!r} differs from the one {other!r} declares")
-
-
-def _default(f: dataclasses.Field[Any]) -> Any:
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[operator]
+        for o in declared_options(_ANALYSES.get(other).options):
+            if o.name in mine and mine[o.name] != o:
+                raise ValueError(f"analysis option {o.name!r} of {name!r} differs from the one {other!r} declares")
 
 
 def list_analyses() -> list[str]:
@@ -147,77 +136,25 @@ def result_keys() -> dict[str, str]:
     return {n: get_analysis(n).key for n in list_analyses()}
 
 
-def analysis_options() -> dict[str, tuple[dataclasses.Field[Any], Option, type]]:
-    """Every analysis option: key -> (field, :class:`Option`, its type), in running order of the first
+def analysis_options() -> dict[str, Option]:
+    """Every analysis option: key -> its :class:`~pebench.core.options.Option`, in running order of the first
     analysis declaring it."""
-    out: dict[str, tuple[dataclasses.Field[Any], Option, type]] = {}
+    out: dict[str, Option] = {}
     for n in list_analyses():
-        opts = get_analysis(n).options
-        hints = typing.get_type_hints(opts)
-        for f, o in _fields(opts):
-            out.setdefault(f.name, (f, o, hints[f.name]))
+        for o in declared_options(get_analysis(n).options):
+            out.setdefault(o.name, o)
     return out
 
 
 def option_defaults() -> dict[str, Any]:
     """Every analysis option's default value."""
-    return {k: _default(f) for k, (f, _, _) in analysis_options().items()}
-
-
-def _base_types(hint: Any) -> tuple[list[Any], bool]:
-    args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
-    return args, type(None) in typing.get_args(hint)
-
-
-def _check_value(key: str, value: Any, f: dataclasses.Field[Any], opt: Option, hint: Any) -> Any:
-    """``value`` checked against its declaration -> the value to use (one-line :class:`ConfigError`)."""
-    types, nullable = _base_types(hint)
-    if value is None:
-        if nullable:
-            return None
-        raise ConfigError(f"analysis option {key} needs a value, got None")
-    if bool in types:
-        v = parse_bool(value)
-        if v is None:
-            raise ConfigError(f"analysis option {key} must be true or false, got {value!r}")
-        return v
-    if opt.choices is not None:
-        if value not in opt.choices:
-            raise ConfigError(f"analysis option {key} must be {' or '.join(opt.choices)}, got {value!r}")
-        return value
-    if int in types or float in types:
-        is_int = isinstance(value, int) and not isinstance(value, bool)
-        ok = is_int or (float in types and isinstance(value, float) and not isinstance(value, bool))
-        lo, lo_in, hi, hi_in, what = opt.bounds or (-math.inf, False, math.inf, False, "")
-        if ok:
-            ok = math.isfinite(value) and (value >= lo if lo_in else value > lo) and (value <= hi if hi_in else value < hi)
-        if not ok:
-            kind = "an integer" if int in types else "a finite number"
-            rng = f" {'>=' if lo_in else '>'} {lo:g}" if math.isfinite(lo) else ""
-            rng += f"{' and' if rng else ''} {'<=' if hi_in else '<'} {hi:g}" if math.isfinite(hi) else ""
-            raise ConfigError(f"analysis option {key} must be {kind}{rng}{f' ({what})' if what else ''}, got {value!r}")
-        return value
-    if tuple in types or list in types:
-        if not isinstance(value, (list, tuple)) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in value):
-            raise ConfigError(f"analysis option {key} must be a list of finite numbers >= 0, got {value!r}")
-        return tuple(float(v) for v in value)
-    return value
+    return {k: o.default for k, o in analysis_options().items()}
 
 
 def check_analysis_options(options: dict[str, Any] | None) -> dict[str, Any]:
     """Validate ``analysis_options`` (``--analysis-option``) against every analysis' declaration ->
     all options, defaults filled in. Unknown keys and bad values are one-line :class:`ConfigError`."""
-    decl = analysis_options()
-    given = dict(options or {})
-    unknown = sorted(set(given) - set(decl))
-    if unknown:
-        raise ConfigError(f"unknown analysis option {unknown[0]!r}; available: {', '.join(decl)}")
-    out = option_defaults()
-    for key, value in given.items():
-        f, opt, hint = decl[key]
-        out[key] = _check_value(key, value, f, opt, hint)
-    return out
+    return check_mapping(analysis_options().values(), options, "analysis option")
 
 
 def select_analyses(value: str | Iterable[str] | None, pe: Any, *, default: str = "all") -> tuple[list[str], bool]:
@@ -244,22 +181,14 @@ def select_analyses(value: str | Iterable[str] | None, pe: Any, *, default: str 
 
 def describe_analyses() -> list[dict[str, Any]]:
     """One dict per analysis (``bench list analyses``): name, key, in_all, what (its docstring's first
-    line) and its options (key, type, default, help)."""
+    line) and its options (:meth:`~pebench.core.options.Option.describe`: key, type, default, help)."""
     rows = []
     for n in list_analyses():
         cls = get_analysis(n)
-        hints = typing.get_type_hints(cls.options)
         rows.append({"name": n, "key": cls.key, "in_all": cls.in_all,
                      "what": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
-                     "options": [{"key": f.name, "type": _type_name(hints[f.name]), "default": _default(f),
-                                  "help": o.help} for f, o in _fields(cls.options)]})
+                     "options": [o.describe() for o in declared_options(cls.options)]})
     return rows
-
-
-def _type_name(hint: Any) -> str:
-    types, nullable = _base_types(hint)
-    name = "/".join("floats" if t in (tuple, list) else getattr(t, "__name__", str(t)) for t in types)
-    return f"{name} or none" if nullable else name
 
 
 def plot_path(run_dir: Path | None, cls: type[Analysis]) -> Path | None:

@@ -66,7 +66,7 @@ from .registry import Analysis, AnalysisContext, register_analysis
 __all__ = ["robustness", "fragility", "dense_fragility", "fs_undefined_reason", "num_classes_of", "SHIFTS",
            "PERTURBATIONS", "DEFAULT_PARAMS", "perturb", "logits_in_chunks", "image_codec", "shift_context",
            "CODEC_SHIFTS", "jpeg", "gaussian_blur", "blur_kernel_size", "event_dropout", "event_noise",
-           "point_jitter", "point_dropout", "first_shift", "RobustnessOptions", "RobustnessAnalysis"]
+           "point_jitter", "point_dropout", "first_shift", "shift_seed", "RobustnessOptions", "RobustnessAnalysis"]
 
 #: shifts per modality, in the order they are reported (the first is the alpha sweep's FS)
 SHIFTS: dict[str, tuple[str, ...]] = {"image": ("jpeg", "blur"), "video": ("jpeg", "blur"),
@@ -321,7 +321,8 @@ def capped_batches(loader: Any, max_samples: int | None, device: torch.device | 
         yield x, y
 
 
-def _shift_seed(seed: int, k: int) -> int:
+def shift_seed(seed: int, k: int) -> int:
+    """The seed of the ``k``-th shift's random draws for a run seeded ``seed`` (distinct per shift, < 2**63)."""
     return (int(seed) * 1_000_003 + 7919 * (k + 1)) % (2 ** 63)
 
 
@@ -347,7 +348,7 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
         names = list(shifts) if shifts is not None else list(SHIFTS[modality])
         prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
     ctx = shift_context(datamodule, names)
-    gens = {s: torch.Generator().manual_seed(_shift_seed(seed, k)) for k, s in enumerate(names)}
+    gens = {s: torch.Generator().manual_seed(shift_seed(seed, k)) for k, s in enumerate(names)}
     device = task_device(task)
     correct = {s: 0 for s in ["clean", *names]}
     n = 0
@@ -386,7 +387,7 @@ def robustness(task: Any, datamodule: Any, seed: int = 0, max_samples: int | Non
 @dataclass(frozen=True)
 class RobustnessOptions:
     robustness_samples: int | None = option(None, "validation samples of the robustness analysis (none: all)",
-                                            bounds=(1, True, math.inf, False, "samples"))
+                                            minimum=1, what="samples")
 
 
 @register_analysis("robustness", order=20, options=RobustnessOptions)

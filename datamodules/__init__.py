@@ -11,7 +11,8 @@ A dataset registers itself with ``@register_datamodule(name)`` in its own module
 the sub-packages' modules when a name is first asked for, so adding a dataset is adding one file.
 """
 from .base import LABEL_KINDS, MODALITIES, BenchDataModule, DataRootError, parse_resolution
+from .options import data_options
 from .registry import build_datamodule, get_datamodule_class, list_datamodules, register_datamodule
 
 __all__ = ["BenchDataModule", "DataRootError", "MODALITIES", "LABEL_KINDS", "parse_resolution", "build_datamodule",
-           "get_datamodule_class", "list_datamodules", "register_datamodule"]
+           "get_datamodule_class", "list_datamodules", "register_datamodule", "data_options"]

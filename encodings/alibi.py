@@ -24,9 +24,10 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from .base import LayerPE, PEConfigError, PositionalEncoding
-from .lookhere import BiasLayerPE, entry_distance, pairwise_distance
-from .options import PEOption
+from .bias import BiasLayerPE, entry_distance, pairwise_distance
 from .registry import register_pe
 
 __all__ = ["ALiBi", "ALiBiLayer", "alibi_slopes"]
@@ -74,10 +75,10 @@ class ALiBi(PositionalEncoding):
     distance_decay = True
     learned = False
     options = (
-        PEOption("slope_scale", "float", 1.0, "multiply the published head slopes 2^(-8h/H) by this factor "
-                 "(pebench variant; 1 = published)"),
-        PEOption("learnable_slopes", "bool", False, "per-head slopes as one parameter vector shared by all layers, "
-                 "initialised to the (scaled) published slopes, no weight decay (pebench variant; false = published)"),
+        Option("slope_scale", "float", 1.0, "multiply the published head slopes 2^(-8h/H) by this factor "
+               "(pebench variant; 1 = published)"),
+        Option("learnable_slopes", "bool", False, "per-head slopes as one parameter vector shared by all layers, "
+               "initialised to the (scaled) published slopes, no weight decay (pebench variant; false = published)"),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

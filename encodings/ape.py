@@ -34,10 +34,11 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from . import extrapolation as extrap
 from .base import PEConfigError, PositionalEncoding, batch_coords
 from .coords import is_canonical_grid_coords
-from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["LearnedAPE", "grid_table_lookup", "APE_INITS"]
@@ -71,12 +72,12 @@ class LearnedAPE(PositionalEncoding):
     learned = True
     additive = True
     options = (
-        PEOption("init", "str", "ssdc", "table init: ssdc = N(0, 1) (nn.Embedding, SSDC paper); timm = trunc. "
-                 "normal std 0.02 (timm/DeiT)", APE_INITS),
-        PEOption("mlp_hidden", "int", 128, "hidden width of the coords MLP (point clouds only)"),
-        PEOption("extrapolation", "str", "native", "rule on an unseen grid, in evaluation: native (table resampled, "
-                 "timm), pi, normalized (table read at mapped coords; pebench.encodings.extrapolation)",
-                 choices=extrap.TABLE_RULES),
+        Option("init", "str", "ssdc", "table init: ssdc = N(0, 1) (nn.Embedding, SSDC paper); timm = trunc. "
+               "normal std 0.02 (timm/DeiT)", APE_INITS),
+        Option("mlp_hidden", "int", 128, "hidden width of the coords MLP (point clouds only)"),
+        Option("extrapolation", "str", "native", "rule on an unseen grid, in evaluation: native (table resampled, "
+               "timm), pi, normalized (table read at mapped coords; pebench.encodings.extrapolation)",
+               choices=extrap.TABLE_RULES),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

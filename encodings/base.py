@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from pebench.core.errors import UserError
+from pebench.core.options import Option
 
 __all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",
            "batch_coords", "CoordsCache"]
@@ -129,10 +130,10 @@ class PositionalEncoding(nn.Module):
     #: True when the PE needs the tokens' integer training grid (a table indexed by grid offsets: rpb), so it
     #: does not apply to token sets off a grid (spiking patches, set probes); a one-line PEConfigError there.
     needs_grid: ClassVar[bool] = False
-    #: The PE's keyword options (``--pe-option KEY=VALUE``), one :class:`~pebench.encodings.options.PEOption`
+    #: The PE's keyword options (``--pe-option KEY=VALUE``), one :class:`~pebench.core.options.Option`
     #: each: ``build_pe`` validates against them, ``pe_options`` lists them, ``variant_label`` names
     #: non-default settings. Keys and defaults match the constructor's keyword arguments (tested).
-    options: ClassVar[tuple[Any, ...]] = ()  # PEOption instances (options.py imports this module)
+    options: ClassVar[tuple[Option, ...]] = ()
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None) -> None:

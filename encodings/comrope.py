@@ -60,9 +60,10 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from ._rotation import BlockRotationLayerPE, block_rotations, full_precision, grid_coord_scale, skew
 from .base import LayerPE, PEConfigError, PositionalEncoding
-from .options import PEOption
 from .registry import register_pe
 from .rope_axial import rope_phasors, rotate_pairs
 
@@ -181,19 +182,19 @@ class ComRoPE(PositionalEncoding):
     distance_decay = False
     learned = True
     options = (
-        PEOption("variant", "str", "ld", "ld: theta[a,k] (P - P^T) (linearly dependent); ap: block k on axis k mod p",
-                 choices=VARIANTS),
-        PEOption("block_size", "int", 8, "size of the skew blocks (head dim must be a multiple)"),
-        PEOption("init_std", "float", 1.0, "std of the initial base matrices P"),
-        PEOption("coord_scale", "floats", None,
-                 "fixed per-axis position scale (default: 1/S on every axis, S the largest side of the grid "
-                 "that `positions` names)"),
-        PEOption("positions", "str", "current",
-                 "current: positions / the current grid's side (official code; larger grids interpolate); "
-                 "train: / the training grid's side (larger grids extrapolate)", choices=POSITIONS),
-        PEOption("impl", "str", "eig",
-                 "eig: one spectral decomposition per layer and step, then RoPE phases; expm: per-token "
-                 "matrix exponential (the definition; same logits, slower)", choices=IMPLS),
+        Option("variant", "str", "ld", "ld: theta[a,k] (P - P^T) (linearly dependent); ap: block k on axis k mod p",
+               choices=VARIANTS),
+        Option("block_size", "int", 8, "size of the skew blocks (head dim must be a multiple)"),
+        Option("init_std", "float", 1.0, "std of the initial base matrices P"),
+        Option("coord_scale", "floats", None,
+               "fixed per-axis position scale (default: 1/S on every axis, S the largest side of the grid "
+               "that `positions` names)"),
+        Option("positions", "str", "current",
+               "current: positions / the current grid's side (official code; larger grids interpolate); "
+               "train: / the training grid's side (larger grids extrapolate)", choices=POSITIONS),
+        Option("impl", "str", "eig",
+               "eig: one spectral decomposition per layer and step, then RoPE phases; expm: per-token "
+               "matrix exponential (the definition; same logits, slower)", choices=IMPLS),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

@@ -57,8 +57,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from .base import CoordsCache, PEConfigError, PositionalEncoding
-from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["ConditionalPE", "MODES", "PLACEMENTS", "INITS", "grid_cells", "KNN_HIDDEN", "official_peg_init_"]
@@ -119,18 +120,18 @@ class ConditionalPE(PositionalEncoding):
     rotation_invariant = False
     distance_decay = False
     learned = True
-    options = (PEOption("after_block", "int", 0, "the block after which the PEG acts (0: after the first, CPVT's default; "
-                        "placement=once only)"),
-               PEOption("mode", "str", "auto", "neighbourhood: grid (depthwise conv over the token grid), knn (kNN "
-                        "aggregation over coords, for tokens off a grid), auto (grid if built with a grid)",
-                        choices=MODES),
-               PEOption("k", "int", None, "neighbours of the knn form, the token itself included (default 3^p)"),
-               PEOption("placement", "str", "once", "once: one PEG after block after_block (CPVT); every: a PEG of its "
-                        "own before every block (PTv3's xCPE placement)", choices=PLACEMENTS),
-               PEOption("init", "str", "official", "grid form's conv init: official (Twins/timm PEG: N(0, 2/fan_out), "
-                        "bias 0); torch (PyTorch's default, pebench's earlier init)", choices=INITS),
-               PEOption("decay", "bool", False, "apply weight decay to the PEG's parameters (pebench's earlier recipe); "
-                        "false: excluded, as the official PEG"))
+    options = (Option("after_block", "int", 0, "the block after which the PEG acts (0: after the first, CPVT's default; "
+                      "placement=once only)"),
+               Option("mode", "str", "auto", "neighbourhood: grid (depthwise conv over the token grid), knn (kNN "
+                      "aggregation over coords, for tokens off a grid), auto (grid if built with a grid)",
+                      choices=MODES),
+               Option("k", "int", None, "neighbours of the knn form, the token itself included (default 3^p)"),
+               Option("placement", "str", "once", "once: one PEG after block after_block (CPVT); every: a PEG of its "
+                      "own before every block (PTv3's xCPE placement)", choices=PLACEMENTS),
+               Option("init", "str", "official", "grid form's conv init: official (Twins/timm PEG: N(0, 2/fan_out), "
+                      "bias 0); torch (PyTorch's default, pebench's earlier init)", choices=INITS),
+               Option("decay", "bool", False, "apply weight decay to the PEG's parameters (pebench's earlier recipe); "
+                      "false: excluded, as the official PEG"))
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, after_block: int = 0,

@@ -38,9 +38,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from .base import LayerPE, PEConfigError, PositionalEncoding
-from .lookhere import BiasLayerPE, entry_distance, pairwise_distance
-from .options import PEOption
+from .bias import BiasLayerPE, entry_distance, pairwise_distance
 from .registry import register_pe
 
 __all__ = ["FIRE", "FIRELayer", "farthest_distance"]
@@ -121,10 +122,10 @@ class FIRE(PositionalEncoding):
     distance_decay = False  # learned: the bias can take any shape; nothing makes it decay at initialisation
     learned = True
     options = (
-        PEOption("mlp_width", "int", 32, "hidden width of the per-block MLP 1 -> width -> heads (published: 32)"),
-        PEOption("init_c", "float", 0.1, "initial c of psi(x) = log(c x + 1) (published: 0.1)"),
-        PEOption("init_L", "float", 512.0, "the threshold L (patch units) that the learned multiplier scales "
-                 "(published: 512)"),
+        Option("mlp_width", "int", 32, "hidden width of the per-block MLP 1 -> width -> heads (published: 32)"),
+        Option("init_c", "float", 0.1, "initial c of psi(x) = log(c x + 1) (published: 0.1)"),
+        Option("init_L", "float", 512.0, "the threshold L (patch units) that the learned multiplier scales "
+               "(published: 512)"),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

@@ -44,9 +44,10 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from ._rotation import BlockRotationLayerPE, grid_coord_scale, skew_from_upper
 from .base import LayerPE, PEConfigError, PositionalEncoding
-from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["LieRE", "LieRELayer", "liere_coord_scale"]
@@ -85,12 +86,12 @@ class LieRE(PositionalEncoding):
     distance_decay = False
     learned = True
     options = (
-        PEOption("block_size", "int", None,
-                 "generator block size in channels (default: the head dim, one dense block)"),
-        PEOption("per_layer", "bool", True, "one set of generators per block, as the paper (false: one set shared by "
-                 "all blocks, what the official code computes with its per-layer switch on)"),
-        PEOption("coord_scale", "floats", None,
-                 "per-axis position scale (default: 1/(G-1) per training-grid axis, positions in [0, 1])"),
+        Option("block_size", "int", None,
+               "generator block size in channels (default: the head dim, one dense block)"),
+        Option("per_layer", "bool", True, "one set of generators per block, as the paper (false: one set shared by "
+               "all blocks, what the official code computes with its per-layer switch on)"),
+        Option("coord_scale", "floats", None,
+               "per-axis position scale (default: 1/(G-1) per training-grid axis, positions in [0, 1])"),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

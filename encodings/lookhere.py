@@ -60,71 +60,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
-from .options import PEOption
+from .bias import BiasLayerPE, entry_distance, pairwise_distance
 from .registry import register_pe
 
-__all__ = ["LookHere", "LookHereLayer", "lh90_heads", "LookHereHead", "MASK_VALUE", "BiasLayerPE", "pairwise_distance",
-           "ScoreMod"]
+__all__ = ["LookHere", "LookHereLayer", "lh90_heads", "LookHereHead", "MASK_VALUE"]
 
 MASK_VALUE = -1e9
-
-
-def pairwise_distance(c: Tensor) -> Tensor:
-    """Exact Euclidean distances ``(B, N, N)`` of coords ``(B, N, p)`` (no matmul expansion)."""
-    return torch.cdist(c, c, compute_mode="donot_use_mm_for_euclid_dist")
-
-
-def entry_distance(c: Tensor, b: Tensor, i: Tensor, j: Tensor) -> Tensor:
-    """``||c[b, j] - c[b, i]||`` for index tensors (one entry of :func:`pairwise_distance`, in a score_mod)."""
-    sq = None
-    for dim in range(c.shape[-1]):
-        diff = c[b, j, dim] - c[b, i, dim]
-        sq = diff * diff if sq is None else sq + diff * diff
-    return torch.sqrt(sq)
-
-
-#: FlexAttention's ``score_mod(score, b, h, q_idx, kv_idx) -> score`` (scalar-style tensor ops)
-ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
-
-
-class BiasLayerPE(LayerPE):
-    """A layer PE that only adds a bias; remembers q's dtype from ``qk`` to cast the bias.
-
-    Subclasses give the bias twice: as a ``(B|1, H, P + N, P + N)`` tensor (``bias``, the dense
-    reference) and as a FlexAttention ``score_mod`` (``flex_score_mod``) computing one entry of it
-    from the coordinates, so that no ``T x T`` tensor is formed (``pebench.models.attention``)."""
-
-    num_prefix_tokens: int = 0
-
-    def flex_score_mod(self, coords: Tensor, batch_size: int) -> ScoreMod:
-        """``score_mod`` adding ``bias(coords)[b, h, q_idx, kv_idx]`` to the scaled logit."""
-        c = batch_coords(coords, batch_size)
-        c = c.to(torch.promote_types(c.dtype, torch.float32)).contiguous()  # (B, N, p)
-        entry = self._bias_entry(c)
-        P = self.num_prefix_tokens
-        if not P:
-            return lambda score, b, h, q_idx, kv_idx: score + entry(b, h, q_idx, kv_idx)
-
-        def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            patch = (q_idx >= P) & (kv_idx >= P)  # prefix rows and columns: no bias
-            i, j = torch.where(q_idx >= P, q_idx - P, 0), torch.where(kv_idx >= P, kv_idx - P, 0)
-            return score + torch.where(patch, entry(b, h, i, j), 0.0)
-        return score_mod
-
-    #: the subclass's ``(b, h, i, j) -> bias`` between patch tokens ``i`` and ``j`` of coords ``c (B, N, p)``
-    _bias_entry: Callable[[Tensor], Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]]
-
-    def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        self._dtype = q.dtype
-        return q, k
-
-    def _finish(self, bias: Tensor) -> Tensor:
-        """Zero prefix rows/cols and cast: ``(B, H, N, N) -> (B, H, P + N, P + N)``."""
-        P = self.num_prefix_tokens
-        if P:
-            bias = F.pad(bias, (P, 0, P, 0))
-        return bias.to(getattr(self, "_dtype", bias.dtype))
 
 
 class LookHereHead(NamedTuple):
@@ -251,12 +195,12 @@ class LookHere(PositionalEncoding):
     distance_decay = True
     learned = False
     options = (
-        PEOption("unmasked_heads", "int", None, "number of unmasked heads (default: the LH-90 rule, 4 with 12 or 16 "
-                 "heads)"),
-        PEOption("fov", "float", 90.0, "field of view of a directional head, degrees"),
-        PEOption("global_slope", "float", 2.0, "global distance-penalty slope"),
-        PEOption("layer_slopes", "floats", (1.5, 0.5), "layer slopes of the first and last block (linear between)"),
-        PEOption("modality", "str", None, "input modality; 'points' is refused"),
+        Option("unmasked_heads", "int", None, "number of unmasked heads (default: the LH-90 rule, 4 with 12 or 16 "
+               "heads)"),
+        Option("fov", "float", 90.0, "field of view of a directional head, degrees"),
+        Option("global_slope", "float", 2.0, "global distance-penalty slope"),
+        Option("layer_slopes", "floats", (1.5, 0.5), "layer slopes of the first and last block (linear between)"),
+        Option("modality", "str", None, "input modality; 'points' is refused"),
     )
 
     modalities = ("image", "video", "events")

@@ -1,11 +1,12 @@
 """PE options: one declaration per PE class, used to validate, list and label them.
 
 Every :class:`~pebench.encodings.base.PositionalEncoding` subclass declares its keyword options
-(the ``--pe-option KEY=VALUE`` values) as a tuple of :class:`PEOption` in its ``options`` class
-attribute. That one declaration is what
+(the ``--pe-option KEY=VALUE`` values) as a tuple of :class:`~pebench.core.options.Option` (the one option type
+of pebench: name, kind, default, help, choices, bounds) in its ``options`` class attribute. That one
+declaration is what
 
 * :func:`check_pe_options` validates (``build_pe`` calls it: unknown keys, wrong types, values
-  outside ``choices``),
+  outside ``choices`` or the bounds),
 * :func:`describe_options` lists (key, type, default, choices, one-line meaning; ``bench list pes``
   prints it), and
 * :func:`variant_label_of` compares against to name a variant: ``pape`` when every option is at
@@ -19,78 +20,20 @@ same defaults), so the two cannot drift apart.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any, Mapping
 
-from pebench.core.errors import ConfigError
+from pebench.core.options import Option
 
 from .base import PEConfigError
 
-__all__ = ["PEOption", "SHARED_KWARGS", "check_pe_options", "describe_options", "variant_label_of", "format_option_value"]
+__all__ = ["SHARED_KWARGS", "check_pe_options", "describe_options", "variant_label_of", "format_option_value"]
 
 #: Constructor arguments every PE takes from the backbone (not user options).
 SHARED_KWARGS = ("dim", "num_heads", "depth", "spatial_dims", "num_prefix_tokens", "grid")
 
-_KINDS = ("int", "float", "str", "bool", "floats")
 
-
-@dataclass(frozen=True)
-class PEOption:
-    """One keyword option of a PE.
-
-    ``kind``: "int", "float", "str", "bool" or "floats" (a sequence of floats). ``default``
-    ``None`` means "derived from the model" (``help`` says how); such an option also accepts
-    ``None``. ``choices``: the allowed values of a "str" option (``None``: any string).
-    """
-
-    key: str
-    kind: str
-    default: Any
-    help: str
-    choices: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in _KINDS:
-            raise ValueError(f"PEOption {self.key!r}: kind must be one of {_KINDS}, got {self.kind!r}")
-
-    def coerce(self, value: Any) -> Any:
-        """``value`` in this option's canonical type (ints accepted for floats, sequences as
-        tuples); raises ``ValueError`` with a one-line reason when it does not fit."""
-        if value is None:
-            if self.default is None:
-                return None
-            raise ConfigError(f"option {self.key} needs a {self.kind} value, got None")
-        if self.kind == "bool":
-            if isinstance(value, bool):
-                return value
-        elif self.kind == "int":
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-        elif self.kind == "float":
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                return float(value)
-        elif self.kind == "str":
-            if isinstance(value, str):
-                if self.choices is not None and value not in self.choices:
-                    raise ConfigError(f"option {self.key}={value!r} is not one of: {', '.join(self.choices)}")
-                return value
-        elif self.kind == "floats":
-            if isinstance(value, (list, tuple)) and all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-                return tuple(float(v) for v in value)
-        raise ConfigError(f"option {self.key}={value!r}: expected {self.kind}")
-
-    def describe(self) -> dict[str, Any]:
-        """The option as a plain dict: key, type, default, choices, help."""
-        return {"key": self.key, "type": self.kind, "default": self.default, "choices": self.choices,
-                "help": self.help}
-
-
-def _declared(cls: type) -> dict[str, PEOption]:
-    return {o.key: o for o in getattr(cls, "options", ())}
+def _declared(cls: type) -> dict[str, Option]:
+    return {o.name: o for o in getattr(cls, "options", ())}
 
 
 def check_pe_options(cls: type, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,7 +48,7 @@ def check_pe_options(cls: type, options: Mapping[str, Any]) -> dict[str, Any]:
             avail = ", ".join(spec) or "none"
             raise TypeError(f"PE {cls.name!r} got an unexpected keyword argument {key!r}; its options: {avail}")
         try:
-            out[key] = spec[key].coerce(value)
+            out[key] = spec[key].check(value, f"option {key}")
         except ValueError as e:
             raise PEConfigError(f"PE {cls.name!r}: {e}") from None
     return out
@@ -129,9 +72,9 @@ def format_option_value(value: Any) -> str:
     return str(value)
 
 
-def _same(opt: PEOption, value: Any) -> bool:
+def _same(opt: Option, value: Any) -> bool:
     try:
-        return opt.coerce(value) == opt.coerce(opt.default) if opt.default is not None else value is None
+        return opt.check(value) == opt.check(opt.default) if opt.default is not None else value is None
     except ValueError:
         return False
 
@@ -151,7 +94,7 @@ def variant_label_of(cls: type | None, pe: str, pe_options: Mapping[str, Any] | 
     for k in diff:
         if k in spec:
             try:
-                diff[k] = spec[k].coerce(diff[k])  # canonical text: 1 -> 1.0 for a float option
+                diff[k] = spec[k].check(diff[k])  # canonical text: 1 -> 1.0 for a float option
             except ValueError:
                 pass
     if not diff:

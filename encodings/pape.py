@@ -89,20 +89,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from ._pape_fused import fold_weights, neg_softplus_forward, pape_query_augment
 from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
-from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["PaPE", "PaPELayer", "AugmentedLayerPE", "centred_coords", "pad_to_multiple", "PAPE_IMPLS",
-           "PAPE_INITS", "PAPE_LOGIT_SCALES", "pape_extra_dims", "augmented_width", "linear_default_init_"]
+           "PAPE_INITS", "PAPE_LOGIT_SCALES", "pape_extra_dims", "augmented_width", "linear_default_init_",
+           "SOFTPLUS_INV_1"]
 
 PAPE_IMPLS = ("sdpa", "naive")
 #: ``init``: "published" = the official harness (nn.Linear default init, no biases); "pebench" = pebench's prior.
 PAPE_INITS = ("published", "pebench")
 #: ``logit_scale``: "all" = 1/sqrt(d) on the whole augmented logit (published); "content" = on <q, k> only.
 PAPE_LOGIT_SCALES = ("all", "content")
-_SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1
+#: softplus^-1(1): the bias at which a softplus-gated scale starts at 1
+SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1
 
 
 def centred_coords(coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
@@ -307,7 +310,7 @@ class PaPELayer(AugmentedLayerPE):
         else:
             if wp_std is None:
                 raise PEConfigError("pape init='pebench' needs wp_std")
-            self.a_bias = nn.Parameter(torch.full((H * m,), _SOFTPLUS_INV_1))
+            self.a_bias = nn.Parameter(torch.full((H * m,), SOFTPLUS_INV_1))
             self.b_bias = nn.Parameter(torch.zeros(H * m))
             nn.init.trunc_normal_(self.a_weight, std=0.02)
             nn.init.trunc_normal_(self.b_weight, std=0.02)
@@ -376,16 +379,16 @@ class PaPE(PositionalEncoding):
     distance_decay = True
     learned = True
     options = (
-        PEOption("num_parabolas", "int", 50, "m, the number of parabolas per head"),
-        PEOption("impl", "str", "sdpa", "sdpa: exact fold into q/k (no N x N tensor); naive: explicit N x N logits",
-                 PAPE_IMPLS),
-        PEOption("init", "str", "published", "published: nn.Linear default init of A, B, W_p, no biases; "
-                 "pebench: small-W_p locality prior with biases (a ~ -1)", PAPE_INITS),
-        PEOption("logit_scale", "str", "all", "all: 1/sqrt(d) on the whole augmented logit (published); "
-                 "content: on <q,k> only, PE terms unscaled", PAPE_LOGIT_SCALES),
-        PEOption("wp_std", "float", None, "init=pebench only: std of W_p (default 2 / (G sqrt(m)))"),
-        PEOption("ref_extent", "float", None, "init=pebench only: G in wp_std's default (default: largest "
-                 "training-grid side, 8 without a grid)"),
+        Option("num_parabolas", "int", 50, "m, the number of parabolas per head"),
+        Option("impl", "str", "sdpa", "sdpa: exact fold into q/k (no N x N tensor); naive: explicit N x N logits",
+               PAPE_IMPLS),
+        Option("init", "str", "published", "published: nn.Linear default init of A, B, W_p, no biases; "
+               "pebench: small-W_p locality prior with biases (a ~ -1)", PAPE_INITS),
+        Option("logit_scale", "str", "all", "all: 1/sqrt(d) on the whole augmented logit (published); "
+               "content: on <q,k> only, PE terms unscaled", PAPE_LOGIT_SCALES),
+        Option("wp_std", "float", None, "init=pebench only: std of W_p (default 2 / (G sqrt(m)))"),
+        Option("ref_extent", "float", None, "init=pebench only: G in wp_std's default (default: largest "
+               "training-grid side, 8 without a grid)"),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

@@ -37,13 +37,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from .base import LayerPE, PEConfigError, PositionalEncoding
-from .options import PEOption
 from .pape import (
-    _SOFTPLUS_INV_1,
     PAPE_IMPLS,
     PAPE_INITS,
     PAPE_LOGIT_SCALES,
+    SOFTPLUS_INV_1,
     AugmentedLayerPE,
     check_variant,
     linear_default_init_,
@@ -80,7 +81,7 @@ class PaPERILayer(AugmentedLayerPE):
         else:
             if scale is None:
                 raise PEConfigError("pape-ri init='pebench' needs the scale 2 / G")
-            self.a_bias = nn.Parameter(torch.full((H,), _SOFTPLUS_INV_1))
+            self.a_bias = nn.Parameter(torch.full((H,), SOFTPLUS_INV_1))
             nn.init.trunc_normal_(self.a_weight, std=0.02)
             s = torch.full((H,), float(scale))
         if head_scale == "learnable":
@@ -121,16 +122,16 @@ class PaPERI(PositionalEncoding):
     distance_decay = True
     learned = True
     options = (
-        PEOption("impl", "str", "sdpa", "sdpa: exact fold into q/k (no N x N tensor); naive: explicit N x N logits",
-                 PAPE_IMPLS),
-        PEOption("init", "str", "published", "published: nn.Linear default init of A, no bias, s ~ U(+-1/sqrt(p)); "
-                 "pebench: a ~ -1 with a bias, s = 2 / G", PAPE_INITS),
-        PEOption("logit_scale", "str", "all", "all: 1/sqrt(d) on the whole augmented logit (published); "
-                 "content: on <q,k> only, PE term unscaled", PAPE_LOGIT_SCALES),
-        PEOption("head_scale", "str", "fixed", "fixed: per-head scale s a random buffer (published); "
-                 "learnable: a parameter", HEAD_SCALES),
-        PEOption("ref_extent", "float", None, "init=pebench only: G in s = 2 / G (default: largest training-grid "
-                 "side, 8 without a grid)"),
+        Option("impl", "str", "sdpa", "sdpa: exact fold into q/k (no N x N tensor); naive: explicit N x N logits",
+               PAPE_IMPLS),
+        Option("init", "str", "published", "published: nn.Linear default init of A, no bias, s ~ U(+-1/sqrt(p)); "
+               "pebench: a ~ -1 with a bias, s = 2 / G", PAPE_INITS),
+        Option("logit_scale", "str", "all", "all: 1/sqrt(d) on the whole augmented logit (published); "
+               "content: on <q,k> only, PE term unscaled", PAPE_LOGIT_SCALES),
+        Option("head_scale", "str", "fixed", "fixed: per-head scale s a random buffer (published); "
+               "learnable: a parameter", HEAD_SCALES),
+        Option("ref_extent", "float", None, "init=pebench only: G in s = 2 / G (default: largest training-grid "
+               "side, 8 without a grid)"),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

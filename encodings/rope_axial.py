@@ -65,9 +65,10 @@ import torch.nn.functional as F
 from timm.layers.pos_embed_sincos import apply_rot_embed
 from torch import Tensor
 
+from pebench.core.options import Option
+
 from . import extrapolation as extrap
 from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
-from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "rope_phasors", "rotate_pairs", "apply_rope", "LAYOUTS", "layout_frequencies", "kept_frequencies"]
@@ -265,14 +266,14 @@ class AxialRoPE(PositionalEncoding):
     rotation_invariant = False
     distance_decay = False
     learned = False
-    options = (PEOption("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),
-               PEOption("layout", "str", "axial", "frequency layout over t/y/x: axial (per-axis ladders), mrope "
-                        "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope", choices=LAYOUTS),
-               PEOption("p", "float", 1.0, "p-RoPE (Barbero et al. 2024): fraction of each frequency ladder rotated, "
-                        "the highest; the lowest 1-p stay unrotated (1: RoPE, 0: no rotation)"),
-               PEOption("extrapolation", "str", "native", "rule on an unseen grid, in evaluation: native (the new "
-                        "coords), pi, ntk, yarn, normalized (pebench.encodings.extrapolation)",
-                        choices=extrap.ROPE_RULES))
+    options = (Option("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),
+               Option("layout", "str", "axial", "frequency layout over t/y/x: axial (per-axis ladders), mrope "
+                      "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope", choices=LAYOUTS),
+               Option("p", "float", 1.0, "p-RoPE (Barbero et al. 2024): fraction of each frequency ladder rotated, "
+                      "the highest; the lowest 1-p stay unrotated (1: RoPE, 0: no rotation)"),
+               Option("extrapolation", "str", "native", "rule on an unseen grid, in evaluation: native (the new "
+                      "coords), pi, ntk, yarn, normalized (pebench.encodings.extrapolation)",
+                      choices=extrap.ROPE_RULES))
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, base: float = 100.0,

@@ -63,8 +63,9 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from .base import LayerPE, PEConfigError, PositionalEncoding
-from .options import PEOption
 from .registry import register_pe
 from .rope_axial import apply_rope
 
@@ -192,11 +193,11 @@ class MixedRoPE(PositionalEncoding):
     rotation_invariant = False
     distance_decay = False
     learned = True
-    options = (PEOption("theta", "float", 10.0, "frequency base of the initial frequency vectors"),
-               PEOption("init", "str", "mixed", "initial frequencies: mixed (RoPE-Mixed, Heo et al. 2024), golden-gate "
-                        "(Golden Gate RoPE), spiral (Spiral RoPE, 2-D), uniform (random directions)", choices=INITS),
-               PEOption("directions", "int", None, "init=spiral: number of evenly spaced directions K (default 4)"),
-               PEOption("learn_freqs", "bool", True, "learn the frequencies (false: frozen at their init)"))
+    options = (Option("theta", "float", 10.0, "frequency base of the initial frequency vectors"),
+               Option("init", "str", "mixed", "initial frequencies: mixed (RoPE-Mixed, Heo et al. 2024), golden-gate "
+                      "(Golden Gate RoPE), spiral (Spiral RoPE, 2-D), uniform (random directions)", choices=INITS),
+               Option("directions", "int", None, "init=spiral: number of evenly spaced directions K (default 4)"),
+               Option("learn_freqs", "bool", True, "learn the frequencies (false: frozen at their init)"))
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, theta: float = 10.0,

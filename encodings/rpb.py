@@ -42,10 +42,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from .base import LayerPE, PEConfigError, PositionalEncoding
+from .bias import BiasLayerPE
 from .extrapolation import grid_extent
-from .lookhere import BiasLayerPE
-from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["RelPosBias", "RelPosBiasLayer", "RPB_VARIANTS", "resize_offset_table", "log_spaced_offsets"]
@@ -153,10 +154,10 @@ class RelPosBias(PositionalEncoding):
     modalities = ("image", "video", "events")
     needs_grid = True  # the offset table is indexed by grid offsets
     options = (
-        PEOption("variant", "str", "table", "table: Swin/BEiT learned table per block (resampled with timm at larger "
-                 "grids); cpb: SwinV2 log-spaced continuous position bias (an MLP of log offsets)",
-                 choices=RPB_VARIANTS),
-        PEOption("modality", "str", None, "input modality; 'points' is refused"),
+        Option("variant", "str", "table", "table: Swin/BEiT learned table per block (resampled with timm at larger "
+               "grids); cpb: SwinV2 log-spaced continuous position bias (an MLP of log offsets)",
+               choices=RPB_VARIANTS),
+        Option("modality", "str", None, "input modality; 'points' is refused"),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

@@ -19,8 +19,9 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from pebench.core.options import Option
+
 from .base import CoordsCache, PEConfigError, PositionalEncoding, batch_coords
-from .options import PEOption
 from .registry import register_pe
 
 __all__ = ["SinCosPE", "sincos_embedding"]
@@ -47,7 +48,7 @@ class SinCosPE(PositionalEncoding):
     rotation_invariant = False
     distance_decay = False
     learned = False
-    options = (PEOption("base", "float", 10000.0, "frequency base of the sinusoids"),)
+    options = (Option("base", "float", 10000.0, "frequency base of the sinusoids"),)
 
     additive = True
 

@@ -42,9 +42,10 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
+from pebench.core.options import Option
+
 from ._rotation import full_precision, skew_from_upper
 from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
-from .options import PEOption
 from .registry import register_pe
 from .rope_axial import apply_rope
 from .rope_mixed import init_mixed_freqs
@@ -140,9 +141,9 @@ class STRING(PositionalEncoding):
     distance_decay = False
     learned = True
     options = (
-        PEOption("p_form", "str", "cayley", "cayley: P = (I - S)(I + S)^-1 with RoPE-Mixed frequencies; "
-                 "circulant: circulant skew generators (FFT)", choices=P_FORMS),
-        PEOption("theta", "float", 10.0, "cayley: frequency base of the initial RoPE-Mixed frequencies"),
+        Option("p_form", "str", "cayley", "cayley: P = (I - S)(I + S)^-1 with RoPE-Mixed frequencies; "
+               "circulant: circulant skew generators (FFT)", choices=P_FORMS),
+        Option("theta", "float", 10.0, "cayley: frequency base of the initial RoPE-Mixed frequencies"),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pebench.core.io import atomic_write_json, atomic_write_text, read_json
+from pebench.core.options import format_value
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.check import check_results
 from pebench.leaderboard.collect import split_smoke
@@ -49,62 +49,10 @@ def _csv(text: str | None) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------- list
-#: datamodule constructor arguments that `bench run` sets from its own flags (not --data-option keys)
-_RUN_SET_DATA_ARGS = ("batch_size", "num_workers", "seed", "resolution", "data_root")
-#: meanings of option keys several datamodules share; a datamodule's ``option_help`` mapping (class
-#: attribute, merged along the class hierarchy) overrides or extends these
-_COMMON_DATA_HELP = {
-    "train_size": "training samples generated per epoch", "val_size": "validation samples",
-    "test_size": "held-out test samples", "noise": "std of additive Gaussian pixel noise",
-    "distractors": "extra objects that carry no label information",
-    "task": "which label the synthetic scene defines", "frames": "frames per clip",
-    "time_bins": "time bins of the event voxel grid", "log_counts": "store log1p(event count) per voxel",
-    "jitter": "std of Gaussian jitter on the sampled points", "fine_steps": "simulation steps per sample",
-    "fold": "official train/test split fold", "frame_stride": "frames skipped between sampled frames",
-    "eval_clips": "clips averaged per validation video", "split_seed": "seed of the stratified split",
-    "split_fractions": "train and validation fractions of the split (the rest is test)",
-    "data_seed": "seed of the generated data (default: the run's seed)",
-    "threshold": "mean contrast threshold of the simulated event camera (log intensity)",
-    "noise_rate": "spurious events per pixel and sample",
-}
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def data_options(cls: type) -> list[dict[str, Any]]:
-    """The ``--data-option`` keys of datamodule class ``cls``: every keyword parameter of the
-    ``__init__`` methods along its class hierarchy (a method that takes ``**kwargs`` passes the
-    rest on to its base; the base class rejects what nobody took, which is the validation), minus
-    the arguments `bench run` sets itself. -> ``[{key, type, default, help}]`` in signature order."""
-    out: dict[str, dict[str, Any]] = {}
-    helps: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        helps.update(getattr(klass, "__dict__", {}).get("option_help", {}) or {})
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        params = inspect.signature(init).parameters.values()
-        for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name == "self" or p.name in _RUN_SET_DATA_ARGS:
-                continue
-            if p.name in out:
-                continue
-            default = None if p.default is inspect.Parameter.empty else p.default
-            ann = p.annotation if p.annotation is not inspect.Parameter.empty else type(default).__name__
-            out[p.name] = {"key": p.name, "type": ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann)),
-                           "default": default, "required": p.default is inspect.Parameter.empty,
-                           "help": helps.get(p.name) or _COMMON_DATA_HELP.get(p.name)
-                           or f"see {klass.__module__}.{klass.__name__}"}
-        if not any(p.kind == p.VAR_KEYWORD for p in params):
-            break
-    return list(out.values())
+def _option_rows(owner: str, options: list[dict[str, Any]]) -> list[list[str]]:
+    """Rows of a ``bench list --options`` table from :meth:`~pebench.core.options.Option.describe` dicts."""
+    return [[owner, o["key"], o["type"] + (f" {{{', '.join(map(str, o['choices']))}}}" if o.get("choices") else ""),
+             format_value(o["default"]), o["help"]] for o in options]
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -114,6 +62,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     from pebench.datamodules import (  # deferred: start-up time (torch)
         MODALITIES,
+        data_options,
         get_datamodule_class,
         list_datamodules,
     )
@@ -141,8 +90,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
         print(sources_listing())
         if getattr(args, "options", False):
-            rows = [[name, o["key"], o["type"], _shown(o["default"]), o["help"]] for name in list_datamodules()
-                    for o in data_options(get_datamodule_class(name))]
+            rows = [r for name in list_datamodules()
+                    for r in _option_rows(name, [o.describe() for o in data_options(get_datamodule_class(name))])]
             print("dataset options (bench run --data-option KEY=VALUE; read from each datamodule's constructor)\n"
                   + format_table(["dataset", "key", "type", "default", "meaning"], rows))
     if what in ("pes", "all"):
@@ -150,8 +99,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 for n in list_pes()]
         print("positional encodings\n" + format_table(["name", "modalities", "additive"], rows))
         if getattr(args, "options", False):
-            rows = [[n, o["key"], o["type"] + (f" {{{', '.join(o['choices'])}}}" if o.get("choices") else ""),
-                     _shown(o["default"]), o["help"]] for n in list_pes() for o in pe_options(n)]
+            rows = [r for n in list_pes() for r in _option_rows(n, pe_options(n))]
             print("PE options (bench run --pe-option KEY=VALUE; the declarations build_pe validates against)\n"
                   + format_table(["pe", "key", "type", "default", "meaning"], rows))
     if what in ("models", "all"):
@@ -161,6 +109,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(presets_listing())
     if what in ("analyses", "all"):
         print(analyses_listing(getattr(args, "options", False)))
+    if what in ("tasks", "all"):
+        setups = {n: get_task_setup(n) for n in list_tasks()}
+        rows = [[n, ", ".join(s.accepts), ", ".join(s.modalities or ("any",)), str(len(s.options))]
+                for n, s in setups.items()]
+        print("tasks (bench run --task NAME)\n" + format_table(["name", "label kinds", "modalities", "options"], rows))
+        if getattr(args, "options", False):
+            rows = [r for n, s in setups.items() for r in _option_rows(n, [o.describe() for o in s.options])]
+            print("task options (bench run --task-option KEY=VALUE; each task's TaskSetup.options)\n"
+                  + format_table(["task", "key", "type", "default", "meaning"], rows))
     return 0
 
 
@@ -173,8 +130,7 @@ def analyses_listing(options: bool = False) -> str:
     rows = [[a["name"], a["key"], "yes" if a["in_all"] else "when named", a["what"]] for a in described]
     out = "analyses (bench run --analyses NAME,...)\n" + format_table(["name", "results.json key", "in all", "what"], rows)
     if options:
-        rows = [[a["name"], o["key"], o["type"], _shown(o["default"]), o["help"]] for a in described
-                for o in a["options"]]
+        rows = [r for a in described for r in _option_rows(a["name"], a["options"])]
         out += ("\nanalysis options (bench run --analysis-option KEY=VALUE; each analysis' own declaration)\n"
                 + format_table(["analysis", "key", "type", "default", "meaning"], rows))
     return out
@@ -190,7 +146,7 @@ def presets_listing() -> str:
     for name in names:
         cfg, info = merge(load_preset(name)), preset_info(name)
         rows.append([name, cfg.task or "(the dataset's)", cfg.dataset, cfg.model, str(cfg.resolution or "default"),
-                     f"{cfg.epochs} x {cfg.batch_size}", _shown(cfg.lr), cfg.precision])
+                     f"{cfg.epochs} x {cfg.batch_size}", format_value(cfg.lr), cfg.precision])
         about.append(f"{name}: {info['description'] or '(no description)'}\n    follows: {info['follows'] or '(not said)'}")
     return ("presets (bench run --preset NAME; every option of one: bench run --preset NAME --print-config)\n"
             + format_table(["name", "task", "dataset", "model", "resolution", "epochs x batch", "lr", "precision"], rows)

@@ -62,14 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "configuration (default: off; such a run is reported in one line and not retrained)")
     add_flags(p, RunConfig)
 
-    p = sub.add_parser("list", help="list datasets, positional encodings, models, presets and analyses",
+    p = sub.add_parser("list", help="list datasets, positional encodings, models, presets, analyses and tasks",
                        description="List datasets (modality, data root layout), PEs (modalities), models, presets, "
-                                   "analyses (results.json key, whether --analyses all runs it).")
-    p.add_argument("what", nargs="?", choices=["datasets", "pes", "models", "presets", "analyses", "all"], default="all",
-                   help="what to list (default: all)")
+                                   "analyses (results.json key, whether --analyses all runs it), tasks (the datasets "
+                                   "and modalities they train on).")
+    p.add_argument("what", nargs="?", choices=["datasets", "pes", "models", "presets", "analyses", "tasks", "all"],
+                   default="all", help="what to list (default: all)")
     p.add_argument("--options", action="store_true",
-                   help="also list every --pe-option / --data-option / --analysis-option key with its type, default "
-                        "and meaning")
+                   help="also list every --pe-option / --data-option / --analysis-option / --task-option key with its "
+                        "type, default and meaning")
 
     p = sub.add_parser("runs", help="list run directories (status, metric, why not complete); `runs show RUN`",
                        description="List the runs under --results from their results.json files (no torch "

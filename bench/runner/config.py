@@ -15,7 +15,6 @@ import importlib.resources
 import inspect
 import math
 import types
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -23,7 +22,7 @@ from typing import Any, Mapping
 import yaml
 
 from pebench.core.errors import ConfigError, ResultsError
-from pebench.core.options import check_bounds, flag_values, option, parse_bool
+from pebench.core.options import Option, check_values, declared_options, flag_values, option
 from pebench.core.schema import migrate
 from pebench.tasks import list_tasks
 
@@ -61,7 +60,7 @@ class RunConfig:
                             "log-uniform factor in [1/2, 2]; none at evaluation; run directory <pe>+coordaug; "
                             "pebench.encodings.coord_augment)", choices=("none", "dinov3"))
     drop_path: float = option(0.0, 'stochastic depth rate', metavar='X',
-                              bounds=(0.0, True, 1.0, False, 'the stochastic-depth rate'))
+                              minimum=0.0, maximum=1.0, maximum_inclusive=False, what='the stochastic-depth rate')
     task: str | None = option(None,
                               "what to train (default: the dataset's own task, classification for most): supervised "
                               "classification, DINO self-supervised (k-NN / linear probe on frozen features, EED "
@@ -78,36 +77,37 @@ class RunConfig:
     data: dict = option({},
                         'extra datamodule option, e.g. train_size=512 (repeatable; keys: `bench list datasets '
                         '--options`)', flag='--data-option', metavar='KEY=VALUE')
-    num_workers: int = option(0, 'data-loading worker processes per rank', metavar='N')
+    num_workers: int = option(0, 'data-loading worker processes per rank', metavar='N', minimum=0)
     # optimisation
-    epochs: int = option(4, 'training epochs', metavar='N')
-    batch_size: int = option(64, 'global batch size; with W processes (devices x nodes) each loads B/W', metavar='B')
+    epochs: int = option(4, 'training epochs', metavar='N', minimum=1)
+    batch_size: int = option(64, 'global batch size; with W processes (devices x nodes) each loads B/W', metavar='B',
+                             minimum=1)
     lr: float = option(2e-3, 'peak learning rate (AdamW, warm-up then cosine)', metavar='X',
-                       bounds=(0.0, False, math.inf, False, 'the peak learning rate'))
+                       minimum=0.0, minimum_inclusive=False, what='the peak learning rate')
     lr_schedule: str = option("cosine", 'learning rate after the linear warm-up: cosine decay to 0 at the last step, '
                               'or held at the peak (constant; for runs that stop at --stop-at)',
                               choices=("cosine", "constant"))
     weight_decay: float = option(0.05, 'AdamW weight decay', metavar='X',
-                                 bounds=(0.0, True, math.inf, False, 'the AdamW weight decay'))
+                                 minimum=0.0, what='the AdamW weight decay')
     warmup_epochs: float = option(1.0, 'linear warm-up length in epochs', metavar='N',
-                                  bounds=(0.0, True, math.inf, False, 'the warm-up length in epochs'))
+                                  minimum=0.0, what='the warm-up length in epochs')
     label_smoothing: float = option(0.0, 'cross-entropy label smoothing', metavar='X',
-                                    bounds=(0.0, True, 1.0, False, 'the label-smoothing factor'))
+                                    minimum=0.0, maximum=1.0, maximum_inclusive=False, what='the label-smoothing factor')
     layer_decay: float | None = option(None, 'layer-wise learning-rate decay factor', metavar='X',
-                                       bounds=(0.0, False, 1.0, True, 'the layer-wise lr decay factor'),
+                                       minimum=0.0, minimum_inclusive=False, maximum=1.0, what='the layer-wise lr decay factor',
                                        none_means='none (no decay)')
     seed: int = option(0, "random seed (also the run directory's seed<S>)", metavar='S')
     # trainer
     devices: int | str = option(1, 'devices per node (an integer, or auto)', metavar='N')
     accelerator: str = option("auto", 'cpu, gpu, mps or auto', metavar='A')
     strategy: str = option("auto", 'Lightning strategy, e.g. ddp (auto: single device)', metavar='S')
-    num_nodes: int = option(1, 'number of nodes (multi-node DDP)', metavar='K')
+    num_nodes: int = option(1, 'number of nodes (multi-node DDP)', metavar='K', minimum=1)
     precision: str = option("32-true", 'Lightning precision: 32-true, bf16-mixed, 16-mixed', metavar='P')
     deterministic: bool = option(False, 'use deterministic algorithms (slower on GPU)')
     threads: int | None = option(None, "intra-op CPU threads (torch.set_num_threads): the reduction order, so the "
                                  "float rounding, depends on it; config.yaml records the count the run used, so "
                                  "`bench run --config <run>/config.yaml` reruns with it", metavar='N',
-                                 bounds=(1, True, math.inf, False, 'a number of threads'),
+                                 minimum=1, what='a number of threads',
                                  none_means="torch's (OMP_NUM_THREADS, else the cores)")
     compile: bool = option(False,
                            'torch.compile the backbone (in place: checkpoints stay loadable without it); the first '
@@ -120,16 +120,16 @@ class RunConfig:
                                 'is given)')
     limit_train_batches: float | None = option(None, 'fraction (<=1) or number of training batches per epoch',
                                                metavar='X',
-                                               bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
+                                               minimum=0.0, minimum_inclusive=False, what='a fraction (<= 1) or a number of batches',
                                                none_means='all')
     val_every: int | None = option(None, 'validate every N training steps, counted across epochs (a learning '
                                    'curve; --stop-at checks at each validation)', metavar='N',
-                                   bounds=(1, True, math.inf, False, 'a number of training steps'),
+                                   minimum=1, what='a number of training steps',
                                    none_means='once per epoch')
     stop_at: float | None = option(None, "stop training at the first validation whose value of the primary metric "
                                    "(its val/ form, e.g. val/acc1 as a fraction) is above X; the run is complete "
                                    "and results.json records the step (--epochs is then the budget)", metavar='X',
-                                   bounds=(-math.inf, False, math.inf, False, 'a value of the validation metric'),
+                                   what='a value of the validation metric',
                                    none_means='train every epoch')
     give_up: str | None = option(None, "STEP:X: stop training at the first validation at or after optimizer step "
                                  "STEP whose primary metric (val/ form) is not above X, e.g. a run still at "
@@ -139,7 +139,7 @@ class RunConfig:
                                   "read: the last step's, or those of the validation with the best primary metric "
                                   "(val/ form; best.ckpt in the run directory)", choices=("last", "best"))
     limit_val_batches: float | None = option(None, 'fraction (<=1) or number of validation batches', metavar='X',
-                                             bounds=(0.0, False, math.inf, False, 'a fraction (<= 1) or a number of batches'),
+                                             minimum=0.0, minimum_inclusive=False, what='a fraction (<= 1) or a number of batches',
                                              none_means='all')
     max_time: str | None = option(None, 'stop training after this wall time', metavar='DD:HH:MM:SS')
     progress_bar: bool = option(True, 'show the TQDM progress bar')
@@ -163,60 +163,21 @@ class RunConfig:
     max_skipped_fraction: float = option(0.05,
                                          "largest fraction of a split's samples that may be missing (exit 2 before "
                                          "training) or corrupt (status incomplete) (default: 0.05)", metavar='X',
-                                         bounds=(0.0, True, 1.0, True, "the largest fraction of a split's samples that may be missing or corrupt"))
-
-
-_HINTS: dict[str, Any] | None = None
-
-
-def _hints() -> dict[str, Any]:
-    global _HINTS
-    if _HINTS is None:
-        _HINTS = typing.get_type_hints(RunConfig)
-    return _HINTS
+                                         minimum=0.0, maximum=1.0, what="the largest fraction of a split's samples that may be missing or corrupt")
 
 
 def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(RunConfig)]
 
 
+def run_options() -> dict[str, Option]:
+    """name -> the :class:`~pebench.core.options.Option` of every run option (declared on :class:`RunConfig`)."""
+    return {o.name: o for o in declared_options(RunConfig)}
+
+
 def _coerce(name: str, value: Any) -> Any:
-    """Convert ``value`` to the type of field ``name`` (YAML and CLI give loosely typed values)."""
-    if value is None:
-        return None
-    hint = _hints()[name]
-    args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
-    origin = typing.get_origin(hint)
-    if origin is dict or hint is dict:
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"config key {name!r} must be a mapping, got {value!r}")
-        return dict(value)
-    if list in args or typing.get_origin(args[0]) is list:
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"config key {name!r} must be a list, got {value!r}")
-        return [str(v) for v in value]
-    if bool in args:
-        flag = parse_bool(value)
-        if flag is None:
-            raise ConfigError(f"config key {name!r} must be true or false, got {value!r}")
-        return flag
-    for t in args:  # first type that accepts the value (int | str: keep ints as ints)
-        if t is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if t is int and isinstance(value, str) and value.lstrip("-").isdigit():
-            return int(value)
-        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if t is float and isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                continue
-        if t is str and isinstance(value, (str, int, float)):
-            return str(value)
-    raise ConfigError(f"config key {name!r} has an invalid value {value!r} (expected {hint})")
+    """Convert ``value`` to the kind of option ``name`` (YAML and CLI give loosely typed values)."""
+    return run_options()[name].coerce(value, f"config key {name!r}")
 
 
 def _check_keys(data: Mapping[str, Any], source: str) -> None:
@@ -412,12 +373,11 @@ def resolve(cfg: RunConfig) -> RunConfig:
 def check_option_values(cfg: RunConfig) -> None:
     """The run options' values against their declared bounds, before anything heavy is imported (torch-free:
     ``bench run --epochs -1`` answers in well under a second). :func:`resolve` calls it too."""
-    for name in ("epochs", "batch_size", "num_nodes"):
-        if getattr(cfg, name) < 1:
-            raise ConfigError(f"{name} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.num_workers < 0:
-        raise ConfigError(f"num_workers must be >= 0, got {cfg.num_workers}")
-    _check_numbers(cfg)
+    check_values(cfg)  # kinds, choices and bounds of every declared option
+    for name in ("limit_train_batches", "limit_val_batches"):
+        v = getattr(cfg, name)
+        if v is not None and v > 1 and v != int(v):
+            raise ConfigError(f"{name} must be a fraction (<= 1) or a whole number of batches, got {v!r}")
     if cfg.give_up is not None:
         parse_give_up(cfg.give_up)
     if not str(cfg.out).strip():
@@ -432,15 +392,6 @@ def _check_analysis_options(opts: dict) -> None:
     from pebench.analysis.registry import check_analysis_options  # deferred: start-up time (torch)
 
     check_analysis_options(opts)
-
-
-def _check_numbers(cfg: RunConfig) -> None:
-    """Every float option finite and inside its declared ``bounds`` (one-line :class:`ConfigError` otherwise)."""
-    check_bounds(cfg, ConfigError)
-    for name in ("limit_train_batches", "limit_val_batches"):
-        v = getattr(cfg, name)
-        if v is not None and v > 1 and v != int(v):
-            raise ConfigError(f"{name} must be a fraction (<= 1) or a whole number of batches, got {v!r}")
 
 
 def check_resolution_syntax(value: Any, name: str) -> None:

@@ -28,9 +28,10 @@ from __future__ import annotations
 import abc
 import pkgutil
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from pebench.core.errors import ConfigError
+from pebench.core.options import Option
 from pebench.core.registry import Registry, load_plugins, unknown_name_message
 
 if TYPE_CHECKING:  # annotations only: these imports are downward (tasks > analysis > datamodules), never run
@@ -111,7 +112,9 @@ class TaskSetup(abc.ABC):
       (:class:`pebench.analysis.evaluators.TaskAnalyses`; default: the classification ones);
     * ``checkpoint_class()`` -> the LightningModule class ``bench eval`` loads a checkpoint into, or
       ``None`` when ``bench eval`` does not apply to the task;
-    * ``options``: the keys ``--task-option`` accepts (empty: the task takes none);
+    * ``options``: the ``--task-option`` keys it accepts, each a :class:`~pebench.core.options.Option`
+      (kind, default, help, choices, bounds; empty: the task takes none); :meth:`option_values` checks
+      given values against them;
     * ``dense``: the task predicts per box / per point rather than one label per sample (its
       robustness and extrapolation read its own metric, not top-1 accuracy);
     * ``accepts``: the datasets' ``label_kind`` values it trains on (default: ``class``, any
@@ -119,7 +122,7 @@ class TaskSetup(abc.ABC):
     """
 
     name: str = ""  # set by the registry
-    options: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()
     dense: bool = False
     accepts: tuple[str, ...] = ("class",)
     modalities: tuple[str, ...] | None = None
@@ -149,6 +152,14 @@ class TaskSetup(abc.ABC):
 
     def checkpoint_class(self) -> type | None:
         return None
+
+    def option_values(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every task option: ``given`` values (``--task-option``, or a dataset's defaults over them) checked
+        against :attr:`options` and in their canonical kinds, the others at their declared defaults."""
+        decl = {o.name: o for o in self.options}
+        out = {k: o.default for k, o in decl.items()}
+        out.update({k: decl[k].check(v, f"--task-option {k}") for k, v in given.items()})
+        return out
 
 
 def register_task(name: str) -> Callable[[type[TaskSetup]], type[TaskSetup]]:
@@ -194,7 +205,7 @@ def unfit_reason(setup: TaskSetup, dm_cls: type) -> str | None:
 
 def resolve_task(cfg: _Cfg) -> _Cfg:
     """Fill ``cfg.task`` from the dataset when it is ``None``; check the task can train on the dataset
-    (:func:`unfit_reason`: the task's declaration) and that ``task_options`` are ones the task accepts.
+    (:func:`unfit_reason`: the task's declaration) and ``task_options`` against the task's declared options.
     Returns ``cfg`` (changed in place)."""
     from pebench.datamodules import get_datamodule_class  # deferred: start-up time (torch: the CLI lists tasks)
 
@@ -207,10 +218,11 @@ def resolve_task(cfg: _Cfg) -> _Cfg:
         fit = [t for t in list_tasks() if unfit_reason(get_task_setup(t), dm_cls) is None]
         raise ConfigError(f"--task {cfg.task} does not apply to dataset {cfg.dataset!r}: {reason}; the tasks "
                           f"for this dataset: {', '.join(fit) or '(none)'}")
-    unknown = sorted(set(cfg.task_options) - set(setup.options))
+    keys = [o.name for o in setup.options]
+    unknown = sorted(set(cfg.task_options) - set(keys))
     if unknown:
-        if not setup.options:
+        if not keys:
             raise ConfigError(f"--task-option does not apply to --task {cfg.task}: it takes no options")
-        raise ConfigError(f"unknown task option {unknown[0]!r} for --task {cfg.task}; available: "
-                          f"{', '.join(setup.options)}")
+        raise ConfigError(f"unknown task option {unknown[0]!r} for --task {cfg.task}; available: {', '.join(keys)}")
+    setup.option_values(cfg.task_options)  # kinds, choices and bounds: one line before anything is built
     return cfg

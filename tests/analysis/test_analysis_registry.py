@@ -39,15 +39,16 @@ def test_names_keys_order_and_what_all_selects():
 
 def test_options_come_from_the_declarations():
     decl = registry.analysis_options()
-    assert decl["ssdc_tap"][1].choices == ("attn_in", "block_out")
+    assert decl["ssdc_tap"].choices == ("attn_in", "block_out") and decl["probe_size"].minimum == 1
     defaults = registry.option_defaults()
     assert defaults["rpi_permutations"] == 8 and defaults["alpha_samples"] == 128 and defaults["rpi_null"] is True
     opts = registry.check_analysis_options({"rpi_null": "false", "coord_jitter_sizes": [0, 1]})
     assert opts["rpi_null"] is False and opts["coord_jitter_sizes"] == (0.0, 1.0)
-    for bad, msg in (({"probe_size": 0}, "probe_size must be an integer >= 1"),
+    for bad, msg in (({"probe_size": 0}, r"analysis option probe_size must be >= 1 \(samples\), got 0"),
                      ({"rpi_permutations": 2.5}, "rpi_permutations must be an integer"),
-                     ({"ssdc_distance": "cosine"}, "ssdc_distance must be l1 or euclidean"),
-                     ({"coord_offset_sizes": [1, -1]}, "coord_offset_sizes must be a list of finite numbers"),
+                     ({"ssdc_distance": "cosine"}, "ssdc_distance must be one of l1, euclidean"),
+                     ({"coord_offset_sizes": [1, -1]}, "coord_offset_sizes must be >= 0 and finite"),
+                     ({"coord_offset_sizes": [1, "x"]}, "coord_offset_sizes must be a list of numbers"),
                      ({"nope": 1}, "unknown analysis option 'nope'")):
         with pytest.raises(ConfigError, match=msg):
             registry.check_analysis_options(bad)

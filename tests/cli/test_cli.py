@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pebench.cli import build_parser, main
-from pebench.core.options import declared_options, flag_of
+from pebench.core.options import declared_options
 from pebench.datamodules import get_datamodule_class, list_datamodules
 from pebench.runner.config import RunConfig
 from pebench.runner.run import load_registries
@@ -95,7 +95,7 @@ def test_run_help_mentions_every_flag(capsys):
                 "--deterministic", "--tensorboard", "--class-token", "--pool", "--pe-option", "--num-workers",
                 "--label-smoothing", "--weight-decay", "--warmup-epochs", "--layer-decay",
                 "--extrapolation-resolutions"]
-    for flag in required + [flag_of(f, opt) for f, opt in declared_options(RunConfig)]:
+    for flag in required + [opt.cli_flag for opt in declared_options(RunConfig)]:
         assert flag in text, flag
 
 

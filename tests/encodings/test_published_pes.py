@@ -32,7 +32,9 @@ def test_option_declarations_match_constructor(name):
         want = tuple(ctor[k]) if isinstance(ctor[k], (list, tuple)) else ctor[k]
         assert d == want, (name, k)
     for o in pe_options(name):
-        assert o["help"] and "\n" not in o["help"] and o["type"] in ("int", "float", "str", "bool", "floats")
+        assert o["help"] and "\n" not in o["help"]
+        assert o["type"] == (o["type"].removesuffix(" or none") + " or none" if o["default"] is None else o["type"])
+        assert o["type"].removesuffix(" or none") in ("int", "float", "str", "bool", "floats"), (name, o)
 
 
 def test_variant_label():

@@ -314,8 +314,7 @@ def test_list_pes_options_is_the_validated_declaration(capsys):
 
 
 def test_list_datasets_options_match_what_the_constructor_accepts(capsys):
-    from pebench.cli.commands import data_options
-    from pebench.datamodules import get_datamodule_class, list_datamodules
+    from pebench.datamodules import data_options, get_datamodule_class, list_datamodules
 
     assert main(["list", "datasets", "--options"]) == 0
     out = capsys.readouterr().out
@@ -324,11 +323,11 @@ def test_list_datasets_options_match_what_the_constructor_accepts(capsys):
     for name in list_datamodules():
         cls = get_datamodule_class(name)
         opts = data_options(cls)
-        assert [r[1] for r in rows if r[0] == name] == [o["key"] for o in opts]
+        assert [r[1] for r in rows if r[0] == name] == [o.name for o in opts]
         if cls.needs_data_root:
             continue
         # every listed key with its listed default is accepted; an unlisted key is refused
-        cls(**{o["key"]: o["default"] for o in opts if not o["required"]})
+        cls(**{o.name: o.default for o in opts if not o.required})
         with pytest.raises(TypeError, match="not_an_option"):
             cls(not_an_option=1)
 

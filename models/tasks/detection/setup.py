@@ -2,7 +2,7 @@
 
 Run options keep their meaning (``lr`` the AdamW peak learning rate, ``weight_decay``,
 ``warmup_epochs``, ``layer_decay``, ``drop_path``, ``resolution`` the padded square input side).
-Detector settings are ``--task-option KEY=VALUE`` (:data:`DETECTION_OPTIONS`): ``fpn_dim`` (pyramid
+Detector settings are ``--task-option KEY=VALUE``, declared in :data:`DETECTION_OPTIONS`: ``fpn_dim`` (pyramid
 channels; default the backbone width), ``pyramid_levels`` (3: strides p/2, p, 2p; 4 adds 4p),
 ``head_convs`` (convolutions per FCOS tower; 4 in FCOS), ``score_thresh`` / ``nms_thresh`` /
 ``detections_per_img`` / ``topk_candidates`` (post-processing; COCO-style 0.05 / 0.6 / 100 / 1000),
@@ -23,6 +23,7 @@ from typing import Any
 
 from pebench.analysis.evaluators import ANALYSIS_NAMES, TaskAnalyses
 from pebench.core.errors import ConfigError
+from pebench.core.options import Option
 from pebench.tasks.base import TaskSetup, analyses_except, register_task
 
 from . import shift
@@ -30,43 +31,27 @@ from .module import DetectionTask
 
 __all__ = ["DETECTION_OPTIONS", "DetectionSetup", "build_detection_task", "detection_analyses", "DETECTION_ANALYSES"]
 
-#: task option -> default (None: derived, see the module docstring)
-DETECTION_OPTIONS: dict[str, Any] = {
-    "fpn_dim": None, "pyramid_levels": 3, "head_convs": 4, "score_thresh": 0.05, "nms_thresh": 0.6,
-    "detections_per_img": 100, "topk_candidates": 1000, "center_sampling_radius": 1.5,
-}
-_INT = ("fpn_dim", "pyramid_levels", "head_convs", "detections_per_img", "topk_candidates")
+#: the ``--task-option`` keys of the detector (defaults as in FCOS, Tian et al., ICCV 2019, and torchvision's FCOS)
+DETECTION_OPTIONS: tuple[Option, ...] = (
+    Option("fpn_dim", "int", None, "pyramid channels, a multiple of 32 (FCOS's GroupNorm(32))", minimum=32,
+           none_means="the backbone width"),
+    Option("pyramid_levels", "int", 3, "pyramid levels: 3 (strides p/2, p, 2p) or 4 (adds 4p)", choices=(3, 4)),
+    Option("head_convs", "int", 4, "convolutions per FCOS tower (4 in FCOS)", minimum=0),
+    Option("score_thresh", "float", 0.05, "post-processing: lowest score kept", minimum=0.0, maximum=1.0),
+    Option("nms_thresh", "float", 0.6, "post-processing: IoU of non-maximum suppression", minimum=0.0, maximum=1.0),
+    Option("detections_per_img", "int", 100, "post-processing: detections kept per image", minimum=1),
+    Option("topk_candidates", "int", 1000, "post-processing: candidates per level before NMS", minimum=1),
+    Option("center_sampling_radius", "float", 1.5, "FCOS centre sampling radius (in strides)", minimum=0.0,
+           minimum_inclusive=False),
+)
 
 
 def _options(cfg: Any, dm: Any = None) -> dict[str, Any]:
-    unknown = sorted(set(cfg.task_options) - set(DETECTION_OPTIONS))
-    if unknown:
-        raise ConfigError(f"unknown task option {unknown[0]!r} for --task detection; available: "
-                          f"{', '.join(DETECTION_OPTIONS)}")
-    # a dataset may set its own defaults (``detection_defaults``); --task-option overrides them
-    opts = {**DETECTION_OPTIONS, **dict(getattr(dm, "detection_defaults", None) or {}), **cfg.task_options}
-    for k, v in opts.items():
-        if v is None:
-            continue
-        try:
-            opts[k] = int(v) if k in _INT else float(v)
-        except (TypeError, ValueError):
-            raise ConfigError(f"--task-option {k} must be a number, got {v!r}") from None
-        if k in _INT and (isinstance(v, float) and not float(v).is_integer()):
-            raise ConfigError(f"--task-option {k} must be an integer, got {v!r}")
-    if opts["fpn_dim"] is not None and (opts["fpn_dim"] < 32 or opts["fpn_dim"] % 32):
+    """The detector's options: declared defaults < the dataset's ``detection_defaults`` < ``--task-option``."""
+    opts = DetectionSetup().option_values({**dict(getattr(dm, "detection_defaults", None) or {}), **cfg.task_options})
+    if opts["fpn_dim"] is not None and opts["fpn_dim"] % 32:
         raise ConfigError(f"--task-option fpn_dim must be a positive multiple of 32 (FCOS's GroupNorm(32)), "
                           f"got {opts['fpn_dim']}")
-    if opts["pyramid_levels"] not in (3, 4):
-        raise ConfigError(f"--task-option pyramid_levels must be 3 or 4, got {opts['pyramid_levels']}")
-    for k in ("head_convs", "detections_per_img", "topk_candidates"):
-        if opts[k] < (0 if k == "head_convs" else 1):
-            raise ConfigError(f"--task-option {k} must be >= {0 if k == 'head_convs' else 1}, got {opts[k]}")
-    for k in ("score_thresh", "nms_thresh"):
-        if not 0.0 <= opts[k] <= 1.0:
-            raise ConfigError(f"--task-option {k} must be in [0, 1], got {opts[k]}")
-    if opts["center_sampling_radius"] <= 0:
-        raise ConfigError(f"--task-option center_sampling_radius must be > 0, got {opts['center_sampling_radius']}")
     return opts
 
 
@@ -99,7 +84,7 @@ DETECTION_ANALYSES = TaskAnalyses(robustness=shift.robustness, default_resolutio
 class DetectionSetup(TaskSetup):
     """2-D object detection: ViT backbone -> pyramid -> FCOS head (:class:`~.module.DetectionTask`)."""
 
-    options = tuple(DETECTION_OPTIONS)
+    options = DETECTION_OPTIONS
     dense = True
     accepts = ("boxes",)
     modalities = ("image", "events")

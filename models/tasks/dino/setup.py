@@ -4,7 +4,7 @@ Run options map onto the recipe (Caron et al., ICCV 2021) as follows: ``lr`` is 
 per 256 samples (peak = ``lr x batch_size / 256``, the linear scaling rule), ``weight_decay`` the
 start of the weight-decay cosine (end: ``weight_decay_end``), ``warmup_epochs`` the lr warm-up,
 ``drop_path`` the student's stochastic depth, ``resolution`` the global-crop size. Everything else
-is a ``task_options`` key (``--task-option KEY=VALUE``), see :data:`DINO_OPTIONS`.
+is a ``task_options`` key (``--task-option KEY=VALUE``), declared in :data:`DINO_OPTIONS`.
 
 Per-dataset crop geometry (global px, local px, patch px) when not given: CIFAR-100 and the
 embedded sets 32 / 16 / 4, Tiny ImageNet 64 / 32 / 8, UC Merced 224 / 96 / 16, others the
@@ -16,6 +16,7 @@ from typing import Any
 
 from pebench.analysis.evaluators import ANALYSIS_NAMES
 from pebench.core.errors import ConfigError
+from pebench.core.options import Option
 from pebench.tasks.base import TaskSetup, analyses_except, register_task
 
 from .module import DinoTask
@@ -23,17 +24,42 @@ from .multicrop import DinoDataModule
 
 __all__ = ["DINO_OPTIONS", "CROP_GEOMETRY", "DinoSetup", "prepare_dino_data", "build_dino_task", "dino_analyses"]
 
-#: task option -> default (None: derived, see the module docstring)
-DINO_OPTIONS: dict[str, Any] = {
-    "global_size": None, "local_size": None, "n_local": 6, "patch_size": None,
-    "global_scale": [0.4, 1.0], "local_scale": [0.05, 0.4], "colour_jitter": [0.4, 0.4, 0.2, 0.1], "grayscale_p": 0.2,
-    "out_dim": 65536, "head_hidden": 2048, "head_bottleneck": 256, "head_bn": False,
-    "min_lr": 1e-6, "weight_decay_end": 0.4, "momentum_teacher": 0.996, "teacher_temp": 0.07,
-    "warmup_teacher_temp": 0.04, "warmup_teacher_temp_epochs": None, "student_temp": 0.1,
-    "center_momentum": 0.9, "clip_grad": 3.0, "freeze_last_layer": 1,
-    "knn_k": 20, "knn_temperature": 0.07, "linear_probe": True, "eed_every": 1, "eed_probe_size": 256,
-    "init_eval": True,
-}
+#: the ``--task-option`` keys of DINO (defaults: the official recipe, Caron et al., ICCV 2021, github.com/facebookresearch/dino)
+DINO_OPTIONS: tuple[Option, ...] = (
+    Option("global_size", "int", None, "global crop side in pixels", none_means="the dataset's (CROP_GEOMETRY)"),
+    Option("local_size", "int", None, "local crop side in pixels", none_means="the dataset's, else half the global"),
+    Option("n_local", "int", 6, "local crops per sample", minimum=0),
+    Option("patch_size", "int", None, "patch side in pixels", none_means="the dataset's"),
+    Option("global_scale", "floats", [0.4, 1.0], "area range of the global crops (RandomResizedCrop scale)"),
+    Option("local_scale", "floats", [0.05, 0.4], "area range of the local crops (RandomResizedCrop scale)"),
+    Option("colour_jitter", "floats", [0.4, 0.4, 0.2, 0.1], "colour jitter: brightness, contrast, saturation, hue"),
+    Option("grayscale_p", "float", 0.2, "probability of the grayscale augmentation"),
+    Option("out_dim", "int", 65536, "prototypes K of the DINO head", minimum=1),
+    Option("head_hidden", "int", 2048, "hidden width of the head's MLP", minimum=1),
+    Option("head_bottleneck", "int", 256, "bottleneck width of the head", minimum=1),
+    Option("head_bn", "bool", False, "batch norm in the head's MLP"),
+    Option("min_lr", "float", 1e-6, "learning rate at the end of the cosine schedule", minimum=0.0),
+    Option("weight_decay_end", "float", 0.4, "weight decay at the end of its cosine schedule", minimum=0.0),
+    Option("momentum_teacher", "float", 0.996, "teacher EMA momentum at the start (cosine to 1)", minimum=0.0,
+           maximum=1.0),
+    Option("teacher_temp", "float", 0.07, "teacher temperature after its warm-up", minimum=0.0,
+           minimum_inclusive=False),
+    Option("warmup_teacher_temp", "float", 0.04, "teacher temperature at the start of its warm-up", minimum=0.0,
+           minimum_inclusive=False),
+    Option("warmup_teacher_temp_epochs", "int", None, "epochs of the teacher-temperature warm-up", minimum=0,
+           none_means="0.3 x epochs"),
+    Option("student_temp", "float", 0.1, "student temperature", minimum=0.0, minimum_inclusive=False),
+    Option("center_momentum", "float", 0.9, "EMA momentum of the teacher's centre", minimum=0.0, maximum=1.0),
+    Option("clip_grad", "float", 3.0, "per-parameter gradient-norm clip (0: none)", minimum=0.0),
+    Option("freeze_last_layer", "int", 1, "epochs the head's last layer stays frozen", minimum=0),
+    Option("knn_k", "int", 20, "neighbours of the weighted k-NN evaluation", minimum=1),
+    Option("knn_temperature", "float", 0.07, "temperature of the weighted k-NN vote", minimum=0.0,
+           minimum_inclusive=False),
+    Option("linear_probe", "bool", True, "also evaluate a logistic-regression probe on frozen features"),
+    Option("eed_every", "int", 1, "EED% / SSDC per layer every N epochs (0: none)", minimum=0),
+    Option("eed_probe_size", "int", 256, "samples of the EED probe", minimum=1),
+    Option("init_eval", "bool", True, "evaluate once at initialisation (step 0)"),
+)
 
 #: dataset -> (global size, local size, patch size)
 CROP_GEOMETRY = {"cifar100": (32, 16, 4), "objects": (32, 16, 4), "textures": (32, 16, 4),
@@ -41,13 +67,7 @@ CROP_GEOMETRY = {"cifar100": (32, 16, 4), "objects": (32, 16, 4), "textures": (3
 
 
 def _options(cfg: Any) -> dict[str, Any]:
-    unknown = sorted(set(cfg.task_options) - set(DINO_OPTIONS))
-    if unknown:
-        raise ConfigError(f"unknown task option {unknown[0]!r} for --task dino; available: {', '.join(DINO_OPTIONS)}")
-    opts = {**DINO_OPTIONS, **cfg.task_options}
-    if not isinstance(opts["head_bn"], bool):
-        raise ConfigError(f"--task dino: head_bn must be true or false, got {opts['head_bn']!r}")
-    return opts
+    return DinoSetup().option_values(cfg.task_options)
 
 
 def prepare_dino_data(cfg: Any, dm: Any) -> Any:
@@ -70,8 +90,6 @@ def prepare_dino_data(cfg: Any, dm: Any) -> Any:
         if s < patch or s % patch:
             raise ConfigError(f"--task dino: the {what} size {s} is not a positive multiple of the patch size {patch}; "
                               f"set --resolution / --task-option local_size=... / patch_size=...")
-    if int(opts["n_local"]) < 0:
-        raise ConfigError(f"--task dino: n_local must be >= 0, got {opts['n_local']}")
     jitter, gray = opts["colour_jitter"], opts["grayscale_p"]
     if (not isinstance(jitter, (list, tuple)) or len(jitter) != 4
             or not all(isinstance(v, (int, float)) and v >= 0 for v in jitter) or jitter[3] > 0.5):
@@ -108,7 +126,7 @@ dino_analyses = analyses_except("dino", {a: "it reads class logits" for a in ("r
 class DinoSetup(TaskSetup):
     """Self-supervised DINO pre-training with a k-NN / linear-probe evaluation (:class:`~.module.DinoTask`)."""
 
-    options = tuple(DINO_OPTIONS)
+    options = DINO_OPTIONS
     accepts = ("class",)  # the labels serve the k-NN / linear-probe evaluation only
     modalities = ("image",)
 

@@ -47,19 +47,14 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, SumMetric
 
 from pebench.core.errors import ConfigError
-from pebench.models.scene_tokenizer import PATCHINGS, SceneTokenizer, _knn, knn_interpolate
+from pebench.models.scene_tokenizer import PATCHINGS, SceneTokenizer, knn_interpolate, masked_knn
 from pebench.models.tokenizers import TokenBatch
 from pebench.models.vit import build_backbone, check_attn_window, model_config
 from pebench.tasks.classification.module import NonFiniteLossError, SkippedSampleCount, split_batch, warmup_cosine
 
 from .miou import SegmentationMetrics
 
-__all__ = ["SegmentationTask", "SEGMENTATION_DEFAULTS"]
-
-#: task options (``--task-option KEY=VALUE``) and their defaults (``patch_size`` None: the datamodule's
-#: ``tokenizer_options()["patch_size"]``, else 32)
-SEGMENTATION_DEFAULTS: dict[str, Any] = {"patching": "serialize", "patch_size": None, "coord_scale": 1.0,
-                                         "interp_k": 3, "attn_window": None}
+__all__ = ["SegmentationTask"]
 
 
 class SegmentationTask(SkippedSampleCount, L.LightningModule):
@@ -139,7 +134,7 @@ class SegmentationTask(SkippedSampleCount, L.LightningModule):
         k = int(self.hparams.interp_k)
         up = knn_interpolate(self.token_proj(tokens), centres, tb.mask, coord, mask, k=k)  # (B, M, 64)
         with torch.no_grad():
-            _, nearest = _knn(coord, centres, tb.mask, 1)  # (B, M, 1)
+            _, nearest = masked_knn(coord, centres, tb.mask, 1)  # (B, M, 1)
         near = torch.gather(centres, 1, nearest.expand(-1, -1, 3))  # (B, M, 3)
         own = self.point_mlp(torch.cat([feat, (coord - near) * 10.0], -1))  # (B, M, 32); offset in dm
         return self.head(torch.cat([up, own], -1))  # (B, M, C)

@@ -3,7 +3,7 @@ from a RunConfig and a scene datamodule (``scannet``, ``primitives-scene``, ``nu
 
 Run options map as for classification (``lr``, ``weight_decay``, ``warmup_epochs``, ``drop_path``,
 ``rpt``); ``--class-token`` does not apply (per-point predictions come from the patch tokens).
-``--task-option KEY=VALUE`` (:data:`~.module.SEGMENTATION_DEFAULTS`):
+``--task-option KEY=VALUE`` (declared in :data:`SEGMENTATION_OPTIONS`):
 
 * ``patching``: ``serialize`` (z-order serialization, default) or ``fps`` (FPS + kNN);
 * ``patch_size``: points per patch ``K`` (default: the dataset's, ``tokenizer_options()["patch_size"]``:
@@ -31,37 +31,39 @@ from typing import Any
 
 from pebench.analysis.evaluators import ANALYSIS_NAMES, TaskAnalyses
 from pebench.core.errors import ConfigError
+from pebench.core.options import Option
 from pebench.models.scene_tokenizer import PATCHINGS
 from pebench.tasks.base import TaskSetup, analyses_except, register_task
 
 from . import shift
-from .module import SEGMENTATION_DEFAULTS, SegmentationTask
+from .module import SegmentationTask
 
-__all__ = ["SegmentationSetup", "build_segmentation_task", "segmentation_analyses", "segmentation_options",
+__all__ = ["SegmentationSetup", "SEGMENTATION_OPTIONS", "SEGMENTATION_DEFAULTS", "build_segmentation_task",
+           "segmentation_analyses", "segmentation_options",
            "SEGMENTATION_ANALYSES"]
 
 
+#: the ``--task-option`` keys of the segmentation task (see the module docstring)
+SEGMENTATION_OPTIONS: tuple[Option, ...] = (
+    Option("patching", "str", "serialize", "serialize (z-order serialization) or fps (FPS + kNN)", choices=PATCHINGS),
+    Option("patch_size", "int", None, "points per patch K", minimum=1,
+           none_means="the dataset's (tokenizer_options), else 32"),
+    Option("coord_scale", "float", 1.0, "factor on the token centres (metres) the PE sees", minimum=0.0,
+           minimum_inclusive=False),
+    Option("interp_k", "int", 3, "token centres interpolated per point", minimum=1),
+    Option("attn_window", "int", None, "tokens per attention window (an integer >= 2; needs patching=serialize)",
+           none_means="full attention over a scene's tokens"),
+)
+#: task option -> its default (``patch_size`` None: the datamodule's ``tokenizer_options()["patch_size"]``, else 32)
+SEGMENTATION_DEFAULTS: dict[str, Any] = {o.name: o.default for o in SEGMENTATION_OPTIONS}
+
+
 def segmentation_options(cfg: Any, dm: Any = None) -> dict[str, Any]:
-    """``cfg.task_options`` over the defaults, validated (one-line :class:`ConfigError`)."""
-    opts = {**SEGMENTATION_DEFAULTS, **dict(cfg.task_options)}
+    """``cfg.task_options`` over the declared defaults, checked (one-line :class:`ConfigError`)."""
+    opts = SegmentationSetup().option_values(cfg.task_options)
     if opts["patch_size"] is None:
         tok = dm.tokenizer_options() if hasattr(dm, "tokenizer_options") else {}
         opts["patch_size"] = tok.get("patch_size", 32)
-    if opts["patching"] not in PATCHINGS:
-        raise ConfigError(f"--task segmentation: unknown patching {opts['patching']!r}; available: {', '.join(PATCHINGS)}")
-    for key in ("patch_size", "interp_k"):
-        try:
-            opts[key] = int(opts[key])
-        except (TypeError, ValueError):
-            opts[key] = 0
-        if opts[key] < 1:
-            raise ConfigError(f"--task segmentation: {key} must be an integer >= 1, got {cfg.task_options.get(key)!r}")
-    try:
-        opts["coord_scale"] = float(opts["coord_scale"])
-    except (TypeError, ValueError):
-        opts["coord_scale"] = 0.0
-    if not opts["coord_scale"] > 0:
-        raise ConfigError(f"--task segmentation: coord_scale must be a number > 0, got {cfg.task_options.get('coord_scale')!r}")
     return opts
 
 
@@ -111,7 +113,7 @@ def _extra_results(task: Any) -> dict[str, Any]:
 class SegmentationSetup(TaskSetup):
     """3-D scene segmentation: per-point labels from patch tokens (:class:`~.module.SegmentationTask`)."""
 
-    options = tuple(SEGMENTATION_DEFAULTS)
+    options = SEGMENTATION_OPTIONS
     dense = True
     accepts = ("point-labels",)
     modalities = ("points",)
