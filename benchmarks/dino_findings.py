@@ -27,6 +27,7 @@ import io
 import json
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
 
 from .reports import fill, reproduced, shown, write_report
+from .verdicts import FWER, Family, basis, fmt_p, selection, two_pass
 
 SETS = ("objects", "textures")
 #: the factors benchmarks/dino_shortcut.py measures, in table order, and the file each run keeps them in
@@ -72,16 +74,24 @@ def _ci(values: list[float], fmt: str = "{:.1f}") -> str:
     return fmt.format(m) + ("" if ci is None else " [" + fmt.format(ci[0]) + ", " + fmt.format(ci[1]) + "]")
 
 
-def _paired(diffs: list[float], fmt: str = "{:+.1f}") -> tuple[str, str]:
-    """``(text, verdict)``: mean paired difference with its 95 % Student-t interval and paired t-test;
-    verdict ``above`` / ``below`` when the interval excludes 0 on that side and p < 0.05, else ``neither``."""
+def _paired(diffs: list[float], fmt: str = "{:+.1f}", fam: Family | None = None,
+            weights: str = "") -> tuple[str, str]:
+    """``(text, verdict)``: mean paired difference with its 95 % Student-t interval and paired t-test. With
+    ``fam`` (a verdict) the test enters the report's family and the verdict is ``above`` / ``below`` when the
+    Holm-adjusted p is below FWER on that side, else ``neither``; without it the text is a measurement and the
+    verdict ``neither``."""
     pt = paired_t_interval(diffs)
     if pt is None:
         return "n < 2", "neither"
-    m, lo, hi, p, sig = pt
-    text = f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}], paired t-test p = {p:.2g}, {len(diffs)} seeds"
-    if sig and p < 0.05:
-        return text, "above" if lo > 0 else "below"
+    m, lo, hi, p, _ = pt
+    if fam is None:
+        return f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}], paired t-test p = {p:.2g}, {len(diffs)} seeds", \
+            "neither"
+    adj = fam.p(p)
+    text = (f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}], paired t-test {fmt_p(p, adj)}, "
+            f"{basis(len(diffs), weights, False)}")
+    if adj < FWER:
+        return text, "above" if m > 0 else "below"
     return text, "neither"
 
 
@@ -89,7 +99,13 @@ CLAIM = {"above": "reproduced", "below": "contradicted", "neither": "not shown"}
 
 
 def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] | None = None) -> str:
+    """The table and the verdicts; the verdicts' tests are one Holm family (benchmarks/verdicts.py)."""
+    return two_pass("every verdict of this report", lambda fam: _summarise(data, missing, fam))[0]
+
+
+def _summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] | None, fam: Family) -> str:
     lines: list[str] = []
+    weights = selection([SimpleNamespace(raw=r) for runs in data.values() for r in runs.values()])
     keys = sorted(data, key=lambda k: (SETS.index(k[0]) if k[0] in SETS else 9, pe_sort_key(k[1])))
     if not keys:
         return "No complete DINO runs with EED checkpoints were found."
@@ -124,11 +140,12 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
         k1 = [100 * runs[s]["metrics"]["test/knn_top1"] for s in seeds]
         l0 = [100 * runs[s]["metrics"].get("test/linear_top1_init", float("nan")) for s in seeds]
         l1 = [100 * runs[s]["metrics"].get("test/linear_top1", float("nan")) for s in seeds]
-        gain_text, gain_side = _paired([b - a for a, b in zip(k0, k1)])
+        gain_text = _paired([b - a for a, b in zip(k0, k1)])[0]  # the table's measurement
+        gain_test, gain_side = _paired([b - a for a, b in zip(k0, k1)], fam=fam, weights=weights)
         gained = sum(1 for a, b in zip(k0, k1) if b > a)
         learned[key] = gain_side == "above" and gained == len(seeds)  # the interval and every seed
         gain_sides[key] = gain_side
-        gained_seeds[key] = f"{gained} of {len(seeds)} seeds gained"
+        gained_seeds[key] = f"{gained} of {len(seeds)} seeds gained; gain {gain_test}"
         linear_gains[key] = _paired([b - a for a, b in zip(l0, l1)])[0]
         e0 = np.array([runs[s]["eed_checkpoints"][0]["eed_percent"] for s in seeds], dtype=float)  # (S, L)
         e1 = np.array([runs[s]["eed_checkpoints"][-1]["eed_percent"] for s in seeds], dtype=float)
@@ -141,8 +158,10 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
     lines.append("")
     lines.append("#### Verdicts")
     lines.append("")
+    lines.append(fam.rule())
+    lines.append("")
     lines.append("- **DINO learned the set** (k-NN gain over the same model at initialisation above 0: its "
-                 "interval and t-test, and every seed):")
+                 "Holm-adjusted t-test, and every seed):")
     for key in keys:
         word = ("yes" if learned[key] else
                 {"above": "not shown", "below": "no: k-NN fell", "neither": "not shown"}[gain_sides[key]])
@@ -157,7 +176,7 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
         if not learned[key]:
             lines.append(f"  - {key[1]}: **not testable** (DINO did not learn `objects` with this PE)")
             continue
-        text, side = _paired(list(dips[key].values()))
+        text, side = _paired(list(dips[key].values()), fam=fam, weights=weights)
         lines.append(f"  - {key[1]}: **{CLAIM[side]}** (dip {text})")
     lines.append("- **The texture-centric profile is flatter than the object-centric one** (dip on `objects` "
                  "minus dip on `textures`, paired by seed, above 0):")
@@ -169,7 +188,7 @@ def summarise(data: dict[tuple[str, str], dict[int, dict]], missing: list[str] |
             lines.append(f"  - {pe}: **not testable** (DINO did not learn both sets with this PE)")
             continue
         diffs = [dips[a][s] - dips[b][s] for s in sorted(set(dips[a]) & set(dips[b]))]
-        text, side = _paired(diffs)
+        text, side = _paired(diffs, fam=fam, weights=weights)
         lines.append(f"  - {pe}: **{CLAIM[side]}** ({text})")
     lines.append("- **The PE changes the bottleneck** (dip of each PE minus the dip of `none`, paired by seed; "
                  "measured, no prediction):")
@@ -396,8 +415,8 @@ Each panel has its own y-axis; every panel spans less than 1 EED point.
 
 ### What it says, and what it does not
 
-The verdicts above are the findings: which set DINO learned with which PE (interval, t-test and
-every seed), and the EED claims only where it did; a PE under *not testable* or *not shown* is not
+The verdicts above are the findings: which set DINO learned with which PE (the t-test, Holm-adjusted
+over the report's verdicts, and every seed), and the EED claims only where it did; a PE under *not testable* or *not shown* is not
 read further here. Two notes on reading the table, not verdicts:
 
 - Additive PEs (the APE and sinusoidal tables) add their own variance to every token, at
