@@ -82,7 +82,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Subset
 
-from pebench.core.errors import UserError
+from pebench.core.errors import ConfigError, UserError
 from pebench.encodings.coords import canonical_grid_coords
 from pebench.models.tokenizers import ResolutionError
 
@@ -271,20 +271,20 @@ class TimmTask(nn.Module):
         options = dict(model_options or {})
         for key in ("pretrained", "dynamic_img_size", "num_classes"):
             if key in options:
-                raise ValueError(f"model option {key!r} is set by bench analyze itself")
+                raise ConfigError(f"model option {key!r} is set by bench analyze itself")
         if not timm.is_model(name):
             close = difflib.get_close_matches(name, timm.list_models(), n=3)
-            raise ValueError(f"unknown timm model {name!r}" + (f"; did you mean {', '.join(close)}?" if close else ""))
+            raise ConfigError(f"unknown timm model {name!r}" + (f"; did you mean {', '.join(close)}?" if close else ""))
         self.hparams = {"name": name, "model_options": options, "num_classes": int(num_classes),
                         "input_affine": input_affine, "head_classes": int(head_classes)}
         try:
             self.model = timm.create_model(name, pretrained=False, num_classes=int(num_classes),
                                            dynamic_img_size=True, **options)
         except (TypeError, AssertionError) as e:  # an option the model does not take, or a bad value
-            raise ValueError(f"timm model {name!r} with options {options}: "
+            raise ConfigError(f"timm model {name!r} with options {options}: "
                              f"{' '.join(str(e).split()) or type(e).__name__}") from None
         if not isinstance(self.model, SUPPORTED_CLASSES):
-            raise ValueError(f"timm model {name!r} is a {type(self.model).__name__}; bench analyze reads "
+            raise ConfigError(f"timm model {name!r} is a {type(self.model).__name__}; bench analyze reads "
                              f"timm's {' and '.join(c.__name__ for c in SUPPORTED_CLASSES)} models")
         self.backbone = _Backbone(self.model)
         self.tokenizer = _PatchGrid(self.model.patch_embed.patch_size)

@@ -50,7 +50,8 @@ def run_example(workdir: Path) -> str:
             rc = main(COMMAND[1:])
         if rc != 0:
             raise SystemExit(f"bench analyze exited with {rc}")
-        run_dir = Path("runs/shapes/ape/timm:vit_tiny_patch16_224/seed0")
+        (res_path,) = Path("runs").glob("*/*/*/seed0/results.json")  # the one run directory, as bench named it
+        run_dir = res_path.parent
         source = json.loads((run_dir / "results.json").read_text())["model_source"]
         files = sorted(p.name for p in run_dir.iterdir())
     finally:

@@ -20,10 +20,12 @@ family (``pe`` in results.json)        analyses
 EVA02)                                 extrapolation (APE resampled, RoPE on the larger grid)
 =====================================  ==============================================================
 
-Run directory: ``<out>/<dataset>/<pe>/timm:<name>/seed<S>/`` -- the ``<dataset>/<pe>/<model>/seed<S>``
-layout of ``bench run`` with the model named ``timm:<name>`` and ``pe`` the model's native PE family,
-so ``bench runs --pe``/``--model`` filters and the leaderboard's (dataset, PE, model) grouping read it
-like any other run. ``results.json`` has the keys of a ``bench run`` result (``task: "analysis"``,
+Run directory: ``<out>/<dataset>/<pe>/timm-<name>/seed<S>/`` -- the ``<dataset>/<pe>/<model>/seed<S>``
+layout of ``bench run`` with ``pe`` the model's native PE family and the model's folder named portably
+(:func:`model_folder`: no ``:``, which Windows and SMB shares refuse in a file name and rsync / scp read as
+``host:path``); ``results.json``'s ``model`` is the ``--model`` given (``timm:<name>``), so ``bench runs
+--pe``/``--model`` filters and the leaderboard's (dataset, PE, model) grouping read it like any other run.
+``results.json`` has the keys of a ``bench run`` result (``task: "analysis"``,
 ``metrics`` = the head's ``val/acc1`` and, for the probe, ``probe/train_acc1``) plus
 ``model_source = {"library": "timm", "name", "checkpoint", "checkpoint_sha256", "checkpoint_format",
 "weights_sha256", "model_options", ...}`` (with an archive also ``checkpoint_member`` and
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import shlex
 import signal
 import sys
@@ -58,6 +61,7 @@ from pebench.analysis.pretrained import (
     input_affine_for,
     pe_family,
 )
+from pebench.analysis.progress import reporting
 from pebench.core.errors import ConfigError
 from pebench.core.io import atomic_write_json
 from pebench.datamodules import get_datamodule_class
@@ -67,10 +71,16 @@ from pebench.runner.provenance import git_sha, versions
 from pebench.runner.resume import InterruptSignals, RunInterrupted
 from pebench.runner.run import load_registries
 
-__all__ = ["run_analyze", "MODEL_PREFIX", "DEFAULT_PROBE_SAMPLES", "default_resolutions"]
+__all__ = ["run_analyze", "MODEL_PREFIX", "DEFAULT_PROBE_SAMPLES", "default_resolutions", "model_folder"]
 
 MODEL_PREFIX = "timm:"
 DEFAULT_PROBE_SAMPLES = 1024
+
+
+def model_folder(spec: str) -> str:
+    """The run directory's folder for ``--model spec``: ``timm:<name>`` -> ``timm-<name>``, every character
+    other than letters, digits and ``._+-`` written as ``-`` (portable to Windows, SMB shares, rsync / scp)."""
+    return re.sub(r"[^A-Za-z0-9._+-]", "-", spec)
 
 
 def default_resolutions(resolution: tuple[int, ...], patch: tuple[int, ...]) -> list[str]:
@@ -196,9 +206,11 @@ def analyze_command(args: argparse.Namespace) -> str:
 def run_analyze(args: argparse.Namespace) -> int:
     """``bench analyze``: check everything, then write ``results.json`` (and the plots) of the run.
 
-    Progress goes to stderr, one line per stage (checkpoint, probe, accuracy, each analysis with its time;
-    ``--no-progress-bar``: none). SIGINT / SIGTERM end it with ``status: interrupted`` and ``resume_command``
-    (the command that runs it again: an analysis run has no checkpoint of its own to resume from)."""
+    Progress goes to stderr, one line per stage (checkpoint, probe, accuracy, each analysis with its time and
+    each unit of an analysis' work, :mod:`pebench.analysis.progress`; ``--no-progress-bar``: none), the first
+    once every input is checked: a user error is the only line printed. SIGINT / SIGTERM end it with ``status:
+    interrupted`` and ``resume_command`` (the command that runs it again: an analysis run has no checkpoint of
+    its own to resume from)."""
     t0 = time.time()
     progress = bool(getattr(args, "progress_bar", True))
 
@@ -206,14 +218,15 @@ def run_analyze(args: argparse.Namespace) -> int:
         if progress:
             print(f"bench analyze: {text}", file=sys.stderr, flush=True)
 
-    say(f"reading checkpoint {args.checkpoint} and the dataset {args.dataset!r} ...")
     flush_denormals()  # as in bench run (see pebench.runner.numerics)
-    parts = _prepare(args)
+    parts = _prepare(args)  # silent: a user error is the one line printed, before any stage line or file
+    say(f"checkpoint {args.checkpoint} read and checked against timm:{parts['name']}, dataset {args.dataset!r} "
+        f"ready ({time.time() - t0:.1f} s)")
     task, dm, config, pe = parts["task"], parts["dm"], parts["config"], parts["pe"]
     if torch.cuda.is_available():
         task = task.cuda()
     task.eval()
-    run_dir = Path(args.out) / args.dataset / pe / config["model"] / f"seed{args.seed}"
+    run_dir = Path(args.out) / args.dataset / pe / model_folder(config["model"]) / f"seed{args.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
         "dataset": args.dataset, "pe": pe, "variant": pe, "model": config["model"], "seed": args.seed,
@@ -249,7 +262,8 @@ def run_analyze(args: argparse.Namespace) -> int:
             say(f"analysis {i}/{len(parts['names'])}: {name} ...")
             t_a = time.perf_counter()
             try:
-                out = run_analyses(task, dm, [name], run_dir, config)
+                with reporting(say if progress else None):  # the analysis' own steps (passes, sizes, alphas)
+                    out = run_analyses(task, dm, [name], run_dir, config)
             except Exception as e:  # noqa: BLE001 - recorded; the run is then not "complete"
                 errors[name] = f"{type(e).__name__}: {e}"
                 print(f"bench: warning: analysis {name!r} failed: {errors[name]}", file=sys.stderr)

@@ -4,6 +4,7 @@ and the command that runs it again, in results.json and in the one line the CLI 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 
@@ -35,11 +36,72 @@ def command(tmp_path):
 def test_progress_lines_per_stage_and_analysis(command, capsys):
     assert main(command) == 0
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("bench analyze:")]
-    assert any("reading checkpoint" in ln for ln in err) and any("linear probe" in ln for ln in err)
+    assert err[0].startswith("bench analyze: checkpoint ") and "read and checked" in err[0], err
+    assert any("linear probe" in ln for ln in err)
     for i, name in enumerate(["geometry", "robustness"], 1):
         assert any(ln.startswith(f"bench analyze: analysis {i}/2: {name} done in") for ln in err), err
+    # inside geometry, one line per pass over the probe (each yields every layer): clean, K = 2 RPI
+    # permutations of the model, K of its untrained twin
+    passes = [ln.split(": ", 2)[2] for ln in err if ln.startswith("bench analyze: geometry: pass")]
+    assert [p.split(" done in ")[0] for p in passes] == [
+        "pass 1/5 (clean tokens, 2 layers)", "pass 2/5 (RPI permutation 1/2)", "pass 3/5 (RPI permutation 2/2)",
+        "pass 4/5 (RPI permutation 1/2, untrained twin)", "pass 5/5 (RPI permutation 2/2, untrained twin)"], err
+    # the alpha sweep: one line per alpha (none from the geometry it runs); extrapolation: one per size
+    assert main(_with(command, "--analyses", "alpha,extrapolation")) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("bench analyze:")]
+    alphas = [ln for ln in err if ln.startswith("bench analyze: alpha: alpha ")]
+    assert len(alphas) == 8 and "alpha 1/8 (alpha = 1) done in" in alphas[0], err
+    assert not any("geometry: pass" in ln for ln in err), err
+    sizes = [ln.split(" done in ")[0] for ln in err if ln.startswith("bench analyze: extrapolation: size")]
+    assert sizes == ["bench analyze: extrapolation: size 1/2 (32)", "bench analyze: extrapolation: size 2/2 (64)"]
     assert main([*command, "--no-progress-bar"]) == 0
     assert "bench analyze:" not in capsys.readouterr().err
+
+
+def _with(command: list[str], flag: str, value: str) -> list[str]:
+    """``command`` with ``flag``'s value replaced (or the pair appended)."""
+    out = list(command)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+    else:
+        out += [flag, value]
+    return out
+
+
+#: each bad input of bench analyze: (flag, value, words of its one-line error)
+BAD_INPUT = [("--checkpoint", "missing.safetensors", "does not exist"),
+             ("--analyses", "geometri", "unknown analysis 'geometri'"),
+             ("--resolution", "30", "not divisible by the patch size"),
+             ("--model", "timm:vit_no_such_model", "unknown timm model"),
+             ("--model", "vit_tiny_patch16_224", "--model must be timm:<name>"),
+             ("--dataset", "no-such-data", "no-such-data"),
+             ("--dataset", "moving-shapes", "reads image datasets"),
+             ("--analysis-option", "no_such_option=1", "unknown analysis option"),
+             ("--model-option", "embed_dim=64", "does not fit the model"),
+             ("--resolutions", "33", "33"),
+             ("--probe-samples", "0", "--probe-samples")]
+
+
+@pytest.mark.parametrize("flag, value, words", BAD_INPUT, ids=[f"{f}={v}" for f, v, _ in BAD_INPUT])
+def test_bad_input_is_the_only_line_and_nothing_is_written(command, capsys, tmp_path, flag, value, words):
+    """A user error comes before any stage line: stderr holds the one error line, stdout nothing, no folder."""
+    assert main(_with(command, flag, value)) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1 and lines[0].startswith("bench: error:") and words in lines[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_directory_names_are_portable(command, tmp_path):
+    """No ``:`` (Windows, SMB shares, rsync / scp ``host:path``): the model's folder is ``timm-<name>``, while
+    results.json keeps the --model given."""
+    assert main([*command, "--no-progress-bar"]) == 0
+    (res_path,) = (tmp_path / "out").rglob("results.json")
+    rel = res_path.parent.relative_to(tmp_path / "out")
+    assert rel.as_posix() == "shapes/ape/timm-vit_tiny_patch16_224/seed0"
+    assert all(re.fullmatch(r"[A-Za-z0-9._+-]+", part) for part in rel.parts)
+    assert json.loads(res_path.read_text(encoding="utf-8"))["model"] == "timm:vit_tiny_patch16_224"
+    assert analyze.model_folder("timm:a/b c") == "timm-a-b-c"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
