@@ -75,7 +75,7 @@ class CIFAR100DataModule(ImageDataModule):
                    "from Tiny Images)"),
         url="https://www.cs.toronto.edu/~kriz/cifar.html",
         licence="not stated (the page asks users to cite the 2009 report)",
-        size="cifar-100-python.tar.gz (169 MB); 50,000 training and 10,000 test images of 32 x 32 px, 100 classes",
+        size="cifar-100-python.tar.gz (161 MB); 50,000 training and 10,000 test images of 32 x 32 px, 100 classes",
         writer=("``torchvision.datasets.CIFAR100(root, download=True)`` (downloads and unpacks "
                 "``<root>/cifar-100-python/``)"),
     )

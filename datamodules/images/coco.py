@@ -244,8 +244,8 @@ class CocoDataModule(CocoFormatDataModule):
     source = DataSource(
         publisher="the COCO Consortium (Lin et al. 2014, Microsoft COCO)",
         url="https://cocodataset.org/#download",
-        licence=("annotations: CC BY 4.0; images: not owned by COCO, used under the Flickr Terms of Use "
-                 "(cocodataset.org/#termsofuse)"),
+        licence=("annotations: CC BY 4.0; images: the COCO Consortium does not own their copyright, and their use "
+                 "must abide by the Flickr Terms of Use (cocodataset.org/#termsofuse)"),
         size=("train2017.zip (18 GB, 118,287 images), val2017.zip (1 GB, 5,000 images), annotations_trainval2017.zip "
               "(241 MB)"),
         writer=("none: unzip the three archives into the root (``torchvision.datasets.CocoDetection`` reads the same "

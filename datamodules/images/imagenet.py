@@ -131,7 +131,7 @@ class ImageNet100DataModule(_ClassFolderModule):
                    "imagenet100.txt)"),
         url="https://github.com/HobbitLong/CMC",
         licence="ImageNet Terms of Access (as ``imagenet``): non-commercial research and educational purposes only",
-        size="no separate download: 100 of ImageNet-1K's classes (about 130,000 training and 5,000 validation images)",
+        size="no separate download: 100 of ImageNet-1K's classes (126,689 training and 5,000 validation images)",
         writer="as ``imagenet`` (``torchvision.datasets.ImageNet``); a full ImageNet-1K root is filtered",
     )
     n_classes = 100
@@ -167,7 +167,8 @@ class ImageNetV2DataModule(_EvalOnlyModule):
     source = DataSource(
         publisher="Recht, Roelofs, Schmidt and Shankar 2019 (Do ImageNet Classifiers Generalize to ImageNet?)",
         url="https://github.com/modestyachts/ImageNetV2",
-        licence="not stated",
+        licence=("code: MIT; the repository says that licence does not cover the images, which come from Flickr "
+                 "with its licence information and can be used the same way as the original ImageNet dataset"),
         size="imagenetv2-matched-frequency.tar.gz; 10,000 test images, 10 per class",
         writer="none: untar into the root (the archive holds ``imagenetv2-matched-frequency-format-val/<0..999>/``)",
     )
@@ -188,7 +189,7 @@ class ImageNetRDataModule(_EvalOnlyModule):
     source = DataSource(
         publisher="Hendrycks et al. 2021 (The Many Faces of Robustness)",
         url="https://github.com/hendrycks/imagenet-r",
-        licence="not stated",
+        licence="not stated (the repository's README states none)",
         size="imagenet-r.tar; 30,000 renditions of 200 ImageNet-1K classes",
         writer="none: untar into the root (the archive holds ``imagenet-r/<wnid>/``)",
     )
@@ -210,8 +211,8 @@ class ImageNetHRDataModule(_EvalOnlyModule):
     source = DataSource(
         publisher="Fuller et al. 2024 (LookHere, NeurIPS 2024)",
         url="https://huggingface.co/datasets/antofuller/ImageNet-HR",
-        licence="not stated",
-        size="high-resolution test images of the 1,000 ImageNet-1K classes (a Hugging Face dataset)",
+        licence="MIT (the Hugging Face dataset card's licence field)",
+        size="5,000 test images of 1024 x 1024 px for the 1,000 ImageNet-1K classes (a Hugging Face dataset)",
         writer="none: save the dataset's images into class folders named by wnid or 1K index",
     )
     expected_layout = "<root>/<wnid or class index 0..999>/<image> (ImageNet-HR high-resolution test images)"

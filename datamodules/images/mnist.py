@@ -20,7 +20,10 @@ Geometry: native 28 px with patch 4, a 7x7 token grid (the small-image ViT setti
 32 px / 4 = 8x8). ``--resolution S`` resamples every image to ``S x S`` (bilinear, antialiased), so
 the extrapolation analysis sees the same images at ``S = 28, 40, 56, 84, 112``. One input channel
 (``in_chans = 1``), standardised with the training file's pixel mean and std (Fashion-MNIST 0.2860 /
-0.3530, MNIST 0.1307 / 0.3081, of the 60,000 training images scaled to [0, 1]).
+0.3530, MNIST 0.1307 / 0.3081, of the 60,000 training images scaled to [0, 1]). ``--data-option
+channels=3`` repeats the grey image over three channels (``in_chans = 3``, the same mean / std in each),
+the input of a pretrained RGB model: with ``--resolution 224``, ``bench analyze --model
+timm:vit_small_patch14_dinov2 --dataset fashion-mnist`` sees the images upsampled to the model's 224 px.
 
 Augmentation (train only): ``RandomResizedCrop(scale 0.7-1, ratio 0.9-1.1)``, plus a horizontal flip
 for Fashion-MNIST (garments are left-right symmetric classes; digits are not, so MNIST is not flipped).
@@ -45,6 +48,8 @@ import numpy as np
 import torch
 import torchvision.transforms.v2 as v2
 from torch.utils.data import Dataset
+
+from pebench.core.errors import ConfigError
 
 from .._image_common import ImageDataModule, image_hw, require_dir
 from ..base import DataRootError, DataSource, int_option
@@ -127,10 +132,12 @@ def _parse(stems: tuple[str, str], paths: list[str], what: str) -> tuple[np.ndar
 
 
 class GrayArrayDataset(SkippingDataset):
-    """``(N, H, W)`` uint8 images + labels -> ``(float (1, S, S), label)`` through ``transform``."""
+    """``(N, H, W)`` uint8 images + labels -> ``(float (C, S, S), label)`` through ``transform`` (which makes
+    the ``channels`` = C, 1 or 3)."""
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray, transform: Callable, hw: tuple[int, int]) -> None:
-        super().__init__((1, *hw))
+    def __init__(self, images: np.ndarray, labels: np.ndarray, transform: Callable, hw: tuple[int, int],
+                 channels: int = 1) -> None:
+        super().__init__((channels, *hw))
         self.images, self.transform = images, transform
         self.targets = [int(t) for t in labels]
 
@@ -159,11 +166,15 @@ class _IDXDataModule(ImageDataModule):
     sha256: ClassVar[dict[str, str]] = {}
     option_help: ClassVar[dict[str, str]] = {
         "split_seed": "seed of the validation hold-out (independent of --seed)",
-        "val_per_class": "training images per class held out for validation (t10k is the test split)"}
+        "val_per_class": "training images per class held out for validation (t10k is the test split)",
+        "channels": "1 (grey), or 3: the grey image repeated over three channels, for pretrained RGB models"}
 
-    def __init__(self, split_seed: int = 0, val_per_class: int = 500, **kwargs: Any) -> None:
+    def __init__(self, split_seed: int = 0, val_per_class: int = 500, channels: int = 1, **kwargs: Any) -> None:
         self.split_seed = int_option(self.name, "split_seed", split_seed, minimum=0)
         self.val_per_class = int_option(self.name, "val_per_class", val_per_class)
+        self.in_chans = int_option(self.name, "channels", channels)  # type: ignore[misc]  # per instance
+        if self.in_chans not in (1, 3):
+            raise ConfigError(f"{self.name}: data option channels must be 1 or 3, got {channels!r}")
         super().__init__(**kwargs)
 
     def validate(self) -> None:
@@ -213,6 +224,8 @@ class _IDXDataModule(ImageDataModule):
     def transform(self, hw: tuple[int, int], train: bool) -> Callable:
         mean, std = self.normalisation()
         norm = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(list(mean), list(std))]
+        if self.in_chans == 3:  # the grey channel repeated (after any resize: one channel to resample)
+            norm.insert(0, v2.Grayscale(num_output_channels=3))
         if train:
             aug = [v2.RandomResizedCrop(hw, scale=self.rrc_scale, ratio=(0.9, 1.1), antialias=True)]
             aug += [v2.RandomHorizontalFlip()] if self.flip else []
@@ -227,7 +240,7 @@ class _IDXDataModule(ImageDataModule):
             images, labels = self.arrays("train")
             pick = self.split_indices()[0 if split == "train" else 1]
             images, labels = images[pick], labels[pick]
-        return GrayArrayDataset(images, labels, self.transform(hw, train), hw)
+        return GrayArrayDataset(images, labels, self.transform(hw, train), hw, self.in_chans)
 
     def test_dataset(self, resolution: tuple[int, ...] | None = None) -> Dataset:
         return self.make_dataset("test", train=False, resolution=resolution)
@@ -245,7 +258,8 @@ class MNISTDataModule(_IDXDataModule):
     source = DataSource(
         publisher="Yann LeCun, Corinna Cortes and Christopher J. C. Burges (LeCun et al. 1998)",
         url="http://yann.lecun.com/exdb/mnist/",
-        licence="not stated",
+        licence=("CC BY-SA 3.0, copyright Yann LeCun and Corinna Cortes, as the PyMVPA data page states "
+                 "(pymvpa.org/datadb/mnist.html); we could read no licence on the publisher's page"),
         size="four ``.gz`` IDX files (11 MB); 60,000 training and 10,000 test images of 28 x 28 px, 10 classes",
         writer="``torchvision.datasets.MNIST(root, download=True)``, then ``--data-root <root>/MNIST/raw``",
     )
@@ -258,7 +272,7 @@ class FashionMNISTDataModule(_IDXDataModule):
     source = DataSource(
         publisher="Zalando Research (Xiao, Rasul and Vollgraf 2017)",
         url="https://github.com/zalandoresearch/fashion-mnist",
-        licence="MIT",
+        licence="MIT (the repository's LICENSE; Debian's dataset-fashion-mnist calls it Expat, the same licence)",
         size="four ``.gz`` IDX files (30 MB); 60,000 training and 10,000 test images of 28 x 28 px, 10 classes",
         writer=("``apt-get install dataset-fashion-mnist`` (the default root), or "
                 "``torchvision.datasets.FashionMNIST(root, download=True)``, then ``--data-root "

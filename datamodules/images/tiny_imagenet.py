@@ -27,9 +27,9 @@ class TinyImageNetDataModule(ImageDataModule):
     source = DataSource(
         publisher="Stanford CS231n (Le and Yang 2015, Tiny ImageNet Visual Recognition Challenge)",
         url="http://cs231n.stanford.edu/tiny-imagenet-200.zip",
-        licence="not stated",
-        size=("tiny-imagenet-200.zip (237 MB); 100,000 training, 10,000 validation and 10,000 unlabelled test images "
-              "of 64 x 64 px, 200 classes"),
+        licence="not stated on any publisher page we could read (the canonical url is the archive itself)",
+        size=("tiny-imagenet-200.zip (248,100,043 bytes, about 248 MB); 100,000 training, 10,000 validation and "
+              "10,000 unlabelled test images of 64 x 64 px, 200 classes"),
         writer="none: unzip into the root",
     )
     expected_layout = ("<root>/tiny-imagenet-200/{wnids.txt, train/<wnid>/images/*.JPEG, val/images/*.JPEG, "

@@ -32,9 +32,10 @@ class UCMercedDataModule(ImageDataModule):
     source = DataSource(
         publisher="Yi Yang and Shawn Newsam, UC Merced (Yang and Newsam 2010)",
         url="http://weegee.vision.ucmerced.edu/datasets/landuse.html",
-        licence=("not stated (the page describes the images as extracted from USGS National Map Urban Area Imagery, "
-                 "public domain imagery)"),
-        size="UCMerced_LandUse.zip (317 MB); 2,100 images of 256 x 256 px, 21 classes of 100",
+        licence=("not stated (the images are extracted from the USGS National Map Urban Area Imagery collection, "
+                 "described as public domain imagery)"),
+        size=("UCMerced_LandUse.zip (332 MB, i.e. 317 MiB); 2,100 images, 256 x 256 px but for 44, 21 classes of "
+              "100"),
         writer="none: unzip into the root",
     )
     expected_layout = ("<root>/UCMerced_LandUse/Images/<21 classes>/*.tif (+ optional "

@@ -175,7 +175,8 @@ class ModelNet40DataModule(BenchDataModule):
     source = DataSource(
         publisher="Princeton ModelNet (Wu et al. 2015, 3D ShapeNets)",
         url="https://modelnet.cs.princeton.edu/",
-        licence="for academic research only; the CAD models' copyright stays with their authors (as the page states)",
+        licence=("provided for the convenience of academic research only; the CAD models' original authors hold "
+                 "their copyright; the labels are provided freely (as the page states)"),
         size="ModelNet40.zip; 12,311 CAD models (9,843 training, 2,468 test), 40 classes",
         writer=("``torch_geometric.datasets.ModelNet(root, name='40')`` (downloads ModelNet40.zip, unpacks it as "
                 "``<root>/raw/`` and writes ``<root>/processed/``)"),

@@ -124,7 +124,7 @@ class UCF101DataModule(BenchDataModule):
     source = DataSource(
         publisher="UCF Center for Research in Computer Vision (Soomro, Zamir and Shah 2012)",
         url="https://www.crcv.ucf.edu/data/UCF101.php",
-        licence="not stated",
+        licence="not stated on any publisher page we could read",
         size="UCF101.rar (6.5 GB) and UCF101TrainTestSplits-RecognitionTask.zip; 13,320 clips, 101 classes, 3 folds",
         writer=("none: unpack both archives into the root (``torchvision.datasets.UCF101(<root>/UCF-101, "
                 "<root>/ucfTrainTestlist, ...)`` reads the same files; it does not download)"),
