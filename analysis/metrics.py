@@ -10,7 +10,8 @@ the same functions as :mod:`.ssdc` / :mod:`.eed`:
   SSDC is computed on ``sim_sum / count``.
 * :class:`EEDMetric`: ``sum_x`` ``(D,)``, ``sum_xxT`` ``(D, D)``, ``count`` = number of tokens;
   the covariance is formed from these moments in float64 (EED% from ``compute()``, the top-1
-  eigenvalue share from ``compute_top1_share()``).
+  eigenvalue share from ``compute_top1_share()``, both from one eigendecomposition from
+  ``compute_with_top1_share()``).
 
 Float states default to float64 (``state_dtype``); torchmetrics keeps them in that dtype under
 ``.half()`` / ``.float()`` of the surrounding module.
@@ -23,7 +24,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from .eed import eed_from_moments, top1_share_from_moments
+from .eed import eed_and_top1_from_moments, eed_from_moments, top1_share_from_moments
 from .ssdc import _as_coords, _as_tokens, _check_distance, cosine_similarity_sum, ssdc_from_similarity
 
 __all__ = ["SSDCMetric", "EEDMetric", "LayerwiseGeometry"]
@@ -130,6 +131,13 @@ class EEDMetric(Metric):
         """Top-1 eigenvalue share ``λ_max / Σλ`` of the same covariance (0-dim float64)."""
         return top1_share_from_moments(self.sum_x, self.sum_xxT, self.count)
 
+    def compute_with_top1_share(self) -> tuple[Tensor, Tensor]:
+        """``(compute(), compute_top1_share())`` from one eigendecomposition of the covariance, on the states
+        synchronised across processes as ``compute()`` does (torchmetrics' ``sync_context``)."""
+        with self.sync_context(dist_sync_fn=self.dist_sync_fn, should_sync=self._to_sync,
+                               should_unsync=self._should_unsync):
+            return eed_and_top1_from_moments(self.sum_x, self.sum_xxT, self.count)
+
 
 class LayerwiseGeometry(nn.Module):
     """One :class:`SSDCMetric` and one :class:`EEDMetric` per layer.
@@ -162,10 +170,11 @@ class LayerwiseGeometry(nn.Module):
             e.update(t)
 
     def compute(self) -> dict[str, list[float]]:
+        eed = [m.compute_with_top1_share() for m in self.eed]  # one eigendecomposition per layer
         return {
             "ssdc": [float(m.compute()) for m in self.ssdc],
-            "eed_percent": [float(m.compute()) for m in self.eed],
-            "eed_top1_share": [float(m.compute_top1_share()) for m in self.eed],
+            "eed_percent": [float(v) for v, _ in eed],
+            "eed_top1_share": [float(t) for _, t in eed],
         }
 
     def reset(self) -> None:

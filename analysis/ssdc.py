@@ -298,6 +298,28 @@ def _neg_distance_pair_ranks(coords: Tensor, distance: str, decimals: int | None
     return _ranks_by_sorting_(neg.to(torch.int64))
 
 
+#: the last few ``{−D_ij}`` rank vectors (grids up to :data:`_CACHED_MAX_TOKENS` tokens), keyed by the coords'
+#: values, distance, rounding and device: every layer, permutation and pass of one geometry analysis ranks the
+#: same grid, and ranking it was half the time of an SSDC at N = 256 (0.09 of 0.16 s, loaded 2-core CPU)
+_DISTANCE_RANKS: dict[tuple, Tensor] = {}
+_CACHED_MAX_TOKENS = 1024
+
+
+def _distance_ranks(c: Tensor, distance: str, decimals: int | None, device: torch.device) -> Tensor:
+    """:func:`_neg_distance_pair_ranks`, remembered for small grids; a fresh copy each call (the caller
+    centres it in place)."""
+    if c.shape[0] > _CACHED_MAX_TOKENS:
+        return _neg_distance_pair_ranks(c, distance, decimals, device)
+    cpu = c.detach().to("cpu", torch.float64).contiguous()
+    key = (tuple(cpu.shape), cpu.numpy().tobytes(), distance, decimals, str(device))
+    ranks = _DISTANCE_RANKS.get(key)
+    if ranks is None:
+        ranks = _DISTANCE_RANKS[key] = _neg_distance_pair_ranks(c, distance, decimals, device)
+        while len(_DISTANCE_RANKS) > 4:
+            _DISTANCE_RANKS.pop(next(iter(_DISTANCE_RANKS)))
+    return ranks.clone()
+
+
 def ssdc_from_similarity(S: Tensor, coords: Tensor, distance: str = "l1", *,
                          decimals: int | None = 9) -> Tensor:
     """SSDC from a (batch-averaged) similarity matrix ``S`` ``(N, N)`` and ``coords`` ``(N, p)``.
@@ -313,7 +335,7 @@ def ssdc_from_similarity(S: Tensor, coords: Tensor, distance: str = "l1", *,
     if c.shape[0] != n:
         raise ValueError(f"S is ({n}, {n}) but coords has N = {c.shape[0]} tokens")
     rank_s = _average_ranks_(_upper_pairs(S.to(torch.float64)))  # (P,), P = N(N-1)/2
-    rank_neg_d = _neg_distance_pair_ranks(c, distance, decimals, S.device)  # (P,)
+    rank_neg_d = _distance_ranks(c, distance, decimals, S.device)  # (P,)
     return _pearson_of_ranks_(rank_s, rank_neg_d)
 
 
