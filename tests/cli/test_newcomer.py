@@ -6,11 +6,20 @@ a complete run is not retrained, a failed run's message names only files that ex
 the data is announced in one line and recorded, float16 autocast on a CPU is a one-line user error that
 creates nothing, and smoke runs stay off the leaderboard unless asked for. Runs are ``--fast-dev-run``-sized (64 training samples at 16 px);
 the default run's wall time is measured by ``bench perf e2e``, not here.
+
+The issue's items and where each is tried (all from an empty folder; all run in ``.ci/run``'s ``pytest -q``):
+1 rerun of a complete run, 2 a failed run's message, 3 an oversized batch, 4 smoke runs, 6 the README's
+examples write under the user's run folder, 9 ``16-mixed`` on a CPU: here; 5 ``bench analyze`` (progress,
+SIGINT / SIGTERM, portable folder names, bad input first): tests/cli/test_analyze_progress.py; 7 cross-references:
+tests/cli/test_cross_references.py; 8 where real data comes from: tests/cli/test_dataset_sources.py and
+tests/datamodules/test_library_layouts.py; 9 bounds errors before the heavy imports: tests/cli/test_cli.py
+(their latency: ``bench perf startup``; 6's default-run time: ``bench perf e2e``).
 """
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +157,25 @@ def test_smoke_runs_are_recorded_and_kept_off_the_leaderboard(empty_folder, caps
     assert named_files_missing(out) == []
     head = Path("runs/lb.md").read_text(encoding="utf-8")
     assert "from 1 complete run(s)" in head and "1 smoke run(s) left out" in head
+    # the README's html example, run where the README invites it: it writes beside the runs, nothing else
+    assert main(readme_command("bench leaderboard", "--format html")) == 0
+    assert Path("runs/LEADERBOARD.html").is_file() and sorted(p.name for p in empty_folder.iterdir()) == ["runs"]
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_command(prefix: str, *words: str) -> list[str]:
+    """The arguments (after ``bench``) of the README's one command line starting with ``prefix`` and holding
+    ``words``."""
+    lines = [ln.strip() for ln in README.read_text(encoding="utf-8").splitlines()
+             if ln.strip().startswith(prefix) and all(w in ln for w in words)]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0])[1:]
+
+
+def test_the_readme_examples_write_under_the_run_folder():
+    """Every ``--out`` of a README command is ``runs`` or under it: an example never writes over a file of the
+    repository it is run in (the committed LEADERBOARD.* at its root)."""
+    outs = re.findall(r"^bench .*?--out (\S+)", README.read_text(encoding="utf-8"), flags=re.M)
+    assert outs and all(o == "runs" or o.startswith("runs/") for o in outs), outs
