@@ -39,7 +39,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import lightning as L
 import torch
@@ -343,19 +343,9 @@ def _write_curves(run_dir: Path, results: dict[str, Any]) -> None:
             print(f"bench: warning: eed_checkpoints.png not written: {type(e).__name__}: {e}", file=sys.stderr)
 
 
-def run(cfg: RunConfig) -> dict[str, Any]:
-    """Train and evaluate one configuration; returns the results dict (see README)."""
-    t0 = time.time()
-    flush_denormals()  # CPU: denormals to zero (PaPE's logits underflow; see pebench.runner.numerics)
-    # before anything computes; config.yaml records the count in effect, so a rerun from it uses the same
-    cfg = dataclasses.replace(cfg, threads=set_intra_op_threads(cfg.threads))
-    parts = prepare(cfg, check_run_dir=True)
-    cfg, dm, task, trainer, run_dir = parts.cfg, parts.dm, parts.task, parts.trainer, parts.run_dir
-    rank0 = trainer.global_rank == 0
-    config = config_to_dict(cfg)
-    if rank0:
-        check_writable(cfg.out)
-    ckpt = resume_checkpoint_path(run_dir)
+def initial_results(cfg: RunConfig, parts: Prepared, config: dict[str, Any], ckpt: str | None) -> dict[str, Any]:
+    """The ``results.json`` of a run that starts now (status ``running``; the resumed checkpoint recorded)."""
+    dm, task, run_dir = parts.dm, parts.task, parts.run_dir
     results: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,  # pebench.core.schema: readers migrate older files
         "dataset": cfg.dataset, "pe": cfg.pe, "variant": variant_name(cfg), "pe_label": parts.pe_label,
@@ -381,6 +371,103 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001
             raise ConfigError(f"cannot resume from {ckpt}: corrupt or incompatible checkpoint "
                               f"({type(e).__name__}); delete it to start over") from None
+    return results
+
+
+def claim_run_dir(run_dir: Path, config: dict[str, Any], ckpt: str | None, write: Any) -> Any:
+    """Rank 0: lock ``run_dir`` (a second ``bench run`` on it stops here, exit 2), check it holds this
+    configuration, clear a previous run's artefacts (or keep a resumed one's log), write ``config.yaml`` and
+    ``results.json`` (``running``). Returns the lock."""
+    lock = run_dir_lock(run_dir)
+    atexit.register(lock.release)
+    try:
+        check_same_configuration(run_dir, config)  # again, now that no other run can write it
+        if ckpt is None:  # fresh start: drop artefacts of a previous (complete) run
+            for name in ("last.ckpt", "metrics.csv"):
+                (run_dir / name).unlink(missing_ok=True)
+        elif (run_dir / "metrics.csv").is_file():  # CSVLogger truncates it; keep the earlier attempt's log
+            n = len(list(run_dir.glob("metrics.attempt*.csv")))
+            os.replace(run_dir / "metrics.csv", run_dir / f"metrics.attempt{n}.csv")
+        atomic_write_yaml(run_dir / "config.yaml", {"schema_version": SCHEMA_VERSION, **config})
+        write("running")
+    except BaseException:  # e.g. a full disk: the directory is free again for the next attempt
+        lock.release()
+        raise
+    print(f"bench: run directory {run_dir}" + (f" (resuming from {Path(ckpt).name})" if ckpt else ""),
+          file=sys.stderr)
+    return lock
+
+
+def train_and_measure(cfg: RunConfig, parts: Prepared, ckpt: str | None, results: dict[str, Any]) -> str | None:
+    """Fit, then validate (and test, where the dataset has a held-out split) the weights ``--eval-checkpoint``
+    names; record metrics, the task's extra keys and the sample counts in ``results``. Returns the data problem
+    that makes the run incomplete (too many skipped samples), or ``None``."""
+    dm, task, trainer = parts.dm, parts.task, parts.trainer
+    trainer.fit(task, datamodule=dm, ckpt_path=ckpt)
+    evaluated = load_best(trainer, task)  # --eval-checkpoint best: the best validation's weights from here on
+    if evaluated is not None:
+        results["evaluated_checkpoint"] = evaluated
+    val = trainer.validate(task, datamodule=dm, verbose=False)
+    metrics = dict(val[0] if val else {})
+    if getattr(dm, "has_test_split", False):  # a held-out (e.g. out-of-distribution) test split: test/*
+        test = trainer.test(task, datamodule=dm, verbose=False)
+        metrics.update(test[0] if test else {})
+    results["metrics"] = {k: float(v) for k, v in sorted(metrics.items())}
+    results.update(parts.setup.extra_results(task))
+    results["val_samples"] = parts.counter.total
+    results["skipped_samples"], data_problem = skip_report(task, dm, parts.counter, cfg.max_skipped_fraction)
+    if getattr(dm, "tokens", "frames") == "spiking":  # how often the per-sample token cap was hit
+        results["token_cap"] = cap_report(dm.spiking.max_tokens, parts.counter.cap)
+    return data_problem
+
+
+def analyse_and_judge(cfg: RunConfig, parts: Prepared, config: dict[str, Any], results: dict[str, Any]) -> bool:
+    """Rank 0 after training: the analyses, the stopping record, the attention paths used and the curves, into
+    ``results``. Returns whether the run is complete as far as these go (analyses finished, not cut short by
+    an interruption or ``--max-time``)."""
+    dm, task, trainer, run_dir = parts.dm, parts.task, parts.trainer, parts.run_dir
+    no_samples = results["val_samples"] == 0 or (parts.counter.train_skipped and not parts.counter.train_kept)
+    extra, finished = _analyses(task, dm, [] if no_samples else list(parts.analyses), run_dir, config,
+                                hooks=parts.setup.analysis_hooks())
+    results.update(extra)
+    complete = finished or (extra.get("analyses") == "unavailable" and not parts.explicit_analyses)
+    stopped = stopped_record(trainer, cfg)
+    if stopped is not None:
+        results["stopped_at_target"] = stopped
+    ended_by_rule = bool(stopped and (stopped["reached"] or stopped["gave_up"]))  # not by --max-time
+    if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run
+                               and not ended_by_rule):
+        complete = False
+    results["attention_impl"] = attention_impls_used(task)  # per phase, as run (pebench.models.attention)
+    _write_curves(run_dir, results)
+    return bool(complete)
+
+
+def raise_failure(e: Exception, trainer: Any, run_dir: Path) -> NoReturn:
+    """Re-raise a run's failure (``results.json`` already says ``failed``): a DDP rendezvous failure as a user
+    error, a :class:`RunFailedError` saying whether a checkpoint was kept, anything else as the bug it is."""
+    if is_rendezvous_failure(e):
+        raise ConfigError(rendezvous_message(e, trainer), phase="run") from None
+    if isinstance(e, RunFailedError):  # say what is true about the files left behind
+        kept = "last.ckpt kept" if (run_dir / "last.ckpt").is_file() else "no checkpoint had been written yet"
+        raise RunFailedError(f"{e} (training stopped; {kept}; results.json status failed)") from None
+    raise e  # a bug: the CLI shows its traceback
+
+
+def run(cfg: RunConfig) -> dict[str, Any]:
+    """Train and evaluate one configuration; returns the results dict (see README)."""
+    t0 = time.time()
+    flush_denormals()  # CPU: denormals to zero (PaPE's logits underflow; see pebench.runner.numerics)
+    # before anything computes; config.yaml records the count in effect, so a rerun from it uses the same
+    cfg = dataclasses.replace(cfg, threads=set_intra_op_threads(cfg.threads))
+    parts = prepare(cfg, check_run_dir=True)
+    cfg, dm, trainer, run_dir = parts.cfg, parts.dm, parts.trainer, parts.run_dir
+    rank0 = trainer.global_rank == 0
+    config = config_to_dict(cfg)
+    if rank0:
+        check_writable(cfg.out)
+    ckpt = resume_checkpoint_path(run_dir)
+    results = initial_results(cfg, parts, config, ckpt)
 
     def write(status: str | None = None) -> None:
         if status:
@@ -389,43 +476,11 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         if rank0:
             atomic_write_json(run_dir / "results.json", _strict_json(results))
 
-    lock = None
-    if rank0:
-        lock = run_dir_lock(run_dir)  # a second `bench run` on this directory stops here (exit 2)
-        atexit.register(lock.release)
-        try:
-            check_same_configuration(run_dir, config)  # again, now that no other run can write it
-            if ckpt is None:  # fresh start: drop artefacts of a previous (complete) run
-                for name in ("last.ckpt", "metrics.csv"):
-                    (run_dir / name).unlink(missing_ok=True)
-            elif (run_dir / "metrics.csv").is_file():  # CSVLogger truncates it; keep the earlier attempt's log
-                n = len(list(run_dir.glob("metrics.attempt*.csv")))
-                os.replace(run_dir / "metrics.csv", run_dir / f"metrics.attempt{n}.csv")
-            atomic_write_yaml(run_dir / "config.yaml", {"schema_version": SCHEMA_VERSION, **config})
-            write("running")
-        except BaseException:  # e.g. a full disk: the directory is free again for the next attempt
-            lock.release()
-            raise
-        print(f"bench: run directory {run_dir}" + (f" (resuming from {Path(ckpt).name})" if ckpt else ""),
-              file=sys.stderr)
+    lock = claim_run_dir(run_dir, config, ckpt, write) if rank0 else None
     orig = install_samplers(dm, cfg.seed)
     signals = InterruptSignals()
     try:
-        trainer.fit(task, datamodule=dm, ckpt_path=ckpt)
-        evaluated = load_best(trainer, task)  # --eval-checkpoint best: the best validation's weights from here on
-        if evaluated is not None:
-            results["evaluated_checkpoint"] = evaluated
-        val = trainer.validate(task, datamodule=dm, verbose=False)
-        metrics = dict(val[0] if val else {})
-        if getattr(dm, "has_test_split", False):  # a held-out (e.g. out-of-distribution) test split: test/*
-            test = trainer.test(task, datamodule=dm, verbose=False)
-            metrics.update(test[0] if test else {})
-        results["metrics"] = {k: float(v) for k, v in sorted(metrics.items())}
-        results.update(parts.setup.extra_results(task))
-        results["val_samples"] = parts.counter.total
-        results["skipped_samples"], data_problem = skip_report(task, dm, parts.counter, cfg.max_skipped_fraction)
-        if getattr(dm, "tokens", "frames") == "spiking":  # how often the per-sample token cap was hit
-            results["token_cap"] = cap_report(dm.spiking.max_tokens, parts.counter.cap)
+        data_problem = train_and_measure(cfg, parts, ckpt, results)
         if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()  # analyses run on rank 0 alone
@@ -435,21 +490,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         if data_problem:  # status incomplete with the reason; no analyses on an empty split
             results["incomplete_reason"] = data_problem
             print(f"bench: warning: {data_problem}", file=sys.stderr)
-        no_samples = results["val_samples"] == 0 or (parts.counter.train_skipped and not parts.counter.train_kept)
-        extra, finished = _analyses(task, dm, [] if no_samples else list(parts.analyses), run_dir, config,
-                                    hooks=parts.setup.analysis_hooks())
-        results.update(extra)
-        complete = finished or (extra.get("analyses") == "unavailable" and not parts.explicit_analyses)
-        complete = complete and not data_problem
-        stopped = stopped_record(trainer, cfg)
-        if stopped is not None:
-            results["stopped_at_target"] = stopped
-        ended_by_rule = bool(stopped and (stopped["reached"] or stopped["gave_up"]))  # not by --max-time
-        if trainer.interrupted or (cfg.max_time and trainer.current_epoch < cfg.epochs and not cfg.fast_dev_run
-                                   and not ended_by_rule):
-            complete = False
-        results["attention_impl"] = attention_impls_used(task)  # per phase, as run (pebench.models.attention)
-        _write_curves(run_dir, results)
+        complete = analyse_and_judge(cfg, parts, config, results) and not data_problem
         write("complete" if complete else "incomplete")
     except (KeyboardInterrupt, SystemExit) as e:
         # Ctrl-C / SIGTERM (Lightning turns a KeyboardInterrupt inside fit into sys.exit(1))
@@ -463,12 +504,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     except Exception as e:
         results["error"] = f"{type(e).__name__}: {e}"
         write("failed")
-        if is_rendezvous_failure(e):
-            raise ConfigError(rendezvous_message(e, trainer), phase="run") from None
-        if isinstance(e, RunFailedError):  # say what is true about the files left behind
-            kept = "last.ckpt kept" if (run_dir / "last.ckpt").is_file() else "no checkpoint had been written yet"
-            raise RunFailedError(f"{e} (training stopped; {kept}; results.json status failed)") from None
-        raise  # a bug: the CLI shows its traceback
+        raise_failure(e, trainer, run_dir)
     finally:
         signals.restore()
         if lock is not None:
