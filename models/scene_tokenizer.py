@@ -50,7 +50,7 @@ from torch import Tensor, nn
 from .tokenizers import TokenBatch
 
 __all__ = ["morton_code", "serialize_patches", "fps_knn_patches", "knn_interpolate",
-           "SceneTokenizer", "PATCHINGS", "masked_farthest_point_sample"]
+           "SceneTokenizer", "PATCHINGS", "masked_farthest_point_sample", "masked_knn"]
 
 PATCHINGS = ("serialize", "fps")
 #: offsets to a patch centre enter the PointNet in decimetres (metre offsets of a few cm are tiny)
@@ -124,7 +124,7 @@ def masked_farthest_point_sample(coord: Tensor, mask: Tensor, n: int) -> Tensor:
     return idx
 
 
-def _knn(query: Tensor, ref: Tensor, ref_mask: Tensor, k: int, chunk: int | None = None) -> tuple[Tensor, Tensor]:
+def masked_knn(query: Tensor, ref: Tensor, ref_mask: Tensor, k: int, chunk: int | None = None) -> tuple[Tensor, Tensor]:
     """The ``k`` nearest real ``ref`` points of each query: -> (squared distances, indices), each
     ``(B, Q, k)``. ``query (B, Q, 3)``, ``ref (B, R, 3)``, ``ref_mask (B, R)``; chunked over queries so
     that one distance block holds at most ~2^24 entries per scene (64 MB in float32)."""
@@ -149,7 +149,7 @@ def fps_knn_patches(coord: Tensor, mask: Tensor, k: int) -> tuple[Tensor, Tensor
         centre_idx = masked_farthest_point_sample(coord, mask, T)  # (B, T)
         centres = _gather(coord, centre_idx)  # (B, T, 3)
         kk = min(k, coord.shape[1])
-        _, idx = _knn(centres, coord, mask, kk)  # (B, T, kk)
+        _, idx = masked_knn(centres, coord, mask, kk)  # (B, T, kk)
     tok_mask = torch.arange(T, device=coord.device).unsqueeze(0) < torch.ceil(n / k).long().unsqueeze(1)
     pmask = torch.gather(mask, 1, idx.flatten(1)).view_as(idx) & tok_mask.unsqueeze(-1)  # neighbour may be padding
     return idx, pmask, tok_mask
@@ -192,7 +192,7 @@ def knn_interpolate(x: Tensor, pos_x: Tensor, mask_x: Tensor, pos_y: Tensor, mas
         out[mask_y] = y
         return out
     kk = min(k, x.shape[1])
-    d2, idx = _knn(pos_y, pos_x, mask_x, kk)  # (B, M, kk)
+    d2, idx = masked_knn(pos_y, pos_x, mask_x, kk)  # (B, M, kk)
     w = 1.0 / d2.clamp_min(1e-16)  # inf distance (fewer than k real sources) -> weight 0
     w = w / w.sum(-1, keepdim=True).clamp_min(1e-30)  # a scene without real sources: zeros, not NaN
     out = (_gather(x, idx) * w.unsqueeze(-1)).sum(2)  # (B, M, C)

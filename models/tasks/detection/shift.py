@@ -54,16 +54,16 @@ from typing import Any, Iterator, Sequence
 import torch
 from torch import Tensor
 
-from pebench.analysis.extrapolation import _n_tokens, _parse, _round_to, rows_per_size
+from pebench.analysis.extrapolation import count_tokens, resolution_tuple, round_to_multiple, rows_per_size
 from pebench.analysis.extrapolation import default_resolutions as classification_defaults
 from pebench.analysis.geometry import evaluating, finite_or_none, task_device
 from pebench.analysis.robustness import (
     DEFAULT_PARAMS,
     PERTURBATIONS,
     SHIFTS,
-    _shift_seed,
     dense_fragility,
     shift_context,
+    shift_seed,
 )
 from pebench.datamodules.events.event_transforms import STREAM_SHIFT_PARAMS, StreamShift
 
@@ -117,7 +117,7 @@ def _stream_loaders(dm: Any, params: dict[str, dict], seed: int) -> dict[str, An
     for k, (name, prm) in enumerate(params.items()):
         ds = dm.val_dataset()
         hw = getattr(ds, "sensor_hw", None) or (int(getattr(ds, "side", 0) or ds.size),) * 2
-        ds.stream_transform = StreamShift(name, prm, _shift_seed(seed, k), tuple(hw))
+        ds.stream_transform = StreamShift(name, prm, shift_seed(seed, k), tuple(hw))
         out[name] = dm._loader(ds, shuffle=False)
     return out
 
@@ -136,7 +136,7 @@ def robustness(task: Any, dm: Any, seed: int = 0, max_samples: int | None = None
         names = list(shifts) if shifts is not None else list(SHIFTS[getattr(task, "modality", "image")])
         prm = {s: {**DEFAULT_PARAMS.get(s, {}), **((params or {}).get(s, {}))} for s in names}
     ctx = shift_context(dm, names)
-    gens = {s: torch.Generator().manual_seed(_shift_seed(seed, k)) for k, s in enumerate(names)}
+    gens = {s: torch.Generator().manual_seed(shift_seed(seed, k)) for k, s in enumerate(names)}
     evs = {s: CocoEvaluator() for s in ["clean", *names]}
     cats, filt = dm.label_to_category_id, getattr(dm, "filter_predictions", None)
     device = task_device(task)
@@ -172,7 +172,7 @@ def default_resolutions(datamodule: Any, task: Any = None) -> list[str]:
     if getattr(datamodule, "modality", "image") != "image":
         return classification_defaults(datamodule, None)
     s, p = int(tuple(datamodule.resolution)[0]), int(getattr(datamodule, "patch_size", 1))
-    return list(dict.fromkeys(str(_round_to(s * f, p)) for f in (1, 1.5, 2)))
+    return list(dict.fromkeys(str(round_to_multiple(s * f, p)) for f in (1, 1.5, 2)))
 
 
 def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[Any],
@@ -182,8 +182,8 @@ def evaluate_extrapolation(task: Any, datamodule: Any, resolutions: Sequence[Any
 
 
 def _detection_at(task: Any, dm: Any, r: Any, max_samples: int | None) -> dict[str, Any]:
-    res = _parse(r)
-    n_tokens = _n_tokens(task, dm, res)
+    res = resolution_tuple(r)
+    n_tokens = count_tokens(task, dm, res)
     ev, device = CocoEvaluator(), task_device(task)
     cats, filt = dm.label_to_category_id, getattr(dm, "filter_predictions", None)
     for inputs, targets in _det_batches(dm.eval_dataloader(res), max_samples):

@@ -63,9 +63,9 @@ import torch
 from torch import Tensor
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from pebench.analysis.extrapolation import _parse, rows_per_size
+from pebench.analysis.extrapolation import resolution_tuple, rows_per_size
 from pebench.analysis.geometry import evaluating, finite_or_none, task_device
-from pebench.analysis.robustness import _shift_seed, capped_batches, dense_fragility, point_jitter
+from pebench.analysis.robustness import capped_batches, dense_fragility, point_jitter, shift_seed
 from pebench.datamodules.scenes.scene_common import scene_collate
 
 from .miou import SegmentationMetrics, iou_from_confusion
@@ -179,7 +179,7 @@ def robustness(task: Any, dm: Any, seed: int = 0, max_samples: int | None = None
     names = list(shifts) if shifts is not None else list(SCENE_SHIFTS)
     base = scene_shift_params(dm, task)
     prm = {s: {**base.get(s, {}), **((params or {}).get(s, {}))} for s in names}
-    gens = {s: torch.Generator().manual_seed(_shift_seed(seed, k)) for k, s in enumerate(names)}
+    gens = {s: torch.Generator().manual_seed(shift_seed(seed, k)) for k, s in enumerate(names)}
     metrics = {s: _seg_metrics(task) for s in ["clean", *names]}
     device = task_device(task)
     loader = dm.eval_dataloader(None) if loader is None else loader
@@ -210,7 +210,7 @@ def robustness(task: Any, dm: Any, seed: int = 0, max_samples: int | None = None
 def parse_scene_setting(value: Any) -> tuple[int, int]:
     """``"FxK"`` / ``F`` -> ``(density factor F, scenes tiled K)`` (one-line ValueError otherwise)."""
     try:
-        res = _parse(value)
+        res = resolution_tuple(value)
     except ValueError:
         raise ValueError(f"segmentation extrapolation setting {str(value)!r} is not 'F' or 'FxK' (density factor x "
                          f"scenes tiled, positive integers, e.g. 2x1, 1x4)") from None
