@@ -82,6 +82,12 @@ __all__ = [
     "is_run_complete",
     "run_fingerprint",
     "runner_env",
+    "die_with_parent",
+    "summary_entry",
+    "execute_with_retries",
+    "record_in_summary",
+    "SweepRunInterrupted",
+    "INTERRUPT_GRACE_S",
     "SUMMARY_NAME",
 ]
 
@@ -161,7 +167,7 @@ class RunSpec:
 Runner = Callable[[RunSpec], int]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """On Linux, ask the kernel to send this process SIGTERM when its parent dies, even by SIGKILL
     (``prctl(PR_SET_PDEATHSIG)``); elsewhere a no-op. Called by each sweep worker at start and, as
     ``preexec_fn``, by the ``bench run`` subprocess a worker starts."""
@@ -186,18 +192,18 @@ def runner_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, s
 
 
 #: seconds an interrupted ``bench run`` gets to write ``status: interrupted`` before it is killed
-_INTERRUPT_GRACE_S = 60.0
+INTERRUPT_GRACE_S = 60.0
 
 
-def start_run(spec: RunSpec, preexec_fn: Callable[[], None] = _die_with_parent) -> subprocess.Popen:
+def start_run(spec: RunSpec, preexec_fn: Callable[[], None] = die_with_parent) -> subprocess.Popen:
     """Start ``bench run`` for ``spec`` (:meth:`RunSpec.command`, environment :func:`runner_env`) as a
-    subprocess; ``preexec_fn`` runs in the child before the exec (default: :func:`_die_with_parent`)."""
+    subprocess; ``preexec_fn`` runs in the child before the exec (default: :func:`die_with_parent`)."""
     return subprocess.Popen(spec.command(), env=runner_env(spec), preexec_fn=preexec_fn)
 
 
 def default_runner(spec: RunSpec) -> int:
     """Run ``bench run ...`` for ``spec`` as a subprocess (``python -m pebench.cli run``); return its
-    exit code. The subprocess is terminated if this worker dies (Linux; see ``_die_with_parent``).
+    exit code. The subprocess is terminated if this worker dies (Linux; see ``die_with_parent``).
     On Ctrl-C it gets SIGINT and time to record ``interrupted``; then ``KeyboardInterrupt`` goes on."""
     proc = start_run(spec)
     try:
@@ -205,7 +211,7 @@ def default_runner(spec: RunSpec) -> int:
     except KeyboardInterrupt:
         try:
             proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=_INTERRUPT_GRACE_S)
+            proc.wait(timeout=INTERRUPT_GRACE_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -288,7 +294,7 @@ def _read_summary(path: Path) -> dict[str, Any]:
     return data
 
 
-def _record(summary_path: Path, entry: dict[str, Any]) -> None:
+def record_in_summary(summary_path: Path, entry: dict[str, Any]) -> None:
     """Merge one run's entry into the summary (read-modify-write under the summary lock)."""
     with RunLock(summary_path.with_name(SUMMARY_LOCK_NAME)):
         summary = _read_summary(summary_path)
@@ -316,8 +322,9 @@ def _recorded_since(summary_path: Path, key: str, since: float) -> dict[str, Any
 # -------------------------------------------------------------------------------------- worker
 
 
-def _entry(spec: RunSpec, status: str, attempts: int, exit_codes: list[int | None],
-           errors: list[str], wall: float) -> dict[str, Any]:
+def summary_entry(spec: RunSpec, status: str, attempts: int, exit_codes: list[int | None],
+                  errors: list[str], wall: float) -> dict[str, Any]:
+    """One run's entry of the sweep summary (``sweep_summary.json``'s ``runs``), finished now by this worker."""
     return {
         "key": spec.key, "dataset": spec.dataset, "pe": spec.pe, "model": spec.model, "seed": spec.seed,
         "run_dir": spec.key, "status": status, "attempts": attempts, "exit_codes": exit_codes,
@@ -326,7 +333,7 @@ def _entry(spec: RunSpec, status: str, attempts: int, exit_codes: list[int | Non
     }
 
 
-class _RunInterrupted(KeyboardInterrupt):
+class SweepRunInterrupted(KeyboardInterrupt):
     """A run ended by SIGINT / SIGTERM: the sweep records it as ``interrupted`` and stops."""
 
     def __init__(self, entry: dict[str, Any]) -> None:
@@ -334,7 +341,9 @@ class _RunInterrupted(KeyboardInterrupt):
         self.entry = entry
 
 
-def _execute(spec: RunSpec, runner: Runner, retries: int) -> dict[str, Any]:
+def execute_with_retries(spec: RunSpec, runner: Runner, retries: int) -> dict[str, Any]:
+    """Run ``spec`` with ``runner`` up to ``retries + 1`` times (a user error, exit 2, is not retried); its
+    summary entry. An interrupted run raises :class:`SweepRunInterrupted` carrying its entry."""
     t0 = time.monotonic()
     exit_codes: list[int | None] = []
     errors: list[str] = []
@@ -344,18 +353,18 @@ def _execute(spec: RunSpec, runner: Runner, retries: int) -> dict[str, Any]:
             code: int | None = int(runner(spec))
         except KeyboardInterrupt:  # the sweep's own Ctrl-C, while this run was going
             exit_codes.append(None)
-            raise _RunInterrupted(_entry(spec, "interrupted", attempt, exit_codes, errors,
-                                         time.monotonic() - t0)) from None
+            raise SweepRunInterrupted(summary_entry(spec, "interrupted", attempt, exit_codes, errors,
+                                                    time.monotonic() - t0)) from None
         except Exception as e:  # a crashing runner is a failed attempt, not a crashed sweep
             code = None
             errors.append(f"attempt {attempt}: runner raised {type(e).__name__}: {e}")
         exit_codes.append(code)
         if code in INTERRUPTED_EXITS:
             log.warning("run %s was interrupted (exit code %s): stopping the sweep; rerun it to resume", spec.key, code)
-            raise _RunInterrupted(_entry(spec, "interrupted", attempt, exit_codes, errors, time.monotonic() - t0))
+            raise SweepRunInterrupted(summary_entry(spec, "interrupted", attempt, exit_codes, errors, time.monotonic() - t0))
         if code == 0:
             if is_run_complete(spec.run_dir):
-                return _entry(spec, "complete", attempt, exit_codes, errors, time.monotonic() - t0)
+                return summary_entry(spec, "complete", attempt, exit_codes, errors, time.monotonic() - t0)
             errors.append(f"attempt {attempt}: exit code 0 but {spec.run_dir / 'results.json'} is not status 'complete'")
         elif code == USER_ERROR_EXIT:
             errors.append(f"attempt {attempt}: exit code 2 (a user error, see the run's message; not retried)")
@@ -363,7 +372,7 @@ def _execute(spec: RunSpec, runner: Runner, retries: int) -> dict[str, Any]:
         elif code is not None:
             errors.append(f"attempt {attempt}: exit code {code}")
     log.warning("run %s failed after %d attempt(s)", spec.key, len(exit_codes))
-    return _entry(spec, "failed", len(exit_codes), exit_codes, errors, time.monotonic() - t0)
+    return summary_entry(spec, "failed", len(exit_codes), exit_codes, errors, time.monotonic() - t0)
 
 
 def _busy_entry(spec: RunSpec, lock: RunLock) -> dict[str, Any]:
@@ -396,14 +405,14 @@ def _worker(specs: Sequence[RunSpec], runner: Runner, retries: int, summary_path
                     outcomes[spec.key] = done
                     continue
                 if is_run_complete(spec.run_dir, spec.fingerprint):
-                    entry = _entry(spec, "skipped", 0, [], [], 0.0)
+                    entry = summary_entry(spec, "skipped", 0, [], [], 0.0)
                 else:
                     try:
-                        entry = _execute(spec, runner, retries)
-                    except _RunInterrupted as e:
-                        _record(summary_path, e.entry)
+                        entry = execute_with_retries(spec, runner, retries)
+                    except SweepRunInterrupted as e:
+                        record_in_summary(summary_path, e.entry)
                         raise
-                _record(summary_path, entry)
+                record_in_summary(summary_path, entry)
                 outcomes[spec.key] = entry
             finally:
                 lock.release()
@@ -415,7 +424,7 @@ def _worker(specs: Sequence[RunSpec], runner: Runner, retries: int, summary_path
 
 def _worker_main(specs: list[RunSpec], runner: Runner, retries: int, summary_path: str,
                  since: float, poll_interval: float) -> None:
-    _die_with_parent()  # a SIGKILLed sweep takes its workers along (and they their run subprocesses)
+    die_with_parent()  # a SIGKILLed sweep takes its workers along (and they their run subprocesses)
     try:
         _worker(specs, runner, retries, Path(summary_path), since, poll_interval)
     except KeyboardInterrupt:  # Ctrl-C reaches every process of the group: exit without a traceback
@@ -481,7 +490,7 @@ def run_sweep(
                 p.join()
         except KeyboardInterrupt:
             # the workers got the SIGINT too and stop their runs (which record `interrupted`)
-            deadline = time.monotonic() + _INTERRUPT_GRACE_S + 5.0
+            deadline = time.monotonic() + INTERRUPT_GRACE_S + 5.0
             for p in procs:
                 p.join(timeout=max(0.1, deadline - time.monotonic()))
             raise

@@ -32,7 +32,7 @@ import traceback
 from typing import Any
 
 from pebench.runner.numerics import pin_cpu_numerics
-from pebench.sweep.local import _INTERRUPT_GRACE_S, RunSpec, _die_with_parent, default_runner, runner_env
+from pebench.sweep.local import INTERRUPT_GRACE_S, RunSpec, default_runner, die_with_parent, runner_env
 
 __all__ = ["preload_runner", "preloaded_state"]
 
@@ -80,7 +80,7 @@ def _run_child(spec: RunSpec) -> None:
     """In the forked child: run ``bench run`` in-process and leave with its exit code (never returns)."""
     code = 1
     try:
-        _die_with_parent()
+        die_with_parent()
         signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C -> KeyboardInterrupt, as in bench run
         argv = spec.command()[3:]  # drop `python -m pebench.cli`
         sys.argv = ["bench", *argv]
@@ -107,7 +107,7 @@ def _wait(pid: int) -> int:
     except KeyboardInterrupt:
         try:
             os.kill(pid, signal.SIGINT)
-            deadline = time.monotonic() + _INTERRUPT_GRACE_S
+            deadline = time.monotonic() + INTERRUPT_GRACE_S
             while time.monotonic() < deadline:
                 done, _ = os.waitpid(pid, os.WNOHANG)
                 if done:

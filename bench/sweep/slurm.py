@@ -48,16 +48,16 @@ from pebench.core.errors import ConfigError
 from pebench.core.io import atomic_write_json
 from pebench.runner.integrity import RUN_LOCK_NAME
 from pebench.sweep.local import (
-    _INTERRUPT_GRACE_S,
+    INTERRUPT_GRACE_S,
     SUMMARY_NAME,
     RunSpec,
-    _die_with_parent,
-    _entry,
-    _execute,
-    _record,
-    _RunInterrupted,
+    SweepRunInterrupted,
+    die_with_parent,
+    execute_with_retries,
     is_run_complete,
+    record_in_summary,
     start_run,
+    summary_entry,
 )
 
 __all__ = ["SlurmOptions", "SlurmRun", "slurm_options", "check_local_launcher", "parse_time", "job_resources",
@@ -231,11 +231,11 @@ def _preemption_signal() -> int:
 def _child_setup() -> None:
     """In the ``bench run`` child before exec: die with the task, and ignore the warning signal that
     SLURM sends to every process of the step (the task's checkpoint stops the child instead)."""
-    _die_with_parent()
+    die_with_parent()
     signal.signal(_preemption_signal(), signal.SIG_IGN)
 
 
-def _stop_child(proc: subprocess.Popen, grace_s: float = _INTERRUPT_GRACE_S) -> None:
+def _stop_child(proc: subprocess.Popen, grace_s: float = INTERRUPT_GRACE_S) -> None:
     """SIGINT to ``proc``, reaped within ``grace_s`` or killed. Called from the signal handler while the
     interrupted frame sits in ``proc.wait()``, which holds the Popen's internal lock: so ``os.waitpid``
     here, never ``proc.wait`` / ``proc.poll`` (they would wait for that lock forever or see nothing)."""
@@ -275,7 +275,7 @@ class SlurmRun:
         self.__init__(state["spec"], state["retries"], state["summary_path"])
 
     def _run(self, spec: RunSpec) -> int:
-        """The runner of :func:`pebench.sweep.local._execute` inside the task."""
+        """The runner of :func:`pebench.sweep.local.execute_with_retries` inside the task."""
         if self._stopping:  # the task was told to stop (time limit hit too often): no new attempt
             raise KeyboardInterrupt
         self._proc = start_run(spec, preexec_fn=_child_setup)
@@ -301,16 +301,16 @@ class SlurmRun:
         _update_state(spec.run_dir, job_id=env.job_id, state="running", host=socket.gethostname(),
                       started_at=time.time())
         if is_run_complete(spec.run_dir, spec.fingerprint):  # finished meanwhile (e.g. by a local sweep)
-            entry = _entry(spec, "skipped", 0, [], [], 0.0)
+            entry = summary_entry(spec, "skipped", 0, [], [], 0.0)
         else:
             try:
-                entry = _execute(spec, self._run, self.retries)
-            except _RunInterrupted as e:  # scancel, or a stop without requeue: recorded, not retried
+                entry = execute_with_retries(spec, self._run, self.retries)
+            except SweepRunInterrupted as e:  # scancel, or a stop without requeue: recorded, not retried
                 entry = e.entry
         entry["slurm_job_id"] = env.job_id
         _update_state(spec.run_dir, state=entry["status"], finished_at=time.time())
         try:
-            _record(Path(self.summary_path), entry)
+            record_in_summary(Path(self.summary_path), entry)
         except (OSError, TimeoutError) as e:  # results.json still tells the outcome
             log.warning("could not record %s in %s: %s", spec.key, self.summary_path, e)
         return entry
@@ -359,7 +359,7 @@ def submit_sweep(specs: Sequence[RunSpec], cfgs: Sequence[Any], options: SlurmOp
     Path(summary).parent.mkdir(parents=True, exist_ok=True)
     for spec in specs:
         if rows.get(spec.key, {}).get("status") == "skipped":
-            _record(Path(summary), _entry(spec, "skipped", 0, [], [], 0.0))
+            record_in_summary(Path(summary), summary_entry(spec, "skipped", 0, [], [], 0.0))
     for (nodes, tasks_per_node, gpus_per_node), group in groups.items():
         executor = submitit.AutoExecutor(folder=options.folder, cluster=cluster,
                                          slurm_max_num_timeout=MAX_TIMEOUT_REQUEUES)
