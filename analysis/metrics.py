@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 
 from .eed import eed_and_top1_from_moments, eed_from_moments, top1_share_from_moments
-from .ssdc import _as_coords, _as_tokens, _check_distance, cosine_similarity_sum, ssdc_from_similarity
+from .ssdc import as_shared_coords, as_token_batch, check_distance, cosine_similarity_sum, ssdc_from_similarity
 
 __all__ = ["SSDCMetric", "EEDMetric", "LayerwiseGeometry"]
 
@@ -54,12 +54,12 @@ class SSDCMetric(Metric):
     def __init__(self, coords: Tensor, distance: str = "l1", *, decimals: int | None = 9,
                  state_dtype: torch.dtype = torch.float64, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.distance = _check_distance(distance)
+        self.distance = check_distance(distance)
         self.decimals = decimals
         if not state_dtype.is_floating_point:
             raise ValueError(f"state_dtype must be a floating dtype, got {state_dtype}")
         self.state_dtype = state_dtype
-        c = _as_coords(coords).detach().to(torch.float64)  # (N, p)
+        c = as_shared_coords(coords).detach().to(torch.float64)  # (N, p)
         self.num_tokens = int(c.shape[0])
         # A plain attribute, not a buffer: module-wide ``.half()`` must not round the coords.
         # It is moved to the states' device in compute().
@@ -69,7 +69,7 @@ class SSDCMetric(Metric):
         self.add_state("count", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
     def update(self, tokens: Tensor) -> None:
-        t = _as_tokens(tokens)  # (B, N, D)
+        t = as_token_batch(tokens)  # (B, N, D)
         if t.shape[1] != self.num_tokens:
             raise ValueError(f"SSDCMetric was built for N = {self.num_tokens} patch tokens, got "
                              f"tokens of shape {tuple(t.shape)}")

@@ -37,6 +37,9 @@ __all__ = [
     "average_ranks",
     "cosine_similarity_sum",
     "pairwise_distance",
+    "check_distance",
+    "as_shared_coords",
+    "as_token_batch",
     "DISTANCES",
 ]
 
@@ -181,13 +184,14 @@ def spearman(x: Tensor, y: Tensor) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- inputs
-def _check_distance(distance: str) -> str:
+def check_distance(distance: str) -> str:
+    """``distance`` lower-cased, if it is one of :data:`DISTANCES` (else ``ValueError``)."""
     if not isinstance(distance, str) or distance.lower() not in DISTANCES:
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
     return distance.lower()
 
 
-def _as_coords(coords: Tensor) -> Tensor:
+def as_shared_coords(coords: Tensor) -> Tensor:
     """``(N, p)`` or ``(B, N, p)`` (identical over the batch; the first is used) → ``(N, p)``."""
     if not isinstance(coords, Tensor):
         coords = torch.as_tensor(coords)
@@ -202,7 +206,7 @@ def _as_coords(coords: Tensor) -> Tensor:
     return coords
 
 
-def _as_tokens(tokens: Tensor) -> Tensor:
+def as_token_batch(tokens: Tensor) -> Tensor:
     """``(N, D)`` or ``(B, N, D)`` → ``(B, N, D)``."""
     if not isinstance(tokens, Tensor):
         raise ValueError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
@@ -221,8 +225,8 @@ def pairwise_distance(coords: Tensor, distance: str = "l1", *, decimals: int | N
     Rounded to ``decimals`` decimal places (``None``: no rounding) so round-off does not
     break ties.
     """
-    distance = _check_distance(distance)
-    c = _as_coords(coords).to(torch.float64)  # (N, p)
+    distance = check_distance(distance)
+    c = as_shared_coords(coords).to(torch.float64)  # (N, p)
     if distance == "l1":
         d = torch.cdist(c, c, p=1.0)
     else:  # exact difference-based Euclidean distance (no |x|²+|y|²−2xy shortcut)
@@ -238,7 +242,7 @@ def cosine_similarity_sum(tokens: Tensor, dtype: torch.dtype = torch.float64) ->
     One ``(N, B·D) @ (B·D, N)`` matmul in ``dtype`` (no ``(B, N, N)`` intermediate).
     Zero tokens normalise to zero vectors.
     """
-    t = _as_tokens(tokens)
+    t = as_token_batch(tokens)
     b, n, d = t.shape
     z = F.normalize(t.to(dtype), p=2.0, dim=-1)  # (B, N, D)
     zt = z.transpose(0, 1).reshape(n, b * d)  # (N, B·D)
@@ -275,7 +279,7 @@ def _neg_distance_pair_ranks(coords: Tensor, distance: str, decimals: int | None
     which has the same ranks as Euclidean) ranked by counting; otherwise float64 distances
     (rounded to ``decimals``) are ranked by sorting.
     """
-    c = _as_coords(coords).to(device)
+    c = as_shared_coords(coords).to(device)
     ints = _integer_offsets(c)
     if ints is None:
         d = pairwise_distance(c, distance, decimals=decimals)  # (N, N) float64
@@ -329,8 +333,8 @@ def ssdc_from_similarity(S: Tensor, coords: Tensor, distance: str = "l1", *,
     if not isinstance(S, Tensor) or S.dim() != 2 or S.shape[0] != S.shape[1]:
         raise ValueError(f"S must be a square (N, N) tensor, got "
                          f"{tuple(S.shape) if isinstance(S, Tensor) else type(S).__name__}")
-    distance = _check_distance(distance)
-    c = _as_coords(coords)
+    distance = check_distance(distance)
+    c = as_shared_coords(coords)
     n = S.shape[0]
     if c.shape[0] != n:
         raise ValueError(f"S is ({n}, {n}) but coords has N = {c.shape[0]} tokens")
@@ -351,9 +355,9 @@ def ssdc(tokens: Tensor, coords: Tensor, distance: str = "l1", *, decimals: int 
     Returns:
         Spearman({S_ij}_{i<j}, {−D_ij}_{i<j}) as a float; NaN if either side is constant.
     """
-    distance = _check_distance(distance)
-    t = _as_tokens(tokens)
-    c = _as_coords(coords)
+    distance = check_distance(distance)
+    t = as_token_batch(tokens)
+    c = as_shared_coords(coords)
     if c.shape[0] != t.shape[1]:
         raise ValueError(f"tokens have N = {t.shape[1]} but coords have N = {c.shape[0]}")
     s_sum, b = cosine_similarity_sum(t)  # (N, N) float64
