@@ -161,7 +161,9 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
         raise type(e)(f"{e}{hint}") from None
     shape = tuple(dm.input_shape())
     if shape[0] != task.in_chans:
-        raise ConfigError(f"{args.dataset!r} has {shape[0]} input channels; timm:{name} takes {task.in_chans}")
+        hint = ("; --data-option channels=3 repeats its grey channel" if task.in_chans == 3 and
+                "channels" in getattr(dm, "option_help", {}) else "")
+        raise ConfigError(f"{args.dataset!r} has {shape[0]} input channels; timm:{name} takes {task.in_chans}{hint}")
     task.set_input_affine(input_affine_for(dm, task.model))
     try:
         task.tokenizer.grid_for(shape[-2:])
