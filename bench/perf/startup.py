@@ -1,10 +1,15 @@
 """``bench perf startup``: wall time of ``bench --help`` and ``bench run --help`` in fresh processes
-against the 1-second budget (docs/architecture.md §6): argument parsing must not import torch."""
+against the 1-second budget (docs/architecture.md §6): argument parsing must not import torch; and of every
+option-bounds error of ``bench run`` (``--epochs -1``, ``--batch-size 0``, ``--lr nan``, ...) against the
+1.5-second budget of issue #50 item 9: a bad value answers before the heavy imports."""
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -12,10 +17,40 @@ from .report import record
 from .suites import SUITES
 from .timing import interleaved
 
-__all__ = ["STARTUP_BUDGET_S", "bench_startup", "bench_command"]
+__all__ = ["STARTUP_BUDGET_S", "BOUNDS_ERROR_BUDGET_S", "bench_startup", "bench_command", "bounds_errors"]
 
 #: ``bench --help`` budget (docs/architecture.md §6), seconds of wall time
 STARTUP_BUDGET_S = 1.0
+#: an option-bounds error of ``bench run`` (issue #50 item 9), seconds of wall time on an idle 2-core machine
+BOUNDS_ERROR_BUDGET_S = 1.5
+#: the bounds errors the issue names, in its order: what ``--quick`` times
+NAMED_BOUNDS_ERRORS = (("--epochs", "-1"), ("--batch-size", "0"), ("--lr", "nan"))
+#: values tried, in order, for each numeric flag of ``bench run``: the first one refused is its bounds error
+_BAD_VALUES = ("-1", "0", "nan", "inf")
+
+
+def bounds_errors() -> list[tuple[str, str]]:
+    """``(flag, value)`` for every numeric option of ``bench run`` with a bound: the issue's three
+    (:data:`NAMED_BOUNDS_ERRORS`), then for each other option its first value among :data:`_BAD_VALUES` that
+    ``bench run FLAG VALUE --print-config`` refuses (exit 2) with ``<option> must be ...``. Read from the parser
+    and the checks themselves (in this process, torch-free), not listed by hand."""
+    from pebench.cli import build_parser, main
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    found = list(NAMED_BOUNDS_ERRORS)
+    for action in run._actions:
+        if action.type not in (int, float) or not action.option_strings or \
+                action.option_strings[0] in dict(NAMED_BOUNDS_ERRORS):
+            continue
+        flag = action.option_strings[0]
+        for value in _BAD_VALUES:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                rc = main(["run", flag, value, "--print-config"])
+            if rc == 2 and f"{action.dest} must be" in err.getvalue():  # a bound, not argparse's type error
+                found.append((flag, value))
+                break
+    return found
 
 
 def bench_command() -> list[str]:
@@ -32,7 +67,9 @@ def bench_command() -> list[str]:
 def bench_startup(quick: bool = False) -> list[dict]:
     """Wall time of ``bench --help`` and ``bench run --help`` in fresh processes (medians,
     interleaved, after one warm-up round that fills the OS file cache) against the 1-second
-    budget, beside the bare interpreter start (``python -c pass``) for reference."""
+    budget, beside the bare interpreter start (``python -c pass``) for reference; then each
+    option-bounds error of ``bench run`` (:func:`bounds_errors`; ``--quick``: the three the issue names)
+    against 1.5 s, medians of 3 fresh processes, interleaved."""
     cmd = bench_command()
 
     def call(argv: list[str]) -> Callable[[], None]:
@@ -44,7 +81,25 @@ def bench_startup(quick: bool = False) -> list[dict]:
     shown = "the installed `bench` script" if len(cmd) == 1 else "`python -m pebench.cli`"  # no machine path
     note = (f"{shown}, medians of {repeats} fresh processes; bare interpreter start "
             f"(python -c pass) {t['python']:.3f} s")
-    return [record("startup bench --help", "wall time", "budget", t["help"], STARTUP_BUDGET_S, "s",
+    rows = [record("startup bench --help", "wall time", "budget", t["help"], STARTUP_BUDGET_S, "s",
                    higher_is_better=False, target=1.0, note=note),
             record("startup bench run --help", "wall time", "budget", t["run-help"], STARTUP_BUDGET_S, "s",
                    higher_is_better=False, target=1.0)]
+    pairs = list(NAMED_BOUNDS_ERRORS) if quick else bounds_errors()
+    with tempfile.TemporaryDirectory(prefix="pebench-bounds-") as tmp:
+
+        def refused(flag: str, value: str) -> Callable[[], None]:
+            def fn() -> None:  # from an empty folder, as a user would; a run that starts is a bug, not a time
+                r = subprocess.run([*cmd, "run", flag, value], cwd=tmp, capture_output=True, text=True, timeout=120)
+                if r.returncode != 2 or any(Path(tmp).iterdir()):
+                    raise RuntimeError(f"bench run {flag} {value}: exit {r.returncode}, expected the one-line bounds "
+                                       f"error (exit 2) and nothing written: {r.stderr.strip()[-300:]}")
+            return fn
+
+        tb = interleaved({f"{f} {v}": refused(f, v) for f, v in pairs}, repeats=1 if quick else 3, warmup=0)
+    for key, seconds in tb.items():
+        rows.append(record(f"startup bench run {key} (bounds error)", "wall time", "budget", seconds,
+                           BOUNDS_ERROR_BUDGET_S, "s", higher_is_better=False, target=1.0,
+                           note=f"{shown} in an empty folder, median of {1 if quick else 3} fresh processes"))
+        print(f"  bench run {key}: {seconds:.2f} s", flush=True)
+    return rows
