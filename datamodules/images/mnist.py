@@ -10,7 +10,8 @@ reader; why not torchvision's is said there).
 
 Splits:
 
-* ``train``: the training file (60,000 images) less the validation hold-out;
+* ``train``: the training file (60,000 images) less the validation hold-out; with ``train_per_class`` N > 0,
+  a fixed subset of N images per class of it (drawn with ``split_seed``, the same for every run);
 * ``val``: a fixed hold-out of the training file, ``val_per_class`` images of each class (default 500,
   so 5,000 images), drawn with ``split_seed`` (default 0) and independent of the run's ``--seed``, so
   every run validates on the same images; model selection and the analyses read it;
@@ -51,7 +52,7 @@ from torch.utils.data import Dataset
 
 from pebench.core.errors import ConfigError
 
-from .._image_common import ImageDataModule, image_hw, require_dir
+from ..image_common import ImageDataModule, image_hw, require_dir
 from ..base import DataRootError, DataSource, int_option
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
@@ -167,11 +168,14 @@ class _IDXDataModule(ImageDataModule):
     option_help: ClassVar[dict[str, str]] = {
         "split_seed": "seed of the validation hold-out (independent of --seed)",
         "val_per_class": "training images per class held out for validation (t10k is the test split)",
+        "train_per_class": "training images per class (a fixed subset drawn with split_seed; 0: all not held out)",
         "channels": "1 (grey), or 3: the grey image repeated over three channels, for pretrained RGB models"}
 
-    def __init__(self, split_seed: int = 0, val_per_class: int = 500, channels: int = 1, **kwargs: Any) -> None:
+    def __init__(self, split_seed: int = 0, val_per_class: int = 500, train_per_class: int = 0, channels: int = 1,
+                 **kwargs: Any) -> None:
         self.split_seed = int_option(self.name, "split_seed", split_seed, minimum=0)
         self.val_per_class = int_option(self.name, "val_per_class", val_per_class)
+        self.train_per_class = int_option(self.name, "train_per_class", train_per_class, minimum=0)
         self.in_chans = int_option(self.name, "channels", channels)  # type: ignore[misc]  # per instance
         if self.in_chans not in (1, 3):
             raise ConfigError(f"{self.name}: data option channels must be 1 or 3, got {channels!r}")
@@ -204,21 +208,32 @@ class _IDXDataModule(ImageDataModule):
 
     def split_indices(self) -> tuple[np.ndarray, np.ndarray]:
         """-> (train indices, val indices) into the training file: per class, ``val_per_class`` indices
-        drawn with ``split_seed`` go to val, the rest to train (both sorted)."""
+        drawn with ``split_seed`` go to val, the rest to train (both sorted). ``train_per_class`` > 0 keeps
+        only the next that many of the same per-class permutation for train (a fixed, class-balanced subset; the
+        hold-out is the same whatever the subset size)."""
         if self._split is None:
             _, labels = self.arrays("train")
             rng = np.random.default_rng(self.split_seed)
-            val = []
+            val, train = [], []
+            v, t = self.val_per_class, self.train_per_class
             for c in range(self.n_classes):
                 idx = np.flatnonzero(labels == c)
-                if len(idx) <= self.val_per_class:
+                if len(idx) <= v:
                     raise DataRootError(f"{self.name}: class {c} has {len(idx)} training images, not more than "
-                                        f"val_per_class={self.val_per_class}; lower val_per_class")
-                val.append(rng.permutation(idx)[: self.val_per_class])
+                                        f"val_per_class={v}; lower val_per_class")
+                if len(idx) - v < t:
+                    raise DataRootError(f"{self.name}: class {c} has {len(idx) - v} training images besides the "
+                                        f"hold-out, fewer than train_per_class={t}; lower train_per_class")
+                perm = rng.permutation(idx)
+                val.append(perm[:v])
+                train.append(perm[v:v + t])
             val_idx = np.sort(np.concatenate(val))
-            train_mask = np.ones(len(labels), dtype=bool)
-            train_mask[val_idx] = False
-            self._split = (np.flatnonzero(train_mask), val_idx)
+            if t:
+                self._split = (np.sort(np.concatenate(train)), val_idx)
+            else:
+                train_mask = np.ones(len(labels), dtype=bool)
+                train_mask[val_idx] = False
+                self._split = (np.flatnonzero(train_mask), val_idx)
         return self._split
 
     def transform(self, hw: tuple[int, int], train: bool) -> Callable:

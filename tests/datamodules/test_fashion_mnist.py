@@ -104,6 +104,20 @@ def test_real_files_checksums_and_class_counts():
 
 
 @needs_debian
+def test_train_per_class_is_a_fixed_balanced_subset_beside_the_same_hold_out():
+    _, labels = build_datamodule("fashion-mnist").arrays("train")
+    tr_all, va = build_datamodule("fashion-mnist").split_indices()
+    tr, va_sub = build_datamodule("fashion-mnist", train_per_class=120).split_indices()
+    assert np.array_equal(va_sub, va)  # the subset size leaves the hold-out as it was
+    assert len(tr) == 1200 and np.bincount(labels[tr]).tolist() == [120] * 10 and set(tr) <= set(tr_all)
+    assert np.array_equal(build_datamodule("fashion-mnist", train_per_class=120, seed=5).split_indices()[0], tr)
+    assert not np.array_equal(build_datamodule("fashion-mnist", train_per_class=120, split_seed=2).split_indices()[0], tr)
+    assert len(build_datamodule("fashion-mnist", train_per_class=120).train_dataset()) == 1200
+    with pytest.raises(DataRootError, match="fewer than train_per_class=5501"):
+        build_datamodule("fashion-mnist", train_per_class=5501).split_indices()
+
+
+@needs_debian
 def test_real_files_match_torchvision_reader(tmp_path):
     from torchvision.datasets.mnist import read_image_file, read_label_file
 
