@@ -14,6 +14,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (``-n``, set in ``pyproject.toml``) every worker runs its tests with one intra-op thread
+    unless the user chose a count: the workers already fill the cores, and two 2-thread workers on 2 cores would
+    oversubscribe them (OpenMP's barriers then wait for threads that are not scheduled). The ``bench`` processes
+    the tests start inherit it. Set before torch is imported in the worker (this file imports no torch)."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     studies = REPO / "tests" / "studies"
     for item in items:
