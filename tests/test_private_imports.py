@@ -9,7 +9,11 @@ belongs. A cross-module private use is, found by reading the source (``ast``) of
   module other than the importing one;
 * ``m._name`` or ``getattr(m, "_name")`` where ``m`` was bound to such a module by ``import pebench.x as m``,
   ``import pebench.x`` or ``from pebench import x``;
-* a ``_name`` listed in a module's ``__all__`` (it would be exported by ``from m import *``).
+* a ``_name`` listed in a module's ``__all__`` (it would be exported by ``from m import *``);
+* an import of a ``_module`` (``from pebench.datamodules._x import y``, ``import pebench.datamodules._x``, or
+  relative) by a module outside the package that holds it (``pebench.datamodules`` and its subpackages may
+  import ``pebench.datamodules._x``; ``pebench.tasks`` or ``pebench.datamodules.probes`` may not import
+  ``pebench.datamodules.synthetic._y``).
 
 Dunder names (``__version__``) are not private.
 """
@@ -59,6 +63,17 @@ def _ours(module: str) -> bool:
     return module.split(".")[0] in OWN_ROOTS
 
 
+def foreign_private_module(source: str, importer: str) -> str | None:
+    """The first ``_module`` on the dotted path ``source`` whose package does not hold ``importer`` (the
+    importing module), or None: a private module is the business of its own package and its subpackages."""
+    parts = source.split(".")
+    for i, part in enumerate(parts):
+        owner = ".".join(parts[:i])
+        if is_private(part) and importer != owner and not importer.startswith(f"{owner}."):
+            return ".".join(parts[: i + 1])
+    return None
+
+
 def private_uses(path: Path, module: str, known: set[str]) -> list[str]:
     """``file:line name`` for every cross-module private use in ``path`` (the module ``module``); ``known`` is
     the set of module names of ours (to tell ``from pebench import x`` binding a module from one binding a name)."""
@@ -71,6 +86,9 @@ def private_uses(path: Path, module: str, known: set[str]) -> list[str]:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if _ours(a.name):
+                    private = foreign_private_module(a.name, module)
+                    if private is not None:
+                        found.append((node.lineno, f"module {private}"))
                     if a.asname:
                         aliases[a.asname] = a.name
                     else:  # `import pebench.x.y` binds `pebench`; attribute chains are resolved below
@@ -79,6 +97,9 @@ def private_uses(path: Path, module: str, known: set[str]) -> list[str]:
             source = _resolve(node, module, is_package)
             if not _ours(source):
                 continue
+            private = foreign_private_module(source, module)
+            if private is not None:
+                found.append((node.lineno, f"module {private}"))
             for a in node.names:
                 if is_private(a.name) and source != module:
                     found.append((node.lineno, f"{source}.{a.name}"))
@@ -137,14 +158,31 @@ def test_the_scan_finds_every_kind_of_private_use(tmp_path, monkeypatch):
         "getattr(r, '_cb')\n"                                     # 10: found
         "__all__ = ['run', '_hidden', '__version__']\n"           # 11: found (only _hidden)
         "from os import _exit\nfrom pebench.core import __version__\n"
-        "from .sample import _mine\nx._y\n", encoding="utf-8")
+        "from .sample import _mine\nx._y\n"
+        "from pebench.datamodules._common import Base\n"          # 16: found (a _module of another package)
+        "import pebench.datamodules.synthetic._render as rr2\n"   # 17: found
+        "from ..datamodules.synthetic._render.deep import SPLITS\n"  # 18: found (relative; the first _module)
+        "from ._helpers import ok\nimport pebench.runner._x2.y\n"  # 19, 20: not found (its own package's)
+        , encoding="utf-8")
     known = {"pebench", "pebench.runner", "pebench.runner.run", "pebench.runner.resume", "pebench.runner.stopping",
              "pebench.runner.sample"}
     uses = private_uses(sample, "pebench.runner.sample", known)
     assert uses == [f"sample.py:{n} {name}" for n, name in [
         (1, "pebench.runner.run._prepare"), (2, "pebench.core._x"), (3, "pebench.runner._own"),
         (7, "pebench.runner.resume._last"), (8, "pebench.runner.run._helper"),
-        (9, "pebench.runner.stopping._Stop"), (10, "pebench.runner.resume._cb"), (11, "__all__ _hidden")]]
+        (9, "pebench.runner.stopping._Stop"), (10, "pebench.runner.resume._cb"), (11, "__all__ _hidden"),
+        (16, "module pebench.datamodules._common"), (17, "module pebench.datamodules.synthetic._render"),
+        (18, "module pebench.datamodules.synthetic._render")]]
+
+
+def test_a_private_module_is_its_own_packages_business():
+    """Its package and subpackages may import it; a sibling or another package may not."""
+    assert foreign_private_module("pebench.datamodules._x", "pebench.datamodules.images.mnist") is None
+    assert foreign_private_module("pebench.datamodules._x", "pebench.datamodules") is None
+    assert foreign_private_module("pebench.datamodules.synthetic._r", "pebench.datamodules.probes.sets") == \
+        "pebench.datamodules.synthetic._r"
+    assert foreign_private_module("pebench.datamodules._x", "pebench.datamodules_extra.y") == "pebench.datamodules._x"
+    assert foreign_private_module("pebench.datamodules._x", "pebench.tasks.dino.multicrop") == "pebench.datamodules._x"
 
 
 def test_the_scan_names_modules_by_the_package_dir_mapping():

@@ -41,9 +41,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from .._image_common import require_dir
 from ..base import BenchDataModule, DataRootError, DataSource
 from ..corrupt import SkippingDataset
+from ..image_common import require_dir
 from ..registry import register_datamodule
 from .event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
 from .spiking import pad_collate

@@ -92,10 +92,10 @@ import numpy as np
 import torch
 from pycocotools.coco import COCO
 
-from .._image_common import require_dir
 from ..base import BenchDataModule, DataRootError, DataSource, float_option, int_option, parse_resolution
 from ..corrupt import SkippingDataset
 from ..detection_common import detection_collate
+from ..image_common import require_dir
 from ..registry import register_datamodule
 from .event_transforms import SPIKING_HELP, SpikingOptions, parse_tokens
 from .prophesee_dat import EVENT_DTYPE, RAW_DTYPE, DatHeader, DatRecording, read_dat, read_dat_header, write_dat

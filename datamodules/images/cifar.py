@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .._image_common import ImageDataModule, eval_transform, image_hw, require_dir, require_file, train_transform
 from ..base import DataRootError, DataSource
 from ..corrupt import SkippingDataset
+from ..image_common import ImageDataModule, eval_transform, image_hw, require_dir, require_file, train_transform
 from ..registry import register_datamodule
 
 __all__ = ["CIFAR100DataModule", "CIFAR100_MD5", "read_cifar_pickle"]

@@ -40,10 +40,10 @@ from pycocotools.coco import COCO
 from torch.utils.data import DataLoader
 from torchvision.transforms.v2.functional import pil_to_tensor
 
-from .._image_common import IMAGENET_MEAN, IMAGENET_STD, image_hw, pil_rgb
 from ..base import BenchDataModule, DataRootError, DataSource, parse_resolution
 from ..corrupt import SkippingDataset
 from ..detection_common import detection_collate, resize_pad, xywh_to_xyxy
+from ..image_common import IMAGENET_MEAN, IMAGENET_STD, image_hw, pil_rgb
 from ..registry import register_datamodule
 
 __all__ = ["CocoFormatDataModule", "CocoDataModule", "CocoDetectionDataset", "load_coco"]

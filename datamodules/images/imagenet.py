@@ -31,8 +31,8 @@ from typing import ClassVar
 
 from torchvision.datasets import ImageFolder, ImageNet
 
-from .._image_common import ImageDataModule, imagenet_wnids, require_dir
 from ..base import DataRootError, DataSource
+from ..image_common import ImageDataModule, imagenet_wnids, require_dir
 from ..registry import register_datamodule
 
 __all__ = ["IMAGENET100_WNIDS", "ImageNetDataModule", "ImageNet100DataModule", "ImageNetV2DataModule",

@@ -52,9 +52,9 @@ from torch.utils.data import Dataset
 
 from pebench.core.errors import ConfigError
 
-from ..image_common import ImageDataModule, image_hw, require_dir
 from ..base import DataRootError, DataSource, int_option
 from ..corrupt import SkippingDataset
+from ..image_common import ImageDataModule, image_hw, require_dir
 from ..registry import register_datamodule
 from .idx import idx_path, raw_bytes, read_idx_bytes
 

@@ -57,9 +57,9 @@ import torchvision.transforms.v2 as v2
 import torchvision.transforms.v2.functional as TF
 from PIL import Image
 
-from .._image_common import IMAGENET_MEAN, IMAGENET_STD, ImageDataModule, image_hw
 from ..base import DataRootError, DataSource, int_option
 from ..corrupt import SkippingDataset
+from ..image_common import IMAGENET_MEAN, IMAGENET_STD, ImageDataModule, image_hw
 from ..registry import register_datamodule
 
 __all__ = ["PhotosDataModule", "PhotoCropDataset", "SOURCES", "source_dir"]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 
-from .._image_common import ImageDataModule, require_dir, require_file
 from ..base import DataRootError, DataSource
+from ..image_common import ImageDataModule, require_dir, require_file
 from ..registry import register_datamodule
 
 __all__ = ["TinyImageNetDataModule"]

@@ -18,8 +18,8 @@ import os
 import random
 from typing import Any
 
-from .._image_common import IMG_EXTENSIONS, ImageDataModule, require_dir
 from ..base import DataRootError, DataSource
+from ..image_common import IMG_EXTENSIONS, ImageDataModule, require_dir
 from ..registry import register_datamodule
 
 __all__ = ["UCMercedDataModule"]

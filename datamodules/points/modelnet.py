@@ -32,9 +32,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from .._image_common import require_dir, require_file
 from ..base import BenchDataModule, DataRootError, DataSource
 from ..corrupt import CORRUPT_ERRORS, SkippingDataset
+from ..image_common import require_dir, require_file
 from ..registry import register_datamodule
 
 __all__ = ["ModelNet40DataModule", "OfflineModelNet", "normalise_unit_sphere", "check_off"]

@@ -63,8 +63,8 @@ from torch.utils.data import Dataset
 from ..base import BenchDataModule, bool_option, int_option, parse_resolution
 from ..points.grouping import point_groups
 from ..registry import register_datamodule
-from ..synthetic._render import SPLITS
 from ..synthetic.primitives import sample_surface
+from ..synthetic.render import SPLITS
 from .probe_scenes import ProbeSplits
 
 __all__ = ["PartsProbe", "PartsDataset", "PartsProbeDataModule", "direction_label_3d", "PART_POINTS", "DIRECTIONS"]

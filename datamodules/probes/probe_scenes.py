@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..base import int_option
-from ..synthetic._render import SPLITS
+from ..synthetic.render import SPLITS
 
 __all__ = ["PATCH", "PIXEL_MEAN", "PIXEL_STD", "GLYPH_KINDS", "NUISANCE", "glyph_mask", "render_probe",
            "ProbeGenerator", "ProbeSplits", "direction_label", "DIRECTIONS", "canvas_cells", "cell_distance",

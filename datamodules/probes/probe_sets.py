@@ -58,7 +58,7 @@ from pebench.core.errors import ConfigError
 
 from ..base import BenchDataModule
 from ..registry import register_datamodule
-from ..synthetic._render import SPLITS
+from ..synthetic.render import SPLITS
 from .probe_scenes import PATCH, PIXEL_MEAN, PIXEL_STD, ProbeGenerator, ProbeSplits, render_probe
 from .probes import AnchoringProbe, DirectionProbe, canvas_cells
 

@@ -1,4 +1,4 @@
 """Embedded synthetic datasets rendered on the fly (no data root): images, video, events and points.
 
-``_render`` holds the shared seeded dataset and the anti-aliased 2-D shape rendering.
+``render`` holds the shared seeded dataset and the anti-aliased 2-D shape rendering.
 """

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..base import float_option, int_option, parse_resolution
 from ..registry import register_datamodule
-from ._render import SyntheticDataset, SyntheticSplitsDataModule, check_size, random_colour, shape_alpha
+from .render import SyntheticDataset, SyntheticSplitsDataModule, check_size, random_colour, shape_alpha
 
 __all__ = ["MovingShapesDataModule", "moving_shapes_scene", "render_moving_shapes", "DIRECTIONS"]
 

@@ -9,7 +9,7 @@ striped with a random stripe angle) = 10 classes. Its colour is random (the labe
 colour), so a learner must read the object's shape and fill.
 
 Deterministic: the scene of sample ``i`` is drawn from ``default_rng([seed, split, i])`` and
-rendered in normalised coordinates (any side length shows the same scene; see ``_render.py``).
+rendered in normalised coordinates (any side length shows the same scene; see ``render.py``).
 Inputs are ``(3, S, S)`` float32 normalised with the ImageNet mean/std (like the real image
 sets), default 32 px with patch 4.
 """
@@ -22,9 +22,9 @@ import numpy as np
 
 from pebench.core.errors import ConfigError
 
-from .._image_common import IMAGENET_MEAN, IMAGENET_STD
+from ..image_common import IMAGENET_MEAN, IMAGENET_STD
 from ..registry import register_datamodule
-from ._render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour, shape_alpha
+from .render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour, shape_alpha
 
 __all__ = ["ObjectsDataModule", "objects_scene", "render_objects", "OBJECT_KINDS", "NUM_OBJECT_CLASSES"]
 

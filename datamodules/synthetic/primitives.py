@@ -23,7 +23,7 @@ from pebench.core.errors import ConfigError
 
 from ..base import float_option, int_option, parse_resolution
 from ..registry import register_datamodule
-from ._render import SyntheticDataset, SyntheticSplitsDataModule, check_size
+from .render import SyntheticDataset, SyntheticSplitsDataModule, check_size
 
 __all__ = ["PrimitivesDataModule", "PRIMITIVES", "primitives_scene", "render_primitive", "sample_surface"]
 

@@ -28,7 +28,7 @@ from pebench.core.errors import ConfigError
 
 from ..base import float_option, int_option
 from ..registry import register_datamodule
-from ._render import SquareImageSplitsDataModule, SyntheticDataset, random_colour, shape_alpha
+from .render import SquareImageSplitsDataModule, SyntheticDataset, random_colour, shape_alpha
 
 __all__ = ["ShapesDataModule", "shapes_scene", "render_shapes"]
 

@@ -72,7 +72,7 @@ from ..base import int_option, parse_resolution
 from ..events.event_transforms import SPIKING_HELP, Augment, SpikingOptions, parse_tokens
 from ..events.spiking import pad_collate
 from ..registry import register_datamodule
-from ._render import SyntheticDataset, SyntheticSplitsDataModule, check_size, shape_alpha
+from .render import SyntheticDataset, SyntheticSplitsDataModule, check_size, shape_alpha
 
 __all__ = ["SyntheticEventsDataModule", "EventDataset", "SpikingEventDataset", "EVENT_DTYPE", "GESTURES",
            "events_scene", "jumps_scene", "render_events", "contrast_events", "events_to_voxels", "SCENES",

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from .._image_common import IMAGENET_MEAN, IMAGENET_STD
+from ..image_common import IMAGENET_MEAN, IMAGENET_STD
 from ..registry import register_datamodule
-from ._render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour
+from .render import SquareImageSplitsDataModule, SyntheticDataset, pixel_centres, random_colour
 
 __all__ = ["TexturesDataModule", "textures_scene", "render_textures", "TEXTURE_CLASSES"]
 

@@ -38,9 +38,9 @@ import numpy as np
 import torch
 import torchvision.transforms.v2 as v2
 
-from .._image_common import IMAGENET_MEAN, IMAGENET_STD, require_dir, require_file
 from ..base import BenchDataModule, DataRootError, DataSource
 from ..corrupt import SkippingDataset, TruncatedSample
+from ..image_common import IMAGENET_MEAN, IMAGENET_STD, require_dir, require_file
 from ..registry import register_datamodule
 
 __all__ = ["UCF101DataModule", "VideoClipDataset", "clip_indices", "avi_declared_frames"]

@@ -44,7 +44,7 @@ from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from pebench.datamodules._image_common import IMAGENET_MEAN, IMAGENET_STD
+from pebench.datamodules.image_common import IMAGENET_MEAN, IMAGENET_STD
 
 __all__ = ["MultiCropTransform", "MultiCropDataset", "IndexedDataset", "multicrop_collate", "indexed_collate",
            "DinoDataModule", "plain_train_dataset", "eval_split_dataset", "GLOBAL_SCALE", "LOCAL_SCALE",
