@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Study 1 (issue #43 item 4; results/fashion-mnist/REPORT.md): Fashion-MNIST x every registered PE that applies to
+# images (read from `bench list pes` when the script runs) x seeds 0-4, one recipe for all, plus random-permutation
+# training (RPT_PES, run directories <pe>+rpt), on 2 worker processes of 1 thread each (--preload, --deterministic).
+# A rerun skips complete runs, so an interrupted study resumes.
+#
+# Recipe (sized by the pilot to fit 60 min of wall time on the 2-core machine; see the report's protocol):
+#   vit-probe (2 blocks, width 64, the probe sweep's model), 24 px inputs: the 28 px images resized to 24 x 24
+#   (bilinear, antialiased: the datamodule's --resolution rule) with patch 4, a 6 x 6 token grid, so that 1.5x = 36 px
+#   (9 x 9) and 2x = 48 px (12 x 12) are whole token grids (28 x 1.5 = 42 is not a multiple of 4);
+#   a fixed training subset of TRAIN_PER_CLASS images per class (3,200: 32,000 images, drawn with the split seed,
+#   the same for every run; --data-option train_per_class, so the runs are not --limit-train-batches smoke runs),
+#   EPOCHS epoch(s) of batch 64 (500 steps), AdamW, lr LR, linear warm-up over WARMUP epochs then cosine to 0;
+#   validation hold-out: 200 images per class (2,000; seeded, the same for every run), evaluated every 125 steps
+#   (a learning curve); the last step's weights are tested on t10k (10,000 images).
+# Analyses on the hold-out: extrapolation at 24 / 36 / 48 px (each PE's own rule, all 2,000 images), robustness
+# (fragility FS = 1 - A_shift / A_clean under JPEG q5 and blur sigma 2.5, all 2,000 images), geometry (SSDC and SSDC
+# under RPI per layer, K = 8 permutations, 256-image probe, the untrained twin's null band) and, for the additive PEs
+# (the `additive` column of `bench list pes`), the alpha sweep (on 500 images).
+# BENCH is the bench executable; PES / SEEDS / RPT_PES / WORKERS override the grid (the pilot: PES=none,ape SEEDS=0).
+# Start and end times go to $OUT/study_time.txt. Then:
+#   python -m benchmarks.fashion_mnist_findings --results $OUT --report $OUT/REPORT.md
+set -euo pipefail
+OUT=${OUT:-results/fashion-mnist}
+BENCH=${BENCH:-bench}
+WORKERS=${WORKERS:-2}
+SEEDS=${SEEDS:-0,1,2,3,4}
+RPT_PES=${RPT_PES-ape,rope-axial}  # RPT variants (RPT_PES= for none): the additive PE the alpha sweep scales, and axial RoPE
+LR=${LR:-3e-3}
+WARMUP=${WARMUP:-0.1}
+EPOCHS=${EPOCHS:-1}
+TRAIN_PER_CLASS=${TRAIN_PER_CLASS:-3200}
+# every registered PE whose modalities include image, and which of them are additive (bench list pes' table)
+table=$("$BENCH" list pes)
+PES=${PES:-$(echo "$table" | awk -F'|' '$3 ~ /(^|[ ,])image([ ,]|$)/ {gsub(/ /, "", $2); printf "%s%s", s, $2; s=","}')}
+ADDITIVE=$(echo "$table" | awk -F'|' '$4 ~ /yes/ {gsub(/ /, "", $2); printf "%s%s", s, $2; s=","}')
+[ -n "$PES" ] || { echo "fashion_mnist_study: no PE applies to images in \`$BENCH list pes\`" >&2; exit 2; }
+RECIPE=(--model vit-probe --workers "$WORKERS" --preload --deterministic --no-progress-bar
+        --resolution 24 --data-option val_per_class=200 --data-option train_per_class="$TRAIN_PER_CLASS"
+        --batch-size 64 --epochs "$EPOCHS" --val-every 125 --lr "$LR" --lr-schedule cosine --warmup-epochs "$WARMUP"
+        --extrapolation-resolutions 24,36,48
+        --analysis-option extrapolation_samples=2000 --analysis-option robustness_samples=2000
+        --analysis-option alpha_samples=500)
+additive() { case ",$ADDITIVE," in *",${1%+rpt},"*) return 0 ;; esac; return 1; }
+
+mkdir -p "$OUT"
+echo "start $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null)" >> "$OUT/study_time.txt"
+add= other=
+for pe in ${PES//,/ }; do
+  if additive "$pe"; then add=${add:+$add,}$pe; else other=${other:+$other,}$pe; fi
+done
+for pe in ${RPT_PES//,/ }; do
+  if additive "$pe"; then add=${add:+$add,}$pe+rpt; else other=${other:+$other,}$pe+rpt; fi
+done
+[ -z "$add" ] || "$BENCH" sweep --datasets fashion-mnist --pes "$add" --seeds "$SEEDS" --out "$OUT" "${RECIPE[@]}" \
+  --analyses geometry,robustness,extrapolation,alpha
+[ -z "$other" ] || "$BENCH" sweep --datasets fashion-mnist --pes "$other" --seeds "$SEEDS" --out "$OUT" "${RECIPE[@]}" \
+  --analyses geometry,robustness,extrapolation
+echo "end $(date -u +%FT%TZ)" >> "$OUT/study_time.txt"
