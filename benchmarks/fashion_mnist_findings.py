@@ -262,7 +262,7 @@ class Family:
 
     def lines(self) -> list[str]:
         if not self.tests:
-            return ["  - not testable: no learned PE has the data this claim needs"]
+            return ["  - not testable: no learned variant has the data this claim needs with at least 2 seeds"]
         adj = holm_adjust([min(1.0, max(0.0, p)) if math.isfinite(p) else 1.0 for _, _, p, _, _ in self.tests])
         return [f"  - {subj}: **{verdict(pa, est, sign) if sign else ('reproduced' if pa < FWER else 'inconclusive')}**"
                 f" ({text}; p = {pval(p)}, Holm p = {pval(pa)} over {len(self.tests)})"
@@ -428,14 +428,14 @@ def correlation_section(probes: str | Path, cells: dict[str, Cell]) -> str:
         return f"No probe results at `{shown(Path(probes))}`: nothing to correlate."
     rows = probe_correlations(probes, cells)
     _, commits = probe_outcomes(probes)
-    study = [lab for lab in learned_cells(cells) if "+" not in lab]
+    study = [lab for lab in cells if "+" not in lab]
     probed = set().union(*(r["pes"] for r in rows)) if rows else set()
     missing = [p for p in study if p not in probed]
     tested = [r for r in rows if math.isfinite(r["p"])]
     adj = dict(zip(map(id, tested), holm_adjust([r["p"] for r in tested]))) if tested else {}
     out = [f"Probe runs: `{shown(Path(probes))}/probe-*`, made at commit{'s' if len(commits) > 1 else ''} "
            + ", ".join(f"`{c}`" for c in commits) + " — an older commit than this study's runs; the probe sweep "
-           "lacks " + (", ".join(f"`{p}`" for p in missing) if missing else "none of this study's learned PEs")
+           "lacks " + (", ".join(f"`{p}`" for p in missing) if missing else "none of this study's PEs")
            + (", which are left out of these correlations" if missing else "") + ". "
            f"Family: the {len(tested)} correlations with a value (Holm at {100 * FWER:.0f} %); a probe *predicts* a "
            "target when its Holm p is below 5 % and the bootstrap interval excludes 0.", "",
@@ -449,9 +449,11 @@ def correlation_section(probes: str | Path, cells: dict[str, Cell]) -> str:
         out.append(f"| {r['probe']} | {r['target']} | {len(r['pes'])} | {body} | {'**yes**' if yes else 'no'} |")
     predictors = sorted({f"{r['probe']} → {r['target']}" for r in tested
                          if adj[id(r)] < FWER and (r["lo"] > 0 or r["hi"] < 0)})
-    out += ["", "**Which probes predict real behaviour:** " + ("; ".join(predictors) if predictors else
-            "none, at this number of PEs and seeds (no correlation passes Holm at 5 % with a bootstrap interval "
-            "that excludes 0).")]
+    out += ["", "**Which probes predict real behaviour:** " + (
+        "; ".join(predictors) if predictors else
+        "not computed: no probe outcome shares at least 4 learned PEs with this study." if not tested else
+        "none, at this number of PEs and seeds (no correlation passes Holm at 5 % with a bootstrap interval "
+        "that excludes 0).")]
     return "\n".join(out)
 
 

@@ -150,6 +150,12 @@ def test_probe_correlation_matches_scipy_spearman(tmp_path):
     ref_rhos = [stats.spearmanr(xs[i], ys[i]).statistic for i in idx if np.ptp(xs[i]) > 0 and np.ptp(ys[i]) > 0]
     lo, hi, kept = fm.bootstrap_spearman(x, y, resamples=300)
     assert kept == len(ref_rhos) and np.allclose([lo, hi], np.quantile(ref_rhos, [0.025, 0.975]))
+    # the report's table: both targets in one Holm family of 2
+    section = fm.correlation_section(tmp_path / "probes", cells)
+    p_adj = dict(zip(("test acc", "2x acc"), fm.holm_adjust([rows[("probe-translation test acc", t)]["p"]
+                                                              for t in ("test acc", "2x acc")])))
+    assert f"| probe-translation test acc | test acc | 5 | {ref.statistic:+.2f} | [{row['lo']:+.2f}, {row['hi']:+.2f}] | " \
+           f"{ref.pvalue:.2g} | {p_adj['test acc']:.2g} |" in section
     assert rows[("probe-translation test acc", "2x acc")]["rho"] == pytest.approx(
         stats.spearmanr(x, [0.3 + 0.05 * pes.index(p) for p in sorted(pes, key=ordered)]).statistic)
 
@@ -158,5 +164,5 @@ def test_probe_correlation_matches_scipy_spearman(tmp_path):
                     "benchmarks/fashion_mnist_study.sh, then the findings script)")
 def test_committed_report_regenerates(tmp_path):
     report = tmp_path / "REPORT.md"
-    assert fm.main(["--results", "results/fashion-mnist", "--report", str(report), "--probes", "results/embedded"]) == 0
+    assert fm.main(["--results", str(RESULTS), "--report", str(report), "--probes", str(REPO / "results" / "embedded")]) == 0
     assert report.read_text(encoding="utf-8") == (RESULTS / "REPORT.md").read_text(encoding="utf-8")
