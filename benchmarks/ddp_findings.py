@@ -3,8 +3,8 @@ configuration train what the single-process run trains, and how far apart do the
 
     python -m benchmarks.ddp_findings --results results/ddp-agreement [--report results/ddp-agreement/REPORT.md]
 
-The runs (benchmarks/ddp_agreement.sh) are ``bench run`` with its defaults (shapes / pape / vit-nano,
-4 epochs, global batch 64) and ``--deterministic --analyses none`` on CPU, per seed once in one process
+The runs (benchmarks/ddp_agreement.sh) are ``bench run`` with the defaults of their time (shapes / pape /
+vit-nano, 4 epochs -- pinned in the script since the default became 3 --, global batch 64) and ``--deterministic --analyses none`` on CPU, per seed once in one process
 (``one-process/``) and once in 2 gloo processes (``ddp-2/``, ``--devices 2 --strategy ddp``).
 
 Every number is computed from the committed ``results.json`` and ``metrics.csv`` files:
@@ -42,7 +42,7 @@ TEMPLATE = """\
 # DDP against one process: the default run, 1 vs 2 CPU processes
 
 Written by `benchmarks/ddp_findings.py` from the runs of `benchmarks/ddp_agreement.sh` (pebench issue
-#32, item 5). Configuration: `bench run` defaults (shapes / pape / vit-nano, 4 epochs, global batch 64,
+#32, item 5). Configuration: `bench run` defaults of the time (shapes / pape / vit-nano, 4 epochs, global batch 64,
 lr 2e-3, 1 warm-up epoch) with `--deterministic --analyses none --accelerator cpu`; the 2-process runs
 add `--devices 2 --strategy ddp` (gloo), so each rank loads 32 samples a step.
 @@SEEDS@@

@@ -184,7 +184,7 @@ defined in [`docs/analyses.md`](../../../docs/analyses.md).
 ## Setting
 
 `shapes` (label = where a disc is and which side of a square it lies on), vit-nano (4 blocks),
-the default recipe (4 epochs × 64 steps), 3 seeds per PE, `--deterministic`, @@PROVENANCE@@
+the default recipe of the time (4 epochs × 64 steps; 3 since issue #50), 3 seeds per PE, `--deterministic`, @@PROVENANCE@@
 ([`LEADERBOARD.md`](../../../LEADERBOARD.md) is generated from them). Geometry with the SSDC
 paper's protocol: tap `attn_in` (layer 0 = LN(embedding + PE)), cosine S averaged over a fixed
 256-scene probe, L1 grid distance, RPI averaged over K = 8 permutations, null band = the same
