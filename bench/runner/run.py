@@ -191,9 +191,34 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
     and that the run directory holds no run of another configuration (``bench run`` does; rebuilding a
     run's model for an analysis does not).
     Raises :class:`~pebench.core.errors.UserError` subclasses for user errors (exit code 2 in the CLI).
+    The steps run in this order (it decides which of several errors is reported).
     """
     load_registries()
     cfg = resolve(cfg)
+    dm_cls, pe_cls = _check_model_and_pe(cfg)
+    analyses, explicit = _requested_analyses(cfg, dm_cls, pe_cls)
+    setup = get_task_setup(resolve_task(cfg).task)
+    analyses = setup.analyses(analyses, explicit)
+    check_logger_installed(cfg.logger)
+    dm = _build_datamodule(cfg, dm_cls, setup)
+    analyses = _token_set_analyses(cfg, dm, analyses, explicit)
+    grid = train_grid_for(dm)
+    _check_data_root(dm, cfg.max_skipped_fraction)
+    clamp = batch_clamp(dm, cfg.batch_size)  # a batch larger than the training split: full-batch, said in one line
+    if clamp is not None:
+        print(batch_clamp_line(cfg.batch_size, clamp, cfg.dataset), file=sys.stderr)
+    task = _build_task(cfg, setup, dm, grid, analyses)
+    run_dir = _check_placement(cfg, check_run_dir)
+    counter = ValSampleCounter()
+    trainer = _build_trainer(cfg, setup, dm, run_dir, counter)
+    return Prepared(cfg=cfg, dm=dm, task=task, setup=setup, trainer=trainer, run_dir=run_dir, analyses=tuple(analyses),
+                    explicit_analyses=explicit, counter=counter, pe_label=variant_label(cfg.pe, cfg.pe_options),
+                    dataset_info=dataset_info(dm_cls))
+
+
+def _check_model_and_pe(cfg: RunConfig) -> tuple[Any, Any]:
+    """The dataset's and the PE's classes (unknown names raise the registries' errors), after checking the
+    model name and that the PE applies to the dataset's modality."""
     dm_cls = get_datamodule_class(cfg.dataset)
     pe_cls = get_pe_class(cfg.pe)
     if cfg.model not in list_models():
@@ -201,33 +226,48 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
     if dm_cls.modality not in tuple(pe_cls.modalities):
         raise PEConfigError(f"PE {cfg.pe!r} does not apply to {dm_cls.modality} data (dataset {cfg.dataset!r}); "
                             f"it supports: {', '.join(pe_cls.modalities)}")
+    return dm_cls, pe_cls
+
+
+def _requested_analyses(cfg: RunConfig, dm_cls: Any, pe_cls: Any) -> tuple[list[str], bool]:
+    """``--analyses`` parsed (none for a ``--fast-dev-run`` that names none) and whether they were named;
+    a named analysis that does not apply to the PE is an error (``all`` selects only those that apply)."""
     analyses, explicit = parse_analyses(cfg.analyses, synthetic=not dm_cls.needs_data_root,
                                         additive_pe=bool(getattr(pe_cls, "additive", False)))
     if cfg.fast_dev_run and not explicit:
         analyses = []  # a smoke test: analyses only when asked for
-    for name in analyses:  # `all` selects only those that apply: a named one that does not is an error
+    for name in analyses:
         reason = get_analysis(name).applies(pe_cls)
         if reason is not None:
             raise PEConfigError(f"analysis {name!r} does not apply to PE {cfg.pe!r}: {reason}; drop it from "
                                 f"--analyses or use --analyses all")
-    setup = get_task_setup(resolve_task(cfg).task)
-    analyses = setup.analyses(analyses, explicit)
-    check_logger_installed(cfg.logger)
+    return analyses, explicit
+
+
+def _build_datamodule(cfg: RunConfig, dm_cls: Any, setup: Any) -> Any:
+    """The dataset's datamodule from the run options and ``--data-option``, as the task wraps it."""
     try:
         dm = dm_cls(batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed,
                     resolution=cfg.resolution, data_root=cfg.data_root, **cfg.data)
     except TypeError as e:
         raise ConfigError(f"invalid data options for dataset {cfg.dataset!r}: {e}") from None
-    dm = setup.prepare_data(cfg, dm)  # e.g. DINO's multi-crop views + k-NN loaders around the dataset's
+    return setup.prepare_data(cfg, dm)  # e.g. DINO's multi-crop views + k-NN loaders around the dataset's
+
+
+def _token_set_analyses(cfg: RunConfig, dm: Any, analyses: list[str], explicit: bool) -> list[str]:
+    """The analyses that read a set of tokens (spiking events, the set probes' occupied cells)."""
+    named = explicit and cfg.analyses not in ("all", ["all"])
     if getattr(dm, "tokens", "frames") == "spiking":
-        analyses = spiking_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]))
+        analyses = spiking_analyses(analyses, named)
     if getattr(dm, "tokens", "frames") == "occupied":  # the set probes: no analysis reads a set of tokens yet
-        analyses = set_probe_analyses(analyses, explicit and cfg.analyses not in ("all", ["all"]), cfg.dataset)
-    grid = train_grid_for(dm)
-    _check_data_root(dm, cfg.max_skipped_fraction)
-    clamp = batch_clamp(dm, cfg.batch_size)  # a batch larger than the training split: full-batch, said in one line
-    if clamp is not None:
-        print(batch_clamp_line(cfg.batch_size, clamp, cfg.dataset), file=sys.stderr)
+        analyses = set_probe_analyses(analyses, named, cfg.dataset)
+    return analyses
+
+
+def _build_task(cfg: RunConfig, setup: Any, dm: Any, grid: tuple[int, ...] | None, analyses: list[str]
+                ) -> L.LightningModule:
+    """The task's LightningModule (seeded), with coordinate augmentation and the attention implementation set,
+    the extrapolation sizes checked and, with ``--compile``, its backbone compiled."""
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     try:
         task = setup.build(cfg, dm, grid)
@@ -248,6 +288,13 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
         raise ConfigError(str(e)) from None
     if cfg.compile:
         task.backbone.compile()  # nn.Module.compile: forward compiled in place, state_dict keys unchanged
+    return task
+
+
+def _check_placement(cfg: RunConfig, check_run_dir: bool) -> Path:
+    """The run directory, after the checks of where the run goes: the global batch divisible over the devices,
+    (``check_run_dir``) no other configuration in the run directory and a writable output root, and a precision
+    the accelerator runs."""
     if isinstance(cfg.devices, int) and cfg.devices > 0 and cfg.batch_size % (cfg.devices * cfg.num_nodes):
         refuse_indivisible_batch(cfg.batch_size, cfg.devices * cfg.num_nodes)
     run_dir = run_dir_for(cfg)
@@ -255,9 +302,13 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
         check_same_configuration(run_dir, config_to_dict(cfg))  # resume / re-run only the same configuration
         check_out_dir(cfg.out)
     check_precision_device(cfg.precision, cfg.accelerator)  # 16-mixed on a CPU: exit 2, not a silent bf16 run
+    return run_dir
+
+
+def _build_trainer(cfg: RunConfig, setup: Any, dm: Any, run_dir: Path, counter: ValSampleCounter) -> L.Trainer:
+    """Lightning's Trainer with pebench's callbacks and loggers; sets ``dm.batch_size`` to the per-rank batch."""
     quiet_lightning()
     strategy = ddp_strategy() if cfg.strategy == "ddp" else cfg.strategy
-    counter = ValSampleCounter()
     callbacks: list[Callback] = [counter, StepSeed(cfg.seed), last_checkpoint_callback(run_dir)]
     if cfg.progress_bar:
         callbacks.append(TQDMProgressBar())
@@ -284,9 +335,7 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
     if cfg.batch_size % world:
         refuse_indivisible_batch(cfg.batch_size, world)
     dm.batch_size = cfg.batch_size // world  # per-rank batch; the global batch stays cfg.batch_size
-    return Prepared(cfg=cfg, dm=dm, task=task, setup=setup, trainer=trainer, run_dir=run_dir, analyses=tuple(analyses),
-                    explicit_analyses=explicit, counter=counter, pe_label=variant_label(cfg.pe, cfg.pe_options),
-                    dataset_info=dataset_info(dm_cls))
+    return trainer
 
 
 def dataset_info(dm_cls: type) -> dict[str, Any]:
