@@ -11,6 +11,8 @@ even for a results tree of hundreds of runs (docs/architecture.md §5 describes 
 * ``bench runs show RUN``: one run's status, provenance, metrics, analyses (the same tables as
   the end-of-run summary), resolved configuration and files. ``RUN`` is a run directory, or its
   path relative to ``--results`` (``shapes/pape/vit-nano/seed0``).
+
+The command's handler (its arguments and messages) is :mod:`pebench.cli.commands.runs`.
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ from pebench.core.errors import ConfigError
 
 from .summary import format_summary, format_table
 
-__all__ = ["collect_runs", "run_row", "slurm_row", "not_complete_reason", "format_runs", "format_run", "cmd_runs",
-           "add_provenance", "RUN_COLUMNS"]
+__all__ = ["collect_runs", "run_row", "slurm_row", "not_complete_reason", "format_runs", "format_run", "filter_runs",
+           "resolve_run", "add_provenance", "RUN_COLUMNS"]
 
 #: columns of ``bench runs`` (in order)
 RUN_COLUMNS = ("dataset", "pe", "model", "seed", "status", "metric", "value", "wall (s)", "fingerprint", "reason")
@@ -169,7 +171,9 @@ def collect_runs(root: str | os.PathLike) -> list[dict[str, Any]]:
     return rows
 
 
-def _filter(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+def filter_runs(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The rows whose dataset, PE (or base PE), model and status are in ``args``' sets (``None``: any)."""
+
     def keep(r: dict[str, Any]) -> bool:
         if args.dataset and r["dataset"] not in args.dataset:
             return False
@@ -191,7 +195,8 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
     return table + "\n" + f"{len(rows)} run(s): " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
 
 
-def _resolve_run(run: str, root: Path) -> Path:
+def resolve_run(run: str, root: Path) -> Path:
+    """The run directory ``run`` names: itself, or a path relative to ``root``, holding ``results.json``."""
     for cand in (Path(run), root / run):
         if (cand / "results.json").is_file():
             return cand
@@ -283,33 +288,3 @@ def format_run(run_dir: Path) -> str:
             ["key", "value"], [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in cfg.items()]))
     parts.append("files\n" + _files_table(run_dir))
     return "\n".join(parts)
-
-
-def _csv_set(text: str | None) -> set[str] | None:
-    items = {t.strip() for t in (text or "").split(",") if t.strip()}
-    return items or None
-
-
-def cmd_runs(args: argparse.Namespace) -> int:
-    """``bench runs [show RUN]`` (see the module docstring)."""
-    root = Path(args.results)
-    if args.action == "show":
-        if not args.run:
-            raise ConfigError("bench runs show needs a run, e.g. bench runs show shapes/pape/vit-nano/seed0")
-        print(format_run(_resolve_run(args.run, root)))
-        return 0
-    if args.action not in (None, "list"):
-        raise ConfigError(f"unknown runs action {args.action!r}; use `bench runs` or `bench runs show RUN`")
-    if args.run:
-        raise ConfigError(f"unexpected argument {args.run!r}; to inspect a run: bench runs show {args.run}")
-    if not root.is_dir():
-        raise ConfigError(f"results directory {str(root)!r} does not exist (bench run writes to runs/ by default; "
-                          f"pass --results DIR)")
-    flt = argparse.Namespace(dataset=_csv_set(args.dataset), pe=_csv_set(args.pe), model=_csv_set(args.model),
-                             status=_csv_set(args.status))
-    rows = _filter(collect_runs(root), flt)
-    if not rows:
-        print(f"no runs under {str(root)!r}" + (" match the filters" if any(vars(flt).values()) else ""))
-        return 0
-    print(format_runs(rows))
-    return 0

@@ -1,4 +1,5 @@
-"""The ``bench`` command line: ``run``, ``list``, ``runs``, ``leaderboard``, ``sweep``, ``eval``, ``analyze``, ``perf``.
+"""The ``bench`` parser and entry point: every flag of ``run``, ``list``, ``runs``, ``leaderboard``, ``sweep``, ``eval``,
+``analyze``, ``card`` and ``perf``; each command's handler is in :mod:`pebench.cli.commands` (imported when it runs).
 
 ``bench run`` with no arguments trains the embedded default run (see :class:`RunConfig`).
 User mistakes print one line ``bench: error: <message>`` and exit with code 2; a non-finite
@@ -11,30 +12,17 @@ launcher re-executes either form with the same arguments for ranks > 0.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import errno
 import os
-import shlex
 import sys
-from pathlib import Path
 from typing import Sequence
 
-from pebench.cli import commands  # noqa: I001  (submodule; pebench.cli/__init__ imports this module)
-from pebench.cli.card import CARD_HELP, card_rows, format_card
+from pebench.cli.commands import dispatch
+from pebench.cli.commands.card import CARD_HELP
 from pebench.core.errors import ConfigError, RunFailedError, UserError
 from pebench.core.options import add_flags, parse_key_value
-from pebench.leaderboard.summary import format_summary
 from pebench.perf import PERF_COMMANDS
-from pebench.runner.config import (
-    RunConfig,
-    check_option_values,
-    check_resolution_syntax,
-    config_to_yaml,
-    merged_config,
-    run_config_from_args,
-)
-from pebench.runner.guards import complete_run, complete_run_line
-from pebench.runner.numerics import pin_cpu_numerics
+from pebench.runner.config import RunConfig, run_config_from_args
 from pebench.runner.threads import prefer_passive_omp_wait
 
 __all__ = ["main", "build_parser", "run_config_from_args", "cli_reference"]
@@ -212,64 +200,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
-    early = merged_config(args)
-    check_option_values(early)  # bounds before torch is imported: a bad value answers at once
-    command = " ".join(["bench", *(shlex.quote(a) for a in argv if a != "--force")])
-    if not args.print_config and not args.force:  # a complete run of this configuration: say so, train nothing
-        done = complete_run(early)  # torch-free: results.json and the fingerprint
-        if done is not None:
-            print(complete_run_line(done, command))
-            return 0
-    if early.deterministic:
-        pin_cpu_numerics()  # before torch is imported: CPU kernel paths pinned (see pebench.runner.numerics)
-    from lightning.pytorch.utilities import rank_zero_only  # deferred: start-up time (Lightning, torch; after the pins)
-
-    from pebench.runner.run import load_registries, run  # deferred: start-up time (torch, Lightning, the registries)
-    from pebench.tasks import default_task  # deferred: start-up time (torch: the dataset classes)
-
-    load_registries()
-    cfg = run_config_from_args(args)
-    if args.print_config:
-        sys.stdout.write(config_to_yaml(cfg))
-        return 0
-    # resolved (torch is imported now): a --data-option tokens=... run directory, or a file without
-    # dataset_default_task (written before it was recorded), is matched here
-    done = None if args.force else complete_run(
-        cfg if cfg.task is not None else dataclasses.replace(cfg, task=default_task(cfg.dataset)))
-    if done is not None:
-        print(complete_run_line(done, command))
-        return 0
-    results = run(cfg)
-    if rank_zero_only.rank != 0:
-        return 0  # DDP: rank 0 owns the run directory, the analyses and the exit status
-    print(format_summary(results))
-    return 0 if results.get("status") in ("complete", None) else 3
-
-
-def _cmd_card(args: argparse.Namespace) -> int:
-    """``bench card``: the analytic PE card table (torch imported here, not at module import)."""
-    from pebench.encodings import get_pe_class, list_pes  # deferred: start-up time (torch)
-    from pebench.models import list_models  # deferred: start-up time (torch)
-
-    if args.grid < 2 or args.grid % 2:
-        raise ConfigError(f"--grid must be an even integer >= 2, got {args.grid}")
-    if args.samples < 1:
-        raise ConfigError(f"--samples must be >= 1, got {args.samples}")
-    if args.model not in list_models():
-        raise ConfigError(f"unknown model {args.model!r}; available: {', '.join(list_models())}")
-    if args.checkpoint is not None and args.pe is not None:
-        raise ConfigError("--checkpoint and --pe exclude each other (the checkpoint names its PE)")
-    pes = [p.strip() for p in (args.pe or "").split(",") if p.strip()]
-    for pe in pes:
-        if "image" not in get_pe_class(pe).modalities:  # unknown names raise the registry's ValueError
-            raise ConfigError(f"PE {pe!r} does not apply to images")
-    pes = pes or [p for p in list_pes() if "image" in get_pe_class(p).modalities]
-    print(format_card(card_rows(pes, model=args.model, grid=args.grid, samples=args.samples, seed=args.seed,
-                                checkpoint=args.checkpoint)))
-    return 0
-
-
 def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
     """Every command's flags in markdown, made from the parser (``docs/cli_flags.md`` is this text:
     ``bench --markdown-reference > docs/cli_flags.md``; a test keeps the two equal)."""
@@ -318,14 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if extra and args.command != "sweep":
             raise ConfigError(f"unrecognized arguments: {' '.join(extra)}")
-        if args.command == "run":
-            return _cmd_run(args, argv)
-        if args.command == "sweep":
-            return commands.cmd_sweep(args, extra, parser)
-        if args.command == "card":
-            return _cmd_card(args)
-        _check_command_args(args)
-        return getattr(commands, f"cmd_{args.command}")(args)
+        return dispatch(args, argv, extra, parser)
     except KeyboardInterrupt as e:  # Ctrl-C / SIGTERM: one line, no traceback, exit 128 + signal
         signum = int(getattr(e, "signum", 2))
         resume = getattr(e, "resume_command", None)
@@ -353,24 +276,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 #: errors of the storage, not of pebench: one line and exit code 1 instead of a traceback
 _STORAGE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EFBIG", "EACCES", "EPERM")
                             if hasattr(errno, n))
-
-
-def _check_command_args(args: argparse.Namespace) -> None:
-    """Arguments of ``bench eval`` / ``bench leaderboard`` that can be checked without torch."""
-    if args.command == "eval" and args.resolutions is not None:
-        items = [r.strip() for r in str(args.resolutions).split(",")]
-        if not any(items):
-            raise ConfigError("--resolutions is empty; expected a comma list such as 24,32,48")
-        for r in items:
-            check_resolution_syntax(r, "--resolutions")
-    if args.command == "leaderboard" and args.out is not None:
-        out = Path(args.out)
-        kind = {"md": "markdown", "csv": "CSV", "json": "JSON", "html": "HTML"}[args.format]
-        if not str(args.out).strip():
-            raise ConfigError(f"--out must name a {kind} file, got an empty string")
-        if out.is_dir():
-            raise ConfigError(f"--out {str(out)!r} is a directory; expected a {kind} file, e.g. "
-                              f"{str(out / f'LEADERBOARD.{args.format}')!r}")
 
 
 def _one_line(e: BaseException) -> str:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pebench.cli import main
-from pebench.cli.card import CARD_COLUMNS, block_logits, card_rows, pe_card
+from pebench.cli.commands.card import CARD_COLUMNS, block_logits, card_rows, pe_card
 from pebench.models import build_backbone
 from pebench.tasks.classification import ClassificationTask
 
@@ -112,7 +112,7 @@ def test_the_card_table_in_the_cli_docs_is_the_commands_output():
     print (recomputed here for the cheap PEs; every PE's row is independent of the others)."""
     from pathlib import Path
 
-    from pebench.cli.card import format_card
+    from pebench.cli.commands.card import format_card
     from pebench.encodings import get_pe_class, list_pes
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")

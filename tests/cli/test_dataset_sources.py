@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pebench.cli import docs
-from pebench.cli.commands import cmd_list
+from pebench.cli.commands.list import cmd_list
 from pebench.core.errors import ConfigError
 from pebench.datamodules import get_datamodule_class, list_datamodules
 from pebench.datamodules.base import DataSource

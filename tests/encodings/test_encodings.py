@@ -282,7 +282,7 @@ def test_rotation_invariance_declaration(name):
 def test_learned_and_distance_decay_declarations(name):
     """``learned``: trainable parameters at the default options. ``distance_decay``: at initialisation
     (bench card's probe, shared content) keys within 1.5 cells get more attention than keys beyond 6."""
-    from pebench.cli.card import pe_card  # deferred: only this test needs the card
+    from pebench.cli.commands.card import pe_card  # deferred: only this test needs the card
 
     cls = get_pe_class(name)
     assert cls.learned in (True, False) and cls.distance_decay in (True, False), name

@@ -146,7 +146,7 @@ def test_sweep_skips_a_complete_run_only_with_the_same_fingerprint(tiny_run):
 
 
 def test_sweep_computes_fingerprints_and_threads(tmp_path, monkeypatch):
-    from pebench.cli.commands import sweep_threads
+    from pebench.cli.commands.sweep import sweep_threads
     from pebench.runner.config import RunConfig, config_to_dict, resolve
     from pebench.sweep import local as sweep
 

@@ -38,6 +38,7 @@ Columns (means over samples, heads and blocks; ``G`` the training grid side, def
 """
 from __future__ import annotations
 
+import argparse
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -46,7 +47,7 @@ from pebench.core.errors import ConfigError
 if TYPE_CHECKING:  # torch is imported inside the functions: `bench --help` stays torch-free
     import torch  # deferred: start-up time (torch; the CLI reads CARD_HELP from this module)
 
-__all__ = ["CARD_COLUMNS", "CARD_HELP", "pe_card", "card_rows", "backbone_from_checkpoint", "block_logits", "effective",
+__all__ = ["cmd_card", "CARD_COLUMNS", "CARD_HELP", "pe_card", "card_rows", "backbone_from_checkpoint", "block_logits", "effective",
            "format_card"]
 
 CARD_COLUMNS = ("shift", "rot90", "mirror", "att d=0", "att <=1.5", "att <=3", "att <=6", "att >6",
@@ -212,3 +213,26 @@ def format_card(rows: Sequence[tuple[str, dict[str, float]]]) -> str:
     for label, card in rows:
         lines.append(f"| {label} | " + " | ".join(f"{card[c]:.3f}" for c in CARD_COLUMNS) + " |")
     return "\n".join(lines)
+
+
+def cmd_card(args: argparse.Namespace) -> int:
+    """``bench card``: the analytic PE card table (torch imported here, not at module import)."""
+    from pebench.encodings import get_pe_class, list_pes  # deferred: start-up time (torch)
+    from pebench.models import list_models  # deferred: start-up time (torch)
+
+    if args.grid < 2 or args.grid % 2:
+        raise ConfigError(f"--grid must be an even integer >= 2, got {args.grid}")
+    if args.samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {args.samples}")
+    if args.model not in list_models():
+        raise ConfigError(f"unknown model {args.model!r}; available: {', '.join(list_models())}")
+    if args.checkpoint is not None and args.pe is not None:
+        raise ConfigError("--checkpoint and --pe exclude each other (the checkpoint names its PE)")
+    pes = [p.strip() for p in (args.pe or "").split(",") if p.strip()]
+    for pe in pes:
+        if "image" not in get_pe_class(pe).modalities:  # unknown names raise the registry's ValueError
+            raise ConfigError(f"PE {pe!r} does not apply to images")
+    pes = pes or [p for p in list_pes() if "image" in get_pe_class(p).modalities]
+    print(format_card(card_rows(pes, model=args.model, grid=args.grid, samples=args.samples, seed=args.seed,
+                                checkpoint=args.checkpoint)))
+    return 0
