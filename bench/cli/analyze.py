@@ -115,7 +115,9 @@ def _fingerprint(config: dict[str, Any], sha: str) -> str:
 
 
 def _prepare(args: argparse.Namespace) -> dict[str, Any]:
-    """Everything checkable before anything is written: model, checkpoint, dataset, sizes, options."""
+    """Everything checkable before anything is written: model, checkpoint, dataset, sizes, options, --out."""
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"--out {str(args.out)!r} is a file; expected a directory to hold the run directories")
     spec = str(args.model)
     if not spec.startswith(MODEL_PREFIX) or not spec[len(MODEL_PREFIX):]:
         raise ConfigError(f"--model must be timm:<name> (e.g. timm:vit_small_patch16_224), got {spec!r}")

@@ -92,6 +92,14 @@ def test_bad_input_is_the_only_line_and_nothing_is_written(command, capsys, tmp_
     assert not (tmp_path / "out").exists()
 
 
+def test_an_out_that_is_a_file_is_the_only_line(command, capsys, tmp_path):
+    (tmp_path / "out").write_text("not a folder", encoding="utf-8")
+    assert main(command) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("bench: error: --out ") and "is a file" in err, err
+    assert (tmp_path / "out").read_text(encoding="utf-8") == "not a folder"
+
+
 def test_run_directory_names_are_portable(command, tmp_path):
     """No ``:`` (Windows, SMB shares, rsync / scp ``host:path``): the model's folder is ``timm-<name>``, while
     results.json keeps the --model given."""
