@@ -4,8 +4,6 @@ option-bounds error of ``bench run`` (``--epochs -1``, ``--batch-size 0``, ``--l
 1.5-second budget of issue #50 item 9: a bad value answers before the heavy imports."""
 from __future__ import annotations
 
-import contextlib
-import io
 import shutil
 import subprocess
 import sys
@@ -32,23 +30,26 @@ _BAD_VALUES = ("-1", "0", "nan", "inf")
 def bounds_errors() -> list[tuple[str, str]]:
     """``(flag, value)`` for every numeric option of ``bench run`` with a bound: the issue's three
     (:data:`NAMED_BOUNDS_ERRORS`), then for each other option its first value among :data:`_BAD_VALUES` that
-    ``bench run FLAG VALUE --print-config`` refuses (exit 2) with ``<option> must be ...``. Read from the parser
-    and the checks themselves (in this process, torch-free), not listed by hand."""
-    from pebench.cli import build_parser, main
+    fits the option's type but not its declared range (finite, inside its bounds). Read from the options' declarations (``RunConfig``, torch-free),
+    not listed by hand; :func:`bench_startup` then checks that ``bench run`` refuses each one."""
+    from pebench.core.errors import ConfigError  # deferred: only the full startup suite needs the declarations
+    from pebench.core.options import declared_options  # deferred: as above
+    from pebench.runner.config import RunConfig  # deferred: as above
 
-    run = build_parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
     found = list(NAMED_BOUNDS_ERRORS)
-    for action in run._actions:
-        if action.type not in (int, float) or not action.option_strings or \
-                action.option_strings[0] in dict(NAMED_BOUNDS_ERRORS):
+    named = dict(NAMED_BOUNDS_ERRORS)
+    for opt in declared_options(RunConfig):
+        if opt.kind not in ("int", "float") or opt.cli_flag in named:
             continue
-        flag = action.option_strings[0]
         for value in _BAD_VALUES:
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-                rc = main(["run", flag, value, "--print-config"])
-            if rc == 2 and f"{action.dest} must be" in err.getvalue():  # a bound, not argparse's type error
-                found.append((flag, value))
+            try:
+                number = opt.coerce(value)
+            except ConfigError:  # not of the option's type (nan for an int): argparse's error, not a bound
+                continue
+            try:
+                opt.check(number)
+            except ConfigError:
+                found.append((opt.cli_flag, value))
                 break
     return found
 
