@@ -97,7 +97,7 @@ def test_bench_perf_quick_runs_every_suite(tmp_path):
 
 
 def test_every_option_bounds_error_of_bench_run_is_found():
-    """`bench perf startup` times one refused value per bounded option of `bench run`, found from the parser
+    """`bench perf startup` times one refused value per bounded option of `bench run`, found from
     (their declarations: RunConfig; the issue's three first); an option without a bound (--seed) is not among them."""
     from pebench.perf.startup import bounds_errors
     pairs = bounds_errors()
