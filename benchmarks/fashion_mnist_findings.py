@@ -14,8 +14,8 @@ differences use :func:`paired_t_interval` (the paired t-test of per-seed differe
 :func:`holm_adjust` (Holm 1979), "near 0" claims need the TOST equivalence test (:func:`tost_paired`, Schuirmann
 1987) inside :data:`MARGIN`. A verdict is "reproduced" when the adjusted p is below 5 % with the predicted sign,
 "contradicted" when it is below 5 % with the other sign, else "inconclusive". Rank correlations are Spearman's
-(``scipy.stats.spearmanr``) over PEs (means over seeds), with a percentile bootstrap interval over PEs
-(:func:`bootstrap_spearman`, seeded). The thresholds below were fixed before the study's runs existed.
+(``scipy.stats.spearmanr``) over PEs (means over seeds), with a permutation p-value
+(:func:`spearman_permutation_p`) and a percentile bootstrap interval over PEs (:func:`bootstrap_spearman`, seeded). The thresholds below were fixed before the study's runs existed.
 """
 from __future__ import annotations
 
@@ -364,6 +364,25 @@ def claims(cells: dict[str, Cell]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ probes vs real data
+def _spearman_axis(x, y, axis=-1):
+    """Spearman's rho along ``axis`` (average ranks, as ``scipy.stats.spearmanr``): Pearson's r of the ranks."""
+    rx, ry = stats.rankdata(x, axis=axis), stats.rankdata(y, axis=axis)
+    rx, ry = rx - rx.mean(axis=axis, keepdims=True), ry - ry.mean(axis=axis, keepdims=True)
+    return (rx * ry).sum(axis=axis) / np.sqrt((rx ** 2).sum(axis=axis) * (ry ** 2).sum(axis=axis))
+
+
+def spearman_permutation_p(x, y, resamples: int = BOOT_RESAMPLES, seed: int = BOOT_SEED) -> float:
+    """Two-sided permutation p-value of Spearman's rho: ``y`` re-paired with ``x`` in every order
+    (``scipy.stats.permutation_test`` of the one sample ``y``, ``permutation_type="pairings"``; exact over all n!
+    orders up to n = 7, else ``resamples`` seeded ones). With the handful of PEs compared here the t approximation
+    that ``spearmanr`` reports is not valid (it gives p = 0 for a perfect rank order of 4)."""
+    xa = np.asarray(x, dtype=float)
+    res = stats.permutation_test((np.asarray(y, dtype=float),), lambda yp, axis: _spearman_axis(xa, yp, axis),
+                                 vectorized=True, permutation_type="pairings", n_resamples=resamples,
+                                 alternative="two-sided", random_state=np.random.default_rng(seed))
+    return float(res.pvalue)
+
+
 def bootstrap_spearman(x, y, resamples: int = BOOT_RESAMPLES, seed: int = BOOT_SEED, level: float = 0.95):
     """Percentile bootstrap interval of Spearman's rho over the paired points (resampled with replacement,
     ``numpy.random.default_rng(seed)``; average ranks as ``scipy.stats.spearmanr``; resamples in which either
@@ -400,7 +419,8 @@ def probe_outcomes(probes: str | Path) -> tuple[dict[str, dict[str, float]], lis
 
 
 def probe_correlations(probes: str | Path, cells: dict[str, Cell]) -> list[dict]:
-    """Across the learned PEs both have: Spearman rho (scipy), its p-value, its bootstrap 95 % interval over PEs,
+    """Across the learned PEs both have: Spearman rho (scipy), its permutation p-value, its bootstrap 95 % interval
+    over PEs,
     between each probe outcome and this study's mean test accuracy and mean accuracy at 2x the training size."""
     ok = {lab: c for lab, c in learned_cells(cells).items() if "+" not in lab}
     two_x = [k for k, f in sizes(cells) if f == "2x"]
@@ -416,9 +436,8 @@ def probe_correlations(probes: str | Path, cells: dict[str, Cell]) -> list[dict]
             row = {"probe": name, "target": tname, "pes": pes, "rho": float("nan"), "p": float("nan"),
                    "lo": float("nan"), "hi": float("nan")}
             if len(pes) >= 4 and np.ptp(x) > 0 and np.ptp(y) > 0:
-                res = stats.spearmanr(x, y)
                 lo, hi, _ = bootstrap_spearman(x, y)
-                row.update(rho=float(res.statistic), p=float(res.pvalue), lo=lo, hi=hi)
+                row.update(rho=float(stats.spearmanr(x, y).statistic), p=spearman_permutation_p(x, y), lo=lo, hi=hi)
             rows.append(row)
     return rows
 
@@ -439,7 +458,8 @@ def correlation_section(probes: str | Path, cells: dict[str, Cell]) -> str:
            + (", which are left out of these correlations" if missing else "") + ". "
            f"Family: the {len(tested)} correlations with a value (Holm at {100 * FWER:.0f} %); a probe *predicts* a "
            "target when its Holm p is below 5 % and the bootstrap interval excludes 0.", "",
-           "| probe outcome | Fashion-MNIST target | PEs | Spearman ρ | bootstrap 95 % CI | p | Holm p | predicts |",
+           "| probe outcome | Fashion-MNIST target | PEs | Spearman ρ | bootstrap 95 % CI | permutation p | Holm p | "
+           "predicts |",
            "|---|---|---:|---:|---|---:|---:|---|"]
     for r in rows:
         pa = adj.get(id(r), float("nan"))
@@ -584,8 +604,8 @@ with no selection over layers.
 
 Across PEs (means over seeds), the rank correlation between each probe's outcome in the committed probe sweep
 (its test accuracy; for probe-extrapolation also its accuracy at 2× its training size) and this study's test
-accuracy and accuracy at 2× the training size; the interval is a percentile bootstrap over PEs (10,000
-resamples, seed 0).
+accuracy and accuracy at 2× the training size; the p-value is a permutation test of the pairings (exact up to
+7 PEs, else 10,000 seeded permutations), the interval a percentile bootstrap over PEs (10,000 resamples, seed 0).
 
 @@PROBES@@
 """
