@@ -154,7 +154,7 @@ def extrapolation_rules_of(pe: nn.Module | type) -> tuple[str, ...]:
     it has none."""
     cls = pe if isinstance(pe, type) else type(pe)
     for opt in getattr(cls, "options", ()):
-        if opt.key == "extrapolation":
+        if opt.name == "extrapolation":
             return tuple(opt.choices or ())
     return ()
 

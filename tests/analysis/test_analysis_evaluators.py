@@ -363,11 +363,11 @@ def test_analysis_options_match_the_config_keys():
 
 
 @pytest.mark.parametrize("opts, message", [
-    ({"ssdc_tap": "mlp_out"}, "ssdc_tap must be attn_in or block_out"),
-    ({"eed_tap": "residual"}, "eed_tap must be attn_in or block_out"),
-    ({"rpi_permutations": 0}, "rpi_permutations must be an integer >= 1"),
+    ({"ssdc_tap": "mlp_out"}, "ssdc_tap must be one of attn_in, block_out, got 'mlp_out'"),
+    ({"eed_tap": "residual"}, "eed_tap must be one of attn_in, block_out, got 'residual'"),
+    ({"rpi_permutations": 0}, "rpi_permutations must be >= 1 \\(permutations\\), got 0"),
     ({"rpi_null": "maybe"}, "rpi_null must be true or false"),
-    ({"ssdc_distance": "chebyshev"}, "ssdc_distance must be l1 or euclidean"),
+    ({"ssdc_distance": "chebyshev"}, "ssdc_distance must be one of l1, euclidean, got 'chebyshev'"),
     ({"probe": 8}, "unknown analysis option 'probe'"),
 ])
 def test_bad_analysis_options_are_config_errors(opts, message):

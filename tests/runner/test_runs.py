@@ -131,7 +131,7 @@ def test_run_help_states_every_default(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "--epochs N training epochs (default: 4)" in out
+    assert "--epochs N training epochs (default: 3)" in out
     assert "--lr X peak learning rate (AdamW, warm-up then cosine) (default: 0.002)" in out
     assert "(default: the dataset's)" in out
     run = next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions
