@@ -196,11 +196,14 @@ def test_compile_option_trains_and_checkpoint_loads_uncompiled(tmp_path):
 
     from pebench.tasks.classification import ClassificationTask
     out = tmp_path / "runs"
-    rc = main(["run", "--dataset", "shapes", "--pe", "pape", "--compile", "--epochs", "1", "--batch-size", "8",
+    # the smallest preset (vit-probe: 2 blocks; dynamo compiles each block index and grad mode apart, so the
+    # inductor time scales with depth) and one 2-step epoch: a compiled training step, validation and last.ckpt
+    rc = main(["run", "--dataset", "shapes", "--pe", "pape", "--model", "vit-probe", "--compile", "--epochs", "1",
+               "--batch-size", "8",
                "--resolution", "16", "--data-option", "train_size=16", "--data-option", "val_size=8",
                "--analyses", "none", "--no-progress-bar", "--accelerator", "cpu", "--out", str(out)])
     assert rc == 0
-    run_dir = _run_dir(out, pe="pape")
+    run_dir = _run_dir(out, pe="pape", model="vit-probe")
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["compile"] is True
     task = ClassificationTask.load_from_checkpoint(str(run_dir / "last.ckpt"), map_location="cpu")
     state = torch.load(run_dir / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
