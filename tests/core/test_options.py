@@ -37,6 +37,17 @@ def test_coerce_gives_the_canonical_kind_and_rejects_what_does_not_fit():
     assert Option("n", "int", None).coerce(None) is None  # a None default means None is a value
 
 
+def test_the_word_none_is_none_where_bench_list_says_or_none():
+    """`bench list --options` shows a nullable int as "int or none": `KEY=none` (and YAML's null) give None;
+    a str option whose choices include "none" keeps the word; a non-nullable option still refuses it."""
+    nullable = Option("n", "int", None)
+    assert nullable.type_name == "int or none"
+    assert nullable.coerce("none") is None and nullable.coerce("None") is None and nullable.coerce("null") is None
+    assert Option("m", "str", None, choices=("none", "all")).coerce("none") == "none"
+    with pytest.raises(ConfigError, match="n must be an integer, got 'none'"):
+        Option("n", "int", 1).coerce("none")
+
+
 def test_bounds_are_keywords_and_say_themselves_in_the_message():
     lr = Option("lr", "float", 1e-3, minimum=0.0, minimum_inclusive=False, what="the peak learning rate")
     assert lr.check(0.5) == 0.5
