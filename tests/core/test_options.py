@@ -39,11 +39,12 @@ def test_coerce_gives_the_canonical_kind_and_rejects_what_does_not_fit():
 
 def test_the_word_none_is_none_where_bench_list_says_or_none():
     """`bench list --options` shows a nullable int as "int or none": `KEY=none` (and YAML's null) give None;
-    a str option whose choices include "none" keeps the word; a non-nullable option still refuses it."""
+    a string option keeps the word (`--pe none` is the no-PE model); a non-nullable option still refuses it."""
     nullable = Option("n", "int", None)
     assert nullable.type_name == "int or none"
     assert nullable.coerce("none") is None and nullable.coerce("None") is None and nullable.coerce("null") is None
     assert Option("m", "str", None, choices=("none", "all")).coerce("none") == "none"
+    assert Option("pe", "str", None).coerce("none") == "none" and Option("d", "int|str", None).coerce("none") == "none"
     with pytest.raises(ConfigError, match="n must be an integer, got 'none'"):
         Option("n", "int", 1).coerce("none")
 

@@ -60,9 +60,9 @@ def test_verdict_statistics():
     assert (lo, hi) == pytest.approx((1.025, 1.975))  # the interval reflects the shift
 
 
-@pytest.mark.skipif(not (COMMITTED / "results.json").is_file(), reason="the study's results are not committed")
+@pytest.mark.skipif(not (COMMITTED / "study.json").is_file(), reason="the study's results are not committed")
 def test_committed_report_regenerates_from_the_committed_json(tmp_path):
-    res = json.loads((COMMITTED / "results.json").read_text(encoding="utf-8"))
+    res = json.loads((COMMITTED / "study.json").read_text(encoding="utf-8"))
     # the verdicts are what the numbers say (the JSON keeps 7 significant digits)
     for got, stored in zip(dinov2_report.verdict_tests(res), res["verdicts"], strict=True):
         assert {k: got[k] for k in ("claim", "kind", "statistic", "holds")} == \
@@ -71,7 +71,7 @@ def test_committed_report_regenerates_from_the_committed_json(tmp_path):
         assert [got[k] for k in numbers] + got["interval"] == \
             pytest.approx([stored[k] for k in numbers] + stored["interval"], rel=1e-6, abs=1e-9)
     report = tmp_path / "REPORT.md"
-    assert dinov2_real.main(["--results", str(COMMITTED / "results.json"), "--report", str(report)]) == 0
+    assert dinov2_real.main(["--results", str(COMMITTED / "study.json"), "--report", str(report)]) == 0
     assert report.read_text(encoding="utf-8") == (COMMITTED / "REPORT.md").read_text(encoding="utf-8")
     text = report.read_text(encoding="utf-8")
     assert "fine-tuned for saliency is not stated" in text and "/work/" not in text and "/tmp/" not in text
