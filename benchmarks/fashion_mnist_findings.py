@@ -31,9 +31,9 @@ from scipy import stats
 
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
-from pebench.leaderboard.stats import holm_adjust, paired_t_interval, t_mean_ci, tost_paired
+from pebench.leaderboard.stats import holm_adjust, paired_t_interval, tost_paired
 
-from .reports import emit, fill, shown
+from .reports import emit, fill, seed_ci, seed_mean, shown
 
 DATASET = "fashion-mnist"
 #: a seed learned when its test accuracy is at least this (5x the 10 % chance); a PE learned when every seed did
@@ -106,18 +106,8 @@ def load(results: str | Path) -> dict[str, Cell]:
 
 
 # ------------------------------------------------------------------------------------------------ formatting
-def mean(d: dict[int, float]) -> float:
-    return float(np.mean(list(d.values()))) if d else float("nan")
-
-
-def ci(d: dict[int, float], scale: float = 1.0, digits: int = 2, bounds: tuple[float, float] | None = None) -> str:
-    """``mean [lo, hi]``: the Student-t 95 % interval over seeds (the mean alone below 2 seeds)."""
-    v = [x * scale for x in d.values()]
-    if not v:
-        return "n/a"
-    iv = t_mean_ci(v, bounds=bounds)
-    m = float(np.mean(v))
-    return f"{m:.{digits}f}" if iv is None else f"{m:.{digits}f} [{iv[0]:.{digits}f}, {iv[1]:.{digits}f}]"
+mean = seed_mean  # the report's short names for the shared helpers of reports.py
+ci = seed_ci
 
 
 def pct_ci(d: dict[int, float]) -> str:

@@ -16,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from pebench.core.io import atomic_write_bytes
 from pebench.leaderboard.stats import t_mean_ci
 
@@ -135,3 +137,20 @@ def reproduced(rerun_json: Path, folder: str | list[str], datasets) -> str:
             + (f"; {failed} failed" if failed else "")
             + (f"; the largest difference was {worst['max_abs_diff']:.3g} in `{worst['metric']}` (`{worst['run']}`)"
                if worst else "") + ".")
+
+
+def seed_mean(d: dict[int, float]) -> float:
+    """The mean of a ``seed -> value`` mapping (nan when empty)."""
+    return float(np.mean(list(d.values()))) if d else float("nan")
+
+
+def seed_ci(d: dict[int, float], scale: float = 1.0, digits: int = 2, bounds: tuple[float, float] | None = None,
+            empty: str = "n/a") -> str:
+    """``mean [lo, hi]`` of a ``seed -> value`` mapping times ``scale``: the Student-t 95 % interval over seeds
+    (the mean alone below 2 seeds; ``empty`` without seeds)."""
+    v = [x * scale for x in d.values()]
+    if not v:
+        return empty
+    iv = t_mean_ci(v, bounds=bounds)
+    m = float(np.mean(v))
+    return f"{m:.{digits}f}" if iv is None else f"{m:.{digits}f} [{iv[0]:.{digits}f}, {iv[1]:.{digits}f}]"

@@ -41,9 +41,9 @@ from scipy import stats
 from pebench.core.io import atomic_write_bytes
 from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
-from pebench.leaderboard.stats import paired_t_interval, t_mean_ci, tost_paired
+from pebench.leaderboard.stats import paired_t_interval, tost_paired
 
-from .reports import fill, write_report
+from .reports import fill, seed_ci, seed_mean, write_report
 from .verdicts import FWER, Family, basis, fmt_p, two_pass
 
 #: a variant learned the position bit when at least this share of its seeds did (4 of 5), as in probe_findings
@@ -124,14 +124,11 @@ def load(results: str) -> dict[str, Variant]:
 
 
 def _mean(d: dict[int, float]) -> float:
-    return float(np.mean(list(d.values()))) if d else float("nan")
+    return seed_mean(d)
 
 
 def _ci(d: dict[int, float], scale: float = 1.0, digits: int = 2, bounds: tuple[float, float] | None = None) -> str:
-    v = [x * scale for x in d.values()]
-    ci = t_mean_ci(v, bounds=bounds)
-    m = float(np.mean(v)) if v else float("nan")
-    return f"{m:.{digits}f}" if ci is None else f"{m:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+    return seed_ci(d, scale, digits, bounds, empty="nan")
 
 
 def _layers(values: list[float], digits: int = 2) -> str:
