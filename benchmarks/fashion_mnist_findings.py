@@ -33,7 +33,7 @@ from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import holm_adjust, paired_t_interval, tost_paired
 
-from .reports import emit, fill, seed_ci, seed_mean, shown
+from .reports import SeedRuns, emit, fill, seed_ci, seed_mean, shown
 
 DATASET = "fashion-mnist"
 #: a seed learned when its test accuracy is at least this (5x the 10 % chance); a PE learned when every seed did
@@ -48,39 +48,8 @@ REFERENCES = ("none", "ape")
 BOOT_RESAMPLES, BOOT_SEED = 10_000, 0
 
 
-class Cell:
+class Cell(SeedRuns):
     """The complete runs of one PE variant, by seed."""
-
-    def __init__(self, label: str, runs) -> None:
-        self.label, self.runs = label, {r.seed: r for r in runs}
-
-    @property
-    def seeds(self) -> list[int]:
-        return sorted(self.runs)
-
-    def metric(self, key: str) -> dict[int, float]:
-        return {s: float(r.metrics[key]) for s, r in self.runs.items() if r.metrics.get(key) is not None}
-
-    def layer(self, key: str, idx: int = -1) -> dict[int, float]:
-        out = {}
-        for s, r in self.runs.items():
-            v = ((r.raw.get("geometry") or {}).get(key) or [None])[idx]
-            if v is not None:
-                out[s] = float(v)
-        return out
-
-    def layers_mean(self, key: str) -> list[float]:
-        rows = [(r.raw.get("geometry") or {}).get(key) for r in self.runs.values()]
-        rows = [[np.nan if v is None else v for v in row] for row in rows if row]
-        return [float(v) for v in np.nanmean(np.asarray(rows, dtype=float), axis=0)] if rows else []
-
-    def fs(self, shift: str) -> dict[int, float]:
-        out = {}
-        for s, r in self.runs.items():
-            v = ((r.raw.get("robustness") or {}).get(shift) or {}).get("fs")
-            if v is not None:
-                out[s] = float(v)
-        return out
 
     def extrapolation(self, resolution: str) -> dict[int, float]:
         out = {}

@@ -154,3 +154,43 @@ def seed_ci(d: dict[int, float], scale: float = 1.0, digits: int = 2, bounds: tu
     iv = t_mean_ci(v, bounds=bounds)
     m = float(np.mean(v))
     return f"{m:.{digits}f}" if iv is None else f"{m:.{digits}f} [{iv[0]:.{digits}f}, {iv[1]:.{digits}f}]"
+
+
+class SeedRuns:
+    """The complete runs of one PE variant, by seed (``runs``: :class:`pebench.leaderboard.collect` records), and
+    the per-seed values the study reports read from them."""
+
+    def __init__(self, label: str, runs) -> None:
+        self.label, self.runs = label, {r.seed: r for r in runs}
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted(self.runs)
+
+    def metric(self, key: str) -> dict[int, float]:
+        """Per seed: the metric ``key`` (seeds without it left out)."""
+        return {s: float(r.metrics[key]) for s, r in self.runs.items() if r.metrics.get(key) is not None}
+
+    def layer(self, key: str, idx: int = -1) -> dict[int, float]:
+        """Per seed: the geometry statistic ``key`` at layer ``idx`` (default the last)."""
+        out = {}
+        for s, r in self.runs.items():
+            v = ((r.raw.get("geometry") or {}).get(key) or [None])[idx]
+            if v is not None:
+                out[s] = float(v)
+        return out
+
+    def layers_mean(self, key: str) -> list[float]:
+        """The geometry statistic ``key`` per layer, averaged over seeds (missing values ignored)."""
+        rows = [(r.raw.get("geometry") or {}).get(key) for r in self.runs.values()]
+        rows = [[np.nan if v is None else v for v in row] for row in rows if row]
+        return [float(v) for v in np.nanmean(np.asarray(rows, dtype=float), axis=0)] if rows else []
+
+    def fs(self, shift: str) -> dict[int, float]:
+        """Per seed: the fragility score of the robustness shift ``shift``."""
+        out = {}
+        for s, r in self.runs.items():
+            v = ((r.raw.get("robustness") or {}).get(shift) or {}).get("fs")
+            if v is not None:
+                out[s] = float(v)
+        return out

@@ -43,7 +43,7 @@ from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, tost_paired
 
-from .reports import fill, seed_ci, seed_mean, write_report
+from .reports import SeedRuns, fill, seed_ci, seed_mean, write_report
 from .verdicts import FWER, Family, basis, fmt_p, two_pass
 
 #: a variant learned the position bit when at least this share of its seeds did (4 of 5), as in probe_findings
@@ -57,41 +57,8 @@ NULL_BAND_SD = 2.0
 CEILING, LEARNED = 0.5, 0.75
 
 
-class Variant:
+class Variant(SeedRuns):
     """The complete runs of one PE variant on probe-anchoring, by seed."""
-
-    def __init__(self, label: str, runs) -> None:
-        self.label = label
-        self.runs = {r.seed: r for r in runs}
-
-    @property
-    def seeds(self) -> list[int]:
-        return sorted(self.runs)
-
-    def metric(self, key: str) -> dict[int, float]:
-        return {s: r.metrics[key] for s, r in self.runs.items() if r.metrics.get(key) is not None}
-
-    def layer(self, key: str, idx: int = -1) -> dict[int, float]:
-        """Per seed: the geometry statistic ``key`` at layer ``idx`` (default the last)."""
-        out = {}
-        for s, r in self.runs.items():
-            v = ((r.raw.get("geometry") or {}).get(key) or [None])[idx]
-            if v is not None:
-                out[s] = float(v)
-        return out
-
-    def layers_mean(self, key: str) -> list[float]:
-        rows = [(r.raw.get("geometry") or {}).get(key) for r in self.runs.values()]
-        rows = [[np.nan if v is None else v for v in row] for row in rows if row]
-        return list(np.nanmean(np.asarray(rows, dtype=float), axis=0)) if rows else []
-
-    def fs(self, shift: str) -> dict[int, float]:
-        out = {}
-        for s, r in self.runs.items():
-            v = ((r.raw.get("robustness") or {}).get(shift) or {}).get("fs")
-            if v is not None:
-                out[s] = float(v)
-        return out
 
     @property
     def learned_seeds(self) -> int:
