@@ -5,12 +5,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from fixtures_idx import idx_bytes, write_idx_root
 
 from pebench.datamodules import DataRootError, build_datamodule
 from pebench.datamodules.images.idx import IDXError, read_idx, read_idx_bytes
@@ -27,26 +27,6 @@ needs_debian = pytest.mark.skipif(not os.path.isdir(ROOT), reason=f"{ROOT} is ab
 
 
 # ---------------------------------------------------------------- tiny IDX files written here
-def idx_bytes(arr: np.ndarray, type_code: int = 0x08, magic: int | None = None) -> bytes:
-    """IDX encoding written from the format's definition (independent of the reader under test)."""
-    head = struct.pack(">I", magic if magic is not None else (type_code << 8) | arr.ndim)
-    head += struct.pack(f">{arr.ndim}I", *arr.shape)
-    return head + arr.astype(arr.dtype.newbyteorder(">")).tobytes()
-
-
-def write_root(root: Path, n_train: int = 30, n_test: int = 20, gz: bool = True, seed: int = 0) -> Path:
-    rng = np.random.default_rng(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", n_train), ("t10k", n_test)):
-        images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
-        labels = (np.arange(n) % 10).astype(np.uint8)
-        for stem, arr in zip(IDX_FILES[split], (images, labels)):
-            data = idx_bytes(arr)
-            (root / (stem + ".gz" if gz else stem)).write_bytes(gzip.compress(data) if gz else data)
-    return root
-
-
-# ---------------------------------------------------------------- the reader
 def test_reader_decodes_every_idx_type_big_endian():
     rng = np.random.default_rng(1)
     cases = [(np.uint8, 0x08), (np.int8, 0x09), (np.int16, 0x0B), (np.int32, 0x0C), (np.float32, 0x0D),
@@ -62,7 +42,7 @@ def test_reader_decodes_every_idx_type_big_endian():
 def test_reader_matches_torchvision_on_fixture(tmp_path):
     from torchvision.datasets.mnist import read_image_file, read_label_file
 
-    root = write_root(tmp_path / "plain", gz=False)
+    root = write_idx_root(tmp_path / "plain", gz=False)
     for split in IDX_FILES:
         img_stem, lab_stem = IDX_FILES[split]
         assert torch.equal(torch.from_numpy(read_idx(str(root / img_stem), ndim=3)), read_image_file(str(root / img_stem)))
@@ -187,7 +167,7 @@ def _missing(root: Path) -> str:
 def test_damaged_idx_file_is_one_line_exit_2(tmp_path, capsys, damage):
     from pebench.cli import main
 
-    root = write_root(tmp_path / "root")
+    root = write_idx_root(tmp_path / "root")
     expect = damage(root)
     with pytest.raises(DataRootError, match=expect):
         build_datamodule("fashion-mnist", data_root=str(root), val_per_class=1).preflight()
@@ -214,4 +194,4 @@ def test_mnist_needs_a_data_root_and_names_the_layout(tmp_path):
     with pytest.raises(DataRootError, match="train-images-idx3-ubyte"):
         build_datamodule("mnist", data_root=str(tmp_path))
     with pytest.raises(ValueError, match="val_per_class"):
-        build_datamodule("mnist", data_root=str(write_root(tmp_path / "r")), val_per_class=0)
+        build_datamodule("mnist", data_root=str(write_idx_root(tmp_path / "r")), val_per_class=0)

@@ -2,32 +2,21 @@
 ``--resolution``, for pretrained RGB models (``bench analyze``), on fixture IDX files."""
 from __future__ import annotations
 
-import gzip
 import json
-import struct
 
-import numpy as np
 import pytest
 import torch
+from fixtures_idx import write_idx_root
 
 from pebench.analysis.pretrained import TimmTask
 from pebench.cli import main
 from pebench.datamodules import build_datamodule
 
 
-def _write_idx(path, arr: np.ndarray) -> None:
-    header = struct.pack(">HBB", 0, 0x08, arr.ndim) + b"".join(struct.pack(">I", d) for d in arr.shape)
-    path.write_bytes(gzip.compress(header + arr.astype(np.uint8).tobytes()))
-
-
 @pytest.fixture
 def root(tmp_path):
     """Four IDX files: 40 training images (4 per class) and 10 test images of 28x28 px."""
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 40), ("t10k", 10)):
-        _write_idx(tmp_path / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28)))
-        _write_idx(tmp_path / f"{split}-labels-idx1-ubyte.gz", np.arange(n) % 10)
-    return tmp_path
+    return write_idx_root(tmp_path, n_train=40, n_test=10)
 
 
 @pytest.mark.parametrize("name", ["fashion-mnist", "mnist"])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures_idx import idx_bytes
 from fixtures_nuscenes import nuscenes_db
 from fixtures_real import IN_WNIDS, cifar100, dvsgesture, modelnet_raw, ucf101, write_image
 
@@ -41,8 +42,7 @@ def test_cifar100_as_torchvision_downloads_it(tmp_path, monkeypatch):
 def _write_idx(folder: Path, stem: str, array: np.ndarray) -> None:
     """One IDX file (big-endian header: 0, 0, dtype code 0x08 = ubyte, ndim; then the dimensions) and its
     ``.gz``: torchvision's download leaves both (it extracts each archive and keeps it)."""
-    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
-    raw = header + array.astype(np.uint8).tobytes()
+    raw = idx_bytes(array.astype(np.uint8))
     (folder / stem).write_bytes(raw)
     (folder / f"{stem}.gz").write_bytes(gzip.compress(raw))
 

@@ -4,33 +4,16 @@ v2 ``transform`` (``torch.equal``, not allclose), with the same labels and count
 28 -> 24 and 28 -> 224 px, 1 and 3 channels."""
 from __future__ import annotations
 
-import gzip
-import struct
-from pathlib import Path
-
-import numpy as np
 import pytest
 import torch
+from fixtures_idx import write_idx_root
 
 from pebench.datamodules import build_datamodule
-from pebench.datamodules.images.mnist import IDX_FILES, GrayPipeline
-
-
-def write_root(root: Path, n_train: int, n_test: int, seed: int = 0) -> Path:
-    """Random 28 x 28 uint8 images, labels 0-9 in turn, as the four gzipped IDX files."""
-    rng = np.random.default_rng(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", n_train), ("t10k", n_test)):
-        images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
-        labels = (np.arange(n) % 10).astype(np.uint8)
-        for stem, arr in zip(IDX_FILES[split], (images, labels)):
-            head = struct.pack(">I", 0x0800 | arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape)
-            (root / (stem + ".gz")).write_bytes(gzip.compress(head + arr.tobytes()))
-    return root
+from pebench.datamodules.images.mnist import GrayPipeline
 
 
 def _dm(tmp_path, name: str, resolution: int, channels: int):
-    root = write_root(tmp_path / "idx", n_train=60, n_test=40)
+    root = write_idx_root(tmp_path / "idx", n_train=60, n_test=40)
     return build_datamodule(name, data_root=str(root), resolution=resolution, channels=channels, val_per_class=2,
                             train_per_class=3)
 
