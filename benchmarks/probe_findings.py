@@ -20,9 +20,9 @@ inconclusive needs its adjusted p < 0.05; "keeps" is a TOST equivalence test wit
 runs the same data). The summary after the verdicts is generated from them and names the PEs behind
 each one.
 
-``--report`` writes the report (the tables and verdicts inside the prose of :data:`REPORT`, with the
-recipe, commits, run count and wall time read from the runs and ``probe_sweep_time.txt``) instead of
-printing the tables and verdicts.
+``--report`` writes the report (the tables and verdicts inside the prose of ``probe_report_parts.REPORT``,
+with the recipe, commits, run count and wall time read from the runs and ``probe_sweep_time.txt``) instead
+of printing the tables and verdicts.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from pebench.leaderboard import collect_results
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import paired_t_interval, t_mean_ci, tost_paired
 
-from .probe_report_parts import alibi_readout, learned_matrix, learning_png, not_learned_table, protocol
+from .probe_report_parts import REPORT, alibi_readout, learned_matrix, learning_png, not_learned_table, protocol
 from .reports import fill, read_metrics, reproduced, shown, write_report
 from .verdicts import FWER, MIN_SEEDS, Family, basis, fmt_p, two_pass
 
@@ -579,88 +579,6 @@ def main(argv=None) -> int:
         return 0
     print("\n".join(lines))
     return 0
-
-
-#: results/embedded/REPORT.md; @@FINDINGS@@ is filled in by :func:`findings`, the rest by :func:`protocol`
-REPORT = """\
-# Probe sweep: one PE property per probe (`results/embedded/probe-*`)
-
-Written by `python -m benchmarks.probe_findings --results results/embedded --report
-results/embedded/REPORT.md --png results/embedded/probe_learning.png` from the committed runs and
-`results/probe_sweep_time.txt` (`tests/studies/test_leaderboard_committed.py` checks that the report
-regenerates byte for byte). The probes
-themselves (what each one asks, its no-PE ceiling, its options) are described in
-[`docs/probes.md`](../../docs/probes.md). This folder also holds the `shapes` sweep
-([`shapes/REPORT.md`](shapes/REPORT.md)) and the detection sweep (`benchmarks/detection_sweep.sh`,
-tables in the leaderboard); the SSDC and EED studies' claims tested on the `probe-anchoring` runs
-are in [`probe-anchoring/REPORT.md`](probe-anchoring/REPORT.md).
-
-## How the sweep was run
-
-`benchmarks/probe_sweep.sh` (commit @@COMMITS@@, `--deterministic`, one thread per run, two runs in
-parallel through `bench sweep --preload`): model `vit-probe` (64 wide, 2 blocks, 4 heads), AdamW,
-every PE under one recipe, read here from the runs' configurations: @@RECIPE@@. That is the constant
-learning rate of the recipe study ([`../probe-recipe/REPORT.md`](../probe-recipe/REPORT.md)), cut to
-the sweep's 2.5-hour CPU budget: validation every `val_every` steps; a run stops at the first
-validation above `stop_at`, or gives up at the first validation from step STEP of `give_up`
-(STEP:ACCURACY) that is not above ACCURACY (the probe's no-PE ceiling + 5 points), else it trains the
-whole budget (`epochs` of 100 steps of 64 scenes); the test split and the analyses read the weights of
-the best validation (`eval_checkpoint`). Every probe × PE runs with seeds 0–4 (the seed is also the
-data seed, so PEs are compared on identical scenes, paired by seed), and the numbers below are the
-**test** split (1200 scenes; ±2.9 points at most) beside the in-distribution validation accuracy. The
-test split is out of distribution on translation, rotation, decay and extrapolation; on context and
-anchoring it is fresh scenes of the training distribution (the tables say which). `none` is not trained on the first five probes: no permutation-invariant model
-can beat the exact ceiling, which `tests/datamodules/test_probes.py` checks on the rendered split and on an
-untrained model. `probe-anchoring` also trains `none` (content alone gives 50 % there) and
-`sincos+rpt`, `rope-axial+rpt`, `pape+rpt` (random permutation of the tokens against their positions
-during training), with the geometry and robustness analyses and, for the additive PEs, the α sweep
-(see [`probe-anchoring/REPORT.md`](probe-anchoring/REPORT.md)); `probe-extrapolation` runs the
-extrapolation analysis on 256 upsampled scenes per size. @@RUNS@@ complete runs (@@INCOMPLETE@@
-incomplete) ran from one git worktree, and every `results.json` records its commit. The sweep took
-@@WALL@@ on a 2-core machine with 2 workers. The leaderboard of the same runs is
-[`LEADERBOARD.md`](../../LEADERBOARD.md) (`bench leaderboard --results results/embedded --reference
-rope-axial,none --out LEADERBOARD.md`), with each cell's validation curves in
-[`LEADERBOARD_curves.png`](../../LEADERBOARD_curves.png).
-
-@@REPRODUCED@@
-
-Before anything was learned, each probe × PE cell is checked for capacity: a PE whose exact symmetry
-gives test scenes of different labels the same logits (declared by the PE and checked in float64 on
-the untrained model, `pebench.analysis.probe_capacity`) is reported as *cannot represent
-(<symmetry>)*, is not testable, and is left out of the learned counts. A seed has *learned* a probe
-when its best validation accuracy is at least halfway from the no-PE ceiling to 100 %, and a PE
-counts as having learned the probe when at least 4 of its 5 seeds did (the `learned (seeds)`
-column); only then is its test accuracy read as evidence about the property, and only on the seeds
-that learned: a selection made after training (post-selection), which each verdict states with its
-seed count. The accuracies are those of the best-validation checkpoint, itself the best of several
-validations (optimistic for val; the test split is read once, at that checkpoint). *Steps to learn*
-is the first validation step at or above that line. A PE that can represent the label but did not
-learn it is reported as "learned in k of 5 seeds" with how the others ended (gave up at step N, or
-trained all N steps): the measured result under this budget. "Keeps" is a TOST equivalence test of
-test − val (paired by seed) inside ±5 points, a margin fixed before these results were read
-(`KEEP_MARGIN` in the script says why); "loses" a t-test of test − val against −5 points. Intervals
-are 95 % Student-t intervals over seeds. All tests with a p-value form one family, Holm–Bonferroni
-at 5 % family-wise, and a verdict other than *inconclusive* needs its adjusted p below 0.05. With 5
-seeds per cell every verdict is provisional under the rule of at least 10 seeds per cell.
-
-## Tables and verdicts
-
-![Per probe: the share of each PE's seeds that had learned it by each step](probe_learning.png)
-
-@@FINDINGS@@
-
-## What the verdicts do not cover
-
-The verdicts and their summary above are the report's findings; this report adds no reading of its
-own. `probe-parts` is not in the sweep: no PE learned it with the `bench run` recipes tried (see
-[`docs/probes.md`](../../docs/probes.md)). Why ALiBi stays at chance on the probes whose label it can
-represent is the subject of [`../alibi-study/REPORT.md`](../alibi-study/REPORT.md) (slope scale, learnable slopes, learning
-rate and a longer budget, a CLS readout, and a diagnosis of its attention and of where its
-output carries the label). @@ALIBI@@ The previous sweep (200 steps with a cosine
-decay after a per-PE learning-rate selection, commit `dce1ba0`) is kept in
-[`../probe-sweep-200-steps/`](../probe-sweep-200-steps/) as the baseline of the recipe and ALiBi
-studies.
-"""
 
 
 if __name__ == "__main__":
