@@ -1,9 +1,10 @@
 """Study 1 (issue #43 item 4): Fashion-MNIST x every PE, and whether the probes predict it (issue #44 item 8).
 
-    python -m benchmarks.fashion_mnist_findings --results results/fashion-mnist \
-        --report results/fashion-mnist/REPORT.md [--probes results/embedded]
+    python -m benchmarks.fashion_mnist_findings --results results/embedded/fashion-mnist \
+        --report results/embedded/fashion-mnist/REPORT.md [--probes results/embedded]
 
-Reads the runs ``benchmarks/fashion_mnist_study.sh`` writes (``<results>/fashion-mnist/<variant>/<model>/seed<S>``)
+Reads the runs ``benchmarks/fashion_mnist_study.sh`` writes (``<results>/<variant>/<model>/seed<S>``, by default
+``<results>`` = ``results/embedded/fashion-mnist``, so the leaderboard of ``results/embedded`` includes them)
 and writes the report whole: protocol, test accuracy with Student-t 95 % intervals, paired differences by seed
 against ``none`` and ``ape`` (Holm-Bonferroni over that family), extrapolation accuracy, fragility, SSDC and SSDC
 under RPI per layer, the alpha sweep, verdicts on the seed claims (each claim its own family, Holm at 5 %), and
@@ -501,7 +502,7 @@ def render(results: str | Path, probes: str | Path) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default="results/fashion-mnist", help="the study's folder (with study_time.txt)")
+    ap.add_argument("--results", default="results/embedded/fashion-mnist", help="the study's folder (with study_time.txt)")
     ap.add_argument("--report", metavar="FILE", help="write the report here instead of printing it")
     ap.add_argument("--probes", default="results/embedded", help="the probe sweep's folder (probe-*)")
     args = ap.parse_args(argv)
@@ -509,12 +510,12 @@ def main(argv=None) -> int:
     return 0
 
 
-#: results/fashion-mnist/REPORT.md; each @@NAME@@ is filled in by :func:`render`
+#: results/embedded/fashion-mnist/REPORT.md; each @@NAME@@ is filled in by :func:`render`
 REPORT = """\
-# Study 1: Fashion-MNIST × every PE (`results/fashion-mnist`)
+# Study 1: Fashion-MNIST × every PE (`results/embedded/fashion-mnist`)
 
-Written by `python -m benchmarks.fashion_mnist_findings --results results/fashion-mnist --report
-results/fashion-mnist/REPORT.md` from the committed runs, which `bash benchmarks/fashion_mnist_study.sh` makes;
+Written by `python -m benchmarks.fashion_mnist_findings --results results/embedded/fashion-mnist --report
+results/embedded/fashion-mnist/REPORT.md` from the committed runs, which `bash benchmarks/fashion_mnist_study.sh` makes;
 every number and verdict is computed from the result files (`tests/studies/test_fashion_mnist_findings.py`
 regenerates this report byte for byte). Data: Fashion-MNIST (Xiao, Rasul and Vollgraf 2017, arXiv:1708.07747),
 the Debian package `dataset-fashion-mnist`'s files. The analyses are defined in `docs/analyses.md`.

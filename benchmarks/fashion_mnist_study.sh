@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Study 1 (issue #43 item 4; results/fashion-mnist/REPORT.md): Fashion-MNIST x every registered PE that applies to
+# Study 1 (issue #43 item 4; results/embedded/fashion-mnist/REPORT.md): Fashion-MNIST x every registered PE that applies to
 # images (read from `bench list pes` when the script runs) x seeds 0-4, one recipe for all, plus random-permutation
 # training (RPT_PES, run directories <pe>+rpt), on 2 worker processes of 1 thread each (--preload, --deterministic).
 # A rerun skips complete runs, so an interrupted study resumes.
@@ -21,11 +21,13 @@
 # under RPI per layer, K = 8 permutations, 256-image probe, the untrained twin's null band) and, for the additive PEs
 # (the `additive` column of `bench list pes`), the alpha sweep (on 500 images).
 # BENCH is the bench executable; PES / SEEDS / RPT_PES / WORKERS override the grid (the pilot: PES=none,ape SEEDS=0).
-# Start and end times go to $OUT/study_time.txt; the runs' machine paths are made relative to $OUT at the end
-# (benchmarks/strip_machine_paths.py). Then:
-#   python -m benchmarks.fashion_mnist_findings --results $OUT --report $OUT/REPORT.md
+# The runs go to $OUT/fashion-mnist/<pe>/vit-probe/seed<S> (OUT=results/embedded: the committed leaderboard's
+# folder, so LEADERBOARD.md includes them); start and end times go to $OUT/fashion-mnist/study_time.txt; the runs'
+# machine paths are made relative to $OUT at the end (benchmarks/strip_machine_paths.py). Then:
+#   python -m benchmarks.fashion_mnist_findings --results $OUT/fashion-mnist --report $OUT/fashion-mnist/REPORT.md
 set -euo pipefail
-OUT=${OUT:-results/fashion-mnist}
+OUT=${OUT:-results/embedded}
+STUDY=$OUT/fashion-mnist
 BENCH=${BENCH:-bench}
 WORKERS=${WORKERS:-2}
 SEEDS=${SEEDS:-0,1,2,3,4}
@@ -47,8 +49,8 @@ RECIPE=(--model vit-probe --workers "$WORKERS" --preload --deterministic --no-pr
         --analysis-option alpha_samples=500)
 additive() { case ",$ADDITIVE," in *",${1%+rpt},"*) return 0 ;; esac; return 1; }
 
-mkdir -p "$OUT"
-echo "start $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null)" >> "$OUT/study_time.txt"
+mkdir -p "$STUDY"
+echo "start $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null)" >> "$STUDY/study_time.txt"
 add= other=
 for pe in ${PES//,/ }; do
   if additive "$pe"; then add=${add:+$add,}$pe; else other=${other:+$other,}$pe; fi
@@ -60,5 +62,5 @@ done
   --analyses geometry,robustness,extrapolation,alpha
 [ -z "$other" ] || "$BENCH" sweep --datasets fashion-mnist --pes "$other" --seeds "$SEEDS" --out "$OUT" "${RECIPE[@]}" \
   --analyses geometry,robustness,extrapolation
-echo "end $(date -u +%FT%TZ)" >> "$OUT/study_time.txt"
-python -m benchmarks.strip_machine_paths --results "$OUT"
+echo "end $(date -u +%FT%TZ)" >> "$STUDY/study_time.txt"
+python -m benchmarks.strip_machine_paths --results "$STUDY"

@@ -1,7 +1,7 @@
 """Rerun committed runs from their saved configuration and compare every recorded output (reproducibility check).
 
     python -m benchmarks.rerun_check --results results/embedded [--per-cell 1] [--datasets probe-decay,shapes]
-        [--pes pape,liere] [--max 12] [--bench bench] [--keep DIR] [--workers 2] [--json FILE]
+        [--pes pape,liere] [--max 12] [--bench bench] [--keep DIR] [--workers 2] [--json FILE] [--threads N]
 
 For each selected run folder under each ``--results`` folder (by default seed 0 of every cell: dataset x PE
 label x model), runs
@@ -12,7 +12,9 @@ Prints one line per run (identical, or the largest difference and which metric) 
 rerun differs, 2 on bad input. The committed folders are only read; reruns go to a temporary folder
 (``--keep DIR`` keeps them there). ``--workers N`` runs N reruns at once (each with its recorded
 thread count); ``--json FILE`` writes one record per rerun (run, committed and rerun commit, threads,
-largest difference and its metric; ``--append`` adds them to an existing file). With ``--deterministic`` runs (every committed study uses it) the
+largest difference and its metric; ``--append`` adds them to an existing file). ``--threads N`` reruns with N
+threads instead of the recorded count (``bench run --threads N``): the thread count changes the order of the
+floating-point reductions, so this is the check's proxy for another CPU (issue #44 item 7). With ``--deterministic`` runs (every committed study uses it) the
 metrics should agree bit for bit on another x86-64 machine (docs/cli.md, "Reproducing").
 """
 from __future__ import annotations
@@ -92,23 +94,28 @@ def compare(old: dict, new: dict) -> tuple[float, str]:
     return worst, which
 
 
-def rerun(run: Path, results: Path, out: Path, bench: str) -> dict:
-    """Rerun one committed run into ``out``, print its line, return its record."""
+def rerun(run: Path, results: Path, out: Path, bench: str, threads_override: int | None = None) -> dict:
+    """Rerun one committed run into ``out`` (with its recorded thread count, or ``threads_override``), print its
+    line, return its record (``recorded_threads``: the count the committed run used)."""
     old = json.loads((run / "results.json").read_text(encoding="utf-8"))
-    threads = str((old.get("numerics") or {}).get("torch_threads") or 1)
+    recorded = int((old.get("numerics") or {}).get("torch_threads") or 1)
+    threads = str(threads_override or recorded)
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     proc = subprocess.run([bench, "run", "--config", str(run / "config.yaml"), "--out", str(out),
-                           "--no-progress-bar"], env=env, capture_output=True, text=True)
+                           "--no-progress-bar", "--threads", threads], env=env, capture_output=True, text=True)
     new_path = next(out.glob("**/results.json"), None)
     rec = {"results": results.as_posix(), "run": run.relative_to(results).as_posix(),
-           "commit": old.get("git_sha", "?")[:7], "threads": int(threads)}
+           "commit": old.get("git_sha", "?")[:7], "threads": int(threads), "recorded_threads": recorded}
     if proc.returncode != 0 or new_path is None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         print(f"{rec['run']}: rerun failed (exit {proc.returncode}): {tail[0]}", flush=True)
         return {**rec, "status": "failed", "error": tail[0]}
     new = json.loads(new_path.read_text(encoding="utf-8"))
     worst, which = compare(old, new)
+    primary = old.get("primary_metric")
     rec.update({"rerun_commit": new.get("git_sha", "?")[:7], "max_abs_diff": worst, "metric": which,
+                "primary_metric": primary, "primary_committed": (old.get("metrics") or {}).get(primary),
+                "primary_rerun": (new.get("metrics") or {}).get(primary),
                 "metrics": len(old.get("metrics", {})),
                 "status": "identical" if worst == 0.0 else "differs"})
     print(f"{rec['run']}: " + ("identical outputs" if worst == 0.0 else f"differs: max |Δ| {worst:.3g} ({which})")
@@ -130,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="write one record per rerun to FILE (must not exist, unless "
                     "--append)")
     ap.add_argument("--append", action="store_true", help="add the records to an existing --json FILE")
+    ap.add_argument("--threads", type=int, default=None, help="rerun with this many threads instead of the recorded "
+                    "count (a proxy for another CPU: the reduction order changes)")
     args = ap.parse_args(argv)
     folders = [Path(r) for r in args.results]
     for results in folders:
@@ -143,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rerun_check: expected --keep to name a folder that does not exist yet, got {args.keep}",
               file=sys.stderr)
         return 2
-    if args.workers < 1:
-        print("rerun_check: expected --workers of at least 1", file=sys.stderr)
+    if args.workers < 1 or (args.threads is not None and args.threads < 1):
+        print("rerun_check: expected --workers and --threads of at least 1", file=sys.stderr)
         return 2
     if args.append and not (args.json and Path(args.json).is_file()):
         print("rerun_check: expected --append with an existing --json FILE", file=sys.stderr)
@@ -165,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
         with ThreadPoolExecutor(args.workers) as pool:  # threads only wait on the subprocesses
-            records = list(pool.map(lambda ir: rerun(ir[1][1], ir[1][0], root / str(ir[0]), args.bench),
-                                    enumerate(runs)))
+            records = list(pool.map(
+                lambda ir: rerun(ir[1][1], ir[1][0], root / str(ir[0]), args.bench, args.threads), enumerate(runs)))
     differ = sum(r["status"] != "identical" for r in records)
     print(f"{len(runs) - differ} of {len(runs)} reruns identical")
     if args.json:

@@ -39,10 +39,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert rerun_check.main(["--results", str(ARCHIVE), "--keep", str(tmp_path)]) == 2
     assert rerun_check.main(["--results", str(ARCHIVE), "--pes", "nope"]) == 2
     assert rerun_check.main(["--results", str(ARCHIVE), "--workers", "0"]) == 2
+    assert rerun_check.main(["--results", str(ARCHIVE), "--threads", "0"]) == 2
     (tmp_path / "taken.json").write_text("[]")
     assert rerun_check.main(["--results", str(ARCHIVE), "--json", str(tmp_path / "taken.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 6 and all(line.startswith("rerun_check: expected") for line in err)
+    assert len(err) == 7 and all(line.startswith("rerun_check: expected") for line in err)
 
 
 def test_reruns_in_parallel_and_writes_one_record_per_run(tmp_path, capsys):
@@ -61,6 +62,8 @@ def test_reruns_in_parallel_and_writes_one_record_per_run(tmp_path, capsys):
         "r = json.loads((cfg.parent / 'results.json').read_text())\n"
         "r['git_sha'] = 'abcdef0123'\n"
         "if r['seed'] == 1: r['metrics']['val/acc1'] += 0.5\n"
+        "threads = sys.argv[sys.argv.index('--threads') + 1]\n"
+        "if threads != '1': r['metrics']['test/acc1'] += 0.25  # another reduction order\n"
         "out.mkdir(parents=True); (out / 'results.json').write_text(json.dumps(r))\n")
     fake.chmod(0o755)
     out = tmp_path / "check.json"
@@ -78,6 +81,13 @@ def test_reruns_in_parallel_and_writes_one_record_per_run(tmp_path, capsys):
     assert [r["run"] for r in json.loads(out.read_text())] == [
         "probe-decay/alibi/vit-probe/seed0", "probe-decay/alibi/vit-probe/seed1", "probe-decay/alibi/vit-probe/seed0"]
     assert rerun_check.main(["--results", str(ARCHIVE), "--json", str(tmp_path / "new.json"), "--append"]) == 2
+    # --threads N: the rerun gets N threads instead of the recorded 1; the record names both and the primary metric
+    assert rerun_check.main(["--results", str(tmp_path / "res"), "--per-cell", "1", "--bench", str(fake),
+                             "--threads", "2", "--json", str(tmp_path / "t2.json")]) == 1
+    (rec,) = json.loads((tmp_path / "t2.json").read_text())
+    committed = json.loads((tmp_path / "res" / rec["run"] / "results.json").read_text())["metrics"]["test/acc1"]
+    assert (rec["threads"], rec["recorded_threads"], rec["primary_metric"]) == (2, 1, "test/acc1")
+    assert rec["primary_committed"] == committed and abs(rec["primary_rerun"] - committed - 0.25) < 1e-12
 
 
 def test_compare_covers_every_recorded_output_not_only_the_metrics():
