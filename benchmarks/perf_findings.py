@@ -335,9 +335,10 @@ python -m benchmarks.perf_findings --doc docs/performance.md
 @@TARGETS@@
 
 The CUDA targets are unmeasured: no CUDA device was available to the sessions that wrote the
-FlexAttention paths and these suites, so nothing here estimates them. On CPU the PE code is kept
-as it is: every PE is in the committed probe sweep, and a faster path that changed the order of
-floating-point operations would change those committed numbers, which must regenerate unchanged.
+FlexAttention paths and these suites, so nothing here estimates them. A faster CPU path that changes
+the order of floating-point operations is allowed: the committed studies record the commit they ran at and
+reproduce there, and the studies a change affects are rerun at one commit (ComRoPE's `impl=eig` is such a
+path; `impl=expm`, the definition, stays an option).
 
 What the missed CPU targets cost, and the floor beneath each:
 
