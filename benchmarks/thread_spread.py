@@ -52,7 +52,7 @@ def render(records: Path, repo: Path) -> str:
     runs = load(records)
     if not runs:
         raise SystemExit(f"thread_spread: no records in {records}")
-    rows, diffs, ratios, reproduced, compared = [], [], [], 0, 0
+    rows, diffs, ratios, reproduced, primary_same, compared = [], [], [], 0, 0, 0
     commits, rerun_commits, threads = set(), set(), set()
     for (results, run), by_threads in runs.items():
         one, two = by_threads.get(1), by_threads.get(2)
@@ -68,6 +68,7 @@ def render(records: Path, repo: Path) -> str:
         compared += 1
         same = one["status"] == "identical"
         reproduced += same
+        primary_same += committed is not None and committed == a
         sd, n = seed_sd(repo, results, run)
         d = None if a is None or b is None else b - a
         if d is not None:
@@ -83,7 +84,9 @@ def render(records: Path, repo: Path) -> str:
         + ", ".join(f"`{c}`" for c in sorted(rerun_commits)) + f", with {' and '.join(map(str, sorted(threads)))} "
         "thread(s).",
         f"- **Reproduced at the recorded thread count:** {reproduced} of {compared} reruns give every recorded "
-        "output identical to the committed file (`rerun_check`'s comparison: metrics, analyses, stopping step).",
+        "output identical to the committed file (`rerun_check`'s comparison: metrics, analyses, stopping step); "
+        f"the test accuracy is identical in {primary_same} of {compared} (the last column names the largest "
+        "difference where a run differs).",
     ]
     if diffs:
         summary += [
