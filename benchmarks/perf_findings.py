@@ -1,7 +1,7 @@
 """Write docs/performance.md from the committed performance measurements.
 
     python -m benchmarks.perf_findings [--perf docs/perf.json] [--attention docs/perf_attention.json]
-        [--doc docs/performance.md]
+        [--peers docs/perf_peers.json] [--contention docs/perf_contention.json] [--doc docs/performance.md]
 
 ``--perf`` is the JSON of ``bench perf all`` (records ``{"name", "suite", "a_value", "b_value", "ratio",
 "target", "meets_target", "higher_is_better", ...}``), ``--attention`` the JSON of ``bench perf
@@ -9,6 +9,8 @@ attention`` (rows ``{"pe", "variant", "impl", "phase", "auto", "n_tokens", "time
 The page's prose is fixed (the template below); every number in it is read from those two files: the
 targets met and missed, the training step of every PE against ``none`` with the cost of its attention
 layer, the attention layer at the largest token count measured, and the floors that explain the misses.
+``--peers`` (``bench perf peers --json``) and ``--contention`` (``bench perf contention --json``) are read when
+the files exist (their sections say "not measured" otherwise).
 """
 from __future__ import annotations
 
@@ -271,6 +273,45 @@ def misses(perf: list[dict], attn: list[dict]) -> str:
     return "\n".join(out) or "Every measured CPU target is met."
 
 
+def peers_table(peers: list[dict] | None) -> str:
+    """``bench perf peers``: per comparison and phase, pebench's throughput over the peer's with the
+    distribution-free 95 % interval of the per-round median (met: the interval at or above 1; missed: below
+    1; else inconclusive) and pebench's peak memory over the peer's (met: at most 1)."""
+    if not peers:
+        return "Not measured: no `docs/perf_peers.json` (`bench perf peers --json docs/perf_peers.json`)."
+    lines = ["| comparison | phase | pebench / peer, samples/s [95 % interval] | ≥ 1.0× | peak memory, pebench / peer "
+             "| ≤ 1.0× |", "|---|---|---|:-:|---:|:-:|"]
+    mem = {r["name"].replace(" peak memory", ""): r for r in peers if " peak memory " in r["name"]}
+    for r in peers:
+        if not r["name"].startswith("peers ") or " peak memory " in r["name"] or r.get("target") is None:
+            continue
+        phase, what = r["name"].removeprefix("peers ").split(" ", 1)
+        iv = r.get("interval95")
+        verdict = ("met" if iv and iv[0] >= r["target"] else "missed" if iv and iv[1] < r["target"]
+                   else "inconclusive") if iv else ("met" if r["meets_target"] else "missed")
+        m = mem.get(r["name"])
+        lines.append(f"| {what} | {phase} | {_r(r['ratio'])}" + (f" [{_r(iv[0])}, {_r(iv[1])}]" if iv else "")
+                     + f" | {verdict} | " + (f"{_r(m['ratio'])} | {_met(m['meets_target'])}" if m else "— | —")
+                     + " |")
+    return "\n".join(lines)
+
+
+def contention_table(rows: list[dict] | None) -> str:
+    """``bench perf contention``: each thread setting's time beside a competing load over its idle time."""
+    if not rows:
+        return ("Not measured: no `docs/perf_contention.json` (`bench perf contention --json "
+                "docs/perf_contention.json`).")
+    lines = ["| setting | loaded / idle | target | met |", "|---|---:|---:|:-:|"]
+    for r in rows:
+        if r["name"].startswith("contention ") and r.get("target") is not None:
+            lines.append(f"| {r['name'].removeprefix('contention ')} | {_r(r['ratio'])}× | {_bound(r)}× | "
+                         f"{_met(r['meets_target'])} |")
+    for r in rows:
+        if r["name"].startswith("contention idle "):
+            lines.append(f"| idle time, {r['name'].removeprefix('contention idle ')} | {_r(r['ratio'])}× | — | — |")
+    return "\n".join(lines)
+
+
 def _needed(geo: list[dict]) -> int:
     """Validation-set size at which the geometry analysis would cost its target share of an epoch,
     extrapolated linearly (epoch time proportional to the samples) from the largest set measured."""
@@ -295,15 +336,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--perf", default="docs/perf.json", help="bench perf all --json output")
     ap.add_argument("--attention", default="docs/perf_attention.json", help="bench perf attention --json output")
+    ap.add_argument("--peers", default="docs/perf_peers.json", help="bench perf peers --json output (optional)")
+    ap.add_argument("--contention", default="docs/perf_contention.json",
+                    help="bench perf contention --json output (optional)")
     ap.add_argument("--doc", metavar="FILE", help="write the page to FILE instead of printing it")
     args = ap.parse_args(argv)
     try:
         perf, attn = load(Path(args.perf)), load(Path(args.attention))
+        peers = load(Path(args.peers)) if Path(args.peers).is_file() else None
+        contention = load(Path(args.contention)) if Path(args.contention).is_file() else None
     except (OSError, ValueError) as e:  # ValueError includes json.JSONDecodeError
-        ap.error(f"expected the JSON of bench perf all (--perf) and bench perf attention (--attention): {e}")
+        ap.error(f"expected the JSON of bench perf all (--perf), bench perf attention (--attention) and, when "
+                 f"given, bench perf peers / contention: {e}")
     emit(fill(PAGE, provenance=provenance(perf, attn, Path(shown(Path(args.perf))), Path(shown(Path(args.attention)))),
               targets=targets_table(perf, attn), misses=misses(perf, attn), overhead=overhead_table(perf),
-              large_n=large_n_table(attn)), args.doc)
+              large_n=large_n_table(attn), peers=peers_table(peers), contention=contention_table(contention)),
+         args.doc)
     return 0
 
 
@@ -366,6 +414,26 @@ One attention layer per PE, alone, is in [`perf_attention.md`](perf_attention.md
 On CPU, FlexAttention has no backward (torch 2.14), so the bias PEs (ALiBi, LookHere) train through
 the dense `N x N` bias; in evaluation `auto` uses FlexAttention from 1,024 tokens on, with memory
 linear in N ([`perf_attention.md`](perf_attention.md) has every implementation and the growth table).
+
+## Against the implementations users would pick instead
+
+`bench perf peers` (the `perf` extra: `pip install -e ".[perf]"`): timm's RoPE ViTs built at vit-nano's
+shape against pebench's `rope-axial` / `rope-mixed` classifier, and one attention layer with
+`rotary-embedding-torch`'s axial RoPE and `x-transformers`' ALiBi against pebench's; same shapes, fp32,
+interleaved rounds in one process (training step: forward, loss, backward, AdamW; evaluation: forward).
+Target: at least the peer's throughput and at most its peak memory
+(`bench perf peers --json docs/perf_peers.json --md docs/perf_peers.md`).
+
+@@PEERS@@
+
+## On a shared machine
+
+`bench perf contention`: a few training steps in fresh processes, idle and beside two competing 2-thread
+processes of its own making, per thread setting (`default`: no OpenMP policy exported; `passive`: what
+`bench` sets, `OMP_WAIT_POLICY=PASSIVE`; `1-thread`); the ratio is loaded over idle time. Target ≤ 2.5×
+(`bench perf contention --json docs/perf_contention.json --md docs/perf_contention.md`).
+
+@@CONTENTION@@
 
 ## Method
 

@@ -144,10 +144,38 @@ def test_performance_page_regenerates_from_the_committed_measurements(tmp_path):
     docs/perf_attention.json, and says that the CUDA targets are unmeasured."""
     page = tmp_path / "performance.md"
     assert perf_findings.main(["--perf", str(REPO / "docs" / "perf.json"), "--attention",
-                               str(REPO / "docs" / "perf_attention.json"), "--doc", str(page)]) == 0
+                               str(REPO / "docs" / "perf_attention.json"), "--peers",
+                               str(REPO / "docs" / "perf_peers.json"), "--contention",
+                               str(REPO / "docs" / "perf_contention.json"), "--doc", str(page)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text == (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
     assert "**unmeasured**: no CUDA device" in text and "/root" not in text and "/tmp" not in text
+
+
+def test_perf_findings_peer_and_contention_tables():
+    """The peers verdict comes from the record's median interval against 1 (met / missed / inconclusive), the
+    memory verdict from its ratio; contention rows are loaded / idle against the record's target."""
+    def peer(phase, what, ratio, iv):
+        return {"name": f"peers {phase} {what}", "ratio": ratio, "target": 1.0, "meets_target": ratio >= 1,
+                "higher_is_better": True, "interval95": iv}
+
+    def mem(phase, what, ratio):
+        return {"name": f"peers {phase} peak memory {what}", "ratio": ratio, "target": 1.0,
+                "meets_target": ratio <= 1, "higher_is_better": False}
+    rows = [peer("train", "A vs B", 1.2, [1.05, 1.3]), mem("train", "A vs B", 1.1),
+            peer("eval", "A vs B", 0.9, [0.8, 0.95]), peer("train", "C vs D", 1.1, [0.9, 1.2]),
+            {"name": "perf wall time peers", "ratio": 1.0}]
+    table = perf_findings.peers_table(rows)
+    assert "| A vs B | train | 1.20 [1.05, 1.30] | met | 1.10 | **no** |" in table
+    assert "| A vs B | eval | 0.90 [0.80, 0.95] | missed | — | — |" in table
+    assert "| C vs D | train | 1.10 [0.90, 1.20] | inconclusive | — | — |" in table
+    assert perf_findings.peers_table(None).startswith("Not measured")
+    cont = perf_findings.contention_table([
+        {"name": "contention passive: 10 steps / idle", "ratio": 1.9, "target": 2.5, "meets_target": True,
+         "higher_is_better": False},
+        {"name": "contention idle passive / default", "ratio": 1.1, "target": None}])
+    assert "| passive: 10 steps / idle | 1.90× | ≤ 2.5× | yes |" in cont
+    assert "| idle time, passive / default | 1.10× | — | — |" in cont
 
 
 def test_perf_findings_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
