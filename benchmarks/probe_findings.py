@@ -41,6 +41,7 @@ from pebench.leaderboard.stats import paired_t_interval, t_mean_ci, tost_paired
 
 from .probe_report_parts import REPORT, alibi_readout, learned_matrix, learning_png, not_learned_table, protocol
 from .reports import fill, read_metrics, reproduced, shown, write_report
+from .thread_spread import spread_sentence
 from .verdicts import FWER, MIN_SEEDS, Family, basis, fmt_p, two_pass
 
 #: the exact no-PE ceilings of the test splits (pebench.datamodules.probes; tests check the two agree)
@@ -574,6 +575,8 @@ def main(argv=None) -> int:
         alibi = Path(args.results).resolve().parent / "alibi-study" / "diagnosis.json"
         rerun = reproduced(Path(args.results).resolve().parent / "rerun_check.json", shown(Path(args.results)),
                            [p for p in CEILING if p in data])
+        spread = Path(args.results).resolve().parent / "thread-spread" / "reruns.json"
+        rerun += " " + spread_sentence(spread, Path(args.results).resolve().parent.parent)
         write_report(args.report, fill(REPORT, findings="\n".join(lines), alibi=alibi_readout(alibi), reproduced=rerun,
                                        **protocol(args.results, time_file, CEILING)))
         return 0

@@ -44,6 +44,30 @@ def seed_sd(repo: Path, results: str, run: str) -> tuple[float | None, int]:
     return (statistics.stdev(values) if len(values) >= 2 else None), len(values)
 
 
+def spread_sentence(records: Path, repo: Path) -> str:
+    """One sentence for the reports that cite this check (the probe report): how far test accuracy moved between
+    1 and 2 threads, against the cells' seed sd; or that the check has not been run."""
+    if not records.is_file():
+        return "The thread-count check (`benchmarks/thread_spread.sh`, issue #44 item 7) has not been run."
+    diffs, ratios = [], []
+    for (results, run), by in load(records).items():
+        one, two = by.get(1), by.get(2)
+        if not one or not two or one.get("primary_rerun") is None or two.get("primary_rerun") is None:
+            continue
+        d = abs(two["primary_rerun"] - one["primary_rerun"])
+        diffs.append(d)
+        sd, _ = seed_sd(repo, results, run)
+        if sd:
+            ratios.append(d / sd)
+    if not diffs:
+        return "The thread-count check (`benchmarks/thread_spread.sh`) recorded no comparable pair of reruns."
+    return (f"**On another CPU** (proxy: the same runs with 2 threads instead of 1, `results/thread-spread/REPORT.md`): "
+            f"test accuracy moved in {sum(d > 0 for d in diffs)} of {len(diffs)} reruns, by {100 * max(diffs):.2f} "
+            f"points at most (median {100 * statistics.median(diffs):.2f})"
+            + (f"; {sum(r > 1 for r in ratios)} of {len(ratios)} moved by more than their cell's seed-to-seed sd "
+               f"(largest {max(ratios):.2f} sd)" if ratios else "") + ".")
+
+
 def pp(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.2f}"
 

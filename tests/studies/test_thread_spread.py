@@ -47,6 +47,10 @@ def test_report_numbers(tmp_path, monkeypatch):
     assert f"| {a} | 80.00 | 80.00 | 86.00 | +6.00 | 4.00 (n=3) | identical outputs |" in text
     assert f"| {b} | 60.00 | 61.00 | 61.00 | +0.00 | {100 * statistics.stdev([0.6, 0.7]):.2f} (n=2) | differs: " \
            "test/acc1 |" in text
+    sentence = thread_spread.spread_sentence(path, tmp_path)
+    assert "test accuracy moved in 1 of 2 reruns, by 6.00 points at most (median 3.00)" in sentence
+    assert f"1 of 2 moved by more than their cell's seed-to-seed sd (largest {ratio_a:.2f} sd)" in sentence
+    assert "has not been run" in thread_spread.spread_sentence(tmp_path / "none.json", tmp_path)
 
 
 def test_missing_records_is_one_line_and_exit_2(tmp_path, capsys):
