@@ -279,7 +279,7 @@ def peers_table(peers: list[dict] | None) -> str:
     1; else inconclusive) and pebench's peak memory over the peer's (met: at most 1)."""
     if not peers:
         return "Not measured: no `docs/perf_peers.json` (`bench perf peers --json docs/perf_peers.json`)."
-    lines = ["| comparison | phase | pebench / peer, samples/s [95 % interval] | ≥ 1.0× | peak memory, pebench / peer "
+    lines = ["| comparison | phase | pebench / peer, samples/s: ratio of the medians [95 % interval of the per-round ratios' median] | ≥ 1.0× | peak memory, pebench / peer "
              "| ≤ 1.0× |", "|---|---|---|:-:|---:|:-:|"]
     mem = {r["name"].replace(" peak memory", ""): r for r in peers if " peak memory " in r["name"]}
     for r in peers:

@@ -77,6 +77,7 @@ def render(records: Path, repo: Path) -> str:
     if not runs:
         raise SystemExit(f"thread_spread: no records in {records}")
     rows, diffs, ratios, reproduced, primary_same, compared = [], [], [], 0, 0, 0
+    drift: list[tuple[float, str]] = []  # |committed - 1-thread rerun| where the code changed since
     commits, rerun_commits, threads = set(), set(), set()
     for (results, run), by_threads in runs.items():
         one, two = by_threads.get(1), by_threads.get(2)
@@ -93,6 +94,8 @@ def render(records: Path, repo: Path) -> str:
         same = one["status"] == "identical"
         reproduced += same
         primary_same += committed is not None and committed == a
+        if committed is not None and a is not None and committed != a:
+            drift.append((abs(a - committed), run))
         sd, n = seed_sd(repo, results, run)
         d = None if a is None or b is None else b - a
         if d is not None:
@@ -110,7 +113,12 @@ def render(records: Path, repo: Path) -> str:
         f"- **Reproduced at the recorded thread count:** {reproduced} of {compared} reruns give every recorded "
         "output identical to the committed file (`rerun_check`'s comparison: metrics, analyses, stopping step); "
         f"the test accuracy is identical in {primary_same} of {compared} (the last column names the largest "
-        "difference where a run differs).",
+        "difference where a run differs)"
+        + (f"; where it is not, the code changed between the commits (every run is deterministic at a fixed "
+           f"thread count), and the largest change is {100 * max(drift)[0]:.2f} pp (`{max(drift)[1]}`); the runs "
+           "that changed are those of " + ", ".join(f"`{pe}`" for pe in sorted({r.split('/')[1] for _, r in drift}))
+           + " (`git log` between the commits says what changed in their code)" if drift else "")
+        + ".",
     ]
     if diffs:
         summary += [

@@ -41,6 +41,7 @@ def test_report_numbers(tmp_path, monkeypatch):
     text = thread_spread.render(Path("reruns.json"), tmp_path)
     assert "1 of 2 reruns give every recorded output identical" in text
     assert "the test accuracy is identical in 1 of 2" in text
+    assert f"the largest change is 1.00 pp (`{b}`)" in text
     assert "test accuracy moved in 1 of 2 runs; |Δ| median 3.00 pp, largest 6.00 pp" in text
     ratio_a = 0.06 / statistics.stdev([0.80, 0.84, 0.88])
     assert f"largest {ratio_a:.2f} over 2 runs; 1 run(s) moved by more than one seed sd" in text
