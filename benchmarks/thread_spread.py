@@ -1,6 +1,6 @@
 """How far a committed probe run moves on another CPU (issue #44 item 7), with the thread count as the proxy.
 
-    bash benchmarks/thread_spread.sh          # the reruns (about 30 min on the idle 2-core machine)
+    bash benchmarks/thread_spread.sh          # the reruns (46 min on the 2-core machine)
     python -m benchmarks.thread_spread --records results/thread-spread/reruns.json \
         --report results/thread-spread/REPORT.md
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue #44 item 7 (results/thread-spread/REPORT.md): rerun a sample of committed probe runs at this commit with the
 # thread count they recorded (1) and with 2 threads, the proxy for another CPU; benchmarks/thread_spread.py reports
-# the difference against each cell's seed-to-seed spread. Sample: seed 0 of every probe x PES (about 30 min on
-# the idle 2-core machine: the 1-thread reruns on 2 workers, the 2-thread ones on 1).
+# the difference against each cell's seed-to-seed spread. Sample: seed 0 of every probe x PES (46 min on
+# the 2-core machine for the committed records: the 1-thread reruns on 2 workers, the 2-thread ones on 1).
 set -euo pipefail
 OUT=${OUT:-results/thread-spread}
 PES=${PES:-none,ape,rope-axial,rope-mixed,pape,alibi}
