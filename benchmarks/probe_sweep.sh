@@ -25,10 +25,15 @@ OUT=${OUT:-results}
 WORKERS=${WORKERS:-2}
 PROBES=${PROBES:-probe-translation,probe-rotation,probe-context,probe-extrapolation,probe-decay,probe-anchoring}
 SEEDS=${SEEDS:-0,1,2,3,4}
-PES=${PES:-ape,sincos,rope-axial,rope-mixed,lookhere,alibi,pape,pape-ri,liere,comrope,string,cpe}
 ANCHOR_RPT=${ANCHOR_RPT:-sincos,rope-axial,pape}
 BENCH=${BENCH:-bench}
-ADDITIVE=${ADDITIVE:-ape,sincos}  # PEs added to the tokens, which the alpha sweep scales (bench list pes)
+# every registered PE whose modalities include image except none (its ceiling is exact; probe-anchoring trains it
+# below), and which of them are additive (the alpha sweep scales those), read from `bench list pes` when the
+# script runs, so a newly registered PE joins the sweep (the committed sweep ran the 12 PEs registered then)
+table=$("$BENCH" list pes)
+PES=${PES:-$(echo "$table" | awk -F'|' '$3 ~ /(^|[ ,])image([ ,]|$)/ {gsub(/ /, "", $2); if ($2 != "none") {printf "%s%s", s, $2; s=","}}')}
+ADDITIVE=${ADDITIVE:-$(echo "$table" | awk -F'|' '$4 ~ /yes/ {gsub(/ /, "", $2); printf "%s%s", s, $2; s=","}')}
+[ -n "$PES" ] || { echo "probe_sweep: no PE applies to images in \`$BENCH list pes\`" >&2; exit 2; }
 LR=${LR:-5e-3}
 BATCH=${BATCH:-64}
 EPOCHS=${EPOCHS:-4}         # the budget: 4 epochs of 6400 scenes = 400 steps of 64
