@@ -1,7 +1,8 @@
 """Write docs/performance.md from the committed performance measurements.
 
     python -m benchmarks.perf_findings [--perf docs/perf.json] [--attention docs/perf_attention.json]
-        [--peers docs/perf_peers.json] [--contention docs/perf_contention.json] [--doc docs/performance.md]
+        [--peers docs/perf_peers.json] [--contention docs/perf_contention.json] [--analyze docs/perf_analyze.json]
+        [--doc docs/performance.md]
 
 ``--perf`` is the JSON of ``bench perf all`` (records ``{"name", "suite", "a_value", "b_value", "ratio",
 "target", "meets_target", "higher_is_better", ...}``), ``--attention`` the JSON of ``bench perf
@@ -9,8 +10,8 @@ attention`` (rows ``{"pe", "variant", "impl", "phase", "auto", "n_tokens", "time
 The page's prose is fixed (the template below); every number in it is read from those two files: the
 targets met and missed, the training step of every PE against ``none`` with the cost of its attention
 layer, the attention layer at the largest token count measured, and the floors that explain the misses.
-``--peers`` (``bench perf peers --json``) and ``--contention`` (``bench perf contention --json``) are read when
-the files exist (their sections say "not measured" otherwise).
+``--peers`` (``bench perf peers --json``), ``--contention`` (``bench perf contention --json``) and ``--analyze``
+(``bench perf analyze --json``) are read when the files exist (their sections say "not measured" otherwise).
 """
 from __future__ import annotations
 
@@ -312,6 +313,26 @@ def contention_table(rows: list[dict] | None) -> str:
     return "\n".join(lines)
 
 
+def analyze_section(rows: list[dict] | None) -> str:
+    """``bench perf analyze``: the geometry analysis of a real-size ViT against one plain forward pass and against
+    its wall-time budget, and the forward passes the protocol alone needs (the note's ``1 + 2K``)."""
+    if not rows:
+        return "Not measured: no `docs/perf_analyze.json` (`bench perf analyze --json docs/perf_analyze.json`)."
+    ratio = next((r for r in rows if r["name"].startswith("analyze geometry,")), None)
+    budget = next((r for r in rows if r["name"].startswith("analyze geometry wall time")), None)
+    if ratio is None or budget is None:
+        return "`docs/perf_analyze.json` holds no analyze records."
+    passes = int(ratio["note"].split(" = ")[1].split()[0]) if " = " in (ratio.get("note") or "") else None
+    text = (f"{ratio['name'].removeprefix('analyze geometry, ')}: `{ratio['a']}` took {ratio['a_value']:.0f} s against "
+            f"{ratio['b_value']:.1f} s for {ratio['b']} ({_r(ratio['ratio'])}×); budget {budget['b_value']:.0f} s: "
+            f"{'met' if budget['meets_target'] else '**missed**'} ({_r(budget['ratio'])}× the budget).")
+    if passes:
+        text += (f" The protocol's {passes} probe passes alone cost about {passes} × {ratio['b_value']:.1f} = "
+                 f"{passes * ratio['b_value']:.0f} s of forward passes, so the budget cannot be met without fewer "
+                 "passes (a smaller K, no untrained twin) or fewer images.")
+    return text
+
+
 def _needed(geo: list[dict]) -> int:
     """Validation-set size at which the geometry analysis would cost its target share of an epoch,
     extrapolated linearly (epoch time proportional to the samples) from the largest set measured."""
@@ -339,18 +360,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peers", default="docs/perf_peers.json", help="bench perf peers --json output (optional)")
     ap.add_argument("--contention", default="docs/perf_contention.json",
                     help="bench perf contention --json output (optional)")
+    ap.add_argument("--analyze", default="docs/perf_analyze.json", help="bench perf analyze --json output (optional)")
     ap.add_argument("--doc", metavar="FILE", help="write the page to FILE instead of printing it")
     args = ap.parse_args(argv)
     try:
         perf, attn = load(Path(args.perf)), load(Path(args.attention))
         peers = load(Path(args.peers)) if Path(args.peers).is_file() else None
         contention = load(Path(args.contention)) if Path(args.contention).is_file() else None
+        analyze = load(Path(args.analyze)) if Path(args.analyze).is_file() else None
     except (OSError, ValueError) as e:  # ValueError includes json.JSONDecodeError
         ap.error(f"expected the JSON of bench perf all (--perf), bench perf attention (--attention) and, when "
                  f"given, bench perf peers / contention: {e}")
     emit(fill(PAGE, provenance=provenance(perf, attn, Path(shown(Path(args.perf))), Path(shown(Path(args.attention)))),
               targets=targets_table(perf, attn), misses=misses(perf, attn), overhead=overhead_table(perf),
-              large_n=large_n_table(attn), peers=peers_table(peers), contention=contention_table(contention)),
+              large_n=large_n_table(attn), peers=peers_table(peers), contention=contention_table(contention),
+              analyze=analyze_section(analyze)),
          args.doc)
     return 0
 
@@ -434,6 +458,14 @@ processes of its own making, per thread setting (`default`: no OpenMP policy exp
 (`bench perf contention --json docs/perf_contention.json --md docs/perf_contention.md`).
 
 @@CONTENTION@@
+
+## `bench analyze` on a real-size ViT
+
+`bench perf analyze` (not part of `all`: minutes): the geometry analysis `bench analyze` runs with its defaults on
+timm's 12-block ViT-S/14 over 256 photographs at 224 px, against one plain forward pass over the same images
+(`bench perf analyze --json docs/perf_analyze.json`). Target: 256 images within 3 minutes on the idle 2-core CPU.
+
+@@ANALYZE@@
 
 ## Method
 

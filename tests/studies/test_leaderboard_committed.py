@@ -146,7 +146,8 @@ def test_performance_page_regenerates_from_the_committed_measurements(tmp_path):
     assert perf_findings.main(["--perf", str(REPO / "docs" / "perf.json"), "--attention",
                                str(REPO / "docs" / "perf_attention.json"), "--peers",
                                str(REPO / "docs" / "perf_peers.json"), "--contention",
-                               str(REPO / "docs" / "perf_contention.json"), "--doc", str(page)]) == 0
+                               str(REPO / "docs" / "perf_contention.json"), "--analyze",
+                               str(REPO / "docs" / "perf_analyze.json"), "--doc", str(page)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text == (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
     assert "**unmeasured**: no CUDA device" in text and "/root" not in text and "/tmp" not in text
@@ -176,6 +177,14 @@ def test_perf_findings_peer_and_contention_tables():
         {"name": "contention idle passive / default", "ratio": 1.1, "target": None}])
     assert "| passive: 10 steps / idle | 1.90× | ≤ 2.5× | yes |" in cont
     assert "| idle time, passive / default | 1.10× | — | — |" in cont
+    analyze = perf_findings.analyze_section([
+        {"name": "analyze geometry, ViT over 8 photos", "a": "bench analyze", "b": "one forward", "a_value": 90.0,
+         "b_value": 10.0, "ratio": 9.0, "note": "1 + 2K = 5 probe passes (clean; ...)"},
+        {"name": "analyze geometry wall time, ViT over 8 photos", "a_value": 90.0, "b_value": 180.0, "ratio": 0.5,
+         "meets_target": True}])
+    assert "took 90 s against 10.0 s for one forward (9.00×); budget 180 s: met (0.50× the budget)" in analyze
+    assert "5 probe passes alone cost about 5 × 10.0 = 50 s" in analyze
+    assert perf_findings.analyze_section(None).startswith("Not measured")
 
 
 def test_perf_findings_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
