@@ -288,8 +288,7 @@ def peers_table(peers: list[dict] | None) -> str:
             continue
         phase, what = r["name"].removeprefix("peers ").split(" ", 1)
         iv = r.get("interval95")
-        verdict = ("met" if iv and iv[0] >= r["target"] else "missed" if iv and iv[1] < r["target"]
-                   else "inconclusive") if iv else ("met" if r["meets_target"] else "missed")
+        verdict = interval_verdict([tuple(iv)], r["target"]) if iv else ("met" if r["meets_target"] else "missed")
         m = mem.get(r["name"])
         lines.append(f"| {what} | {phase} | {_r(r['ratio'])}" + (f" [{_r(iv[0])}, {_r(iv[1])}]" if iv else "")
                      + f" | {verdict} | " + (f"{_r(m['ratio'])} | {_met(m['meets_target'])}" if m else "— | —")

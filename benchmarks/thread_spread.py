@@ -44,13 +44,11 @@ def seed_sd(repo: Path, results: str, run: str) -> tuple[float | None, int]:
     return (statistics.stdev(values) if len(values) >= 2 else None), len(values)
 
 
-def spread_sentence(records: Path, repo: Path) -> str:
-    """One sentence for the reports that cite this check (the probe report): how far test accuracy moved between
-    1 and 2 threads, against the cells' seed sd; or that the check has not been run."""
-    if not records.is_file():
-        return "The thread-count check (`benchmarks/thread_spread.sh`, issue #44 item 7) has not been run."
+def moves(runs: dict[tuple[str, str], dict[int, dict]], repo: Path) -> tuple[list[float], list[float]]:
+    """``|test accuracy at 2 threads - at 1 thread|`` of every run with both reruns, and the same over the cell's
+    seed sd where that sd is defined and non-zero (the report's summary and :func:`spread_sentence` share it)."""
     diffs, ratios = [], []
-    for (results, run), by in load(records).items():
+    for (results, run), by in runs.items():
         one, two = by.get(1), by.get(2)
         if not one or not two or one.get("primary_rerun") is None or two.get("primary_rerun") is None:
             continue
@@ -59,6 +57,15 @@ def spread_sentence(records: Path, repo: Path) -> str:
         sd, _ = seed_sd(repo, results, run)
         if sd:
             ratios.append(d / sd)
+    return diffs, ratios
+
+
+def spread_sentence(records: Path, repo: Path) -> str:
+    """One sentence for the reports that cite this check (the probe report): how far test accuracy moved between
+    1 and 2 threads, against the cells' seed sd; or that the check has not been run."""
+    if not records.is_file():
+        return "The thread-count check (`benchmarks/thread_spread.sh`, issue #44 item 7) has not been run."
+    diffs, ratios = moves(load(records), repo)
     if not diffs:
         return "The thread-count check (`benchmarks/thread_spread.sh`) recorded no comparable pair of reruns."
     return (f"**On another CPU** (proxy: the same runs with 2 threads instead of 1, `results/thread-spread/REPORT.md`): "
@@ -76,7 +83,7 @@ def render(records: Path, repo: Path) -> str:
     runs = load(records)
     if not runs:
         raise SystemExit(f"thread_spread: no records in {records}")
-    rows, diffs, ratios, reproduced, primary_same, compared = [], [], [], 0, 0, 0
+    rows, reproduced, primary_same, compared = [], 0, 0, 0
     drift: list[tuple[float, str]] = []  # |committed - 1-thread rerun| where the code changed since
     commits, rerun_commits, threads = set(), set(), set()
     for (results, run), by_threads in runs.items():
@@ -98,12 +105,9 @@ def render(records: Path, repo: Path) -> str:
             drift.append((abs(a - committed), run))
         sd, n = seed_sd(repo, results, run)
         d = None if a is None or b is None else b - a
-        if d is not None:
-            diffs.append(abs(d))
-            if sd:
-                ratios.append(abs(d) / sd)
         rows.append(f"| {run} | {pp(committed)} | {pp(a)} | {pp(b)} | {'—' if d is None else f'{100 * d:+.2f}'} "
                     f"| {pp(sd)} (n={n}) | {'identical outputs' if same else 'differs: ' + one.get('metric', '')} |")
+    diffs, ratios = moves(runs, repo)
     moved = sum(d > 0 for d in diffs)
     summary = [
         f"- **Runs:** {len(runs)} committed runs (`{records.as_posix()}`), committed at "
