@@ -37,9 +37,10 @@ WARMUP=${WARMUP:-0.1}
 EPOCHS=${EPOCHS:-2}
 TRAIN_PER_CLASS=${TRAIN_PER_CLASS:-1920}
 # every registered PE whose modalities include image, and which of them are additive (bench list pes' table)
-table=$("$BENCH" list pes)
-PES=${PES:-$(echo "$table" | awk -F'|' '$3 ~ /(^|[ ,])image([ ,]|$)/ {gsub(/ /, "", $2); printf "%s%s", s, $2; s=","}')}
-ADDITIVE=$(echo "$table" | awk -F'|' '$4 ~ /yes/ {gsub(/ /, "", $2); printf "%s%s", s, $2; s=","}')
+. "$(dirname "$0")/registry_pes.sh"
+table=$(pes_table "$BENCH")
+PES=${PES:-$(image_pes "$table")}
+ADDITIVE=$(additive_pes "$table")
 [ -n "$PES" ] || { echo "fashion_mnist_study: no PE applies to images in \`$BENCH list pes\`" >&2; exit 2; }
 RECIPE=(--model vit-probe --workers "$WORKERS" --preload --deterministic --no-progress-bar
         --resolution 24 --data-option val_per_class=200 --data-option train_per_class="$TRAIN_PER_CLASS"

@@ -30,9 +30,10 @@ BENCH=${BENCH:-bench}
 # every registered PE whose modalities include image except none (its ceiling is exact; probe-anchoring trains it
 # below), and which of them are additive (the alpha sweep scales those), read from `bench list pes` when the
 # script runs, so a newly registered PE joins the sweep (the committed sweep ran the 12 PEs registered then)
-table=$("$BENCH" list pes)
-PES=${PES:-$(echo "$table" | awk -F'|' '$3 ~ /(^|[ ,])image([ ,]|$)/ {gsub(/ /, "", $2); if ($2 != "none") {printf "%s%s", s, $2; s=","}}')}
-ADDITIVE=${ADDITIVE:-$(echo "$table" | awk -F'|' '$4 ~ /yes/ {gsub(/ /, "", $2); printf "%s%s", s, $2; s=","}')}
+. "$(dirname "$0")/registry_pes.sh"
+table=$(pes_table "$BENCH")
+PES=${PES:-$(image_pes "$table" none)}
+ADDITIVE=${ADDITIVE:-$(additive_pes "$table")}
 [ -n "$PES" ] || { echo "probe_sweep: no PE applies to images in \`$BENCH list pes\`" >&2; exit 2; }
 LR=${LR:-5e-3}
 BATCH=${BATCH:-64}
