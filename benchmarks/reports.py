@@ -120,8 +120,8 @@ def reproduced(rerun_json: Path, folder: str | list[str], datasets) -> str:
     path = Path(rerun_json)
     folders = {folder} if isinstance(folder, str) else set(folder)
     recs = [r for r in json.loads(path.read_text(encoding="utf-8"))
-            if Path(r.get("results", "")).as_posix() in folders and r["run"].split("/")[0] in set(datasets)] \
-        if path.is_file() else []
+            if Path(r.get("results", "")).as_posix() in folders and r["run"].split("/")[0] in set(datasets)
+            and _still_committed(r)] if path.is_file() else []
     if not recs:
         return "These runs have not been rerun by `benchmarks/rerun_check.py` since they were made."
     same = sum(r["status"] == "identical" for r in recs)
@@ -137,6 +137,19 @@ def reproduced(rerun_json: Path, folder: str | list[str], datasets) -> str:
             + (f"; {failed} failed" if failed else "")
             + (f"; the largest difference was {worst['max_abs_diff']:.3g} in `{worst['metric']}` (`{worst['run']}`)"
                if worst else "") + ".")
+
+
+def _still_committed(rec: dict) -> bool:
+    """A rerun record speaks for the committed run only while that run is the one it reran: the run's
+    ``results.json`` (read relative to the working directory, the repository root) still records the commit the
+    record names. A sweep rerun at a later commit replaces the runs, and the older records then say nothing
+    about them."""
+    res = Path(rec.get("results", "")) / rec["run"] / "results.json"
+    try:
+        sha = json.loads(res.read_text(encoding="utf-8")).get("git_sha") or ""
+    except (OSError, ValueError):
+        return False
+    return bool(rec.get("commit")) and sha.startswith(rec["commit"])
 
 
 def seed_mean(d: dict[int, float]) -> float:

@@ -44,6 +44,16 @@ def seed_sd(repo: Path, results: str, run: str) -> tuple[float | None, int]:
     return (statistics.stdev(values) if len(values) >= 2 else None), len(values)
 
 
+def cell_commits(runs: dict[tuple[str, str], dict[int, dict]], repo: Path) -> list[str]:
+    """The commits (7 characters) of the committed seeds the seed sd is read from: the sweep as committed now, which
+    may be a later one than the runs the records reran."""
+    shas = set()
+    for results, run in runs:
+        for res in (repo / results / run).parent.glob("seed*/results.json"):
+            shas.add((json.loads(res.read_text(encoding="utf-8")).get("git_sha") or "?")[:7])
+    return sorted(shas)
+
+
 def moves(runs: dict[tuple[str, str], dict[int, dict]], repo: Path) -> tuple[list[float], list[float]]:
     """``|test accuracy at 2 threads - at 1 thread|`` of every run with both reruns, and the same over the cell's
     seed sd where that sd is defined and non-zero (the report's summary and :func:`spread_sentence` share it)."""
@@ -132,7 +142,8 @@ def render(records: Path, repo: Path) -> str:
     if ratios:
         over = sum(r > 1 for r in ratios)
         summary.append(
-            f"- **Against the seed-to-seed spread:** |Δ| / (the cell's seed sd) has median "
+            f"- **Against the seed-to-seed spread:** |Δ| / (the cell's seed sd, from its seeds as committed now, "
+            f"at {', '.join(f'`{c}`' for c in cell_commits(runs, repo))}) has median "
             f"{statistics.median(ratios):.2f} and largest {max(ratios):.2f} over {len(ratios)} runs; {over} "
             "run(s) moved by more than one seed sd. A verdict's Student-t interval over seeds carries a spread of "
             "the seed sd; a thread-count change of up to one seed sd acts as drawing another seed, which the "

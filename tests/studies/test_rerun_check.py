@@ -108,3 +108,20 @@ def test_compare_covers_every_recorded_output_not_only_the_metrics():
     shorter = json.loads(json.dumps(old))
     shorter["geometry"]["ssdc"] = [0.1]
     assert rerun_check.compare(old, shorter) == (float("inf"), "geometry.ssdc")
+
+
+def test_reports_cite_only_reruns_of_the_runs_still_committed(tmp_path, monkeypatch):
+    """A sweep rerun at a later commit replaces its runs; rerun records of the replaced runs stop counting."""
+    from benchmarks.reports import reproduced
+    for seed, sha in ((0, "aaaaaaa111"), (1, "bbbbbbb222")):
+        d = tmp_path / "res" / "probe-x" / "ape" / "vit-probe" / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "results.json").write_text(json.dumps({"git_sha": sha}))
+    recs = [{"results": "res", "run": f"probe-x/ape/vit-probe/seed{s}", "commit": "aaaaaaa", "rerun_commit": "ccccccc",
+             "status": "identical", "max_abs_diff": 0.0, "metric": ""} for s in (0, 1, 2)]
+    (tmp_path / "rerun.json").write_text(json.dumps(recs))
+    monkeypatch.chdir(tmp_path)
+    text = reproduced(tmp_path / "rerun.json", "res", ["probe-x"])
+    assert "reran 1 of these runs" in text and "**1 of 1 gave identical metrics**" in text  # seed1: other commit
+    (tmp_path / "res" / "probe-x" / "ape" / "vit-probe" / "seed0" / "results.json").write_text('{"git_sha": "ddd"}')
+    assert reproduced(tmp_path / "rerun.json", "res", ["probe-x"]).startswith("These runs have not been rerun")

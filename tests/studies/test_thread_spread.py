@@ -19,7 +19,7 @@ def _committed(root: Path, run: str, seeds: dict[int, float]) -> None:
     for s, acc in seeds.items():
         d = root / "res" / run.rsplit("/", 1)[0] / f"seed{s}"
         d.mkdir(parents=True)
-        (d / "results.json").write_text(json.dumps({"status": "complete", "primary_metric": "test/acc1",
+        (d / "results.json").write_text(json.dumps({"status": "complete", "primary_metric": "test/acc1", "git_sha": "1234567abc",
                                                     "metrics": {"test/acc1": acc}}))
 
 
@@ -45,6 +45,7 @@ def test_report_numbers(tmp_path, monkeypatch):
     assert "test accuracy moved in 1 of 2 runs; |Δ| median 3.00 pp, largest 6.00 pp" in text
     ratio_a = 0.06 / statistics.stdev([0.80, 0.84, 0.88])
     assert f"largest {ratio_a:.2f} over 2 runs; 1 run(s) moved by more than one seed sd" in text
+    assert "the cell's seed sd, from its seeds as committed now, at `1234567`) has median" in text
     assert f"| {a} | 80.00 | 80.00 | 86.00 | +6.00 | 4.00 (n=3) | identical outputs |" in text
     assert f"| {b} | 60.00 | 61.00 | 61.00 | +0.00 | {100 * statistics.stdev([0.6, 0.7]):.2f} (n=2) | differs: " \
            "test/acc1 |" in text
