@@ -23,7 +23,9 @@
 set -euo pipefail
 OUT=${OUT:-results}
 WORKERS=${WORKERS:-2}
-PROBES=${PROBES:-probe-translation,probe-rotation,probe-context,probe-extrapolation,probe-decay,probe-anchoring}
+# the canvas-free set probes first (issue #44 item 1: no canvas border for a relative PE to read; no analysis reads
+# a set of tokens, so they run with --analyses none), then the canvas probes
+PROBES=${PROBES:-probe-set-translation,probe-set-extrapolation,probe-set-anchoring,probe-translation,probe-rotation,probe-context,probe-extrapolation,probe-decay,probe-anchoring}
 SEEDS=${SEEDS:-0,1,2,3,4}
 ANCHOR_RPT=${ANCHOR_RPT:-sincos,rope-axial,pape}
 BENCH=${BENCH:-bench}
@@ -34,6 +36,7 @@ BENCH=${BENCH:-bench}
 table=$(pes_table "$BENCH")
 PES=${PES:-$(image_pes "$table" none)}
 ADDITIVE=${ADDITIVE:-$(additive_pes "$table")}
+SET_PES=${SET_PES:-$(set_pes "$table" none)}  # the set probes: the image PEs that apply without a grid (not rpb)
 [ -n "$PES" ] || { echo "probe_sweep: no PE applies to images in \`$BENCH list pes\`" >&2; exit 2; }
 LR=${LR:-5e-3}
 BATCH=${BATCH:-64}
@@ -44,7 +47,7 @@ GIVE_UP=${GIVE_UP:-}       # empty: no give-up check (see above)
 RECIPE=(--model vit-probe --workers "$WORKERS" --preload --deterministic --no-progress-bar
         --lr "$LR" --lr-schedule constant --warmup-epochs 0.3 --batch-size "$BATCH" --epochs "$EPOCHS"
         --val-every 25 --stop-at "$STOP_AT" --eval-checkpoint best)
-ceiling() { case "$1" in probe-decay|probe-anchoring) echo 0.5 ;; probe-context) echo 0.3333 ;; *) echo 0.25 ;; esac; }
+ceiling() { case "$1" in probe-decay|probe-anchoring|probe-set-anchoring) echo 0.5 ;; probe-context) echo 0.3333 ;; *) echo 0.25 ;; esac; }
 additive() { case ",$ADDITIVE," in *",$1,"*) return 0 ;; esac; return 1; }
 
 mkdir -p "$OUT"
@@ -60,7 +63,9 @@ for probe in ${PROBES//,/ }; do  # probe by probe: a sweep stopped early leaves 
     *) analyses=none ;;
   esac
   add= other=  # the alpha sweep applies to additive PEs only
-  for pe in ${PES//,/ }; do
+  pes=$PES
+  case "$probe" in probe-set-*) pes=$SET_PES analyses=none ;; esac
+  for pe in ${pes//,/ }; do
     if [ "$probe" = probe-anchoring ] && additive "$pe"; then add=${add:+$add,}$pe; else other=${other:+$other,}$pe; fi
   done
   [ -z "$add" ] || "$BENCH" sweep --datasets "$probe" --pes "$add" --seeds "$SEEDS" --out "$OUT/embedded" \

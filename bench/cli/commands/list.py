@@ -59,9 +59,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             print("dataset options (bench run --data-option KEY=VALUE; read from each datamodule's constructor)\n"
                   + format_table(["dataset", "key", "type", "default", "meaning"], rows))
     if what in ("pes", "all"):
-        rows = [[n, ", ".join(get_pe_class(n).modalities), "yes" if get_pe_class(n).additive else "no"]
-                for n in list_pes()]
-        print("positional encodings\n" + format_table(["name", "modalities", "additive"], rows))
+        # "token sets": whether the PE applies to tokens without a shared grid (the probe-set-* datasets)
+        rows = [[n, ", ".join(c.modalities), "yes" if c.additive else "no", "no" if c.needs_grid else "yes"]
+                for n, c in ((n, get_pe_class(n)) for n in list_pes())]
+        print("positional encodings\n" + format_table(["name", "modalities", "additive", "token sets"], rows))
         if getattr(args, "options", False):
             rows = [r for n in list_pes() for r in option_rows(n, pe_options(n))]
             print("PE options (bench run --pe-option KEY=VALUE; the declarations build_pe validates against)\n"
