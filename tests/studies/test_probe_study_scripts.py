@@ -69,8 +69,10 @@ def test_report_counts_probes_learned_how_runs_ended_and_the_sweep_time(tmp_path
         _write_run(res, s, 0.99, 0.97, [(25, 0.5), (50, 0.99)], stopped=50)
         _write_run(res, s, 0.99 if s == 0 else 0.5, 0.6, [(25, 0.5), (400, 0.99 if s == 0 else 0.5)], pe="sincos",
                    stopped=400)
-    (tmp_path / "probe_sweep_time.txt").write_text("start 2026-12-02T10:00:00Z commit abc\nend 2026-12-02T10:30:00Z\n"
-                                                   "start 2026-12-02T11:00:00Z commit abc\nend 2026-12-02T11:15:30Z\n")
+    sha = json.loads((TEMPLATE / "results.json").read_text())["git_sha"][:7]  # the runs' commit
+    (tmp_path / "probe_sweep_time.txt").write_text(f"start 2026-12-02T10:00:00Z commit {sha}\nend 2026-12-02T10:30:00Z\n"
+                                                   f"start 2026-12-02T11:00:00Z commit {sha}\nend 2026-12-02T11:15:30Z\n"
+                                                   "start 2026-12-02T12:00:00Z commit fffffff\nend 2026-12-02T13:00:00Z\n")
     data = probe_findings.load(str(res))
     assert probe_findings.probes_learned(data) == {"rope-axial": (1, 1), "sincos": (0, 1)}
     report, png = tmp_path / "REPORT.md", tmp_path / "learning.png"
@@ -78,7 +80,9 @@ def test_report_counts_probes_learned_how_runs_ended_and_the_sweep_time(tmp_path
     text = report.read_text(encoding="utf-8")
     assert "| rope-axial | **5/5** (50) | 1 of 1 |" in text and "| sincos | 1/5 (400) | 0 of 1 |" in text
     assert "Runs: 10; reached the target 6, gave up on the plateau 0, trained the whole budget 4." in text
-    assert "**45.5 min** of wall time" in text and "10 complete runs (0\nincomplete)" in text
+    # the wall time of the runs' commit only (the fffffff pair is another sweep's)
+    assert f"- commit `{sha}`: `probe-decay`; seeds 0–4; 10 complete runs (0 incomplete)" in text
+    assert "**45.5 min** of wall time" in text and "fffffff" not in text
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -227,3 +231,27 @@ def test_ssdc_rpt_claim_is_not_testable_when_the_rpt_model_reads_content_only():
     alpha, rhos = ssdc_findings.alpha_rows(vs)
     text, fam = two_pass("t", lambda f: ssdc_findings.claims(vs, rhos, f))
     assert "all variants" not in "\n".join(text) and fam.m == len(fam.adjusted) > 0
+
+
+def test_set_probe_verdicts_keep_lose_and_the_positive_control(tmp_path):
+    """The set probes' claims (issue #44 item 1): a relative PE keeps its accuracy on the shifted twins, an absolute
+    one loses it, and probe-set-anchoring is beaten by an absolute PE while every relative PE cannot represent it."""
+    for s in range(10):
+        _write_run(tmp_path, s, 0.99, 0.99 - 0.001 * s, [(25, 0.99)], pe="rope-axial", probe="probe-set-translation",
+                   stopped=25)
+        _write_run(tmp_path, s, 0.95, 0.45 + 0.01 * s, [(25, 0.95)], pe="ape", probe="probe-set-translation",
+                   stopped=25)
+        _write_run(tmp_path, s, 0.9, 0.85 + 0.004 * s, [(25, 0.9)], pe="ape", probe="probe-set-anchoring", stopped=25)
+        _write_run(tmp_path, s, 0.5, 0.5, [(25, 0.5)], pe="rope-axial", probe="probe-set-anchoring", stopped=400)
+    data = probe_findings.load(str(tmp_path))
+    assert data["probe-set-anchoring"]["rope-axial"].cannot.startswith("cannot represent")
+    assert data["probe-set-translation"]["rope-axial"].cannot is None
+    (tally, lines), _ = two_pass("t", lambda fam: probe_findings._claims_pass(data, fam))
+    text = "\n".join(lines)
+    assert "  - rope-axial: **held** — keeps it (test − val -0.5" in text
+    assert "  - ape: **held** — loses it (test − val -45.5" in text
+    assert "  - ape: **held** (test 86.8 %" in text and "learned in 10 of 10 seeds" in text
+    assert "their test accuracy, all seeds, for the record): rope-axial 50.0 %." in text
+    assert tally.claims["Anchoring on a set (positive control): absolute PEs beat the 50 % content ceiling"][
+        "held"] == ["ape"]
+    assert tally.claims["Translation on a set: absolute PEs lose it"]["held"] == ["ape"]
