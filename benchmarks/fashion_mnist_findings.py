@@ -412,8 +412,10 @@ def correlation_section(probes: str | Path, cells: dict[str, Cell]) -> str:
     missing = [p for p in study if p not in probed]
     tested = [r for r in rows if math.isfinite(r["p"])]
     adj = dict(zip(map(id, tested), holm_adjust([r["p"] for r in tested]))) if tested else {}
+    own = sorted({(r.git_sha or "unknown")[:7] for c in cells.values() for r in c.runs.values()})
     out = [f"Probe runs: `{shown(Path(probes))}/probe-*`, made at commit{'s' if len(commits) > 1 else ''} "
-           + ", ".join(f"`{c}`" for c in commits) + " — an older commit than this study's runs; the probe sweep "
+           + ", ".join(f"`{c}`" for c in commits) + f" (this study's runs: commit{'s' if len(own) > 1 else ''} "
+           + ", ".join(f"`{c}`" for c in own) + "); the probe sweep "
            "lacks " + (", ".join(f"`{p}`" for p in missing) if missing else "none of this study's PEs")
            + (", which are left out of these correlations" if missing else "") + ". "
            f"Family: the {len(tested)} correlations with a value (Holm at {100 * FWER:.0f} %); a probe *predicts* a "
