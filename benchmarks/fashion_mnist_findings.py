@@ -417,7 +417,7 @@ def correlation_section(probes: str | Path, cells: dict[str, Cell]) -> str:
            + ", ".join(f"`{c}`" for c in commits) + f" (this study's runs: commit{'s' if len(own) > 1 else ''} "
            + ", ".join(f"`{c}`" for c in own) + "); the probe sweep "
            "lacks " + (", ".join(f"`{p}`" for p in missing) if missing else "none of this study's PEs")
-           + (", which are left out of these correlations" if missing else "") + ". "
+           + (f", which {'is' if len(missing) == 1 else 'are'} left out of these correlations" if missing else "") + ". "
            f"Family: the {len(tested)} correlations with a value (Holm at {100 * FWER:.0f} %); a probe *predicts* a "
            "target when its Holm p is below 5 % and the bootstrap interval excludes 0.", "",
            "| probe outcome | Fashion-MNIST target | PEs | Spearman ρ | bootstrap 95 % CI | permutation p | Holm p | "
