@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The probe sweep (results/embedded/REPORT.md): PROBES x PEs x seeds 0..4 under one recipe, on 2 worker
 # processes of 1 thread each. The recipe is the one results/probe-recipe/REPORT.md measured
-# (benchmarks/probe_recipe.sh), cut to fit the 2.5 h CPU budget (12 PEs x 6 probes x 5 seeds): a budget of
+# (benchmarks/probe_recipe.sh), cut to fit a CPU budget of about 2.5 h (the first sweep: 12 PEs x 6 probes x 5 seeds): a budget of
 # 400 steps instead of 1000 and a target of 95 % instead of 98 %. No give-up check by default (issue #44): the
 # 200-step check this sweep used stopped runs the recipe study saw learn later (its probe-decay rope-axial seed 0
 # left the plateau at step ~350 and learned by ~550), so a run now trains to its target or its budget.
@@ -31,7 +31,7 @@ ANCHOR_RPT=${ANCHOR_RPT:-sincos,rope-axial,pape}
 BENCH=${BENCH:-bench}
 # every registered PE whose modalities include image except none (its ceiling is exact; probe-anchoring trains it
 # below), and which of them are additive (the alpha sweep scales those), read from `bench list pes` when the
-# script runs, so a newly registered PE joins the sweep (the committed sweep ran the 12 PEs registered then)
+# script runs, so a newly registered PE joins the sweep (results/embedded/REPORT.md lists, per commit, what ran)
 . "$(dirname "$0")/registry_pes.sh"
 table=$(pes_table "$BENCH")
 PES=${PES:-$(image_pes "$table" none)}
