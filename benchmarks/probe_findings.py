@@ -561,8 +561,8 @@ def set_claims(data: dict[str, dict[str, Cell]], t: Tally) -> list[str]:
             if pe in ABSOLUTE:
                 t.add(claim, pe, next(w for w in VERDICTS if v.startswith(f"**{w}**")))
                 out.append(f"  - {pe}: {v}")
-            else:
-                out.append(f"  - {pe} (not exactly relative; measured, no prediction): {v}")
+            else:  # a measurement without a prediction: no verdict word
+                out.append(f"  - {pe} (not exactly relative; measured, no prediction): {v.split('** ', 1)[-1]}")
         cannot = [pe for pe in sorted(c, key=pe_sort_key) if c[pe].cannot]
         if cannot:
             out += ["  Cannot represent it (an exact symmetry; their test accuracy, all seeds, for the record): "
