@@ -301,14 +301,19 @@ def contention_table(rows: list[dict] | None) -> str:
     if not rows:
         return ("Not measured: no `docs/perf_contention.json` (`bench perf contention --json "
                 "docs/perf_contention.json`).")
-    lines = ["| setting | loaded / idle | target | met |", "|---|---:|---:|:-:|"]
+    def ratio(r: dict) -> str:  # the ratio of the medians, and the rounds' 95 % interval when it has rounds
+        iv = round_interval(r.get("round_ratios") or [])
+        return f"{_r(r['ratio'])}×" + (f" [{_r(iv[0])}, {_r(iv[1])}]" if iv else "")
+
+    lines = ["| setting | loaded / idle [rounds' 95 % interval] | target | met |", "|---|---:|---:|:-:|"]
     for r in rows:
         if r["name"].startswith("contention ") and r.get("target") is not None:
-            lines.append(f"| {r['name'].removeprefix('contention ')} | {_r(r['ratio'])}× | {_bound(r)}× | "
-                         f"{_met(r['meets_target'])} |")
+            verdict = record_verdict(r)
+            lines.append(f"| {r['name'].removeprefix('contention ')} | {ratio(r)} | {_bound(r)}× | "
+                         + ("yes" if verdict == "met" else "**no**" if verdict == "missed" else verdict) + " |")
     for r in rows:
         if r["name"].startswith("contention idle "):
-            lines.append(f"| idle time, {r['name'].removeprefix('contention idle ')} | {_r(r['ratio'])}× | — | — |")
+            lines.append(f"| idle time, {r['name'].removeprefix('contention idle ')} | {ratio(r)} | — | — |")
     return "\n".join(lines)
 
 

@@ -11,8 +11,9 @@ settings of the training process:
   of spinning for its next parallel region);
 * ``1-thread``: ``torch.set_num_threads(1)`` (no OpenMP barrier to wait at).
 
-Each record is the loaded wall time over the idle one of the same setting (target ``<= 2.5``); the
-idle wall times of the settings are compared in the notes. Run it when the machine is otherwise idle:
+Each record is the loaded wall time over the idle one of the same setting (target ``<= 2.5``), medians over
+``ROUNDS`` rounds with each round's ratio kept (the report's 95 % interval); the idle wall times of the
+settings are compared in their own records. Run it when the machine is otherwise idle:
 the header's load average says how idle it was (an outside load inflates both runs, not the ratio's
 meaning). The competing processes are this suite's children and are ended when a measurement ends.
 The ``bench`` CLI now starts with ``passive`` (:mod:`pebench.runner.threads`); this suite times each
@@ -21,6 +22,7 @@ setting in a fresh process whatever the parent's.
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -28,7 +30,7 @@ import time
 from .report import record
 from .suites import SUITES
 
-__all__ = ["bench_contention", "SETTINGS", "LOAD_PROCS"]
+__all__ = ["bench_contention", "SETTINGS", "LOAD_PROCS", "ROUNDS"]
 
 #: thread settings of the training process: name -> (extra environment, intra-op threads or None)
 SETTINGS: dict[str, tuple[dict[str, str], int | None]] = {
@@ -79,22 +81,37 @@ def _timed(setting: str, steps: int, loaded: bool) -> float:
             p.wait()
 
 
+#: rounds of the full measurement (every setting idle, then loaded); a record keeps each round's ratio
+ROUNDS = 3
+
+
 @SUITES.register("contention")
 def bench_contention(quick: bool = False) -> list[dict]:
-    steps = 2 if quick else 10
-    idle, rows = {}, []
+    """Per setting and round: the idle wall time, then the loaded one, each in a fresh process. A record holds
+    the medians over the rounds and each round's ratio (``round_ratios``: the report's interval reads them)."""
+    steps, rounds = (2, 1) if quick else (10, ROUNDS)
+    idle: dict[str, list[float]] = {s: [] for s in SETTINGS}
+    busy: dict[str, list[float]] = {s: [] for s in SETTINGS}
+    for r in range(rounds):
+        for setting in SETTINGS:
+            idle[setting].append(_timed(setting, steps, loaded=False))
+            busy[setting].append(_timed(setting, steps, loaded=True))
+            print(f"  contention round {r + 1}/{rounds} {setting}: {busy[setting][-1]:.1f} s loaded / "
+                  f"{idle[setting][-1]:.1f} s idle", flush=True)
+    rows = []
     for setting in SETTINGS:
-        idle[setting] = _timed(setting, steps, loaded=False)
-        busy = _timed(setting, steps, loaded=True)
         rows.append(record(f"contention {setting}: {steps} training steps beside {LOAD_PROCS} x 2-thread load / idle",
-                           "loaded s", "idle s", busy, idle[setting], "s", higher_is_better=False, target=2.5,
-                           note=f"{SETTINGS[setting][0] or ''} threads={SETTINGS[setting][1] or 'default'}; "
-                                f"loadavg {os.getloadavg()[0]:.1f} after"))
-        print(f"  {rows[-1]['name']}: {busy:.1f} s / {idle[setting]:.1f} s = {rows[-1]['ratio']:.2f}", flush=True)
+                           "loaded s", "idle s", statistics.median(busy[setting]), statistics.median(idle[setting]),
+                           "s", higher_is_better=False, target=2.5,
+                           note=f"{SETTINGS[setting][0] or ''} threads={SETTINGS[setting][1] or 'default'}; medians of "
+                                f"{rounds} round(s); loadavg {os.getloadavg()[0]:.1f} after",
+                           round_ratios=[round(b / i, 4) for b, i in zip(busy[setting], idle[setting])]))
     for setting in SETTINGS:
         if setting != "default":
             rows.append(record(f"contention idle {setting} / default", f"{setting} idle s", "default idle s",
-                               idle[setting], idle["default"], "s", higher_is_better=False))
+                               statistics.median(idle[setting]), statistics.median(idle["default"]), "s",
+                               higher_is_better=False,
+                               round_ratios=[round(a / b, 4) for a, b in zip(idle[setting], idle["default"])]))
     return rows
 
 

@@ -194,3 +194,25 @@ def test_perf_attention_flex_eval_cell():
     assert (row["impl"], row["phase"], row["auto"]) == ("flex", "eval", False) and row["peak_mem_mb"] > 0
     with pytest.raises(ValueError, match="unknown implementation"):
         run([64], pes=["alibi"], impls=["auto"], verbose=False)
+
+
+def test_contention_records_medians_and_each_rounds_ratio(monkeypatch):
+    """bench perf contention (its process launching replaced): per setting the medians over ROUNDS rounds of the
+    loaded and idle times, each round's loaded / idle ratio kept for the report's interval."""
+    from pebench.perf import contention
+
+    times = iter(range(1, 1000))  # idle, loaded, idle, loaded, ... in the order the suite measures
+
+    def fake_timed(setting, steps, loaded):
+        t = float(next(times))
+        return 10 * t if loaded else t
+    monkeypatch.setattr(contention, "_timed", fake_timed)
+    rows = contention.bench_contention(quick=False)
+    n = len(contention.SETTINGS)
+    first = rows[0]  # "default": idle at calls 1, 1 + 2n, 1 + 4n; loaded at the calls after them
+    idle = [1 + 2 * n * r for r in range(contention.ROUNDS)]
+    assert first["name"].startswith("contention default") and first["b_value"] == sorted(idle)[1]
+    assert first["a_value"] == 10 * (sorted(idle)[1] + 1)
+    assert first["round_ratios"] == [round(10 * (i + 1) / i, 4) for i in idle] and first["target"] == 2.5
+    idle_rows = [r for r in rows if r["name"].startswith("contention idle ")]
+    assert len(idle_rows) == n - 1 and all(len(r["round_ratios"]) == contention.ROUNDS for r in idle_rows)

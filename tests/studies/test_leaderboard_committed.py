@@ -177,6 +177,15 @@ def test_perf_findings_peer_and_contention_tables():
         {"name": "contention idle passive / default", "ratio": 1.1, "target": None}])
     assert "| passive: 10 steps / idle | 1.90× | ≤ 2.5× | yes |" in cont
     assert "| idle time, passive / default | 1.10× | — | — |" in cont
+    rounds = perf_findings.contention_table([  # with rounds: the geometric-mean t-interval decides the verdict
+        {"name": "contention default: 10 steps / idle", "ratio": 2.0, "target": 2.5, "meets_target": True,
+         "higher_is_better": False, "round_ratios": [1.5, 2.0, 3.0]},
+        {"name": "contention 1-thread: 10 steps / idle", "ratio": 1.2, "target": 2.5, "meets_target": True,
+         "higher_is_better": False, "round_ratios": [1.1, 1.2, 1.3]}])
+    iv = perf_findings.round_interval([1.5, 2.0, 3.0])
+    assert iv[1] > 2.5 and f"| default: 10 steps / idle | 2.00× [{iv[0]:.2f}, {iv[1]:.2f}] | ≤ 2.5× | inconclusive |" \
+        in rounds
+    assert "| 1-thread: 10 steps / idle | 1.20× [0.97, 1.47]" in rounds and rounds.rstrip().endswith("| ≤ 2.5× | yes |")
     analyze = perf_findings.analyze_section([
         {"name": "analyze geometry, ViT over 8 photos", "a": "bench analyze", "b": "one forward", "a_value": 90.0,
          "b_value": 10.0, "ratio": 9.0, "note": "1 + 2K = 5 probe passes (clean; ...)"},
