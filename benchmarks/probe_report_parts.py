@@ -40,6 +40,14 @@ def _seed_span(seeds) -> str:
     return ", ".join(map(str, seeds))
 
 
+def seeds_by_probe(runs, probes) -> str:
+    """The seeds the runs cover: one span when every probe ran the same seeds, else per probe."""
+    spans = {p: _seed_span({r.seed for r in runs if r.dataset == p}) for p in probes}
+    if len(set(spans.values())) == 1:
+        return next(iter(spans.values()))
+    return ", ".join(f"{v} (`{p}`)" for p, v in spans.items())
+
+
 def _wall(stamps: list[tuple[str, str, str]]) -> float:
     """Seconds between each ``start`` and the ``end`` after it (``(what, when, commit)`` stamps)."""
     total, start = 0.0, None
@@ -83,7 +91,7 @@ def protocol(results: str, time_file: Path, probes) -> dict[str, str]:
                 f"`{time_file.name}`)") if total else "wall time not recorded"
         bullets.append(
             f"- commit `{commit}`: " + ", ".join(f"`{p}`" for p in order)
-            + f"; seeds {_seed_span({r.seed for r in rs})}; {len(done)} complete runs ({len(rs) - len(done)} "
+            + "; seeds " + seeds_by_probe(rs, order) + f"; {len(done)} complete runs ({len(rs) - len(done)} "
             f"incomplete), from one git worktree at that commit; {wall}; recipe: "
             + ", ".join(f"`{k}` {' / '.join(v)}" for k, v in seen.items()) + ".")
     return {"sweeps": "\n".join(bullets) if bullets else "- no runs"}
