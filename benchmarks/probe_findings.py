@@ -384,46 +384,45 @@ def _group_claim(cells, group, want: str | None, tally: Tally, claim: str = "") 
     return lines
 
 
-def _at_most(c: Cell, bound: float, fam: Family, which: str = "test", chance: float = 0.25) -> str:
-    """Verdict of "accuracy at most ``bound``" over all seeds; a model at ``chance`` satisfies it vacuously: not
-    testable. held / contradicted: the two-sided t-test against ``bound + TOL``, Holm-adjusted, below FWER, in
-    the direction of the mean."""
+def _t_against(c: Cell, bound: float, fam: Family, which: str, learned: bool) -> tuple[str, str] | None:
+    """The two-sided t-test of ``which`` accuracy over all seeds against ``bound + TOL`` (Holm-adjusted in
+    ``fam``): (its text, the side the mean lies on when adj < FWER: "below" / "above" / ""), None below 2
+    seeds. ``learned`` adds the learned-seed count to the text."""
     v = c.values(which)
     ci = t_mean_ci(v)
+    if ci is None:
+        return None
+    m = c.mean(which)
+    raw = _t_p(v, bound + TOL)
+    adj = fam.p(raw)
+    text = (f"{which} {_pct(m)} %, t-CI [{_pct(ci[0])}, {_pct(ci[1])}], "
+            + (f"learned in {c.learned_seeds} of {c.n} seeds, " if learned else "")
+            + f"t-test against {_pct(bound + TOL)} %: {fmt_p(raw, adj)}; {basis(len(v), c.selection, False)}")
+    side = "" if adj >= FWER else "below" if m < bound + TOL else "above" if m > bound + TOL else ""
+    return text, side
+
+
+def _at_most(c: Cell, bound: float, fam: Family, which: str = "test", chance: float = 0.25) -> str:
+    """Verdict of "accuracy at most ``bound``" over all seeds; a model at ``chance`` satisfies it vacuously: not
+    testable. held / contradicted: :func:`_t_against`, in the direction of the mean."""
     m = c.mean(which)
     if m <= chance + 0.02:
         return f"**not testable** ({which} {_pct(m)} %: at chance, nothing learned)"
-    if ci is None:
+    r = _t_against(c, bound, fam, which, learned=False)
+    if r is None:
         return f"not testable (one seed; {which} {_pct(m)} %)"
-    raw = _t_p(v, bound + TOL)
-    adj = fam.p(raw)
-    text = (f"{which} {_pct(m)} %, t-CI [{_pct(ci[0])}, {_pct(ci[1])}], t-test against {_pct(bound + TOL)} %: "
-            f"{fmt_p(raw, adj)}; {basis(len(v), c.selection, False)}")
-    if m < bound + TOL and adj < FWER:
-        return f"**held** ({text})"
-    if m > bound + TOL and adj < FWER:
-        return f"**contradicted** ({text})"
-    return f"**inconclusive** ({text})"
+    return f"**{ {'below': 'held', 'above': 'contradicted'}.get(r[1], 'inconclusive')}** ({r[0]})"
 
 
 def _above(c: Cell, bound: float, fam: Family, which: str = "test") -> str:
-    """Verdict of "accuracy above ``bound``" over all seeds (no post-selection): the two-sided t-test against
-    ``bound + TOL``, Holm-adjusted, below FWER, in the direction of the mean; not testable for a PE that cannot
-    represent the label."""
+    """Verdict of "accuracy above ``bound``" over all seeds (no post-selection): :func:`_t_against`, in the
+    direction of the mean; not testable for a PE that cannot represent the label."""
     if c.cannot:
         return f"**not testable** ({c.not_learned()})"
-    v = c.values(which)
-    ci = t_mean_ci(v)
-    m = c.mean(which)
-    if ci is None:
-        return f"**not testable** (one seed; {which} {_pct(m)} %)"
-    raw = _t_p(v, bound + TOL)
-    adj = fam.p(raw)
-    text = (f"{which} {_pct(m)} %, t-CI [{_pct(ci[0])}, {_pct(ci[1])}], learned in {c.learned_seeds} of {c.n} seeds, "
-            f"t-test against {_pct(bound + TOL)} %: {fmt_p(raw, adj)}; {basis(len(v), c.selection, False)}")
-    verdict = ("held" if m > bound + TOL and adj < FWER else "contradicted" if m < bound + TOL and adj < FWER
-               else "inconclusive")
-    return f"**{verdict}** ({text})"
+    r = _t_against(c, bound, fam, which, learned=True)
+    if r is None:
+        return f"**not testable** (one seed; {which} {_pct(c.mean(which))} %)"
+    return f"**{ {'above': 'held', 'below': 'contradicted'}.get(r[1], 'inconclusive')}** ({r[0]})"
 
 
 def _beats(cells, a: str, b: str, fam: Family) -> str:
