@@ -43,7 +43,7 @@ ALPHAS = (1.0, 0.8, 0.7, 0.6, 0.5, 0.4, 0.2, 0.0)
 def alpha_sweep(task: Any, datamodule: Any, seed: int = 0, alphas: tuple[float, ...] | list[float] = ALPHAS,
                 max_samples: int | None = None, probe_size: int | None = DEFAULT_PROBE_SIZE,
                 tap: str = DEFAULT_TAP, rpi_permutations: int = DEFAULT_RPI_PERMUTATIONS,
-                distance: str | None = None) -> list[dict[str, Any]] | None:
+                distance: str | None = None, rpi_draw: str = "shared") -> list[dict[str, Any]] | None:
     """One row per α: ``{"alpha", "acc", "acc_se", "n_samples", "shift", "shift_acc", "fs",
     "fs_reason", "tap", "layers", "ssdc_rpi", "ssdc_rpi_sd", "ssdc_rpi_peak"}``, or ``None`` for a
     non-additive PE."""
@@ -60,7 +60,7 @@ def alpha_sweep(task: Any, datamodule: Any, seed: int = 0, alphas: tuple[float, 
             with reporting(None):
                 rob = robustness(task, datamodule, seed=seed, max_samples=max_samples, shifts=[shift])
                 geo = geometry(task, datamodule, probe_size=probe_size, seed=seed, plain=False, null=False, tap=tap,
-                               rpi_permutations=rpi_permutations, distance=distance)
+                               rpi_permutations=rpi_permutations, distance=distance, rpi_draw=rpi_draw)
             steps.done(f"alpha = {float(a):g}")
             vals = [v for v in geo["ssdc_rpi"] if v is not None]
             rows.append({"alpha": float(a), "acc": rob["clean_acc"], "acc_se": rob["clean_acc_se"],
@@ -102,4 +102,5 @@ class AlphaAnalysis(Analysis):
         o = ctx.options
         probe = o["alpha_probe_size"] if o["alpha_probe_size"] is not None else o["probe_size"]
         return alpha_sweep(ctx.task, ctx.datamodule, seed=ctx.seed, max_samples=o["alpha_samples"], probe_size=probe,
-                           tap=o["ssdc_tap"], rpi_permutations=int(o["rpi_permutations"]), distance=o["ssdc_distance"])
+                           tap=o["ssdc_tap"], rpi_permutations=int(o["rpi_permutations"]), distance=o["ssdc_distance"],
+                           rpi_draw=o["rpi_draw"])

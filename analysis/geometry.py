@@ -24,6 +24,14 @@ What is reported (:func:`geometry`), per layer of the tap:
   deviation (ddof = 1), min and max over ``K`` RPI permutations (default ``K = 8``). Permutation
   ``k`` comes from ``torch.Generator().manual_seed(rpi_seed(seed, k))``: derived from the run's
   seed, but a stream of its own (data order and initialisation use the seed itself).
+  ``rpi_draw`` says how a pass permutes: ``"shared"`` (default, the protocol of the committed
+  studies): permutation ``k`` is applied to every probe sample; ``"per-sample"``: pass ``k`` gives
+  probe sample ``s`` a permutation of its own (:func:`rpi_sample_seed`), so one pass averages
+  the similarity matrix over as many independent permutations as there are samples. Both
+  estimate the same SSDC_RPI in expectation; a shared permutation adds a per-permutation
+  offset common to every sample (the spread of ``ssdc_rpi`` over ``k``), which per-sample
+  draws average away. ``"per-sample"`` with ``K = 1`` is the budget protocol of ``bench perf
+  analyze`` (3 passes instead of 17; grid tokens only).
 * ``ssdc_rpi_init`` / ``ssdc_rpi_init_sd``: the same statistic for the **same architecture at
   initialisation** — an untrained twin built from the task's saved hyper-parameters after
   ``torch.manual_seed(seed)`` (``bench run`` seeds the same way before building the trained
@@ -57,6 +65,7 @@ averaged over the probe set (NaN clouds skipped); EED% is unchanged. Variable-le
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -76,6 +85,7 @@ from .ssdc import ssdc as ssdc_fn
 
 __all__ = ["geometry", "probe_loader", "rpi_permutation", "rpi_seed", "untrained_twin", "evaluating",
            "task_device", "finite_or_none", "batch_inputs", "num_samples", "tap_layers", "rpi_stats",
+           "rpi_sample_seed", "rpi_sample_permutations", "RPI_DRAWS",
            "DEFAULT_PROBE_SIZE", "TAPS", "DEFAULT_TAP", "DEFAULT_EED_TAP", "DEFAULT_RPI_PERMUTATIONS", "SSDCOptions",
            "GeometryOptions", "GeometryAnalysis"]
 
@@ -87,6 +97,8 @@ DEFAULT_TAP = "attn_in"
 #: chosen by measurement (benchmarks/README.md, "Protocol choices")
 DEFAULT_EED_TAP = "attn_in"
 DEFAULT_RPI_PERMUTATIONS = 8
+#: how an RPI pass permutes: one permutation for every probe sample, or one per sample
+RPI_DRAWS = ("shared", "per-sample")
 
 
 @contextlib.contextmanager
@@ -136,6 +148,21 @@ def rpi_permutation(num_tokens: int, seed: int = 0, index: int = 0) -> Tensor:
     """The ``index``-th fixed RPI permutation of ``num_tokens`` token contents (CPU long tensor)."""
     g = torch.Generator().manual_seed(rpi_seed(seed, index))
     return torch.randperm(int(num_tokens), generator=g)
+
+
+def rpi_sample_seed(seed: int, k: int, sample: int) -> int:
+    """Seed of probe sample ``sample``'s permutation in RPI pass ``k`` under ``rpi_draw="per-sample"``
+    (a hash of the three, so no two (k, sample) pairs of a run share a stream)."""
+    digest = hashlib.blake2b(f"rpi:{int(seed)}:{int(k)}:{int(sample)}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def rpi_sample_permutations(num_tokens: int, seed: int, index: int, start: int, count: int) -> Tensor:
+    """Permutations ``(count, num_tokens)`` of probe samples ``start .. start + count - 1`` in RPI pass
+    ``index`` (``rpi_draw="per-sample"``); row ``s`` depends on the sample's index only, not on the batching."""
+    rows = [torch.randperm(int(num_tokens), generator=torch.Generator().manual_seed(rpi_sample_seed(seed, index, s)))
+            for s in range(int(start), int(start) + int(count))]
+    return torch.stack(rows)
 
 
 def rpi_stats(per_perm: list[list[float]]) -> dict[str, list[float | None]]:
@@ -237,11 +264,12 @@ class _PerCloudSSDC:
         return [s / c if c else float("nan") for s, c in zip(self.sum, self.count)]
 
 
-def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str,
-               eed: bool = False) -> tuple[list[float], list[float] | None, list[float] | None, int]:
+def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str, eed: bool = False,
+               sample_perm_fn: Any = None) -> tuple[list[float], list[float] | None, list[float] | None, int]:
     """One pass over the probe: per-layer SSDC at ``tap`` of the tokens under the permutation
-    ``perm_fn(num_tokens)`` (``None``: clean), and with ``eed`` EED% and top-1 share of the same
-    tokens. Returns ``(ssdc, eed_percent, top1_share, n_samples)``."""
+    ``perm_fn(num_tokens)`` (``None``: clean), or, with ``sample_perm_fn(num_tokens, start, count)``,
+    under one permutation per sample ``(count, num_tokens)``; and with ``eed`` EED% and top-1 share of
+    the same tokens. Returns ``(ssdc, eed_percent, top1_share, n_samples)``."""
     points = getattr(task, "modality", None) == "points"
     device = task_device(task)
     depth, dim = int(task.backbone.depth), int(task.backbone.embed_dim)
@@ -253,7 +281,9 @@ def _ssdc_pass(task: Any, loader: Any, perm_fn: Any, tap: str, distance: str,
     perm_n: int | None = None
     for batch in loader:
         x = batch_inputs(task, batch, device)
-        if first or points:  # point batches are padded per batch: the permutation's length follows
+        if sample_perm_fn is not None:  # a permutation per sample, fresh in every batch
+            perm = sample_perm_fn(task.tokenize_count(x), n, num_samples(x)).to(device)
+        elif first or points:  # point batches are padded per batch: the permutation's length follows
             num_tokens = task.tokenize_count(x)
             if num_tokens != perm_n:
                 perm, perm_n = perm_fn(num_tokens), num_tokens
@@ -302,10 +332,14 @@ def _eed_pass(task: Any, loader: Any, tap: str) -> tuple[list[float], list[float
 
 
 def _rpi_per_perm(task: Any, loader: Any, seed: int, k: int, tap: str, distance: str,
-                  steps: Steps | None = None, model: str = "") -> list[list[float]]:
+                  steps: Steps | None = None, model: str = "", draw: str = "shared") -> list[list[float]]:
     out = []
     for i in range(k):
-        out.append(_ssdc_pass(task, loader, lambda n, i=i: rpi_permutation(n, seed, i), tap, distance)[0])
+        if draw == "per-sample":
+            sample_fn = lambda n, start, count, i=i: rpi_sample_permutations(n, seed, i, start, count)  # noqa: E731
+            out.append(_ssdc_pass(task, loader, None, tap, distance, sample_perm_fn=sample_fn)[0])
+        else:
+            out.append(_ssdc_pass(task, loader, lambda n, i=i: rpi_permutation(n, seed, i), tap, distance)[0])
         if steps is not None:
             steps.done(f"RPI permutation {i + 1}/{k}{model}")
     return out
@@ -314,7 +348,8 @@ def _rpi_per_perm(task: Any, loader: Any, seed: int, k: int, tap: str, distance:
 def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_SIZE, seed: int = 0,
              batch_size: int | None = None, rpi: bool = True, plain: bool = True, tap: str = DEFAULT_TAP,
              eed_tap: str = DEFAULT_EED_TAP, distance: str | None = None,
-             rpi_permutations: int = DEFAULT_RPI_PERMUTATIONS, null: bool = True) -> dict[str, Any]:
+             rpi_permutations: int = DEFAULT_RPI_PERMUTATIONS, null: bool = True,
+             rpi_draw: str = "shared") -> dict[str, Any]:
     """Per-layer SSDC, SSDC_RPI statistics, the null band at initialisation, EED% and top-1
     eigenvalue share on the fixed probe set (see the module docstring).
 
@@ -336,6 +371,11 @@ def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_
     k = int(rpi_permutations)
     if rpi and k < 1:
         raise ValueError(f"rpi_permutations must be >= 1, got {rpi_permutations!r}")
+    if rpi_draw not in RPI_DRAWS:
+        raise ValueError(f"rpi_draw must be one of {', '.join(RPI_DRAWS)}, got {rpi_draw!r}")
+    if rpi and rpi_draw == "per-sample" and points:
+        raise ValueError("rpi_draw=per-sample needs grid tokens (image / video); point clouds and scenes use "
+                         "rpi_draw=shared")
     depth = int(task.backbone.depth)
     # the probe's input batches, loaded once and reused by every pass (1 + 2K of them)
     loader = [batch_inputs(task, b, task_device(task)) for b in probe_loader(datamodule, probe_size, batch_size)]
@@ -343,6 +383,7 @@ def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_
                            "ssdc": None, "ssdc_rpi": None, "ssdc_rpi_sd": None, "ssdc_rpi_min": None,
                            "ssdc_rpi_max": None, "ssdc_rpi_init": None, "ssdc_rpi_init_sd": None,
                            "ssdc_rpi_gain": None, "rpi_permutations": k if rpi else 0,
+                           **({"rpi_draw": rpi_draw} if rpi_draw != "shared" else {}),
                            "eed_tap": eed_tap, "eed_layers": tap_layers(eed_tap, depth),
                            "eed_percent": None, "eed_top1_share": None, "probe_size": None}
 
@@ -359,13 +400,14 @@ def geometry(task: Any, datamodule: Any, probe_size: int | None = DEFAULT_PROBE_
             out.update(ssdc=clean(s), eed_percent=clean(e), eed_top1_share=clean(t1), probe_size=n)
             steps.done(f"clean tokens, {depth} layers")
         if rpi:
-            st = rpi_stats(_rpi_per_perm(task, loader, seed, k, tap, distance, steps))
+            st = rpi_stats(_rpi_per_perm(task, loader, seed, k, tap, distance, steps, draw=rpi_draw))
             out.update(ssdc_rpi=clean(st["mean"]), ssdc_rpi_sd=clean(st["sd"]), ssdc_rpi_min=clean(st["min"]),
                        ssdc_rpi_max=clean(st["max"]))
     if rpi and null:
         twin = untrained_twin(task, seed)
         with evaluating(twin):
-            st0 = rpi_stats(_rpi_per_perm(twin, loader, seed, k, tap, distance, steps, ", untrained twin"))
+            st0 = rpi_stats(_rpi_per_perm(twin, loader, seed, k, tap, distance, steps, ", untrained twin",
+                                          draw=rpi_draw))
         del twin
         out.update(ssdc_rpi_init=clean(st0["mean"]), ssdc_rpi_init_sd=clean(st0["sd"]))
         out["ssdc_rpi_gain"] = [None if a is None or b is None else a - b
@@ -391,6 +433,8 @@ class SSDCOptions:
                                        choices=DISTANCES)
     rpi_permutations: int = option(DEFAULT_RPI_PERMUTATIONS, "RPI permutations K",
                                    minimum=1, what="permutations")
+    rpi_draw: str = option("shared", "RPI draw: shared (one permutation per pass for every sample) or per-sample "
+                           "(one per sample and pass; grid tokens only)", choices=RPI_DRAWS)
 
 
 @dataclass(frozen=True)
@@ -409,4 +453,5 @@ class GeometryAnalysis(Analysis):
         o = ctx.options
         return geometry(ctx.task, ctx.datamodule, probe_size=o["probe_size"], seed=ctx.seed, tap=o["ssdc_tap"],
                         eed_tap=o["eed_tap"], distance=o["ssdc_distance"],
-                        rpi_permutations=int(o["rpi_permutations"]), null=bool(o["rpi_null"]))
+                        rpi_permutations=int(o["rpi_permutations"]), null=bool(o["rpi_null"]),
+                        rpi_draw=o["rpi_draw"])

@@ -324,11 +324,16 @@ class TimmTask(nn.Module):
             yield
             return
 
+        def permute(t: Tensor) -> Tensor:  # (B, N, D); perm (N,) shared, or (B, N) one per sample
+            if perm.dim() == 2:
+                return t.gather(1, perm.unsqueeze(-1).expand(-1, -1, t.shape[-1]))
+            return t[:, perm]
+
         def hook(module: nn.Module, args: Any, out: Tensor) -> Tensor:
             if out.dim() == 4:  # (B, H, W, D): dynamic_img_size keeps the grid shape
                 B, H, W, D = out.shape
-                return out.reshape(B, H * W, D)[:, perm].reshape(B, H, W, D)
-            return out[:, perm]  # (B, N, D)
+                return permute(out.reshape(B, H * W, D)).reshape(B, H, W, D)
+            return permute(out)  # (B, N, D)
 
         handle = self.model.patch_embed.register_forward_hook(hook)
         try:

@@ -106,6 +106,8 @@ def test_geometry_points_uses_euclidean_distance():
     g = geometry(task, dm, probe_size=4, seed=0, rpi_permutations=2)
     assert g["distance"] == "euclidean" and g["probe_size"] == 4
     assert all(len(g[k]) == 4 for k in ("ssdc", "ssdc_rpi", "ssdc_rpi_init", "ssdc_rpi_gain", "eed_percent"))
+    with pytest.raises(ValueError, match="rpi_draw=per-sample needs grid tokens"):
+        geometry(task, dm, probe_size=4, rpi_draw="per-sample")
 
 
 # ------------------------------------------------------------------------------ robustness
@@ -307,6 +309,43 @@ def test_rpi_mean_and_sd_over_permutations_match_a_loop(shapes16):
     perms = [rpi_permutation(16, 3, k) for k in range(3)]
     assert not torch.equal(perms[0], perms[1])
     assert not torch.equal(perms[0], torch.randperm(16, generator=torch.Generator().manual_seed(3)))
+
+
+def test_per_sample_rpi_draw_matches_a_loop_over_samples_and_ignores_batching(shapes16):
+    """rpi_draw=per-sample: sample s of pass k gets rpi_sample_permutations(..., k, s, 1); SSDC of the
+    similarity averaged over the samples so permuted (naive numpy / scipy reference); the batch size
+    does not change which permutation a sample gets."""
+    import numpy as np
+
+    from pebench.analysis.geometry import rpi_sample_permutations
+
+    task = _image_task("ape", side=16)
+    g = geometry(task, shapes16, probe_size=8, seed=3, rpi_permutations=2, null=False, rpi_draw="per-sample")
+    g3 = geometry(task, shapes16, probe_size=8, seed=3, rpi_permutations=2, null=False, rpi_draw="per-sample",
+                  batch_size=3)
+    assert g["rpi_draw"] == "per-sample" and g["rpi_permutations"] == 2
+    x = torch.stack([shapes16.val_dataset()[i][0] for i in range(8)])
+    per = []
+    with torch.no_grad():
+        for k in range(2):
+            feats = [task.features(x[s:s + 1], content_perm=rpi_sample_permutations(16, 3, k, s, 1)[0],
+                                   tap="attn_in") for s in range(8)]
+            coords = feats[0][1]
+            layers = [torch.cat([f[0][l] for f in feats]) for l in range(len(feats[0][0]))]
+            per.append([_naive_ssdc(t, coords) for t in layers])
+    per = np.array(per)  # (K, L)
+    np.testing.assert_allclose(g["ssdc_rpi"], per.mean(0), atol=1e-6)
+    np.testing.assert_allclose(g["ssdc_rpi_sd"], per.std(0, ddof=1), atol=1e-6)
+    np.testing.assert_allclose(g3["ssdc_rpi"], g["ssdc_rpi"], atol=1e-6)
+    # a permutation per sample and per pass: rows differ, passes differ, the shared stream is not reused
+    p0, p1 = rpi_sample_permutations(16, 3, 0, 0, 8), rpi_sample_permutations(16, 3, 1, 0, 8)
+    assert len({tuple(r) for r in p0.tolist()}) == 8 and not torch.equal(p0, p1)
+    assert all(sorted(r) == list(range(16)) for r in p0.tolist())
+    assert not torch.equal(p0[0], rpi_permutation(16, 3, 0))
+    # the default protocol is unchanged: no rpi_draw key in its output
+    assert "rpi_draw" not in geometry(task, shapes16, probe_size=8, seed=3, rpi_permutations=2, null=False)
+    with pytest.raises(ValueError, match="rpi_draw must be one of shared, per-sample"):
+        geometry(task, shapes16, probe_size=8, rpi_draw="each")
 
 
 def test_null_band_is_the_untrained_twin_and_gain_is_trained_minus_init(shapes16):

@@ -123,6 +123,20 @@ def test_rpi_moves_content_not_positions(fam, checkpoints):
     assert not torch.allclose(perm_out[-1], clean_out[-1][:, perm], atol=1e-4)
 
 
+@pytest.mark.parametrize("fam", ["vit", "rope"])
+def test_per_sample_permutations_equal_one_sample_at_a_time(fam, checkpoints):
+    """A (B, N) content permutation (RPI's per-sample draw) gives each sample what its own (N,) one gives it."""
+    task = _task(fam, checkpoints[fam])
+    x = torch.randn(3, 3, 32, 32)
+    perms = torch.stack([torch.randperm(16, generator=torch.Generator().manual_seed(s)) for s in range(3)])
+    with torch.no_grad():
+        both, _ = task.features(x, content_perm=perms, tap="block_out")
+        for s in range(3):
+            one, _ = task.features(x[s:s + 1], content_perm=perms[s], tap="block_out")
+            for a, b in zip(both, one):
+                torch.testing.assert_close(a[s:s + 1], b, rtol=1e-5, atol=1e-5)
+
+
 def test_alpha_scales_only_the_patch_table(checkpoints):
     task = _task("vit", checkpoints["vit"])
     pe, table = task.backbone.pe, task.model.pos_embed.detach().clone()

@@ -163,9 +163,13 @@ class ClassificationTask(SkippedSampleCount, L.LightningModule):
 
     @staticmethod
     def permute_content(tb: TokenBatch, perm: Tensor | None) -> TokenBatch:
-        """Permute token content against coords (RPI/RPT): coords, grid keep their order."""
+        """Permute token content against coords (RPI/RPT): coords, grid keep their order. ``perm``:
+        ``(N,)``, one permutation for every sample, or ``(B, N)``, one per sample (RPI's per-sample draw)."""
         if perm is None:
             return tb
+        if perm.dim() == 2:
+            x = tb.x.gather(1, perm.unsqueeze(-1).expand(-1, -1, tb.x.shape[-1]))
+            return TokenBatch(x, tb.coords, tb.grid, tb.mask.gather(1, perm) if tb.mask is not None else None)
         mask = tb.mask[:, perm] if tb.mask is not None else None
         return TokenBatch(tb.x[:, perm], tb.coords, tb.grid, mask)
 
