@@ -42,11 +42,13 @@ def test_options_come_from_the_declarations():
     assert decl["ssdc_tap"].choices == ("attn_in", "block_out") and decl["probe_size"].minimum == 1
     defaults = registry.option_defaults()
     assert defaults["rpi_permutations"] == 8 and defaults["alpha_samples"] == 128 and defaults["rpi_null"] is True
+    assert defaults["rpi_draw"] == "shared"
     opts = registry.check_analysis_options({"rpi_null": "false", "coord_jitter_sizes": [0, 1]})
     assert opts["rpi_null"] is False and opts["coord_jitter_sizes"] == (0.0, 1.0)
     for bad, msg in (({"probe_size": 0}, r"analysis option probe_size must be >= 1 \(samples\), got 0"),
                      ({"rpi_permutations": 2.5}, "rpi_permutations must be an integer"),
                      ({"ssdc_distance": "cosine"}, "ssdc_distance must be one of l1, euclidean"),
+                     ({"rpi_draw": "each"}, "rpi_draw must be one of shared, per-sample"),
                      ({"coord_offset_sizes": [1, -1]}, "coord_offset_sizes must be >= 0 and finite"),
                      ({"coord_offset_sizes": [1, "x"]}, "coord_offset_sizes must be a list of numbers"),
                      ({"nope": 1}, "unknown analysis option 'nope'")):
