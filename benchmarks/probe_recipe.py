@@ -29,7 +29,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from .probe_findings import CEILING, LEARNED_SHARE
+from .probe_cells import CEILING, LEARNED_SHARE
 from .reports import emit, fill, read_metrics, reproduced, shown
 
 REPORT = """\

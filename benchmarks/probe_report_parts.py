@@ -128,7 +128,7 @@ def learning_png(data: dict, path: str, min_learned: float) -> None:
 
 
 def learned_matrix(data, probes: list[str], learned: dict[str, tuple[int, int]]) -> list[str]:
-    """PE x probe (``data``: probe -> PE -> probe_findings.Cell): the seeds that learned it (k/n, bold when the
+    """PE x probe (``data``: probe -> PE -> probe_cells.Cell): the seeds that learned it (k/n, bold when the
     PE counts as having learned it), the median steps to learn over them, and ``learned`` (PE -> probes
     learned, probes run: probe_findings.probes_learned)."""
     pes = sorted({pe for p in probes for pe in data[p]}, key=pe_sort_key)

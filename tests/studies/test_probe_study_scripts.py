@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import probe_findings, probe_recipe, ssdc_findings
+from benchmarks import probe_cells, probe_claims, probe_findings, probe_recipe, ssdc_findings
 from benchmarks.probe_report_parts import learned_matrix, not_learned_table
 from benchmarks.verdicts import Family, basis, two_pass
 
@@ -47,14 +47,14 @@ def test_learned_needs_four_of_five_seeds_and_verdicts_read_only_those(tmp_path)
     curves = [[(25, 0.5), (50, v)] for v in vals[:4]] + [[(25, 0.5), (50, 0.5)]]
     for s, (v, c) in enumerate(zip(vals, curves)):
         _write_run(tmp_path, s, v, v - 0.01, c, stopped=50)
-    cell = probe_findings.load(str(tmp_path))["probe-decay"]["rope-axial"]
+    cell = probe_cells.load(str(tmp_path))["probe-decay"]["rope-axial"]
     assert cell.learned_seeds == 4 and cell.learned
     only = cell.learned_only()
     assert only.n == 4 and sorted(only.test) == [0, 1, 2, 3]
     assert cell.steps_to_learn == {0: 50, 1: 50, 2: 50, 3: 50, 4: None} and cell.median_steps_to_learn() == "50"
     fam = Family("test")
-    assert "keeps it" in probe_findings._keeps(cell, fam) and "4 seeds that learned (post-selection)" in \
-        probe_findings._keeps(cell, fam)
+    assert "keeps it" in probe_claims._keeps(cell, fam) and "4 seeds that learned (post-selection)" in \
+        probe_claims._keeps(cell, fam)
     three = cell.replaced(val={**cell.val, 3: 0.5}, ends={**cell.ends, 3: "budget"})  # 3 of 5: not learned
     assert not three.learned and "learned in 3 of 5 seeds (the other 2 trained all 50 steps; val ≥" in three.not_learned()
     gave_up = three.replaced(ends={**three.ends, 3: "gave up"}, steps={**three.steps, 3: 25})
@@ -73,7 +73,7 @@ def test_report_counts_probes_learned_how_runs_ended_and_the_sweep_time(tmp_path
     (tmp_path / "probe_sweep_time.txt").write_text(f"start 2026-12-02T10:00:00Z commit {sha}\nend 2026-12-02T10:30:00Z\n"
                                                    f"start 2026-12-02T11:00:00Z commit {sha}\nend 2026-12-02T11:15:30Z\n"
                                                    "start 2026-12-02T12:00:00Z commit fffffff\nend 2026-12-02T13:00:00Z\n")
-    data = probe_findings.load(str(res))
+    data = probe_cells.load(str(res))
     assert probe_findings.probes_learned(data) == {"rope-axial": (1, 1), "sincos": (0, 1)}
     report, png = tmp_path / "REPORT.md", tmp_path / "learning.png"
     assert probe_findings.main(["--results", str(res), "--report", str(report), "--png", str(png)]) == 0
@@ -89,7 +89,7 @@ def test_report_counts_probes_learned_how_runs_ended_and_the_sweep_time(tmp_path
 def test_runs_validated_once_per_epoch_have_no_steps_to_learn(tmp_path):
     for s in range(3):
         _write_run(tmp_path, s, 0.9, 0.9, None)
-    cell = probe_findings.load(str(tmp_path))["probe-decay"]["rope-axial"]
+    cell = probe_cells.load(str(tmp_path))["probe-decay"]["rope-axial"]
     assert cell.steps_to_learn == {} and cell.median_steps_to_learn() == "n/m"
     assert "steps to learn" not in "\n".join(probe_findings.table("probe-decay", {"rope-axial": cell}))
 
@@ -116,18 +116,18 @@ def test_prediction_groups_follow_the_pe_declarations_and_cover_every_pe():
     registered PE is in a translation / extrapolation group: a new PE cannot silently drop out of the verdicts."""
     from pebench.encodings import get_pe_class, list_pes
 
-    assert all(get_pe_class(pe).relative for pe in probe_findings.RELATIVE)
-    assert not any(get_pe_class(pe).relative for pe in probe_findings.ABSOLUTE)
-    assert all(get_pe_class(pe).rotation_invariant for pe in probe_findings.DISTANCE_ONLY)
-    assert all(get_pe_class(pe).distance_decay for pe in probe_findings.DECAY)
-    assert not any(get_pe_class(pe).distance_decay for pe in probe_findings.NO_DECAY)
-    assert not any(get_pe_class(pe).rotation_invariant for pe in probe_findings.DIRECTIONAL)
-    groups = (probe_findings.RELATIVE, probe_findings.ABSOLUTE, probe_findings.MEASURED_ONLY,
-              probe_findings.DISTANCE_ONLY)
+    assert all(get_pe_class(pe).relative for pe in probe_cells.RELATIVE)
+    assert not any(get_pe_class(pe).relative for pe in probe_cells.ABSOLUTE)
+    assert all(get_pe_class(pe).rotation_invariant for pe in probe_cells.DISTANCE_ONLY)
+    assert all(get_pe_class(pe).distance_decay for pe in probe_cells.DECAY)
+    assert not any(get_pe_class(pe).distance_decay for pe in probe_cells.NO_DECAY)
+    assert not any(get_pe_class(pe).rotation_invariant for pe in probe_cells.DIRECTIONAL)
+    groups = (probe_cells.RELATIVE, probe_cells.ABSOLUTE, probe_cells.MEASURED_ONLY,
+              probe_cells.DISTANCE_ONLY)
     for pe in list_pes():
         if pe != "none":
             assert sum(pe in g for g in groups) == 1, pe
-            assert (pe in probe_findings.DECAY) != (pe in probe_findings.NO_DECAY) or pe in ("ape", "sincos"), pe
+            assert (pe in probe_cells.DECAY) != (pe in probe_cells.NO_DECAY) or pe in ("ape", "sincos"), pe
 
 
 def test_ssdc_findings_use_the_same_four_of_five_rule_and_read_the_seeds_that_learned():
@@ -144,7 +144,7 @@ def _cells(tmp_path, spec: dict[str, list[tuple[float, float]]], probe: str = "p
     for pe, vt in spec.items():
         for s, (v, t) in enumerate(vt):
             _write_run(tmp_path, s, v, t, None, pe=pe, probe=probe)
-    return probe_findings.load(str(tmp_path))[probe]
+    return probe_cells.load(str(tmp_path))[probe]
 
 
 def test_verdicts_need_the_holm_adjusted_p_and_say_their_basis(tmp_path):
@@ -158,10 +158,10 @@ def test_verdicts_need_the_holm_adjusted_p_and_say_their_basis(tmp_path):
     assert raw < 0.05 < 20 * raw  # significant alone, not after 20 tests
 
     def one(fam):
-        return probe_findings._beats(cells, "rope-axial", "sincos", fam)
+        return probe_claims._beats(cells, "rope-axial", "sincos", fam)
 
     def twenty(fam):
-        return [probe_findings._beats(cells, "rope-axial", "sincos", fam) for _ in range(20)]
+        return [probe_claims._beats(cells, "rope-axial", "sincos", fam) for _ in range(20)]
 
     alone, fam1 = two_pass("one", one)
     many, fam20 = two_pass("twenty", twenty)
@@ -178,10 +178,10 @@ def test_keeps_is_an_equivalence_test_inside_the_stated_margin(tmp_path):
     keep = _cells(tmp_path / "a", {"pape": [(0.99, 0.985), (0.98, 0.976), (0.97, 0.964), (0.99, 0.984)]})["pape"]
     lose = _cells(tmp_path / "b", {"pape": [(0.99, 0.79), (0.98, 0.77), (0.97, 0.78), (0.99, 0.80)]})["pape"]
     wide = _cells(tmp_path / "c", {"pape": [(0.99, 0.99), (0.98, 0.86), (0.97, 0.97), (0.99, 0.97)]})["pape"]
-    assert probe_findings._keeps(keep, Family("k")).startswith("keeps it")
-    assert "TOST inside ±5.0" in probe_findings._keeps(keep, Family("k"))
-    assert probe_findings._keeps(lose, Family("k")).startswith("loses it")
-    assert probe_findings._keeps(wide, Family("k")).startswith("inconclusive")
+    assert probe_claims._keeps(keep, Family("k")).startswith("keeps it")
+    assert "TOST inside ±5.0" in probe_claims._keeps(keep, Family("k"))
+    assert probe_claims._keeps(lose, Family("k")).startswith("loses it")
+    assert probe_claims._keeps(wide, Family("k")).startswith("inconclusive")
 
 
 def test_a_cell_the_pe_cannot_represent_is_not_a_failure_to_learn(tmp_path):
@@ -197,7 +197,7 @@ def test_a_cell_the_pe_cannot_represent_is_not_a_failure_to_learn(tmp_path):
     missing = "\n".join(not_learned_table(data))
     assert "- `probe-translation`: every PE that can represent its label learned it" in missing
     assert "- `probe-translation`, alibi: cannot represent (rotation-invariant)" in missing
-    assert probe_findings._keeps(cells["alibi"], Family("c")).startswith("not testable (cannot represent")
+    assert probe_claims._keeps(cells["alibi"], Family("c")).startswith("not testable (cannot represent")
 
 
 def test_context_and_anchoring_test_splits_are_labelled_in_distribution(tmp_path):
@@ -243,7 +243,7 @@ def test_set_probe_verdicts_keep_lose_and_the_positive_control(tmp_path):
                    stopped=25)
         _write_run(tmp_path, s, 0.9, 0.85 + 0.004 * s, [(25, 0.9)], pe="ape", probe="probe-set-anchoring", stopped=25)
         _write_run(tmp_path, s, 0.5, 0.5, [(25, 0.5)], pe="rope-axial", probe="probe-set-anchoring", stopped=400)
-    data = probe_findings.load(str(tmp_path))
+    data = probe_cells.load(str(tmp_path))
     assert data["probe-set-anchoring"]["rope-axial"].cannot.startswith("cannot represent")
     assert data["probe-set-translation"]["rope-axial"].cannot is None
     (tally, lines), _ = two_pass("t", lambda fam: probe_findings._claims_pass(data, fam))
