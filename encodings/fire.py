@@ -22,6 +22,14 @@ pebench's n-D (bidirectional) reading, stated here because the paper defines onl
   normaliser is ``psi(max(L, R_i)) + eps``. With ``L = 512`` patches no ViT grid in pebench exceeds the
   threshold at initialisation: the progressive part matters only once ``L`` has been learned smaller.
 
+Evaluation (``impl``): the MLP's input ``x_ij`` is a function of the pair's distance and of the query's
+normaliser, itself a function of the query's farthest-key distance ``R_i``; on a grid both take few
+distinct values (a 16 x 16 grid: 65,536 pairs, 120 distinct distances). ``impl="unique"`` (default)
+evaluates the MLP once per distinct (distance, ``R_i``) key and gathers the ``(B|1, N, N, H)`` bias from
+that table; the keys depend on the coords alone and are cached per coords tensor. The same function and
+the same gradients (each key's entries share every derivative), summed in another order; ``impl="dense"`` evaluates it on every pair (the formula as written; tests hold the two equal in
+float64). Runs committed before ``unique`` existed used ``dense``.
+
 The bias depends on distances only: exactly relative and rotation invariant (declared; tested). It is
 a bias PE like ALiBi: a dense ``(B, H, N, N)`` bias for short sequences and a FlexAttention
 ``score_mod`` (the MLP evaluated per logit, no ``T x T`` tensor) for long ones
@@ -40,11 +48,14 @@ from torch import Tensor, nn
 
 from pebench.core.options import Option
 
-from .base import LayerPE, PEConfigError, PositionalEncoding
+from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding
 from .bias import BiasLayerPE, entry_distance, pairwise_distance
 from .registry import register_pe
 
-__all__ = ["FIRE", "FIRELayer", "farthest_distance"]
+__all__ = ["FIRE", "FIRELayer", "farthest_distance", "FIRE_IMPLS"]
+
+#: ``impl``: the MLP once per distinct (distance, normaliser) key, or on every pair
+FIRE_IMPLS = ("unique", "dense")
 
 #: queries per chunk when computing each query's farthest-key distance
 _CHUNK = 1024
@@ -65,8 +76,10 @@ class FIRELayer(BiasLayerPE):
     """One block's FIRE: the MLP ``1 -> width -> H``, ``c`` and the threshold multiplier."""
 
     def __init__(self, num_heads: int, num_prefix_tokens: int, width: int = 32, init_c: float = 0.1,
-                 init_L: float = 512.0, eps: float = 1e-6) -> None:
+                 init_L: float = 512.0, eps: float = 1e-6, impl: str = "unique") -> None:
         super().__init__()
+        self.impl = impl
+        self._coord_cache = CoordsCache()  # impl="unique": the pairs' keys, see _pair_keys
         # MLP 1 -> width -> H as raw parameters, nn.Linear's default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
         self.fc1_weight = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))  # (W,): fan_in 1
         self.fc1_bias = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))  # (W,)
@@ -88,12 +101,41 @@ class FIRELayer(BiasLayerPE):
         threshold = torch.abs(self.L_multiplier * self.init_L).to(c.dtype)
         return self._psi(torch.maximum(farthest_distance(c), threshold)) + self.eps
 
+    def _mlp(self, x: Tensor) -> Tensor:
+        """``f_theta``: ``(..., )`` -> ``(..., H)``."""
+        hidden = torch.relu(x.unsqueeze(-1) * self.fc1_weight.to(x.dtype) + self.fc1_bias.to(x.dtype))  # (..., W)
+        return F.linear(hidden, self.fc2_weight.to(x.dtype), self.fc2_bias.to(x.dtype))  # (..., H)
+
+    def _pair_keys(self, coords: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor, torch.Size]:
+        """For ``impl="unique"``, from the coords alone (cached per coords tensor: the tokenizers' grid comes
+        back every step): one representative pair per distinct (distance, farthest-key distance of the query)
+        key, its distance ``(U,)`` and its query's ``R_i`` ``(U,)``, the key of every pair ``(B|1 * N * N,)``
+        and the pairs' shape. The MLP input is a function of the two (the normaliser is one of ``R_i``)."""
+        def compute() -> tuple[Tensor, Tensor, Tensor, torch.Size]:
+            d = pairwise_distance(c)  # (B|1, N, N)
+            far = d.amax(-1)  # (B|1, N): farthest_distance's R_i
+            _, key_d = torch.unique(d, return_inverse=True)  # (B|1, N, N)
+            _, key_r = torch.unique(far, return_inverse=True)  # (B|1, N)
+            key = key_d * (int(key_r.max()) + 1) + key_r.unsqueeze(-1)  # (B|1, N, N)
+            keys, inverse = torch.unique(key.flatten(), return_inverse=True)  # (U,), (B|1 * N * N,)
+            first = torch.full((keys.numel(),), inverse.numel(), dtype=torch.long, device=d.device)
+            first.scatter_reduce_(0, inverse, torch.arange(inverse.numel(), device=d.device), "amin")  # (U,)
+            return d.flatten()[first], far.flatten()[first // d.shape[-1]], inverse, d.shape
+        return self._coord_cache.get(coords, (c.dtype, c.device, tuple(c.shape)), compute)
+
     def bias(self, coords: Tensor) -> Tensor:
         c = coords if coords.dim() == 3 else coords.unsqueeze(0)  # (B|1, N, p)
         c = c.to(torch.promote_types(c.dtype, torch.float32))
-        x = self._psi(pairwise_distance(c)) / self.normaliser(c).unsqueeze(-1)  # (B|1, N, N)
-        hidden = torch.relu(x.unsqueeze(-1) * self.fc1_weight.to(x.dtype) + self.fc1_bias.to(x.dtype))  # (B|1, N, N, W)
-        bias = F.linear(hidden, self.fc2_weight.to(x.dtype), self.fc2_bias.to(x.dtype))  # (B|1, N, N, H)
+        threshold = torch.abs(self.L_multiplier * self.init_L).to(c.dtype)
+        if self.impl == "dense":
+            d = pairwise_distance(c)  # (B|1, N, N); coords carry no gradient
+            norm = self._psi(torch.maximum(d.amax(-1), threshold)) + self.eps  # (B|1, N)
+            bias = self._mlp(self._psi(d) / norm.unsqueeze(-1))  # (B|1, N, N, H)
+        else:  # one MLP row per distinct (distance, R_i) key, gathered back to the pairs
+            d_u, far_u, inverse, shape = self._pair_keys(coords, c)
+            x = self._psi(d_u) / (self._psi(torch.maximum(far_u, threshold)) + self.eps)  # (U,)
+            table = self._mlp(x).t()  # (H, U)
+            return self._finish(table[:, inverse].view(-1, *shape).movedim(0, 1))  # (B|1, H, N, N), + prefix
         return self._finish(bias.movedim(-1, 1))  # (B|1, H, N, N) -> with prefix rows / cols
 
     def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
@@ -126,11 +168,13 @@ class FIRE(PositionalEncoding):
         Option("init_c", "float", 0.1, "initial c of psi(x) = log(c x + 1) (published: 0.1)"),
         Option("init_L", "float", 512.0, "the threshold L (patch units) that the learned multiplier scales "
                "(published: 512)"),
+        Option("impl", "str", "unique", "unique: the MLP once per distinct (distance, normaliser) key, gathered; "
+               "dense: on every pair (same function and gradients, another summation order)", FIRE_IMPLS),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, mlp_width: int = 32,
-                 init_c: float = 0.1, init_L: float = 512.0) -> None:
+                 init_c: float = 0.1, init_L: float = 512.0, impl: str = "unique") -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if mlp_width < 1:
             raise PEConfigError(f"fire mlp_width must be >= 1, got {mlp_width}")
@@ -138,9 +182,9 @@ class FIRE(PositionalEncoding):
             raise PEConfigError(f"fire init_c must be a finite number > 0, got {init_c}")
         if not (math.isfinite(init_L) and init_L > 0):
             raise PEConfigError(f"fire init_L must be a finite number > 0, got {init_L}")
-        self.mlp_width, self.init_c, self.init_L = int(mlp_width), float(init_c), float(init_L)
-        self.layers = nn.ModuleList(FIRELayer(num_heads, num_prefix_tokens, self.mlp_width, self.init_c, self.init_L)
-                                    for _ in range(depth))
+        self.mlp_width, self.init_c, self.init_L, self.impl = int(mlp_width), float(init_c), float(init_L), impl
+        self.layers = nn.ModuleList(FIRELayer(num_heads, num_prefix_tokens, self.mlp_width, self.init_c, self.init_L,
+                                              impl=impl) for _ in range(depth))
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i]

@@ -53,6 +53,43 @@ def test_fire_bias_is_the_published_formula(p, multiplier):
     assert (got[0, :, 0, :] == 0).all() and (got[0, :, :, 0] == 0).all()  # CLS: no bias
 
 
+@pytest.mark.parametrize("multiplier", [1.0, 0.004])
+@pytest.mark.parametrize("shape", ["grid", "batch"])
+def test_fire_unique_evaluation_equals_dense_with_gradients(shape, multiplier):
+    """impl=unique (the MLP once per distinct (distance, normaliser) key) against impl=dense (every pair), float64:
+    the bias and the gradients of every parameter; a grid's 36 tokens give 1296 pairs but few keys."""
+    torch.manual_seed(1)
+    pes = {impl: build_pe("fire", dim=24, num_heads=3, depth=1, spatial_dims=2, num_prefix_tokens=1, impl=impl).double()
+           for impl in ("unique", "dense")}
+    pes["dense"].load_state_dict(pes["unique"].state_dict())
+    for pe in pes.values():
+        with torch.no_grad():
+            pe.layer(0).L_multiplier.fill_(multiplier)  # 0.004: L = 2.048, below most R_i (per-query normaliser)
+    if shape == "grid":
+        coords = torch.stack(torch.meshgrid(torch.arange(6.0), torch.arange(6.0), indexing="ij"), -1).reshape(-1, 2)
+    else:
+        coords = torch.rand(2, 30, 2, dtype=torch.float64) * 4
+    coords = coords.double()
+    out, grads = {}, {}
+    for impl, pe in pes.items():
+        lay = pe.layer(0)
+        b = lay.bias(coords)
+        out[impl] = b
+        (b * torch.linspace(-1, 1, b.numel(), dtype=torch.float64).view_as(b)).sum().backward()
+        grads[impl] = {n: p.grad.clone() for n, p in lay.named_parameters()}
+    torch.testing.assert_close(out["unique"], out["dense"], rtol=1e-12, atol=1e-12)
+    for n, g in grads["dense"].items():
+        torch.testing.assert_close(grads["unique"][n], g, rtol=1e-10, atol=1e-12, msg=n)
+    assert any(g.abs().sum() > 0 for n, g in grads["unique"].items() if n in ("c", "L_multiplier")) or multiplier == 1.0
+    if shape == "grid":  # 6 x 6: 36 tokens, 1296 pairs, 20 distinct distances (dx^2 + dy^2 with dx, dy in 0..5)
+        assert torch.unique(torch.cdist(coords, coords)).numel() == len({a * a + b * b for a in range(6) for b in range(6)})
+
+
+def test_fire_impl_option():
+    with pytest.raises(PEConfigError, match="PE 'fire': option impl must be one of unique, dense, got 'loop'"):
+        build_pe("fire", dim=32, num_heads=4, depth=1, spatial_dims=2, impl="loop")
+
+
 def test_fire_defaults_are_published_and_layers_are_independent():
     """MLP 1 -> 32 -> H with nn.Linear's default init (U(+-1/sqrt(fan_in))), kept inside a backbone (whose
     own nn.Linear re-init draws std 0.02), c = 0.1, L = 512 fixed times a learned multiplier 1."""
