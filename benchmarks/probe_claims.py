@@ -157,22 +157,27 @@ def _beats(cells, a: str, b: str, fam: Family) -> str:
             f"{basis(len(_differences(ca, cb)), ca.selection, True).replace('seeds that', 'seeds where both')})")
 
 
+def _canvas_shift_claims(c: dict[str, Cell], t: Tally, name: str, test: str, where: str) -> list[str]:
+    """A canvas probe whose test scenes are shifted off the training region (translation, extrapolation): relative
+    PEs keep their accuracy, absolute PEs lose it, the rest measured; relative PEs beat sincos ``where``."""
+    out = [f"- **{name}** (test: {test}; " + CANVAS_CUE + "). Relative PEs keep their accuracy:"]
+    out += _group_claim(c, RELATIVE, "keeps", t, f"{name}: relative PEs keep their accuracy")
+    out += ["  Absolute PEs lose it:"] + _group_claim(c, ABSOLUTE, "loses", t, f"{name}: absolute PEs lose it")
+    out += ["  Not exactly relative or with an absolute cue (measured, no prediction):"] + _group_claim(
+        c, MEASURED_ONLY, None, t)
+    out += [f"  Relative PEs beat the absolute sincos {where} (test, paired by seed):"]
+    return out + [f"  - {pe} − sincos: {t.beats(f'{name}: relative PEs beat sincos', c, pe, 'sincos')}"
+                  for pe in RELATIVE]
+
+
 def claims(data: dict[str, dict[str, Cell]], tally: Tally) -> list[str]:
     """The predictions with their verdicts (markdown lines); each verdict is also recorded in ``tally``, each
     test in its family (run twice by :func:`findings`: benchmarks/verdicts.py)."""
     t = tally
     out = ["#### Predictions and verdicts", "", t.family.rule(), ""]
     if "probe-translation" in data:
-        c = data["probe-translation"]
-        out += ["- **Translation** (test: the glyph pair in the other half of the canvas; " + CANVAS_CUE
-                + "). Relative PEs keep their accuracy:"] + _group_claim(c, RELATIVE, "keeps", t,
-                                                      "Translation: relative PEs keep their accuracy")
-        out += ["  Absolute PEs lose it:"] + _group_claim(c, ABSOLUTE, "loses", t, "Translation: absolute PEs lose it")
-        out += ["  Not exactly relative or with an absolute cue (measured, no prediction):"] + _group_claim(
-            c, MEASURED_ONLY, None, t)
-        out += ["  Relative PEs beat the absolute sincos off the training region (test, paired by seed):"]
-        out += [f"  - {pe} − sincos: {t.beats('Translation: relative PEs beat sincos', c, pe, 'sincos')}"
-                for pe in RELATIVE]
+        out += _canvas_shift_claims(data["probe-translation"], t, "Translation",
+                                    "the glyph pair in the other half of the canvas", "off the training region")
     if "probe-rotation" in data:
         c = data["probe-rotation"]
         out += ["- **Rotation** (label = distance bin + direction bit; test: scenes turned to 27°–63°). A PE that "
@@ -206,15 +211,8 @@ def claims(data: dict[str, dict[str, Cell]], tally: Tally) -> list[str]:
                 f"(a fixed decay): {t.beats('Context: PaPE beats RoPE-axial and ALiBi', c, 'pape', 'alibi')}"]
     if "probe-extrapolation" in data:
         c = data["probe-extrapolation"]
-        out += ["- **Extrapolation** (test: a 12 × 12 canvas at the training glyph scale; " + CANVAS_CUE
-                + "). Relative PEs keep their accuracy:"] + _group_claim(c, RELATIVE, "keeps", t,
-                                                      "Extrapolation: relative PEs keep their accuracy")
-        out += ["  Absolute PEs lose it:"] + _group_claim(c, ABSOLUTE, "loses", t, "Extrapolation: absolute PEs lose it")
-        out += ["  Not exactly relative or with an absolute cue (measured, no prediction):"] + _group_claim(
-            c, MEASURED_ONLY, None, t)
-        out += ["  Relative PEs beat the absolute sincos on the larger canvas (test, paired by seed):"]
-        out += [f"  - {pe} − sincos: {t.beats('Extrapolation: relative PEs beat sincos', c, pe, 'sincos')}"
-                for pe in RELATIVE]
+        out += _canvas_shift_claims(c, t, "Extrapolation", "a 12 × 12 canvas at the training glyph scale",
+                                    "on the larger canvas")
         out += [f"  PaPE extrapolates better than RoPE-axial (the PaPE paper's claim), larger canvas (test): "
                 f"{t.beats('Extrapolation: PaPE beats RoPE-axial (larger canvas)', c, 'pape', 'rope-axial')}"]
         sizes = sorted({k for cell in c.values() for v in cell.upsampled.values() for k in v}, key=int)

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -48,6 +49,22 @@ def emit(text: str, path: str | os.PathLike | None) -> None:
         write_report(path, text)
     else:
         sys.stdout.write(text)
+
+
+def study_json_main(args: Any, compute: Callable[[], dict], render: Callable[[dict], str],
+                    dump: Callable[[dict], str]) -> int:
+    """The two modes of a study that keeps its numbers in ``study.json``: ``args.results`` (a study.json) writes its
+    report to ``args.report`` (or prints it); else ``compute()`` runs the study, and ``args.out`` receives
+    ``study.json`` (``dump``) and ``REPORT.md``, rendered from the JSON as written."""
+    if args.results:
+        emit(render(json.loads(Path(args.results).read_text(encoding="utf-8"))), args.report)
+        return 0
+    res = compute()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "study.json").write_text(dump(res) + "\n", encoding="utf-8")
+    emit(render(json.loads((out / "study.json").read_text(encoding="utf-8"))), out / "REPORT.md")
+    return 0
 
 
 def pct(x: float) -> str:

