@@ -71,13 +71,13 @@ SET_RELATIVE = tuple(pe for pe in RELATIVE if pe != "rpb") + ("cpe",)
 SET_MEASURED_ONLY = ("liere",)
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def _ci(values: list[float]) -> str:
+def mean_ci_text(values: list[float]) -> str:
     ci = t_mean_ci(values, bounds=(0.0, 1.0))  # accuracies
-    return "—" if ci is None else f"[{_pct(ci[0])}, {_pct(ci[1])}]"
+    return "—" if ci is None else f"[{pct(ci[0])}, {pct(ci[1])}]"
 
 
 class Cell:
@@ -165,7 +165,7 @@ class Cell:
             return f"{who}{self.cannot}; learned in {self.learned_seeds} of {self.n} seeds"
         ended = self.budget()
         return (f"{who}learned in {self.learned_seeds} of {self.n} seeds ({ended + '; ' if ended else ''}val ≥ "
-                f"{_pct(self.threshold)} %; mean val {_pct(self.mean('val'))} %)")
+                f"{pct(self.threshold)} %; mean val {pct(self.mean('val'))} %)")
 
     def median_steps_to_learn(self) -> str:
         """Median steps to learn over the seeds that learned ("—": none did; "n/m": validated per epoch only)."""
@@ -225,7 +225,7 @@ def load(results: str) -> dict[str, dict[str, Cell]]:
     return data
 
 
-def _differences(a: Cell, b: Cell, which_a: str = "test", which_b: str = "test") -> list[float]:
+def paired_differences(a: Cell, b: Cell, which_a: str = "test", which_b: str = "test") -> list[float]:
     da, db = getattr(a, which_a), getattr(b, which_b)
     seeds = sorted(s for s in set(da) & set(db) if da[s] is not None and db[s] is not None)
     return [da[s] - db[s] for s in seeds]
@@ -233,11 +233,11 @@ def _differences(a: Cell, b: Cell, which_a: str = "test", which_b: str = "test")
 
 def paired(a: Cell, b: Cell, which_a: str = "test", which_b: str = "test"):
     """Mean paired difference a - b, its Student-t interval and the paired t-test p (None below 2 seeds)."""
-    r = paired_t_interval(_differences(a, b, which_a, which_b))
+    r = paired_t_interval(paired_differences(a, b, which_a, which_b))
     return None if r is None else r[:4]
 
 
-def _t_p(d: list[float], null: float) -> float:
+def t_p_value(d: list[float], null: float) -> float:
     """Two-sided one-sample t-test p of ``mean(d) = null`` (0 / 1 when the differences do not vary)."""
     x = np.asarray(d) - null
     if np.ptp(x) == 0.0:

@@ -20,10 +20,10 @@ from .probe_cells import (
     SET_RELATIVE,
     TOL,
     Cell,
-    _differences,
-    _pct,
-    _t_p,
     paired,
+    paired_differences,
+    pct,
+    t_p_value,
 )
 from .verdicts import FWER, Family, basis, fmt_p
 
@@ -38,15 +38,15 @@ def _keeps(c: Cell, fam: Family) -> str:
     if not c.learned:
         return f"not testable ({c.not_learned()}: not learned)"
     c = c.learned_only()  # the seeds that did not learn say nothing about keeping what was learned
-    d = _differences(c, c, "test", "val")
+    d = paired_differences(c, c, "test", "val")
     ci = t_mean_ci(d)
     tost = tost_paired(d, KEEP_MARGIN, alpha=FWER)
     if ci is None or tost is None:
         return "not testable (one seed)"
     keeps = tost.mean > -TOL
-    raw = min(1.0, 2.0 * tost.p) if keeps else _t_p(d, -TOL)
+    raw = min(1.0, 2.0 * tost.p) if keeps else t_p_value(d, -TOL)
     adj = fam.p(raw)
-    test = f"TOST inside ±{_pct(KEEP_MARGIN)}" if keeps else f"t-test against −{_pct(TOL)}"
+    test = f"TOST inside ±{pct(KEEP_MARGIN)}" if keeps else f"t-test against −{pct(TOL)}"
     text = (f"(test − val {100 * tost.mean:+.1f}, t-CI [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}], {test}: "
             f"{fmt_p(raw, adj)}; {basis(c.n, c.selection, True)})")
     if adj < FWER:
@@ -106,11 +106,11 @@ def _t_against(c: Cell, bound: float, fam: Family, which: str, learned: bool) ->
     if ci is None:
         return None
     m = c.mean(which)
-    raw = _t_p(v, bound + TOL)
+    raw = t_p_value(v, bound + TOL)
     adj = fam.p(raw)
-    text = (f"{which} {_pct(m)} %, t-CI [{_pct(ci[0])}, {_pct(ci[1])}], "
+    text = (f"{which} {pct(m)} %, t-CI [{pct(ci[0])}, {pct(ci[1])}], "
             + (f"learned in {c.learned_seeds} of {c.n} seeds, " if learned else "")
-            + f"t-test against {_pct(bound + TOL)} %: {fmt_p(raw, adj)}; {basis(len(v), c.selection, False)}")
+            + f"t-test against {pct(bound + TOL)} %: {fmt_p(raw, adj)}; {basis(len(v), c.selection, False)}")
     side = "" if adj >= FWER else "below" if m < bound + TOL else "above" if m > bound + TOL else ""
     return text, side
 
@@ -120,10 +120,10 @@ def _at_most(c: Cell, bound: float, fam: Family, which: str = "test", chance: fl
     testable. held / contradicted: :func:`_t_against`, in the direction of the mean."""
     m = c.mean(which)
     if m <= chance + 0.02:
-        return f"**not testable** ({which} {_pct(m)} %: at chance, nothing learned)"
+        return f"**not testable** ({which} {pct(m)} %: at chance, nothing learned)"
     r = _t_against(c, bound, fam, which, learned=False)
     if r is None:
-        return f"not testable (one seed; {which} {_pct(m)} %)"
+        return f"not testable (one seed; {which} {pct(m)} %)"
     return f"**{ {'below': 'held', 'above': 'contradicted'}.get(r[1], 'inconclusive')}** ({r[0]})"
 
 
@@ -134,7 +134,7 @@ def _above(c: Cell, bound: float, fam: Family, which: str = "test") -> str:
         return f"**not testable** ({c.not_learned()})"
     r = _t_against(c, bound, fam, which, learned=True)
     if r is None:
-        return f"**not testable** (one seed; {which} {_pct(c.mean(which))} %)"
+        return f"**not testable** (one seed; {which} {pct(c.mean(which))} %)"
     return f"**{ {'above': 'held', 'below': 'contradicted'}.get(r[1], 'inconclusive')}** ({r[0]})"
 
 
@@ -154,7 +154,7 @@ def _beats(cells, a: str, b: str, fam: Family) -> str:
     verdict = "held" if mean > 0 and adj < FWER else "contradicted" if mean < 0 and adj < FWER else "inconclusive"
     return (f"**{verdict}** (test {a} − {b} = {100 * mean:+.1f} points, paired t-CI [{100 * lo:+.1f}, "
             f"{100 * hi:+.1f}], paired t-test {fmt_p(raw, adj)}; "
-            f"{basis(len(_differences(ca, cb)), ca.selection, True).replace('seeds that', 'seeds where both')})")
+            f"{basis(len(paired_differences(ca, cb)), ca.selection, True).replace('seeds that', 'seeds where both')})")
 
 
 def _canvas_shift_claims(c: dict[str, Cell], t: Tally, name: str, test: str, where: str) -> list[str]:
@@ -220,8 +220,8 @@ def claims(data: dict[str, dict[str, Cell]], tally: Tally) -> list[str]:
             big = sizes[-1]
             up = {pe: c[pe].replaced(test=c[pe].at_size(big)) for pe in ("pape", "rope-axial")}
             at = up["pape"].mean("test")
-            verdict = (f"**not testable** (PaPE at {_pct(at)} % on the upsampled scenes: at chance, "
-                       f"{_pct(CEILING['probe-extrapolation'])} % + {_pct(TOL)})"
+            verdict = (f"**not testable** (PaPE at {pct(at)} % on the upsampled scenes: at chance, "
+                       f"{pct(CEILING['probe-extrapolation'])} % + {pct(TOL)})"
                        if at <= CEILING["probe-extrapolation"] + TOL else _beats(up, "pape", "rope-axial", t.family))
             t.add(f"Extrapolation: PaPE beats RoPE-axial (upsampled to {big} px)", "pape − rope-axial",
                   next(v for v in VERDICTS if verdict.startswith(f"**{v}**")))
@@ -276,5 +276,5 @@ def set_claims(data: dict[str, dict[str, Cell]], t: Tally) -> list[str]:
         cannot = [pe for pe in sorted(c, key=pe_sort_key) if c[pe].cannot]
         if cannot:
             out += ["  Cannot represent it (an exact symmetry; their test accuracy, all seeds, for the record): "
-                    + "; ".join(f"{pe} {_pct(c[pe].mean('test'))} %" for pe in cannot) + "."]
+                    + "; ".join(f"{pe} {pct(c[pe].mean('test'))} %" for pe in cannot) + "."]
     return out

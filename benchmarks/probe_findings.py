@@ -34,7 +34,7 @@ import numpy as np
 from pebench.leaderboard.render import pe_sort_key
 from pebench.leaderboard.stats import t_mean_ci
 
-from .probe_cells import CEILING, ID_TEST, MIN_LEARNED, Cell, _ci, _pct, load, paired
+from .probe_cells import CEILING, ID_TEST, MIN_LEARNED, Cell, load, mean_ci_text, paired, pct
 from .probe_claims import VERDICTS, Tally, claims
 from .probe_report_parts import REPORT, alibi_readout, learned_matrix, learning_png, not_learned_table, protocol
 from .reports import fill, reproduced, shown, write_report
@@ -47,7 +47,7 @@ def table(probe: str, cells: dict[str, Cell]) -> list[str]:
     steps (the median over the seeds that learned; "—" when none did)."""
     curves = any(c.steps_to_learn for c in cells.values())
     split = "ID: fresh scenes" if probe in ID_TEST else "OOD"
-    out = [f"#### `{probe}` (no-PE ceiling {_pct(CEILING[probe])} %)", "",
+    out = [f"#### `{probe}` (no-PE ceiling {pct(CEILING[probe])} %)", "",
            "| PE | lr | n | val (ID) % | learned (seeds) | " + ("steps to learn (median) | " if curves else "")
            + f"test ({split}) % | test 95% t-CI | test − val [95% t-CI] |",
            "|---|---:|---:|---:|---:|" + ("---:|" if curves else "") + "---:|---:|---:|"]
@@ -57,8 +57,8 @@ def table(probe: str, cells: dict[str, Cell]) -> list[str]:
         gap = "—" if g is None else f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, {100 * g[2]:+.1f}]"
         lr = ", ".join(f"{x:g}" for x in c.lr if x is not None)
         steps = f"{c.median_steps_to_learn()} | " if curves else ""
-        out.append(f"| {pe} | {lr} | {c.n} | {_pct(c.mean('val'))} | {c.learned_seeds}/{c.n} | {steps}"
-                   f"{_pct(c.mean('test'))} | {_ci(c.values('test'))} | {gap} |")
+        out.append(f"| {pe} | {lr} | {c.n} | {pct(c.mean('val'))} | {c.learned_seeds}/{c.n} | {steps}"
+                   f"{pct(c.mean('test'))} | {mean_ci_text(c.values('test'))} | {gap} |")
     ended = _ended(cells)
     return out + ([""] + [ended] if ended else []) + [""]
 
@@ -79,7 +79,7 @@ def upsampled_table(cells: dict[str, Cell]) -> list[str]:
         for size in sizes:
             v = list(c.at_size(size).values())
             ci = t_mean_ci(v, bounds=(0.0, 1.0))
-            row.append("—" if not v else f"{_pct(np.mean(v))}" + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else ""))
+            row.append("—" if not v else f"{pct(np.mean(v))}" + (f" [{pct(ci[0])}, {pct(ci[1])}]" if ci else ""))
         out.append(f"| {pe} | " + " | ".join(row) + " |")
     return out + [""]
 

@@ -63,6 +63,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
+from pebench.core.child_pythonpath import shield_torch_children
 from pebench.core.errors import UserError
 from pebench.encodings import LayerPE
 from pebench.encodings.pape import AugmentedLayerPE
@@ -190,6 +191,7 @@ def flex_kernel() -> Callable:
     """``flex_attention`` compiled once per process (uncompiled, it materialises the T x T scores)."""
     global _COMPILED_FLEX
     if _COMPILED_FLEX is None:
+        shield_torch_children()  # inductor's CPU probes must not see the repository's encodings/ folder
         _COMPILED_FLEX = torch.compile(flex_attention, dynamic=False)
     return _COMPILED_FLEX
 

@@ -24,6 +24,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # pythonpath puts the repository root on sys.path, and torch passes sys.path to the Python children it
+    # starts while compiling, where encodings/ would shadow the standard library (pebench.core.child_pythonpath)
+    from pebench.core.child_pythonpath import shield_torch_children
+
+    shield_torch_children()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

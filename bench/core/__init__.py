@@ -5,5 +5,6 @@
 * :mod:`.io`: atomic file writes (temp file + ``os.replace``);
 * :mod:`.errors`: user errors (one line, exit code 2 in the CLI);
 * :mod:`.locks`: lock files that claim a run directory across processes and hosts;
-* :mod:`.fingerprint`: configuration fingerprints (which runs are seeds of one experiment).
+* :mod:`.fingerprint`: configuration fingerprints (which runs are seeds of one experiment);
+* :mod:`.child_pythonpath`: the `PYTHONPATH` of the Python children torch starts, without the repository root.
 """

@@ -51,6 +51,7 @@ from pebench.analysis.evaluators import RESULT_KEYS as ANALYSIS_KEYS  # analysis
 from pebench.analysis.evaluators import run_analyses
 from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
 from pebench.analysis.registry import get_analysis
+from pebench.core.child_pythonpath import shield_torch_children
 from pebench.core.errors import RunFailedError
 from pebench.core.io import atomic_write_json, atomic_write_yaml
 from pebench.core.schema import SCHEMA_VERSION
@@ -287,6 +288,7 @@ def _build_task(cfg: RunConfig, setup: Any, dm: Any, grid: tuple[int, ...] | Non
     except AttentionImplError as e:
         raise ConfigError(str(e)) from None
     if cfg.compile:
+        shield_torch_children()  # inductor's CPU probes must not see the repository's encodings/ folder
         task.backbone.compile()  # nn.Module.compile: forward compiled in place, state_dict keys unchanged
     return task
 
