@@ -41,9 +41,14 @@ training, off = evaluation):
   sequence has at least :data:`FLEX_MIN_TOKENS` tokens (below that the dense bias is small and a
   compilation would cost more than it saves; it also keeps the committed small-grid results of
   ALiBi / LookHere bit-identical), else ``dense``.
-* Bias PEs on CUDA: ``flex`` in both phases. NOT TESTED HERE (no GPU in the session that wrote
-  this); FlexAttention's CUDA kernel has a backward. Dropout inside attention (``attn_drop > 0``)
-  is not supported by FlexAttention: ``auto`` then stays ``dense``.
+* Bias PEs on CUDA: ``flex`` in both phases from :data:`FLEX_MIN_TOKENS_CUDA` tokens on, else ``dense``
+  (faster there, measured). FlexAttention's CUDA kernel has a backward; on an H200 (torch 2.11) flex
+  matched dense within 2.2e-6 (relative, float32, output and gradients) for alibi, lookhere and rpb
+  (``docs/gpu_check.md``), while FIRE's backward failed to compile (a ``score_mod`` that
+  indexes a tensor requiring gradients more than once). Because that failure only appears at the first
+  ``backward()``, ``auto`` first runs one trial forward + backward per PE class before training on flex
+  (:func:`_flex_backward_works`) and trains a class that fails on ``dense``, with one warning. Dropout
+  inside attention (``attn_drop > 0``) is not supported by FlexAttention: ``auto`` then stays ``dense``.
 
 If FlexAttention fails under ``auto`` (e.g. no C++ compiler for the CPU kernel), a warning is issued
 once and ``auto`` uses ``dense`` for the rest of the process (:data:`FLEX_FAILURE` says why). A
@@ -68,14 +73,20 @@ from pebench.core.errors import UserError
 from pebench.encodings import LayerPE
 from pebench.encodings.pape import AugmentedLayerPE
 
-__all__ = ["IMPLS", "FLEX_MIN_TOKENS", "FLEX_BLOCK", "AttentionImplError", "attend", "attention_mask",
+__all__ = ["IMPLS", "FLEX_MIN_TOKENS", "FLEX_MIN_TOKENS_CUDA", "FLEX_BLOCK", "AttentionImplError", "attend", "attention_mask",
            "bias_kind", "choose_impl", "check_impl_name", "check_forced_impl", "check_pe_impl", "flex_block_mask",
-           "flex_kernel", "FLEX_FAILURE", "FLEX_MAX_SHAPES"]
+           "flex_kernel", "FLEX_FAILURE", "FLEX_BACKWARD_FAILURES", "FLEX_MAX_SHAPES"]
 
 #: the values of ``attention_impl`` / ``--attention-impl``
 IMPLS = ("auto", "dense", "sdpa", "flex")
 #: ``auto`` on CPU in evaluation uses ``flex`` for bias PEs from this many tokens (query length) on
 FLEX_MIN_TOKENS = 1024
+#: on CUDA, ``auto`` uses FlexAttention for bias PEs from this many tokens on (both phases). Below it the dense
+#: bias is cheap and faster: on an H200 (torch 2.11, batch 2, 4 heads of 32, forward + backward) dense took
+#: 2.0 / 3.1 / 2.7 ms and flex 3.3 / 4.8 / 3.7 ms at 1,025 tokens for alibi / lookhere / rpb, and at 64 tokens
+#: ALiBi through flex ran at 0.46x (training) / 0.13x (evaluation) the throughput of x-transformers' dense bias
+#: (``bench perf peers``). From 4,096 tokens the dense bias is 64 MiB per head and sequence and grows as T^2.
+FLEX_MIN_TOKENS_CUDA = 4096
 #: FlexAttention block size (queries and keys): the CPU kernel's work buffers are block x block
 FLEX_BLOCK = 128
 #: input shapes FlexAttention is compiled for in one process (one kernel each, ``dynamic=False``);
@@ -137,8 +148,8 @@ def choose_impl(requested: str, kind: str, device_type: str, grad: bool, n_token
             return "dense"
         if FLEX_FAILURE is not None:
             return "dense"
-        if device_type == "cuda":
-            return "flex"  # untested here (no GPU): FlexAttention's CUDA kernel has a backward
+        if device_type == "cuda":  # measured on an H200 (docs/gpu_check.md): dense is faster at small T
+            return "flex" if n_tokens >= FLEX_MIN_TOKENS_CUDA else "dense"
         if device_type == "cpu" and not grad and n_tokens >= FLEX_MIN_TOKENS and dtype in _FLEX_CPU_DTYPES:
             return "flex"
         return "dense"
@@ -243,6 +254,44 @@ def _flex_failed(e: Exception) -> None:
                       f"from now on", RuntimeWarning, stacklevel=3)
 
 
+#: PE layer class name -> why its FlexAttention backward failed (``auto`` trains that PE on the dense path)
+FLEX_BACKWARD_FAILURES: dict[str, str] = {}
+_FLEX_BACKWARD_OK: set[str] = set()
+
+
+def _flex_backward_works(q: Tensor, k: Tensor, v: Tensor, layer_pe: LayerPE, coords: Tensor,
+                         key_mask: Tensor | None, scale: float) -> bool:
+    """Whether FlexAttention's backward works for this PE's ``score_mod``, tried once per PE class and process.
+
+    Under ``auto`` a failure of the forward is caught where it happens (:func:`attend`), but the compiled
+    backward is built lazily, at the first ``backward()``, far from here: there an exception would end the
+    training. So before the first training use of ``flex`` for a PE class, one forward + backward runs on
+    detached copies (``torch.autograd.grad``: nothing accumulates into the parameters' ``.grad``). On torch
+    2.11 / CUDA (an H200, ``docs/gpu_check.md``) the lowering of FIRE's backward failed this way. Inside a
+    ``torch.compile`` trace no trial runs (it would break the graph): a class not tried yet is taken as working.
+    """
+    name = type(layer_pe).__name__
+    if name in _FLEX_BACKWARD_OK:
+        return True
+    if name in FLEX_BACKWARD_FAILURES:
+        return False
+    if torch.compiler.is_compiling():
+        return True
+    params = [p for p in layer_pe.parameters() if p.requires_grad] if isinstance(layer_pe, torch.nn.Module) else []
+    qt, kt, vt = (t.detach().requires_grad_(True) for t in (q, k, v))
+    try:
+        with torch.enable_grad():
+            out = _flex(qt, kt, vt, layer_pe, coords.detach(), key_mask, scale)
+            torch.autograd.grad(out.sum(), [qt, kt, vt, *params], allow_unused=True)
+    except Exception as e:  # noqa: BLE001 - any failure: this PE trains on the dense path
+        FLEX_BACKWARD_FAILURES[name] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+        warnings.warn(f"FlexAttention's backward failed for {name} ({FLEX_BACKWARD_FAILURES[name]}); "
+                      f"attention_impl=auto trains it on the dense path", RuntimeWarning, stacklevel=3)
+        return False
+    _FLEX_BACKWARD_OK.add(name)
+    return True
+
+
 def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords: Tensor,
            key_mask: Tensor | None, *, scale: float, impl: str = "auto", dropout_p: float = 0.0) -> tuple[Tensor, str]:
     """Attention of ``q, k, v (B, H, T, d)`` under ``layer_pe`` -> ``(out (B, H, T, d), impl used)``.
@@ -260,6 +309,9 @@ def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords
         # for q, k and v, so pad v with zeros and drop those output columns again (exact).
         v = F.pad(v, (0, q.shape[-1] - d))
     out = None
+    if used == "flex" and impl == "auto" and torch.is_grad_enabled() and not _flex_backward_works(
+            q, k, v, layer_pe, coords, key_mask, scale):
+        used = "dense"
     if used == "flex":
         try:
             out = _flex(q, k, v, layer_pe, coords, key_mask, scale)

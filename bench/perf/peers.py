@@ -76,9 +76,10 @@ def _timm_model(name: str) -> nn.Module:
 
 
 class _PeerAttention(nn.Module):
-    """One attention layer with a peer's PE: qkv, ``rotate(q, k)`` or ``bias()``, SDPA, output projection."""
+    """One attention layer with a peer's PE: qkv, ``rotate(q, k)`` or ``bias(N)``, SDPA, output projection.
+    ``rotate`` / ``bias`` are submodules, so ``.to(device)`` moves the peer's tables with the layer."""
 
-    def __init__(self, dim: int, heads: int, rotate: Callable | None = None, bias: Callable | None = None) -> None:
+    def __init__(self, dim: int, heads: int, rotate: nn.Module | None = None, bias: nn.Module | None = None) -> None:
         super().__init__()
         self.heads, self.qkv, self.proj = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
         self.rotate, self.bias = rotate, bias
@@ -106,20 +107,31 @@ class _OurAttention(nn.Module):
         return self.attn(x, self.coords, self.pe.layer(0))
 
 
-def _lucidrains_rope(dim_head: int, grid: tuple[int, int]) -> Callable:
-    from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb  # deferred: optional peer
-    rope = RotaryEmbedding(dim=dim_head // 4, freqs_for="pixel", max_freq=grid[0])
-    freqs = rope.get_axial_freqs(*grid).reshape(grid[0] * grid[1], -1)  # (N, d): the axial table, computed once
+class _LucidrainsRope(nn.Module):
+    """rotary-embedding-torch's axial table (computed once, a buffer) applied to q and k."""
 
-    def rotate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-        return apply_rotary_emb(freqs, q), apply_rotary_emb(freqs, k)
-    return rotate
+    def __init__(self, dim_head: int, grid: tuple[int, int]) -> None:
+        super().__init__()
+        from rotary_embedding_torch import RotaryEmbedding  # deferred: optional peer
+        rope = RotaryEmbedding(dim=dim_head // 4, freqs_for="pixel", max_freq=grid[0])
+        self.register_buffer("freqs", rope.get_axial_freqs(*grid).reshape(grid[0] * grid[1], -1).detach(),
+                             persistent=False)  # (N, d)
+
+    def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        from rotary_embedding_torch import apply_rotary_emb  # deferred: optional peer
+        return apply_rotary_emb(self.freqs, q), apply_rotary_emb(self.freqs, k)
 
 
-def _xtransformers_alibi(heads: int) -> Callable:
-    from x_transformers.x_transformers import AlibiPositionalBias  # deferred: optional peer
-    alibi = AlibiPositionalBias(heads=heads, total_heads=heads)
-    return lambda n: alibi(n, n)  # (H, N, N)
+class _XTransformersAlibi(nn.Module):
+    """x-transformers' ``AlibiPositionalBias`` as ``bias(N) -> (H, N, N)``."""
+
+    def __init__(self, heads: int) -> None:
+        super().__init__()
+        from x_transformers.x_transformers import AlibiPositionalBias  # deferred: optional peer
+        self.alibi = AlibiPositionalBias(heads=heads, total_heads=heads)
+
+    def forward(self, n: int) -> Tensor:
+        return self.alibi(n, n)
 
 
 def _compare(label: str, ours: nn.Module, peer: nn.Module, peer_name: str, x: Tensor, y: Tensor | None,
@@ -193,14 +205,13 @@ def bench_peers(quick: bool = False) -> list[dict]:
         torch.manual_seed(0)
         rows += _compare(f"{layer} rope-axial vs rotary-embedding-torch axial",
                          _OurAttention(c.embed_dim, c.num_heads, "rope-axial", grid).to(dev),
-                         _PeerAttention(c.embed_dim, c.num_heads, rotate=_lucidrains_rope(c.embed_dim // c.num_heads,
-                                                                                          grid)).to(dev),
+                         _PeerAttention(c.embed_dim, c.num_heads, rotate=_LucidrainsRope(c.embed_dim // c.num_heads, grid)).to(dev),
                          "rotary-embedding-torch (axial, pixel freqs)", tok, None, reps)
     if "x-transformers" not in missing:
         torch.manual_seed(0)
         rows += _compare(f"{layer} alibi vs x-transformers AlibiPositionalBias",
                          _OurAttention(c.embed_dim, c.num_heads, "alibi", grid).to(dev),
-                         _PeerAttention(c.embed_dim, c.num_heads, bias=_xtransformers_alibi(c.num_heads)).to(dev),
+                         _PeerAttention(c.embed_dim, c.num_heads, bias=_XTransformersAlibi(c.num_heads)).to(dev),
                          "x-transformers AlibiPositionalBias (1-D)", tok, None, reps)
     if missing:
         rows.append(record("peers missing", "-", "-", float(len(missing)), float(len(PEERS) + 2), "peers",

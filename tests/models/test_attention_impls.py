@@ -13,6 +13,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.nn.attention.flex_attention import flex_attention
 from torch.profiler import ProfilerActivity, profile
 
@@ -21,6 +22,7 @@ from pebench.encodings import build_pe, list_pes
 from pebench.encodings.alibi import alibi_slopes
 from pebench.models import attention as attn_mod
 from pebench.models.attention import (
+    FLEX_MIN_TOKENS_CUDA,
     AttentionImplError,
     attend,
     bias_kind,
@@ -204,8 +206,10 @@ def test_choice_rule_and_impossible_choices():
     assert choose_impl("auto", "flex", "cpu", False, 4096, f32) == "flex"  # evaluation
     assert choose_impl("auto", "flex", "cpu", False, 64, f32) == "dense"  # small: no compilation
     assert choose_impl("auto", "flex", "cpu", False, 4096, torch.float64) == "dense"  # no float64 CPU kernel
-    assert choose_impl("auto", "flex", "cuda", True, 64, f32) == "flex"
-    assert choose_impl("auto", "flex", "cuda", True, 64, f32, dropout_p=0.1) == "dense"
+    assert choose_impl("auto", "flex", "cuda", True, 64, f32) == "dense"  # small: the dense bias is faster
+    assert choose_impl("auto", "flex", "cuda", True, FLEX_MIN_TOKENS_CUDA, f32) == "flex"
+    assert choose_impl("auto", "flex", "cuda", False, FLEX_MIN_TOKENS_CUDA, f32) == "flex"
+    assert choose_impl("auto", "flex", "cuda", True, FLEX_MIN_TOKENS_CUDA, f32, dropout_p=0.1) == "dense"
     assert choose_impl("auto", "dense", "cuda", False, 4096, f32) == "dense"  # PaPE naive
     with pytest.raises(AttentionImplError, match="cannot train on CPU"):
         choose_impl("flex", "flex", "cpu", True, 64, f32)
@@ -264,6 +268,51 @@ def test_auto_falls_back_to_dense_when_flex_fails(monkeypatch):
         assert attend(q, k, v, x, layer, coords, key_mask, scale=1.0)[1] == "dense"  # no second try
         dense, _ = attend(q, k, v, x, layer, coords, key_mask, scale=1.0, impl="dense")
     torch.testing.assert_close(out, dense, rtol=0, atol=0)
+
+
+class _BackwardRaises(torch.autograd.Function):
+    """Identity whose backward raises, as a compiled FlexAttention backward that fails to lower does."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("LoweringException: backward not supported")
+
+
+@pytest.mark.parametrize("backward_works", [True, False])
+def test_auto_tries_flex_backward_before_training_on_it(monkeypatch, backward_works):
+    """On CUDA auto trains bias PEs with flex; its compiled backward is built at the first backward(),
+    outside attend's try. So attend runs one trial forward + backward per PE class first (no .grad
+    accumulates); a failure there is one warning and the dense path for that class, not a crash at
+    loss.backward(). Simulated on CPU: choose_impl forced to flex, flex = dense math (+ a failing backward)."""
+    def fake_flex(q, k, v, layer_pe, coords, key_mask, scale):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mod.attention_mask(
+            layer_pe.bias(coords), key_mask, q.dtype), scale=scale)
+        return out if backward_works else _BackwardRaises.apply(out)
+
+    monkeypatch.setattr(attn_mod, "_flex", fake_flex)
+    monkeypatch.setattr(attn_mod, "choose_impl", lambda *a, **kw: "flex")
+    monkeypatch.setattr(attn_mod, "FLEX_BACKWARD_FAILURES", {})
+    monkeypatch.setattr(attn_mod, "_FLEX_BACKWARD_OK", set())
+    q, k, v, x, coords, key_mask = _inputs(0, requires_grad=True)
+    layer = _layer("fire", None, 0)
+    if backward_works:
+        out, used = attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5)
+        assert used == "flex" and attn_mod._FLEX_BACKWARD_OK == {type(layer).__name__}
+    else:
+        with pytest.warns(RuntimeWarning, match="backward failed for .*LoweringException"):
+            out, used = attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5)
+        assert used == "dense" and list(attn_mod.FLEX_BACKWARD_FAILURES) == [type(layer).__name__]
+        assert attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5)[1] == "dense"  # no second trial
+    assert all(p.grad is None for p in layer.parameters()) and q.grad is None  # the trial left no gradients
+    out.sum().backward()  # training goes on
+    ref = _reference(q, k, v, x, layer, coords, key_mask, "fire", 0)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    with torch.no_grad():  # evaluation needs no backward: flex, whatever the trial said
+        assert attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5)[1] == "flex"
 
 
 def test_flex_refuses_more_shapes_than_its_limit_instead_of_the_unfused_kernel(monkeypatch):
