@@ -13,7 +13,12 @@ One intra-op thread avoids the barriers but gives up the second core (5.9x).
 
 :func:`prefer_passive_omp_wait` sets the passive policy for this process and its children (sweep
 workers, DDP ranks) unless the user chose a policy; it must run before torch is imported (the
-``bench`` CLI calls it first thing). ``OMP_WAIT_POLICY=ACTIVE`` restores spinning.
+``bench`` CLI calls it first thing). ``OMP_WAIT_POLICY=ACTIVE`` restores spinning. A user who exported
+``GOMP_SPINCOUNT`` (GNU OpenMP, torch's OpenMP on Linux: a waiting worker spins that many times, then
+sleeps; unset, libgomp spins 300,000 times under the default policy and 0 times under PASSIVE) chose a wait
+of their own, and no policy is set for them. ``bench perf contention`` measures the trade-off of each
+(``docs/performance.md``): passive costs time on an idle machine (a worker woken from sleep starts late),
+a bounded spin costs less idle and more under load.
 
 :func:`set_intra_op_threads` applies a run's ``threads`` option (issue #44, item 7): the number of intra-op
 threads changes the order of a reduction's partial sums, so the float rounding, and a trained model's test
@@ -27,17 +32,21 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["prefer_passive_omp_wait", "set_intra_op_threads", "WAIT_POLICY_ENV"]
+__all__ = ["prefer_passive_omp_wait", "set_intra_op_threads", "WAIT_POLICY_ENV", "SPIN_COUNT_ENV"]
 
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+#: GNU OpenMP's (libgomp, torch's OpenMP on Linux) bounded active wait, in spins before a worker sleeps
+SPIN_COUNT_ENV = "GOMP_SPINCOUNT"
 
 
 def prefer_passive_omp_wait() -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless it is set already; True when the passive policy is in effect
-    for threads created from now on (False when the user chose another or torch is already imported,
-    whose OpenMP runtime read the environment at load)."""
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless a wait policy or a ``GOMP_SPINCOUNT`` is set already; True when
+    the passive policy is in effect for threads created from now on (False when the user chose another wait
+    or torch is already imported, whose OpenMP runtime read the environment at load)."""
     if "torch" in sys.modules:
         return False
+    if SPIN_COUNT_ENV in os.environ and WAIT_POLICY_ENV not in os.environ:
+        return False  # the user's bounded spin: their choice of wait, kept as it is
     os.environ.setdefault(WAIT_POLICY_ENV, "PASSIVE")
     return os.environ[WAIT_POLICY_ENV].strip().upper() == "PASSIVE"
 

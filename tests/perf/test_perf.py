@@ -214,5 +214,10 @@ def test_contention_records_medians_and_each_rounds_ratio(monkeypatch):
     assert first["name"].startswith("contention default") and first["b_value"] == sorted(idle)[1]
     assert first["a_value"] == 10 * (sorted(idle)[1] + 1)
     assert first["round_ratios"] == [round(10 * (i + 1) / i, 4) for i in idle] and first["target"] == 2.5
-    idle_rows = [r for r in rows if r["name"].startswith("contention idle ")]
-    assert len(idle_rows) == n - 1 and all(len(r["round_ratios"]) == contention.ROUNDS for r in idle_rows)
+    for phase in ("idle", "loaded"):  # each other setting's absolute times against the default's
+        rows_p = [r for r in rows if r["name"].startswith(f"contention {phase} ")]
+        assert len(rows_p) == n - 1 and all(len(r["round_ratios"]) == contention.ROUNDS for r in rows_p)
+    passive = next(r for r in rows if r["name"] == "contention loaded passive / default")
+    k = list(contention.SETTINGS).index("passive")  # loaded passive at call 2 + 2k + 2nr
+    assert passive["round_ratios"] == [round((2 + 2 * k + 2 * n * r) / (2 + 2 * n * r), 4)
+                                       for r in range(contention.ROUNDS)]

@@ -15,7 +15,7 @@ CODE = ("import os, sys\n"
 
 
 def _run(pre: str = "", **env: str) -> str:
-    base = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     out = subprocess.run([sys.executable, "-c", CODE.format(pre=pre)], env={**base, **env}, capture_output=True,
                          text=True, check=True, timeout=300)
     return out.stdout.strip()
@@ -25,6 +25,8 @@ def _run(pre: str = "", **env: str) -> str:
     ("", {}, "True PASSIVE False"),                                 # unset: passive
     ("", {"OMP_WAIT_POLICY": "active"}, "False active False"),      # the user's choice is kept
     ("import torch", {}, "False None True"),                        # too late: environment untouched
+    ("", {"GOMP_SPINCOUNT": "10000"}, "False None False"),          # the user's bounded spin is kept
+    ("", {"GOMP_SPINCOUNT": "10000", "OMP_WAIT_POLICY": "PASSIVE"}, "True PASSIVE False"),  # both set: kept
 ])
 def test_prefer_passive_omp_wait(pre, env, want):
     assert _run(pre, **env) == want

@@ -174,9 +174,12 @@ def test_perf_findings_peer_and_contention_tables():
     cont = perf_findings.contention_table([
         {"name": "contention passive: 10 steps / idle", "ratio": 1.9, "target": 2.5, "meets_target": True,
          "higher_is_better": False},
-        {"name": "contention idle passive / default", "ratio": 1.1, "target": None}])
+        {"name": "contention idle passive / default", "ratio": 1.1, "target": None},
+        {"name": "contention loaded passive / default", "ratio": 0.5, "target": None, "a_value": 4.0,
+         "b_value": 8.0}])
     assert "| passive: 10 steps / idle | 1.90× | ≤ 2.5× | yes |" in cont
     assert "| idle time, passive / default | 1.10× | — | — |" in cont
+    assert "| loaded time, passive / default | 0.50× (4.00 s / 8.00 s) | — | — |" in cont
     rounds = perf_findings.contention_table([  # with rounds: the geometric-mean t-interval decides the verdict
         {"name": "contention default: 10 steps / idle", "ratio": 2.0, "target": 2.5, "meets_target": True,
          "higher_is_better": False, "round_ratios": [1.5, 2.0, 3.0]},
