@@ -439,10 +439,11 @@ What the missed CPU targets cost, and the floor beneath each:
 `pe-overhead`: vit-nano training-step samples/s (forward, cross-entropy, backward, AdamW) against
 `none`'s, interleaved in one process, at 32 px (64 tokens, batch 32) and 64 px (256 tokens, batch 8):
 the ratio of the medians, and in brackets the 95 % Student-t interval of the geometric-mean ratio
-over the rounds (each round times every PE and `none` once, so a round's ratio pairs them). A PE
+over the rounds (each round times every PE and `none` once, a block of training steps each, whose count each
+record's note in `perf.md` gives, so a round's ratio pairs them). A PE
 meets the target when the interval lies at or above it at both sizes, misses it when the interval
-lies below it at one size, and is otherwise inconclusive: single rounds on this shared machine vary
-by tens of percent, so an inconclusive PE can pass in one run and fail in the next. PEs whose step takes over 1.5× `none`'s
+lies below it at one size, and is otherwise inconclusive: a single step on this shared machine can take tens
+of percent longer than the next (hence the blocks), so an inconclusive PE can pass in one run and fail in the next. PEs whose step takes over 1.5× `none`'s
 are timed in their own interleave with `none` (marked *alone*): in one shared round, the memory their
 steps free slowed the candidates after them.
 One attention layer per PE, alone, is in [`perf_attention.md`](perf_attention.md).

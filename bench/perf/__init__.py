@@ -28,14 +28,15 @@
   ALiBi; the ``perf`` extra): throughput and peak memory ratios with 95 % intervals over interleaved
   rounds (:mod:`pebench.perf.peers`; not part of ``all``).
 * ``contention``  a short training beside a competing 2-thread CPU load of the suite's making, per
-  thread setting (default, ``OMP_WAIT_POLICY=PASSIVE``, 1 thread): loaded / idle wall time
+  thread setting (default, ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=10000``, 1 thread): loaded / idle
+  wall time, and each setting's idle and loaded time against the default's
   (:mod:`pebench.perf.contention`; not part of ``all``).
 * ``startup``     wall time of ``bench --help`` and ``bench run --help`` (fresh processes) vs the
   1-second budget: argument parsing must not import torch (:mod:`pebench.perf.startup`).
 * ``attention``   one attention layer per PE, attention implementation (sdpa / dense / flex) and phase
   (training, evaluation): time, peak memory, memory growth N -> 4N (:mod:`pebench.perf.attention`, own
   options and output format).
-* ``all``         everything above except ``attention``.
+* ``all``         everything above except ``attention``, ``analyze``, ``peers`` and ``contention``.
 
 Each command takes ``[--json FILE] [--md FILE] [--quick]``; ``--quick`` runs the same code paths at
 smoke-test sizes with one repeat (seconds per suite; the tests use it; the numbers mean nothing;

@@ -7,7 +7,7 @@
 * data: samples/s of a modality's train loader (decode + transforms, ``num_workers=0`` = the
   ``bench run`` default, i.e. in the training process) vs the training-step samples/s of vit-nano
   (``pe=none``: the fastest consumer, so the strictest test) on that loader's batches. Real
-  datasets run on the tiny fixtures of ``tests/fixtures_real.py`` at their preset resolution.
+  datasets run on the tiny fixtures of ``tests/support/fixtures_real.py`` at their preset resolution.
   Points: FPS + kNN run inside the model's ``PointTokenizer`` (their cost is part of the model
   step; reported separately as well).
 * spiking-patch tokens (``tokens=spiking``): the synthetic-events loader with spiking tokens, and
@@ -142,8 +142,8 @@ def loader_rate(loader, min_time: float, max_batches: int | None = None) -> tupl
 
 
 def _fixtures():
-    """tests/fixtures_real.py of the source checkout (pebench is installed editable), or None."""
-    path = Path(pebench.__file__).resolve().parent.parent / "tests" / "fixtures_real.py"
+    """tests/support/fixtures_real.py of the source checkout (pebench is installed editable), or None."""
+    path = Path(pebench.__file__).resolve().parent.parent / "tests" / "support" / "fixtures_real.py"
     if not path.exists():
         return None
     spec = importlib.util.spec_from_file_location("_pebench_fixtures_real", path)
@@ -161,7 +161,7 @@ def _cases(quick: bool, tmp: str) -> list[tuple[str, str, dict, int]]:
              ("points: primitives sampling", "primitives", dict(small), 64)]
     fx = _fixtures()
     if fx is None:
-        print("  skip real-dataset fixtures: tests/fixtures_real.py not found", flush=True)
+        print("  skip real-dataset fixtures: tests/support/fixtures_real.py not found", flush=True)
         return cases
     ucf, dvs = fx.ucf101(Path(tmp) / "ucf101"), fx.dvsgesture(Path(tmp) / "dvs")
     res_v, res_e = ("4x32", "4x32") if quick else ("16x224", "16x128")  # the ucf101 preset / dvsgesture frames

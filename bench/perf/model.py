@@ -195,6 +195,7 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
     pes = ["none"] + [p for p in pes if p != "none"]
     sizes = ((16, 2),) if quick else ((32, 32), (64, 8))
     reps = 1 if quick else 5
+    block = 1 if quick else STEPS_PER_ROUND
     rows = []
     for img, batch in sizes:
         if dev.type == "cuda":
@@ -209,7 +210,7 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
             except (ValueError, TypeError) as e:  # a PE that cannot build on images
                 skipped.append(f"{pe}: {e}")
                 continue
-            steps[pe] = train_step_fn(models[pe], x, y)
+            steps[pe] = _steps_block(train_step_fn(models[pe], x, y), block)
         shared, alone = _overhead_times(steps, reps)
         n_tok = (img // 4) ** 2
         for pe in steps:
@@ -221,14 +222,30 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
             times = alone.get(pe, shared)  # seconds per round of this PE and of none
             rounds = round_ratios(times, "none", pe)  # per-round samples/s ratio
             pair = f"; timed in its own interleave with none (its step > {HEAVY_STEP}x none's)" if pe in alone else ""
+            n = batch * block  # samples per timed call
             rows.append(record(f"pe-overhead train vit-nano {img}px ({n_tok} tok) b{batch} {pe}", f"pe={pe}",
-                               "pe=none", batch / statistics.median(times[pe]), batch / statistics.median(times["none"]),
-                               "samples/s", note=f"SDPA {sdpa}; per-round ratios {min(rounds):.2f}-{max(rounds):.2f}"
+                               "pe=none", n / statistics.median(times[pe]), n / statistics.median(times["none"]),
+                               "samples/s", note=f"SDPA {sdpa}; {block} steps per round; per-round ratios "
+                               f"{min(rounds):.2f}-{max(rounds):.2f}"
                                f"{pair}", sdpa_backend=be, round_ratios=rounds))
         if skipped:
             print("  skipped: " + "; ".join(skipped), flush=True)
         del models, steps
     return rows
+
+
+#: training steps per timed call of each candidate in a round: one step at 64 tokens takes tens of milliseconds,
+#: and a single slow step of ``none`` (an OpenMP worker woken late, a page fault) moved every ratio of its round
+#: by up to 30 %, which left the rounds' interval wide; a block of steps averages such a step out
+STEPS_PER_ROUND = 4
+
+
+def _steps_block(step: Callable[[], None], n: int) -> Callable[[], None]:
+    """``n`` training steps in one call (the unit the interleave times)."""
+    def run() -> None:
+        for _ in range(n):
+            step()
+    return run
 
 
 #: a PE whose training step takes longer than this many times ``none``'s is timed in its own
