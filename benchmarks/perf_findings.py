@@ -462,12 +462,17 @@ linear in N ([`perf_attention.md`](perf_attention.md) has every implementation a
 
 `bench perf peers` (the `perf` extra: `pip install -e ".[perf]"`): timm's RoPE ViTs built at vit-nano's
 shape against pebench's `rope-axial` / `rope-mixed` classifier, and one attention layer with
-`rotary-embedding-torch`'s axial RoPE and `x-transformers`' ALiBi against pebench's; same shapes, fp32,
+`rotary-embedding-torch`'s axial RoPE, `x-transformers`' ALiBi and timm's `RelPosBias` (Swin's table, the whole
+grid as its window) against pebench's `rope-axial`, `alibi` and `rpb`; same shapes, fp32,
 interleaved rounds in one process (training step: forward, loss, backward, AdamW; evaluation: forward).
 Target: at least the peer's throughput and at most its peak memory
 (`bench perf peers --json docs/perf_peers.json --md docs/perf_peers.md`).
 
 @@PEERS@@
+
+`rpb` keeps its offset index per coordinate tensor, as timm keeps `relative_position_index` as a buffer (before,
+it recomputed the index from the coordinates at every call). The layer's profile shows the same kernels on both sides (qkv and output `addmm`, CPU flash SDPA with a
+`(1, H, N, N)` mask), and the few percent that remain are not attributed to one operation.
 
 ## On a shared machine
 

@@ -54,6 +54,8 @@ __all__ = ["RelPosBias", "RelPosBiasLayer", "RPB_VARIANTS", "resize_offset_table
 RPB_VARIANTS = ("table", "cpb")
 #: SwinV2's CPB: hidden width, output gain and log-scale range
 CPB_HIDDEN, CPB_GAIN, CPB_RANGE = 512, 16.0, 8.0
+#: the most int64 entries of a kept offset index (32 MiB): larger ones (long sequences) are recomputed per call
+INDEX_CACHE_MAX = 2 ** 22
 
 
 def resize_offset_table(table: Tensor, window: Sequence[int]) -> Tensor:
@@ -94,6 +96,9 @@ class RelPosBiasLayer(BiasLayerPE):
             p = len(self.train_grid)
             self.cpb = nn.Sequential(nn.Linear(p, CPB_HIDDEN), nn.ReLU(), nn.Linear(CPB_HIDDEN, num_heads, bias=False))
         self._resized: tuple | None = None  # (key, resized table) for the table variant off the training grid
+        # (coords tensor, its version, window, flat index): the offsets' index depends on the coords alone, and a
+        # backbone passes the same coords tensor to every step (timm's RelPosBias keeps the index as a buffer)
+        self._index: tuple | None = None
 
     def offset_table(self, window: tuple[int, ...], dtype: torch.dtype) -> Tensor:
         """The bias of every offset of ``window``: ``(H, 2W_1 - 1, ...)`` in ``dtype``."""
@@ -122,12 +127,25 @@ class RelPosBiasLayer(BiasLayerPE):
             idx = ia if idx is None else idx * (2 * w - 1) + ia
         return idx
 
+    def _window_and_index(self, coords: Tensor, c: Tensor) -> tuple[tuple[int, ...], Tensor]:
+        """The window and the flat index ``(B|1, N, N)`` of ``r_i - r_j`` for ``c`` (``coords`` promoted), kept
+        for the next call with the same ``coords`` object, unmodified (its version), and at most
+        :data:`INDEX_CACHE_MAX` entries. The cache holds the tensor itself, so its memory cannot be reused by
+        other coordinates while the entry lives."""
+        cached = self._index
+        if cached is not None and cached[0] is coords and cached[1] == coords._version:
+            return cached[2], cached[3]
+        window = self._window(c)
+        idx = self._flat_index(c[:, :, None, :] - c[:, None, :, :], window)  # (B|1, N, N): r_i - r_j
+        keep = idx.numel() <= INDEX_CACHE_MAX and not coords.requires_grad  # no graph kept alive through coords
+        self._index = (coords, coords._version, window, idx) if keep else None
+        return window, idx
+
     def bias(self, coords: Tensor) -> Tensor:
         c = coords if coords.dim() == 3 else coords.unsqueeze(0)  # (B|1, N, p)
         c = c.to(torch.promote_types(c.dtype, torch.float32))
-        window = self._window(c)
+        window, idx = self._window_and_index(coords, c)
         flat = self.offset_table(window, c.dtype).reshape(self.num_heads, -1)  # (H, prod(2W - 1))
-        idx = self._flat_index(c[:, :, None, :] - c[:, None, :, :], window)  # (B|1, N, N): r_i - r_j
         return self._finish(flat[:, idx].movedim(0, 1))  # (B|1, H, N, N) -> with prefix rows / cols
 
     def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:

@@ -19,6 +19,8 @@ step) and evaluation (forward under ``inference_mode``).
 * **x-transformers** (lucidrains): ``AlibiPositionalBias`` (1-D ALiBi, ``|i - j|``) in one attention
   layer, against pebench's ``alibi`` (n-D: Euclidean distance between grid coords) - the same bias
   shape ``(H, N, N)`` through SDPA's ``attn_mask``.
+* **timm's** ``RelPosBias`` (Swin's learned table of ``(2h - 1)(2w - 1)`` offsets per head, gathered into
+  ``(1, H, N, N)``) with the whole grid as its window, in the same attention layer, against pebench's ``rpb``.
 
 A peer that is not installed is skipped and named in a record's note and on stdout
 (``pip install -e ".[perf]"`` installs them); the suite never downloads weights (``pretrained=False``).
@@ -134,6 +136,19 @@ class _XTransformersAlibi(nn.Module):
         return self.alibi(n, n)
 
 
+class _TimmRelPosBias(nn.Module):
+    """timm's ``RelPosBias`` (Swin's learned table of (2h - 1)(2w - 1) offsets per head) as
+    ``bias(N) -> (1, H, N, N)``, for the window of the whole grid."""
+
+    def __init__(self, heads: int, grid: tuple[int, int]) -> None:
+        super().__init__()
+        from timm.layers.pos_embed_rel import RelPosBias  # deferred: only this suite needs it
+        self.rpb = RelPosBias(window_size=grid, num_heads=heads)
+
+    def forward(self, n: int) -> Tensor:
+        return self.rpb.get_bias()
+
+
 def _compare(label: str, ours: nn.Module, peer: nn.Module, peer_name: str, x: Tensor, y: Tensor | None,
              reps: int, loss: Callable | None = None) -> list[dict]:
     """Training and evaluation: throughput ratio (pebench / peer) with per-round ratios and 95 % interval,
@@ -213,6 +228,12 @@ def bench_peers(quick: bool = False) -> list[dict]:
                          _OurAttention(c.embed_dim, c.num_heads, "alibi", grid).to(dev),
                          _PeerAttention(c.embed_dim, c.num_heads, bias=_XTransformersAlibi(c.num_heads)).to(dev),
                          "x-transformers AlibiPositionalBias (1-D)", tok, None, reps)
+    if "timm" not in missing:
+        torch.manual_seed(0)
+        rows += _compare(f"{layer} rpb vs timm RelPosBias",
+                         _OurAttention(c.embed_dim, c.num_heads, "rpb", grid).to(dev),
+                         _PeerAttention(c.embed_dim, c.num_heads, bias=_TimmRelPosBias(c.num_heads, grid)).to(dev),
+                         "timm RelPosBias (Swin's table, the whole grid as the window)", tok, None, reps)
     if missing:
         rows.append(record("peers missing", "-", "-", float(len(missing)), float(len(PEERS) + 2), "peers",
                            note=f"not installed, skipped: {', '.join(missing)} (pip install -e \".[perf]\")"))

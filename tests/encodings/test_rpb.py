@@ -99,3 +99,20 @@ def test_errors():
         build_pe("rpb", dim=32, num_heads=4, depth=1, spatial_dims=3, grid=(2, 2, 2), modality="points")
     with pytest.raises(PEConfigError):
         build_pe("rpb", dim=32, num_heads=4, depth=1, spatial_dims=2, grid=(4, 4), variant="mlp")
+
+
+def test_offset_index_is_kept_per_coords_tensor_and_redone_when_they_change():
+    """The flat offset index is computed once per coords tensor (the cache behind the peer comparison with timm's
+    RelPosBias, which keeps it as a buffer): the same tensor gives the same bias, bit for bit; an in-place change
+    of the coords, other coords and a grid beyond the table recompute it."""
+    lay = _table_layer()
+    c = grid_coords(G)
+    first = lay.bias(c)
+    assert lay._index is not None and lay._index[0] is c
+    torch.testing.assert_close(lay.bias(c), first, rtol=0, atol=0)
+    fresh = _table_layer()  # no cache: the reference
+    c.copy_(c.flip(0))  # the tokens in the other order: a new index
+    torch.testing.assert_close(lay.bias(c), fresh.bias(c.clone()), rtol=0, atol=0)
+    other = grid_coords((6, 7))
+    torch.testing.assert_close(lay.bias(other), fresh.bias(other.clone()), rtol=0, atol=0)
+    assert lay._index[0] is other

@@ -37,3 +37,22 @@ def test_suite_registered_and_missing_peers_are_named(monkeypatch, capsys):
 def test_missing_peers_lists_uninstalled_modules(monkeypatch):
     monkeypatch.setattr(peers, "PEERS", {"a": "json", "b": "no_such_module_xyz"})
     assert peers.missing_peers() == ["b"]
+
+
+def test_timm_rel_pos_bias_peer_is_the_same_computation_as_rpb():
+    """The rpb comparison times the same bias: with timm's table copied into pebench's (its (H, 2G-1, 2G-1) layout
+    flattened row-major, as timm's RelPosBias), the two attention layers give the same output."""
+    import torch
+    torch.manual_seed(0)
+    grid, dim, heads = (4, 4), 32, 4
+    peer_bias = peers._TimmRelPosBias(heads, grid)
+    assert peer_bias(16).shape == (1, heads, 16, 16)
+    ours = peers._OurAttention(dim, heads, "rpb", grid)
+    peer = peers._PeerAttention(dim, heads, bias=peer_bias)
+    peer.qkv.load_state_dict(ours.attn.qkv.state_dict())
+    peer.proj.load_state_dict(ours.attn.proj.state_dict())
+    table = peer_bias.rpb.relative_position_bias_table  # ((2G-1)^2, H)
+    with torch.no_grad():
+        ours.pe.layer(0).table.copy_(table.T.reshape(heads, 7, 7))
+    x = torch.randn(2, 16, dim)
+    torch.testing.assert_close(ours(x), peer(x), rtol=1e-5, atol=1e-6)
