@@ -94,6 +94,21 @@ class LayerPE(nn.Module):
         """Additive attention bias broadcastable to ``(B, H, P + N, P + N)``, or ``None``."""
         return None
 
+    def qk_basis(self, dtype: torch.dtype) -> Tensor | None:
+        """Optional: a per-head linear map ``M (H, d, d)`` that :meth:`qk` applies to every row of q and k
+        (prefix rows too) before anything else, i.e. ``qk(q, k) == qk_after_basis(M q, M k)``; ``None``
+        (the default): no such map. ``dtype``: the q/k projection's weight dtype (``M`` comes in it or wider).
+
+        A token-independent map commutes with the linear q/k projection, so the attention folds it into
+        the projection weights (``W_q <- M W_q``, ``b_q <- M b_q`` per head: one ``(d, d) x (d, D)`` product
+        per head and step) and then calls :meth:`qk_after_basis`, instead of two ``(d, d)`` products per
+        token (:func:`pebench.models.vit.fold_qk_basis`; exact up to float rounding, tested)."""
+        return None
+
+    def qk_after_basis(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`qk` for q and k that already carry :meth:`qk_basis`'s map (only called when it is not None)."""
+        raise NotImplementedError(f"{type(self).__name__} declares a qk_basis but no qk_after_basis")
+
 
 class IdentityLayerPE(LayerPE):
     """A layer part that does nothing (used by PEs that only act on the token embedding)."""

@@ -50,7 +50,11 @@ give the same logits (not the same vectors) as ``U D U^T q``. ``U`` and ``l`` co
 ``U = I``); no per-token matrix exponential. Its gradient exists while the ``l_j`` of a block are
 distinct and non-zero (true at any generic point; the random init never starts on a tie).
 ``impl="expm"``: the per-token ``torch.linalg.matrix_exp`` of every block (the definition, slower);
-odd block sizes always take it.
+odd block sizes always take it. ``fold_basis`` (default on, ``eig``): ``U^T`` is the same for every token, so
+the layer declares it as its ``qk_basis`` and the attention folds it into the q/k projection weights once
+per step (``pebench.models.vit.fold_qk_basis``); the per-token work is then RoPE's phase rotation alone.
+Same logits up to float rounding (tested in float64 with gradients); ``fold_basis=false`` applies ``U^T``
+to every token's q and k (the only path before 2026-12-05: runs of earlier commits computed that).
 """
 from __future__ import annotations
 
@@ -110,9 +114,12 @@ class ComRoPELayer(BlockRotationLayerPE):
     """
 
     def __init__(self, variant: str, num_heads: int, spatial_dims: int, num_blocks: int, block_size: int,
-                 init_std: float, scale: Tensor, num_prefix_tokens: int, impl: str = "eig") -> None:
+                 init_std: float, scale: Tensor, num_prefix_tokens: int, impl: str = "eig",
+                 fold_basis: bool = True) -> None:
         super().__init__()
         self.variant = variant
+        self.fold_basis = fold_basis
+        self._pending_speeds: Tensor | None = None  # qk_basis -> qk_after_basis, within one forward
         self.spatial_dims = spatial_dims
         self.block_size = block_size
         self.impl = impl
@@ -145,22 +152,51 @@ class ComRoPELayer(BlockRotationLayerPE):
         """Rotation blocks ``(B|1, H, N, m, b, b)`` by per-token matrix exponentials (``impl="expm"``)."""
         return block_rotations(coords, self.generators(), self.position_scale(), batch_size, dtype)
 
-    def phase_tables(self, coords: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """``impl="eig"``: the basis ``(H, d, d)`` (block-diagonal ``U_hk``) and the phasors
-        ``exp(i phi_k(r) l_hkj)`` ``(B|1, H, P + N, d/2)`` (prefix rows: 1), in ``dtype`` promoted to float32 or wider."""
+    def spectrum(self, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """``impl="eig"``: the basis ``(H, d, d)`` (block-diagonal ``U_hk``; ``t @ basis`` is ``U^T t``) and the
+        rotation speeds ``l (H, m, b/2)``, in ``dtype`` promoted to float32 or wider."""
         dt = torch.promote_types(dtype, torch.float32)
-        with full_precision(coords):
+        with torch.autocast(self.base.device.type, enabled=False):
             u, lam = phase_basis(skew(self.base.to(dt)))  # (H, m, b, b), (H, m, b/2)
             H, m, b = u.shape[0], u.shape[1], u.shape[-1]
             eye = torch.eye(m, dtype=dt, device=u.device)
-            basis = (u.unsqueeze(3) * eye[None, :, None, :, None]).reshape(H, m * b, m * b)  # (H, d, d)
+            return (u.unsqueeze(3) * eye[None, :, None, :, None]).reshape(H, m * b, m * b), lam  # (H, d, d)
+
+    def phasors(self, coords: Tensor, lam: Tensor) -> Tensor:
+        """``exp(i phi_k(r) l_hkj)`` ``(B|1, H, P + N, d/2)`` (prefix rows: 1) for speeds ``lam (H, m, b/2)``."""
+        dt = lam.dtype
+        with full_precision(coords):
             c = coords.to(dt) * self.position_scale().to(device=coords.device, dtype=dt)  # (B|., N, p)
             phi = (c if c.dim() == 3 else c.unsqueeze(0)) @ self.axis_weights().to(dt)  # (B|1, N, m)
             ang = (phi.unsqueeze(1).unsqueeze(-1) * lam.unsqueeze(1)).flatten(-2)  # (B|1, H, N, d/2)
-            return basis, rope_phasors(ang, m * b, self.num_prefix_tokens)  # (B|1, H, P + N, d/2)
+            return rope_phasors(ang, ang.shape[-1] * 2, self.num_prefix_tokens)  # (B|1, H, P + N, d/2)
+
+    def phase_tables(self, coords: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """``impl="eig"``: the basis ``(H, d, d)`` (:meth:`spectrum`) and the phasors (:meth:`phasors`)."""
+        basis, lam = self.spectrum(dtype)
+        return basis, self.phasors(coords, lam)
+
+    def _eig_path(self) -> bool:
+        return self.impl == "eig" and self.block_size % 2 == 0
+
+    def qk_basis(self, dtype: torch.dtype) -> Tensor | None:
+        """``fold_basis`` with ``impl="eig"``: ``U^T`` per head, to fold into the q/k projection; the speeds
+        of the same decomposition wait for :meth:`qk_after_basis` (one ``eigh`` per layer and step)."""
+        if not (self.fold_basis and self._eig_path()):
+            return None
+        basis, self._pending_speeds = self.spectrum(dtype)
+        return basis.transpose(-1, -2)
+
+    def qk_after_basis(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        lam, self._pending_speeds = self._pending_speeds, None
+        if lam is None:  # called without qk_basis just before: decompose here
+            lam = self.spectrum(q.dtype)[1]
+        rot = self.phasors(coords, lam)
+        with full_precision(q):
+            return rotate_pairs(q, rot), rotate_pairs(k, rot)
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        if self.impl == "expm" or self.block_size % 2:
+        if not self._eig_path():
             return super().qk(q, k, x, coords)
         basis, rot = self.phase_tables(coords, q.dtype)
         return _phase_rotate(q, basis, rot), _phase_rotate(k, basis, rot)
@@ -195,12 +231,15 @@ class ComRoPE(PositionalEncoding):
         Option("impl", "str", "eig",
                "eig: one spectral decomposition per layer and step, then RoPE phases; expm: per-token "
                "matrix exponential (the definition; same logits, slower)", choices=IMPLS),
+        Option("fold_basis", "bool", True, "impl=eig: fold the basis change U^T into the q/k projection weights "
+               "once per step (exact up to float rounding); false: apply it to every token's q and k (the only "
+               "path before 2026-12-05)"),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, variant: str = "ld",
                  block_size: int = 8, init_std: float = 1.0, coord_scale: Sequence[float] | None = None,
-                 positions: str = "current", impl: str = "eig") -> None:
+                 positions: str = "current", impl: str = "eig", fold_basis: bool = True) -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if variant not in VARIANTS:
             raise PEConfigError(f"comrope variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
@@ -218,14 +257,14 @@ class ComRoPE(PositionalEncoding):
         if not init_std > 0:
             raise PEConfigError(f"comrope init_std must be > 0, got {init_std}")
         self.variant, self.block_size, self.init_std = variant, b, float(init_std)
-        self.positions, self.impl = positions, impl
+        self.positions, self.impl, self.fold_basis = positions, impl, bool(fold_basis)
         self.fixed_scale = coord_scale is not None
         scale = comrope_coord_scale(self.train_grid, spatial_dims) if coord_scale is None else coord_scale
         s = grid_coord_scale(scale, spatial_dims)
         self._grid_scales: dict[tuple[int, ...], Tensor] = {}
         self.layers = nn.ModuleList(
-            ComRoPELayer(variant, num_heads, spatial_dims, m, b, self.init_std, s.clone(), num_prefix_tokens, impl)
-            for _ in range(depth))
+            ComRoPELayer(variant, num_heads, spatial_dims, m, b, self.init_std, s.clone(), num_prefix_tokens, impl,
+                         self.fold_basis) for _ in range(depth))
 
     def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
         """No additive term; under ``positions="current"`` (and no ``coord_scale``) records the current

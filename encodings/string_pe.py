@@ -31,6 +31,13 @@ instead (``q_cls^T RoPE(r_j) P k_j``) would equal the definition only while ``P 
   so the eigen-frequencies have std 1/2 rad per patch.
 * Coords are in patch units (as rope-axial / rope-mixed); parameters are excluded from weight decay.
 * Computed in float32 or wider with autocast off; the rotated q and k keep their dtype.
+* ``fold_basis`` (default on, Cayley): ``P`` does not depend on the token, so ``P q = (P W_q) x + P b_q``:
+  the layer declares ``P`` as its ``qk_basis`` and the attention folds it into the q/k projection weights
+  once per step (``pebench.models.vit.fold_qk_basis``), leaving RoPE-Mixed's rotation as the per-token
+  work; the logits are the same up to float rounding (tested in float64 with gradients). Under autocast the
+  folded weight is cast like the plain one, so ``P`` acts at the projection's precision.
+  ``fold_basis=false`` multiplies every token's q and k by ``P`` in float32 (the only path before
+  2026-12-05: runs of earlier commits computed that).
 * CLS: prefix tokens get the definition's identity: ``P`` alone (no RoPE) in the frame above
   (Cayley); the identity (circulant, which computes ``expm`` itself).
 """
@@ -63,39 +70,50 @@ def cayley(s: Tensor) -> Tensor:
 
 
 class CayleySTRINGLayer(LayerPE):
-    """``R(r) = RoPE_mixed(r) P``: skew upper triangles ``upper: (H, d(d-1)/2)``, frequencies ``freqs: (p, H, d/2)``."""
+    """``R(r) = RoPE_mixed(r) P``: skew upper triangles ``upper: (H, d(d-1)/2)``, frequencies ``freqs: (p, H, d/2)``.
 
-    def __init__(self, freqs: Tensor, head_dim: int, num_prefix_tokens: int) -> None:
+    ``fold_basis``: declare ``P`` as :meth:`qk_basis`, so the attention folds it into its q/k projection
+    weights; off, :meth:`qk` multiplies every token's q and k by ``P``."""
+
+    def __init__(self, freqs: Tensor, head_dim: int, num_prefix_tokens: int, fold_basis: bool = True) -> None:
         super().__init__()
         num_heads = freqs.shape[1]
         self.upper = nn.Parameter(torch.zeros(num_heads, head_dim * (head_dim - 1) // 2))
         self.freqs = nn.Parameter(freqs)  # (p, H, d/2)
         self.head_dim = head_dim
         self.num_prefix_tokens = num_prefix_tokens
+        self.fold_basis = fold_basis
 
     def orthogonal(self, dtype: torch.dtype) -> Tensor:
         """``P: (H, d, d)`` in ``dtype`` promoted to float32 or wider."""
         dt = torch.promote_types(dtype, torch.float32)
-        return cayley(skew_from_upper(self.upper.to(dt), self.head_dim))
+        with torch.autocast(self.upper.device.type, enabled=False):
+            return cayley(skew_from_upper(self.upper.to(dt), self.head_dim))
+
+    def qk_basis(self, dtype: torch.dtype) -> Tensor | None:
+        return self.orthogonal(dtype) if self.fold_basis else None
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         with full_precision(q):  # P, the angles and the basis change in float32 or wider
-            return self._qk(q, k, coords)
+            orth_t = self.orthogonal(q.dtype).transpose(-1, -2)  # (H, d, d)
 
-    def _qk(self, q: Tensor, k: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        P = self.num_prefix_tokens
-        orth = self.orthogonal(q.dtype)  # (H, d, d)
-        dt = orth.dtype
+            def change_basis(t: Tensor) -> Tensor:  # P t on every row, prefix rows too: (B, H, P + N, d), in dt
+                return t.to(orth_t.dtype) @ orth_t  # one broadcast matmul (an einsum here permuted and copied)
 
-        orth_t = orth.transpose(-1, -2)  # (H, d, d)
+            qr, kr = self._rope(change_basis(q), change_basis(k), coords)
+        return qr.to(q.dtype), kr.to(k.dtype)
 
-        def change_basis(t: Tensor) -> Tensor:  # P t on every row, prefix rows too: (B, H, P + N, d), in dt
-            return t.to(dt) @ orth_t  # one broadcast matmul (an einsum here permuted and copied)
+    def qk_after_basis(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        with full_precision(q):  # the angles and the rotation in float32 or wider
+            qr, kr = self._rope(q, k, coords)
+        return qr.to(q.dtype), kr.to(k.dtype)
 
+    def _rope(self, q: Tensor, k: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        """RoPE-Mixed's rotation of every patch row of q, k ``(B, H, P + N, d)`` (prefix rows unrotated)."""
+        dt = torch.promote_types(q.dtype, torch.float32)
         c = coords.to(dt) if coords.dim() == 3 else coords.to(dt).unsqueeze(0)  # (B|1, N, p): no batch copies
         angles = torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))  # (B|1, H, N, d/2)
-        qr, kr = apply_rope(change_basis(q), change_basis(k), angles, P)
-        return qr.to(q.dtype), kr.to(k.dtype)
+        return apply_rope(q, k, angles, self.num_prefix_tokens)
 
 
 class CirculantSTRINGLayer(LayerPE):
@@ -144,11 +162,14 @@ class STRING(PositionalEncoding):
         Option("p_form", "str", "cayley", "cayley: P = (I - S)(I + S)^-1 with RoPE-Mixed frequencies; "
                "circulant: circulant skew generators (FFT)", choices=P_FORMS),
         Option("theta", "float", 10.0, "cayley: frequency base of the initial RoPE-Mixed frequencies"),
+        Option("fold_basis", "bool", True, "cayley: fold P into the q/k projection weights once per step "
+               "(exact up to float rounding); false: multiply every token's q and k by P (the only path "
+               "before 2026-12-05)"),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, p_form: str = "cayley",
-                 theta: float = 10.0) -> None:
+                 theta: float = 10.0, fold_basis: bool = True) -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if p_form not in P_FORMS:
             raise PEConfigError(f"string p_form must be one of {', '.join(P_FORMS)}, got {p_form!r}")
@@ -157,11 +178,11 @@ class STRING(PositionalEncoding):
                                 f"p={spatial_dims}")
         if not theta > 1:
             raise PEConfigError(f"string theta must be > 1, got {theta}")
-        self.p_form, self.theta = p_form, float(theta)
+        self.p_form, self.theta, self.fold_basis = p_form, float(theta), bool(fold_basis)
         d = self.head_dim
         if p_form == "cayley":
-            layers = (CayleySTRINGLayer(init_mixed_freqs(spatial_dims, num_heads, d, self.theta), d, num_prefix_tokens)
-                      for _ in range(depth))
+            layers = (CayleySTRINGLayer(init_mixed_freqs(spatial_dims, num_heads, d, self.theta), d, num_prefix_tokens,
+                                        self.fold_basis) for _ in range(depth))
         else:
             std = 1.0 / math.sqrt(8 * d)
             layers = (CirculantSTRINGLayer(torch.randn(spatial_dims, num_heads, d) * std, num_prefix_tokens)

@@ -293,15 +293,19 @@ def _flex_backward_works(q: Tensor, k: Tensor, v: Tensor, layer_pe: LayerPE, coo
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords: Tensor,
-           key_mask: Tensor | None, *, scale: float, impl: str = "auto", dropout_p: float = 0.0) -> tuple[Tensor, str]:
+           key_mask: Tensor | None, *, scale: float, impl: str = "auto", dropout_p: float = 0.0,
+           basis_folded: bool = False) -> tuple[Tensor, str]:
     """Attention of ``q, k, v (B, H, T, d)`` under ``layer_pe`` -> ``(out (B, H, T, d), impl used)``.
 
     ``x (B, T, D)``: the block's normalised input (PaPE's q augmentation reads it); ``coords``
     ``(B, N, p)`` / ``(N, p)``; ``key_mask (B, T)`` bool, True = valid key; ``scale``: on ``q k^T``
-    (1/sqrt(d) of the original head dim, whatever ``qk`` returns); ``impl``: one of :data:`IMPLS`.
+    (1/sqrt(d) of the original head dim, whatever ``qk`` returns); ``impl``: one of :data:`IMPLS`;
+    ``basis_folded``: q and k already carry ``layer_pe.qk_basis`` (folded into the projection by the
+    caller), so ``layer_pe.qk_after_basis`` runs instead of ``layer_pe.qk``.
     """
     d = v.shape[-1]
-    q, k = layer_pe.qk(q, k, x, coords)  # (B, H, T, d') with d' >= d
+    transform = layer_pe.qk_after_basis if basis_folded else layer_pe.qk
+    q, k = transform(q, k, x, coords)  # (B, H, T, d') with d' >= d
     used = choose_impl(impl, bias_kind(layer_pe), q.device.type, torch.is_grad_enabled(), q.shape[-2], q.dtype,
                        dropout_p)
     if q.shape[-1] != d:

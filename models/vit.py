@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+import torch.nn.functional as F
 from timm.layers import DropPath, LayerScale, Mlp, trunc_normal_
 from torch import Tensor, nn
 
@@ -40,7 +41,7 @@ from .attention import attend, attention_mask, check_impl_name
 
 __all__ = ["ViTConfig", "MODELS", "model_config", "ViTBackbone", "Attention", "Block", "build_backbone", "list_models",
            "attention_mask", "TAPS", "check_attn_window", "window_layout", "set_attention_impl",
-           "attention_impls_used", "set_coord_augment"]
+           "attention_impls_used", "set_coord_augment", "fold_qk_basis"]
 
 #: token representations :meth:`ViTBackbone.forward_intermediates` can return
 TAPS = ("attn_in", "block_out")
@@ -105,6 +106,24 @@ def window_layout(n_real: Tensor, T: int, window: int, shifted: bool) -> tuple[T
     return pos.clamp(0, T - 1), (pos < 0) | (pos >= T), shift, n_win
 
 
+def fold_qk_basis(weight: Tensor, bias: Tensor | None, basis: Tensor) -> tuple[Tensor, Tensor | None]:
+    """The fused qkv projection ``weight (3 H d, D)``, ``bias (3 H d,)`` with a per-head map ``basis (H, d, d)``
+    applied to its q and k rows (``W_q[h] <- basis[h] W_q[h]``, likewise ``W_k``, ``b_q``, ``b_k``; v unchanged),
+    so ``F.linear(x, *fold_qk_basis(W, b, M))`` gives ``M q`` and ``M k`` per head
+    (:meth:`~pebench.encodings.base.LayerPE.qk_basis`). Computed with autocast off in the weight's dtype (an
+    autocast linear then casts the folded weight, as it casts the plain one); differentiable in all three."""
+    H, d, _ = basis.shape
+    D = weight.shape[-1]
+    with torch.autocast(weight.device.type, enabled=False):
+        m = basis.to(weight.dtype)
+        wqk = torch.matmul(m, weight[:2 * H * d].view(2, H, d, D))  # (2, H, d, D)
+        w = torch.cat([wqk.reshape(2 * H * d, D), weight[2 * H * d:]])  # (3 H d, D)
+        if bias is None:
+            return w, None
+        bqk = torch.matmul(m, bias[:2 * H * d].view(2, H, d, 1))  # (2, H, d, 1)
+        return w, torch.cat([bqk.reshape(2 * H * d), bias[2 * H * d:]])
+
+
 class Attention(nn.Module):
     """Multi-head self-attention whose q/k and logits are shaped by a :class:`LayerPE`.
 
@@ -127,10 +146,16 @@ class Attention(nn.Module):
 
     def forward(self, x: Tensor, coords: Tensor, layer_pe: LayerPE, key_mask: Tensor | None = None) -> Tensor:
         B, T, D = x.shape
-        qkv = self.qkv(x).reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        basis = layer_pe.qk_basis(self.qkv.weight.dtype)  # (H, d, d) or None
+        if basis is None:
+            qkv = self.qkv(x)
+        else:  # the PE's per-head basis change folded into the q/k rows of the projection
+            qkv = F.linear(x, *fold_qk_basis(self.qkv.weight, self.qkv.bias, basis))
+        qkv = qkv.reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (B, H, T, d)
         out, used = attend(q, k, v, x, layer_pe, coords, key_mask, scale=self.scale, impl=self.impl,
-                           dropout_p=self.attn_drop if self.training else 0.0)  # (B, H, T, d)
+                           dropout_p=self.attn_drop if self.training else 0.0,
+                           basis_folded=basis is not None)  # (B, H, T, d)
         if not torch.compiler.is_compiling():
             self.impls_used.add(("train" if torch.is_grad_enabled() else "eval", used))
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, T, D)))

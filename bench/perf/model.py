@@ -22,6 +22,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from pebench.encodings import list_pes
 from pebench.models import ClassificationHead, ImageTokenizer, build_backbone, model_config
@@ -32,7 +33,7 @@ from .suites import SUITES
 from .timing import interleaved, interleaved_times, round_ratios
 
 __all__ = ["PeClassifier", "build_timm", "train_step_fn", "infer_fn", "bench_backbone", "bench_pe_overhead",
-           "sdpa_backends"]
+           "sdpa_backends", "step_flops"]
 
 NUM_CLASSES = 10
 #: (preset, image side, patch, batch) of the timm comparison (batch sized for a 2-core CPU)
@@ -186,6 +187,33 @@ def sdpa_backends(model: nn.Module, x: Tensor, dtype: torch.dtype = torch.float3
     return {"backend": chosen, "accepted": [n for n, v_ in ok.items() if v_], "why": "; ".join(why) or "-"}
 
 
+def _cpu_flash_flops(q, k, v, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_flop_count(q, k, v)
+
+
+def _cpu_flash_backward_flops(grad_out, q, k, v, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_backward_flop_count(grad_out, q, k, v)
+
+
+#: torch's FlopCounterMode counts the CUDA SDPA kernels but not the CPU flash kernel (torch 2.14); the same
+#: formulas (forward: q k^T and P v; backward: the scores recomputed, then four products) for it
+CPU_SDPA_FLOPS = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_flops,
+                  torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward_flops}
+
+
+def step_flops(model: nn.Module, x: Tensor, y: Tensor) -> int:
+    """Floating-point operations of one training forward + cross-entropy + backward of ``model`` on ``x``, as
+    ``torch.utils.flop_counter`` counts them: matrix products, convolutions and attention kernels (the CPU
+    flash kernel included, :data:`CPU_SDPA_FLOPS`); elementwise work (activations, softmax outside a kernel,
+    RoPE's complex products, the optimizer) is not counted. The gradients it leaves are cleared."""
+    model.train()
+    counter = FlopCounterMode(display=False, custom_mapping=CPU_SDPA_FLOPS)
+    with counter:
+        F.cross_entropy(model(x), y).backward()
+    model.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
 @SUITES.register("pe-overhead")
 def bench_pe_overhead(quick: bool = False) -> list[dict]:
     """Training-step samples/s of every registered PE relative to ``none`` on vit-nano at 32 px
@@ -203,13 +231,14 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
         torch.manual_seed(0)
         x = torch.randn(batch, 3, img, img, device=dev)
         y = torch.randint(0, NUM_CLASSES, (batch,), device=dev)
-        models, steps, skipped = {}, {}, []
+        models, steps, skipped, flops = {}, {}, [], {}
         for pe in pes:
             try:
                 models[pe] = PeClassifier("vit-nano", pe, img, 4).to(dev)
             except (ValueError, TypeError) as e:  # a PE that cannot build on images
                 skipped.append(f"{pe}: {e}")
                 continue
+            flops[pe] = step_flops(models[pe], x, y)
             steps[pe] = _steps_block(train_step_fn(models[pe], x, y), block)
         shared, alone = _overhead_times(steps, reps)
         n_tok = (img // 4) ** 2
@@ -223,11 +252,14 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
             rounds = round_ratios(times, "none", pe)  # per-round samples/s ratio
             pair = f"; timed in its own interleave with none (its step > {HEAVY_STEP}x none's)" if pe in alone else ""
             n = batch * block  # samples per timed call
+            floor = flops["none"] / flops[pe]  # the ratio a step whose time followed its counted FLOPs would give
             rows.append(record(f"pe-overhead train vit-nano {img}px ({n_tok} tok) b{batch} {pe}", f"pe={pe}",
                                "pe=none", n / statistics.median(times[pe]), n / statistics.median(times["none"]),
                                "samples/s", note=f"SDPA {sdpa}; {block} steps per round; per-round ratios "
-                               f"{min(rounds):.2f}-{max(rounds):.2f}"
-                               f"{pair}", sdpa_backend=be, round_ratios=rounds))
+                               f"{min(rounds):.2f}-{max(rounds):.2f}; FLOP floor {floor:.3f} "
+                               f"({flops[pe] / 1e9:.2f} vs {flops['none'] / 1e9:.2f} GFLOP per step)"
+                               f"{pair}", sdpa_backend=be, round_ratios=rounds, flops=flops[pe],
+                               flops_none=flops["none"], flop_floor=floor))
         if skipped:
             print("  skipped: " + "; ".join(skipped), flush=True)
         del models, steps

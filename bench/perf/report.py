@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from typing import Sequence
 
 from ..core.io import atomic_write_text
 
-__all__ = ["record", "format_markdown", "machine_header", "write_outputs"]
+__all__ = ["record", "format_markdown", "machine_header", "write_outputs", "cpu_model"]
 
 
 def record(name: str, a: str, b: str, a_value: float, b_value: float, unit: str, *,
@@ -53,10 +54,27 @@ def format_markdown(rows: Sequence[dict], header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux; its first ``model name`` line), else
+    ``platform.processor()``; ``None`` when neither names it. Ratios do not depend on it, absolute times do."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def machine_header() -> str:
     """One line on the machine and its load at the start (the tables' header)."""
     import torch  # deferred: start-up time (`bench --help` imports this module and must not load torch)
     dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
+    model = cpu_model()
+    if model:
+        dev += f" ({model})" if dev == "CPU" else f", CPU {model}"
     try:
         load = "load average %.1f %.1f %.1f" % os.getloadavg()
     except OSError:

@@ -8,11 +8,12 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from pebench.perf import PERF_COMMANDS
 from pebench.perf.attention import bench_budget
 from pebench.perf.data import bench_analysis
-from pebench.perf.model import bench_pe_overhead
+from pebench.perf.model import bench_pe_overhead, step_flops
 from pebench.perf.report import format_markdown, record
 from pebench.perf.suites import ALL_SUITES, SUITE_MODULES, SUITES, load_suite
 from pebench.perf.timing import interleaved, interleaved_times
@@ -54,6 +55,8 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
         assert ("target" in row) == ("meets_target" in row)
     overhead = [r for r in rows if r["name"].startswith("pe-overhead")]
     assert overhead and all(r["sdpa_backend"]["fp32"]["backend"] in ("flash (cpu)", "math") for r in overhead)
+    # ape adds a table and rope-axial rotates: no counted products beyond none's, so their FLOP floor is 1
+    assert all(r["flop_floor"] == 1.0 and r["flops"] == r["flops_none"] > 0 for r in overhead)
     assert "| measurement |" in md.read_text() and format_markdown(rows).count("\n") >= len(rows) + 2
 
 
@@ -229,3 +232,38 @@ def test_data_suite_finds_the_real_dataset_fixtures():
     from pebench.perf import data
     fx = data._fixtures()
     assert fx is not None and callable(fx.ucf101) and callable(fx.dvsgesture)
+
+
+class _OneAttention(torch.nn.Module):
+    """q, k, v from one linear map of ``(B, N, D)``, then one SDPA call (CPU flash kernel)."""
+
+    def __init__(self, D: int, H: int, dq: int) -> None:
+        super().__init__()
+        self.H, self.dq = H, dq
+        self.lin = torch.nn.Linear(D, H * dq * 3, bias=False)
+
+    def forward(self, x):
+        B, N, _ = x.shape
+        q, k, v = self.lin(x).view(B, N, 3, self.H, self.dq).permute(2, 0, 3, 1, 4)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v).mean(dim=(1, 2))  # (B, dq): "logits"
+
+
+def test_step_flops_counts_the_cpu_flash_kernel_by_hand():
+    """One linear map and one CPU flash SDPA call: the count is the hand formula (forward: q k^T and P v;
+    backward: the scores recomputed, then dP, dV, dQ, dK; the linear map: forward, input and weight grads)."""
+    B, N, D, H, dq = 2, 16, 8, 2, 4
+    model = _OneAttention(D, H, dq)
+    x, y = torch.randn(B, N, D, requires_grad=True), torch.randint(0, dq, (B,))
+    attn = 2 * B * H * N * N * dq  # one (N x dq) @ (dq x N) product per (batch, head), 2 FLOPs per multiply-add
+    lin = 2 * B * N * D * (3 * H * dq)
+    assert step_flops(model, x, y) == 2 * attn + 5 * attn + 3 * lin
+    assert all(p.grad is None for p in model.parameters())  # the counting step leaves no gradients
+
+
+def test_cpu_model_read_from_cpuinfo(tmp_path):
+    from pebench.perf.report import cpu_model
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R)   CPU @ 2.20GHz\n"
+                    "processor\t: 1\nmodel name\t: other\n")
+    assert cpu_model(str(info)) == "Intel(R) Xeon(R) CPU @ 2.20GHz"  # the first, whitespace collapsed
+    assert cpu_model(str(tmp_path / "absent")) in (None, __import__("platform").processor() or None)
