@@ -146,7 +146,10 @@ class RelPosBiasLayer(BiasLayerPE):
         c = c.to(torch.promote_types(c.dtype, torch.float32))
         window, idx = self._window_and_index(coords, c)
         flat = self.offset_table(window, c.dtype).reshape(self.num_heads, -1)  # (H, prod(2W - 1))
-        return self._finish(flat[:, idx].movedim(0, 1))  # (B|1, H, N, N) -> with prefix rows / cols
+        # index_select, not flat[:, idx]: the same gather, but its backward is an index_add_ (about 3x faster on
+        # CPU for a 256-token grid than advanced indexing's accumulating index_put_)
+        picked = flat.index_select(1, idx.reshape(-1)).view(self.num_heads, *idx.shape)  # (H, B|1, N, N)
+        return self._finish(picked.movedim(0, 1))  # (B|1, H, N, N) -> with prefix rows / cols
 
     def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
         window = self._window(c)

@@ -11,6 +11,11 @@ that formula written out):
 * ``sdpa``: ``F.scaled_dot_product_attention`` with no bias, only the padding mask: the path of every
   PE without a bias (none, APE, sincos, RoPE) and of PaPE's augmented q/k (v is zero-padded to q's
   head dim, the extra output columns are dropped again: exact).
+* ``bias-flash`` (chosen by ``auto`` only, recorded as used): training on CPU with a *learned* bias (one that
+  needs its own gradient: rpb's table, FIRE's MLP) in float32. The forward is the CPU flash kernel with the
+  bias as its additive mask; the backward, which that kernel lacks for the mask, is written out
+  (:class:`LearnedBiasAttention`). ``F.scaled_dot_product_attention`` would send such a mask to its math
+  path; ``dense`` forced keeps that path. Same memory as ``dense`` in the backward.
 * ``flex``: FlexAttention (``torch.nn.attention.flex_attention``, compiled). Bias PEs give their bias
   as a ``score_mod`` that reads the coordinates (``layer_pe.flex_score_mod``: any coords, not only a
   raster), key padding is a ``mask_mod`` of a block mask of 128 x 128 tiles; LookHere's
@@ -37,7 +42,8 @@ training, off = evaluation):
 
 * PEs without a bias: ``sdpa``. Bias PEs without a ``flex_score_mod`` (PaPE ``impl=naive``, whose
   bias is its full logits): ``dense``.
-* Bias PEs on CPU: ``dense`` while training (exact, has a backward); in evaluation ``flex`` when the
+* Bias PEs on CPU: ``dense`` while training (exact, has a backward; ``bias-flash`` when the bias is learned and
+  everything is float32); in evaluation ``flex`` when the
   sequence has at least :data:`FLEX_MIN_TOKENS` tokens (below that the dense bias is small and a
   compilation would cost more than it saves; it also keeps the committed small-grid results of
   ALiBi / LookHere bit-identical), else ``dense``.
@@ -75,7 +81,8 @@ from pebench.encodings.pape import AugmentedLayerPE
 
 __all__ = ["IMPLS", "FLEX_MIN_TOKENS", "FLEX_MIN_TOKENS_CUDA", "FLEX_BLOCK", "AttentionImplError", "attend", "attention_mask",
            "bias_kind", "choose_impl", "check_impl_name", "check_forced_impl", "check_pe_impl", "flex_block_mask",
-           "flex_kernel", "FLEX_FAILURE", "FLEX_BACKWARD_FAILURES", "FLEX_MAX_SHAPES"]
+           "flex_kernel", "FLEX_FAILURE", "FLEX_BACKWARD_FAILURES", "FLEX_MAX_SHAPES", "LearnedBiasAttention",
+           "learned_bias_flash_applies"]
 
 #: the values of ``attention_impl`` / ``--attention-impl``
 IMPLS = ("auto", "dense", "sdpa", "flex")
@@ -326,6 +333,64 @@ def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords
             used = "dense" if bias_kind(layer_pe) != "none" else "sdpa"
     if out is None:
         bias = layer_pe.bias(coords) if used == "dense" else None
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask(bias, key_mask, q.dtype), scale=scale,
-                                             dropout_p=dropout_p)
+        mask = attention_mask(bias, key_mask, q.dtype)
+        if impl == "auto" and used == "dense" and learned_bias_flash_applies(q, k, v, mask, dropout_p):
+            out, used = LearnedBiasAttention.apply(q, k, v, mask, scale), "bias-flash"
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p)
     return out[..., :d], used
+
+
+def learned_bias_flash_applies(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float) -> bool:
+    """Whether :class:`LearnedBiasAttention` computes this call: CPU, gradients on, an additive mask that needs its
+    own gradient (a learned bias: rpb's table, FIRE's MLP), float32 throughout, no dropout."""
+    return (mask is not None and mask.requires_grad and torch.is_grad_enabled() and dropout_p == 0.0
+            and q.device.type == "cpu" and q.dtype == k.dtype == v.dtype == mask.dtype == torch.float32
+            and not torch.compiler.is_compiling())
+
+
+class LearnedBiasAttention(torch.autograd.Function):
+    """``softmax(q k^T * scale + mask) v`` with a gradient for ``mask`` (a learned bias), CPU training.
+
+    Why: ``F.scaled_dot_product_attention`` sends an ``attn_mask`` that requires grad to its math path on CPU
+    (torch 2.14), which materialises the scores, runs a separate softmax and guards fully masked rows with
+    extra passes; the CPU flash kernel takes an additive mask but returns no gradient for it. Here the forward
+    is the flash kernel with the mask, and the backward is written out:
+    ``P = softmax(q k^T s + mask)``, ``dV = P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - rowsum(dO * P V))``,
+    ``dQ = dS K s``, ``dK = dS^T Q s``, ``dmask = dS`` summed over the mask's broadcast dims. Same memory as the
+    math path's backward (``P`` and ``dP`` are ``(B, H, T, T)``); rows whose keys are all masked get ``P = 0``,
+    as the math path's guard gives them (the kernel's output there is 0 too). ``tests/models/test_attention_impls.py``
+    checks the output and all four gradients against the attention written out in float64.
+    ``attention_impl=dense`` keeps the math path (the one ``auto`` used before 2026-12-05).
+    """
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float) -> Tensor:  # type: ignore[override]
+        out, _ = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=mask, scale=scale)
+        ctx.save_for_backward(q, k, v, mask)
+        ctx.scale = scale
+        return out  # (B, H, T, d)
+
+    @staticmethod
+    def backward(ctx, g: Tensor):  # type: ignore[override]
+        q, k, v, mask = ctx.saved_tensors
+        s = ctx.scale
+        # P from scratch, not exp(S - lse) with the kernel's lse, and rowsum(dO * (P V)) for D: the kernel's
+        # vectorised exponential is approximate, and mixing its lse or output into an exactly computed P put errors
+        # of 1e-4 into dQ in some processes (measured); this way the backward is the exact gradient of softmax
+        # attention at the kernel's inputs. Two (B, H, T, T) buffers: the scores (softmax, then dS, in place) and dP.
+        p = torch.matmul(q, k.transpose(-1, -2)).mul_(s).add_(mask)  # (B, H, T, T) scores
+        p = torch.ops.aten._softmax.out(p, -1, False, out=p)  # softmax over keys, in place (row by row)
+        empty = p[..., :1].isnan()  # (B, H, T, 1): every key masked (softmax of -inf only; the kernel's lse is 0 there)
+        if bool(empty.any()):
+            p = p.masked_fill_(empty, 0.0)
+        dv = torch.matmul(p.transpose(-1, -2), g)
+        rowsum = (g * torch.matmul(p, v)).sum(-1, keepdim=True)  # (B, H, T, 1): rowsum(P * dP) = dO . (P V)
+        ds = p.mul_(torch.matmul(g, v.transpose(-1, -2)).sub_(rowsum))  # dS = P * (dP - rowsum), in P's buffer
+        dq = torch.matmul(ds, k).mul_(s)
+        dk = torch.matmul(ds.transpose(-1, -2), q).mul_(s)
+        if ds.dim() > mask.dim():  # a mask broadcast from fewer dims
+            ds = ds.sum(tuple(range(ds.dim() - mask.dim())))
+        dims = [i for i in range(ds.dim()) if mask.shape[i] == 1 and ds.shape[i] != 1]
+        dmask = ds.sum(dims, keepdim=True) if dims else ds
+        return dq, dk, dv, dmask, None

@@ -357,3 +357,60 @@ def test_which_biases_are_exactly_low_rank():
         bias = layer.bias(c)[0]  # (H, 64, 64)
         ranks[pe] = [int(torch.linalg.matrix_rank(b)) for b in bias]
     assert ranks == {"alibi": [64] * 4, "lookhere": [64] * 4, "pape": [6] * 4}
+
+
+@pytest.mark.parametrize("mask_shape", ["head table", "per sequence", "table + padding", "empty rows"])
+def test_learned_bias_flash_equals_the_written_out_attention_with_gradients(mask_shape):
+    """``LearnedBiasAttention`` (CPU flash forward with the bias as mask, backward by hand) in float32 against
+    ``softmax(q k^T s + mask) v`` written out in float64: output and the gradients of q, k, v and the mask, for
+    a mask broadcast over the batch (rpb's table), one per sequence, a table plus key padding (what ``attend``
+    passes), and sequences whose every key is masked (rows the math path's guard sets to 0)."""
+    g = torch.Generator().manual_seed(7)
+    T, s = 19, d ** -0.5
+    q, k, v, w = (torch.randn(B, H, T, d, generator=g) for _ in range(4))
+    bias = torch.randn(1 if mask_shape != "per sequence" else B, H, T, T, generator=g)
+    pad = torch.zeros(B, 1, 1, T)
+    if mask_shape == "table + padding":
+        pad[1, ..., -5:] = float("-inf")
+    if mask_shape == "empty rows":
+        pad[1] = float("-inf")
+    grads = []
+    for dtype in (torch.float32, torch.float64):
+        qq, kk, vv, bb = (t.detach().clone().to(dtype).requires_grad_(True) for t in (q, k, v, bias))
+        mask = bb + pad.to(dtype)
+        if dtype == torch.float32:
+            assert attn_mod.learned_bias_flash_applies(qq, kk, vv, mask, 0.0)
+            out = attn_mod.LearnedBiasAttention.apply(qq, kk, vv, mask, s)
+        else:  # a row with every key masked gives 0, as the math path's guard does
+            empty = torch.isinf(mask).all(-1, keepdim=True)  # (B, H, T, 1)
+            logits = (qq @ kk.transpose(-1, -2) * s + mask).masked_fill(empty, 0.0)
+            out = (torch.softmax(logits, dim=-1) * ~empty) @ vv
+        (out * w.to(dtype)).sum().backward()
+        grads.append([out] + [t.grad for t in (qq, kk, vv, bb)])
+    for name, got, ref in zip(("out", "dq", "dk", "dv", "dbias"), *grads):
+        assert torch.isfinite(got).all(), name
+        torch.testing.assert_close(got.double(), ref, rtol=2e-5, atol=2e-5, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_auto_trains_learned_biases_with_bias_flash_and_dense_keeps_the_math_path():
+    """``auto``, CPU, training, float32: a learned bias (rpb's table) runs ``bias-flash``; a fixed one (alibi) and
+    ``impl=dense`` run the math path; evaluation and float64 too. Both training paths give the same gradients."""
+    q, k, v, x, coords, key_mask = (t.float() if t.is_floating_point() else t for t in _inputs(1))
+    layer = _layer("rpb", None, 1).float()
+    used = {}
+    for impl in ("auto", "dense"):
+        qq, kk, vv = (t.clone().requires_grad_(True) for t in (q, k, v))
+        layer.zero_grad()
+        out, used[impl] = attend(qq, kk, vv, x, layer, coords, key_mask, scale=d ** -0.5, impl=impl)
+        out.square().sum().backward()
+        used[impl + " grads"] = [t.grad for t in (qq, kk, vv)] + [p.grad.clone() for p in layer.parameters()]
+    assert (used["auto"], used["dense"]) == ("bias-flash", "dense")
+    for a, b in zip(used["auto grads"], used["dense grads"]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        assert attend(q, k, v, x, layer, coords, key_mask, scale=d ** -0.5)[1] == "dense"  # evaluation
+    alibi = _layer("alibi", None, 1).float()
+    qq = q.clone().requires_grad_(True)
+    assert attend(qq, k, v, x, alibi, coords, key_mask, scale=d ** -0.5)[1] == "dense"  # a fixed bias
+    q64, k64, v64, x64, c64, _ = _inputs(1, requires_grad=True)
+    assert attend(q64, k64, v64, x64, _layer("rpb", None, 1), c64, key_mask, scale=d ** -0.5)[1] == "dense"
