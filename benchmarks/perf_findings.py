@@ -499,9 +499,13 @@ Target: at least the peer's throughput and at most its peak memory
 
 @@PEERS@@
 
-`rpb` keeps its offset index per coordinate tensor, as timm keeps `relative_position_index` as a buffer (before,
-it recomputed the index from the coordinates at every call). The layer's profile shows the same kernels on both sides (qkv and output `addmm`, CPU flash SDPA with a
-`(1, H, N, N)` mask), and the few percent that remain are not attributed to one operation.
+`rpb` keeps its offset index per coordinate tensor, as timm keeps `relative_position_index` as a buffer, and
+gathers its bias with `index_select` (whose backward is an `index_add_`). In evaluation both layers run the same
+kernels (qkv and output `addmm`, CPU flash SDPA with a `(1, H, N, N)` mask). In training the two differ: timm's
+mask needs a gradient, so `F.scaled_dot_product_attention` runs its math path; pebench's `auto` runs `bias-flash`
+(the flash kernel with the mask forward, the backward written out; `pebench.models.attention`), whose gain
+grows with the tokens (`rpb` in the training-step table above, 64 and 256 tokens) and is none at this layer's 64
+tokens; it keeps `P` and `dP` for the backward, as the math path keeps its scores and softmax.
 
 ## On a shared machine
 
