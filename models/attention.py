@@ -11,11 +11,11 @@ that formula written out):
 * ``sdpa``: ``F.scaled_dot_product_attention`` with no bias, only the padding mask: the path of every
   PE without a bias (none, APE, sincos, RoPE) and of PaPE's augmented q/k (v is zero-padded to q's
   head dim, the extra output columns are dropped again: exact).
-* ``bias-flash`` (chosen by ``auto`` only, recorded as used): training on CPU with a *learned* bias (one that
-  needs its own gradient: rpb's table, FIRE's MLP) in float32. The forward is the CPU flash kernel with the
-  bias as its additive mask; the backward, which that kernel lacks for the mask, is written out
-  (:class:`LearnedBiasAttention`). ``F.scaled_dot_product_attention`` would send such a mask to its math
-  path; ``dense`` forced keeps that path. Same memory as ``dense`` in the backward.
+* ``bias-flash``: CPU, float32, for a *learned* bias (one that needs its own gradient: rpb's table, FIRE's
+  MLP; :func:`learned_bias`). The forward is the CPU flash kernel with the bias as its additive mask; the
+  backward, which that kernel lacks for the mask, is written out (:class:`LearnedBiasAttention`).
+  ``F.scaled_dot_product_attention`` would send such a mask to its math path, which ``dense`` keeps. Same
+  memory as ``dense`` in the backward.
 * ``flex``: FlexAttention (``torch.nn.attention.flex_attention``, compiled). Bias PEs give their bias
   as a ``score_mod`` that reads the coordinates (``layer_pe.flex_score_mod``: any coords, not only a
   raster), key padding is a ``mask_mod`` of a block mask of 128 x 128 tiles; LookHere's
@@ -42,8 +42,7 @@ training, off = evaluation):
 
 * PEs without a bias: ``sdpa``. Bias PEs without a ``flex_score_mod`` (PaPE ``impl=naive``, whose
   bias is its full logits): ``dense``.
-* Bias PEs on CPU: ``dense`` while training (exact, has a backward; ``bias-flash`` when the bias is learned and
-  everything is float32); in evaluation ``flex`` when the
+* Bias PEs on CPU: while training ``bias-flash`` for a learned bias in float32, else ``dense``; in evaluation ``flex`` when the
   sequence has at least :data:`FLEX_MIN_TOKENS` tokens (below that the dense bias is small and a
   compilation would cost more than it saves; it also keeps the committed small-grid results of
   ALiBi / LookHere bit-identical), else ``dense``.
@@ -82,10 +81,10 @@ from pebench.encodings.pape import AugmentedLayerPE
 __all__ = ["IMPLS", "FLEX_MIN_TOKENS", "FLEX_MIN_TOKENS_CUDA", "FLEX_BLOCK", "AttentionImplError", "attend", "attention_mask",
            "bias_kind", "choose_impl", "check_impl_name", "check_forced_impl", "check_pe_impl", "flex_block_mask",
            "flex_kernel", "FLEX_FAILURE", "FLEX_BACKWARD_FAILURES", "FLEX_MAX_SHAPES", "LearnedBiasAttention",
-           "learned_bias_flash_applies"]
+           "learned_bias"]
 
 #: the values of ``attention_impl`` / ``--attention-impl``
-IMPLS = ("auto", "dense", "sdpa", "flex")
+IMPLS = ("auto", "dense", "sdpa", "flex", "bias-flash")
 #: ``auto`` on CPU in evaluation uses ``flex`` for bias PEs from this many tokens (query length) on
 FLEX_MIN_TOKENS = 1024
 #: on CUDA, ``auto`` uses FlexAttention for bias PEs from this many tokens on (both phases). Below it the dense
@@ -125,8 +124,17 @@ def bias_kind(layer_pe: LayerPE) -> str:
     return "flex" if callable(getattr(layer_pe, "flex_score_mod", None)) else "dense"
 
 
+def learned_bias(layer_pe: LayerPE) -> bool:
+    """Whether the layer adds a bias that needs its own gradient (a trainable parameter behind it: rpb's table,
+    FIRE's MLP), which ``auto`` trains on CPU with ``bias-flash``."""
+    return bias_kind(layer_pe) != "none" and any(p.requires_grad for p in layer_pe.parameters())
+
+
 def check_forced_impl(impl: str, device_type: str, training: bool) -> None:
     """Reject a forced implementation that cannot run on ``device_type`` in this phase (one line)."""
+    if impl == "bias-flash" and device_type != "cpu":
+        raise AttentionImplError(f"attention_impl=bias-flash runs the CPU flash kernel; on {device_type} use auto, "
+                                 "dense or flex")
     if impl == "flex" and training and device_type == "cpu":
         raise AttentionImplError("attention_impl=flex cannot train on CPU: torch has no FlexAttention backward "
                                  "there; use auto or dense (auto uses flex in evaluation)")
@@ -140,19 +148,24 @@ def check_pe_impl(impl: str, layer_pe: LayerPE) -> None:
 def _check_kind(impl: str, kind: str) -> None:
     if impl == "sdpa" and kind != "none":
         raise AttentionImplError("attention_impl=sdpa has no bias, but this PE adds one; use auto, dense or flex")
+    if impl == "bias-flash" and kind == "none":
+        raise AttentionImplError("attention_impl=bias-flash computes a bias, but this PE adds none; use auto or sdpa")
     if impl == "flex" and kind == "dense":
         raise AttentionImplError("attention_impl=flex: this PE's bias exists only as a dense T x T tensor "
                                  "(e.g. PaPE impl=naive); use auto or dense")
 
 
 def choose_impl(requested: str, kind: str, device_type: str, grad: bool, n_tokens: int, dtype: torch.dtype,
-                dropout_p: float = 0.0) -> str:
-    """The implementation :func:`attend` uses (see the module docstring); a forced one is validated."""
+                dropout_p: float = 0.0, learned: bool = False) -> str:
+    """The implementation :func:`attend` uses (see the module docstring); a forced one is validated.
+    ``learned``: the bias needs its own gradient (:func:`learned_bias`)."""
     if requested == "auto":
         if kind == "none":
             return "sdpa"
         if kind == "dense" or dropout_p > 0:
             return "dense"
+        if device_type == "cpu" and grad:
+            return "bias-flash" if learned and dtype == torch.float32 else "dense"
         if FLEX_FAILURE is not None:
             return "dense"
         if device_type == "cuda":  # measured on an H200 (docs/gpu_check.md): dense is faster at small T
@@ -165,6 +178,11 @@ def choose_impl(requested: str, kind: str, device_type: str, grad: bool, n_token
         if dropout_p > 0:
             raise AttentionImplError("attention_impl=flex does not support attention dropout; use auto or dense")
         check_forced_impl(requested, device_type, grad)
+    if requested == "bias-flash":
+        check_forced_impl(requested, device_type, grad)
+        if dropout_p > 0 or dtype != torch.float32:
+            raise AttentionImplError("attention_impl=bias-flash runs in float32 without attention dropout; use auto "
+                                     "or dense")
     return requested
 
 
@@ -314,7 +332,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords
     transform = layer_pe.qk_after_basis if basis_folded else layer_pe.qk
     q, k = transform(q, k, x, coords)  # (B, H, T, d') with d' >= d
     used = choose_impl(impl, bias_kind(layer_pe), q.device.type, torch.is_grad_enabled(), q.shape[-2], q.dtype,
-                       dropout_p)
+                       dropout_p, learned_bias(layer_pe))
     if q.shape[-1] != d:
         # augmented q/k (PaPE): fused SDPA kernels (CPU flash, CUDA flash) need one head dim
         # for q, k and v, so pad v with zeros and drop those output columns again (exact).
@@ -332,21 +350,13 @@ def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords
             _flex_failed(e)
             used = "dense" if bias_kind(layer_pe) != "none" else "sdpa"
     if out is None:
-        bias = layer_pe.bias(coords) if used == "dense" else None
+        bias = layer_pe.bias(coords) if used in ("dense", "bias-flash") else None
         mask = attention_mask(bias, key_mask, q.dtype)
-        if impl == "auto" and used == "dense" and learned_bias_flash_applies(q, k, v, mask, dropout_p):
-            out, used = LearnedBiasAttention.apply(q, k, v, mask, scale), "bias-flash"
+        if used == "bias-flash":
+            out = LearnedBiasAttention.apply(q, k, v, mask, scale)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p)
     return out[..., :d], used
-
-
-def learned_bias_flash_applies(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float) -> bool:
-    """Whether :class:`LearnedBiasAttention` computes this call: CPU, gradients on, an additive mask that needs its
-    own gradient (a learned bias: rpb's table, FIRE's MLP), float32 throughout, no dropout."""
-    return (mask is not None and mask.requires_grad and torch.is_grad_enabled() and dropout_p == 0.0
-            and q.device.type == "cpu" and q.dtype == k.dtype == v.dtype == mask.dtype == torch.float32
-            and not torch.compiler.is_compiling())
 
 
 class LearnedBiasAttention(torch.autograd.Function):

@@ -63,7 +63,15 @@ from pebench.encodings import LayerPE, build_pe, list_pes
 from pebench.encodings.pape import augmented_width, pape_extra_dims
 from pebench.models import Attention, grid_coords
 from pebench.models import attention as attention_module
-from pebench.models.attention import IMPLS, AttentionImplError, bias_kind, check_forced_impl, check_pe_impl, choose_impl
+from pebench.models.attention import (
+    IMPLS,
+    AttentionImplError,
+    bias_kind,
+    check_forced_impl,
+    check_pe_impl,
+    choose_impl,
+    learned_bias,
+)
 
 from ..core.io import atomic_write_text
 from .report import record
@@ -176,16 +184,20 @@ def _measure(pe_name: str, impl: str | None, n: int, head_dim: int, heads: int, 
 
 
 def layer_impls(pe_name: str, impl: str | None, head_dim: int, device_type: str, train: bool,
-                impls: Sequence[str] = ("sdpa", "dense", "flex")) -> list[str]:
+                impls: Sequence[str] = ("sdpa", "dense", "flex", "bias-flash")) -> list[str]:
     """The attention implementations (of ``impls``) that can compute this PE's attention on
     ``device_type`` in this phase (``check_pe_impl``, ``check_forced_impl``); ``dense`` is left out
-    for PEs without a bias (there it is the same call as ``sdpa``)."""
+    for PEs without a bias (there it is the same call as ``sdpa``), ``bias-flash`` for a bias without
+    parameters (there it is the same forward as ``dense``, which then runs the flash kernel too) and for
+    PaPE ``impl=naive`` (a reference path, always ``dense``)."""
     opts = {"impl": impl} if impl else {}
     layer = build_pe(pe_name, dim=head_dim, num_heads=1, depth=1, spatial_dims=2, grid=(2, 2), **opts).layer(0)
     out = []
     for name in impls:
         if name == "dense" and bias_kind(layer) == "none":
             continue
+        if name == "bias-flash" and (bias_kind(layer) != "flex" or not learned_bias(layer)):
+            continue  # auto never picks it there (PaPE naive: the reference path, always dense)
         try:
             check_pe_impl(name, layer)
             check_forced_impl(name, device_type, train)
@@ -199,7 +211,7 @@ def _auto_choice(pe_name: str, impl: str | None, head_dim: int, device: torch.de
                  dtype: torch.dtype) -> str:
     opts = {"impl": impl} if impl else {}
     layer = build_pe(pe_name, dim=head_dim, num_heads=1, depth=1, spatial_dims=2, grid=(2, 2), **opts).layer(0)
-    return choose_impl("auto", bias_kind(layer), device.type, train, n, dtype)
+    return choose_impl("auto", bias_kind(layer), device.type, train, n, dtype, learned=learned_bias(layer))
 
 
 def _key(r: dict) -> tuple:

@@ -114,8 +114,9 @@ class RunConfig:
                            'torch.compile the backbone (in place: checkpoints stay loadable without it); the first '
                            'steps pay the compilation (tens of seconds; needs a C++ compiler on CPU)')
     attention_impl: str = option("auto", "how attention is computed: auto picks per PE, device and phase (dense "
-                                 "reference, fused SDPA, FlexAttention for bias PEs); force one to debug "
-                                 "(pebench.models.attention)", choices=("auto", "dense", "sdpa", "flex"))
+                                 "reference, fused SDPA, FlexAttention for bias PEs, bias-flash for a learned bias "
+                                 "in CPU training); force one to debug (pebench.models.attention)",
+                                 choices=("auto", "dense", "sdpa", "flex", "bias-flash"))
     fast_dev_run: bool = option(False,
                                 'one training and one validation batch (smoke test; analyses off unless --analyses '
                                 'is given)')

@@ -379,7 +379,6 @@ def test_learned_bias_flash_equals_the_written_out_attention_with_gradients(mask
         qq, kk, vv, bb = (t.detach().clone().to(dtype).requires_grad_(True) for t in (q, k, v, bias))
         mask = bb + pad.to(dtype)
         if dtype == torch.float32:
-            assert attn_mod.learned_bias_flash_applies(qq, kk, vv, mask, 0.0)
             out = attn_mod.LearnedBiasAttention.apply(qq, kk, vv, mask, s)
         else:  # a row with every key masked gives 0, as the math path's guard does
             empty = torch.isinf(mask).all(-1, keepdim=True)  # (B, H, T, 1)
@@ -394,7 +393,8 @@ def test_learned_bias_flash_equals_the_written_out_attention_with_gradients(mask
 
 def test_auto_trains_learned_biases_with_bias_flash_and_dense_keeps_the_math_path():
     """``auto``, CPU, training, float32: a learned bias (rpb's table) runs ``bias-flash``; a fixed one (alibi) and
-    ``impl=dense`` run the math path; evaluation and float64 too. Both training paths give the same gradients."""
+    ``impl=dense`` run the math path; evaluation and float64 too. Both training paths give the same gradients.
+    Forced ``bias-flash`` refuses what it cannot compute, in one line."""
     q, k, v, x, coords, key_mask = (t.float() if t.is_floating_point() else t for t in _inputs(1))
     layer = _layer("rpb", None, 1).float()
     used = {}
@@ -414,3 +414,22 @@ def test_auto_trains_learned_biases_with_bias_flash_and_dense_keeps_the_math_pat
     assert attend(qq, k, v, x, alibi, coords, key_mask, scale=d ** -0.5)[1] == "dense"  # a fixed bias
     q64, k64, v64, x64, c64, _ = _inputs(1, requires_grad=True)
     assert attend(q64, k64, v64, x64, _layer("rpb", None, 1), c64, key_mask, scale=d ** -0.5)[1] == "dense"
+    assert attn_mod.learned_bias(layer) and not attn_mod.learned_bias(alibi)
+    assert choose_impl("auto", "flex", "cpu", True, 64, torch.float32, learned=True) == "bias-flash"
+    assert choose_impl("auto", "flex", "cpu", True, 64, torch.float64, learned=True) == "dense"
+    assert choose_impl("auto", "flex", "cpu", False, 64, torch.float32, learned=True) == "dense"
+    assert choose_impl("auto", "flex", "cuda", True, 64, torch.float32, learned=True) == "dense"
+    assert choose_impl("bias-flash", "flex", "cpu", False, 64, torch.float32) == "bias-flash"  # eval: the forward
+    for args, words in ((("bias-flash", "none", "cpu", True, 64, torch.float32), "adds none"),
+                        (("bias-flash", "flex", "cuda", True, 64, torch.float32), "CPU flash kernel"),
+                        (("bias-flash", "flex", "cpu", True, 64, torch.float64), "float32")):
+        with pytest.raises(AttentionImplError, match=words):
+            choose_impl(*args)
+
+
+def test_run_option_offers_exactly_the_implementations():
+    """``--attention-impl``'s choices (declared where torch is not imported) are :data:`IMPLS`."""
+    from pebench.core.options import declared_options
+    from pebench.runner.config import RunConfig
+    opt = next(o for o in declared_options(RunConfig) if o.name == "attention_impl")
+    assert tuple(opt.choices) == attn_mod.IMPLS

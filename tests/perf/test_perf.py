@@ -188,6 +188,8 @@ def test_perf_attention_quick_rows_and_memory_growth(tmp_path):
     assert layer_impls("alibi", None, 16, "cpu", False) == ["dense", "flex"]
     assert layer_impls("pape", "naive", 16, "cpu", False) == ["dense"]
     assert layer_impls("alibi", None, 16, "cuda", True) == ["dense", "flex"]
+    assert layer_impls("rpb", None, 16, "cpu", True) == ["dense", "bias-flash"]  # a learned bias: both paths
+    assert layer_impls("rpb", None, 16, "cuda", True) == ["dense", "flex"]
 
 
 def test_perf_attention_flex_eval_cell():
