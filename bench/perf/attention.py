@@ -277,7 +277,8 @@ def format_table(rows: list[dict], notes: Sequence[str] = ()) -> str:
 def run(n_tokens: Sequence[int] = DEFAULT_TOKENS, head_dim: int = 64, heads: int = 1,
         json_path: str | os.PathLike | None = None, repeats: int | None = None, pes: Sequence[str] | None = None,
         naive_max_tokens: int = 4096, device: str | torch.device | None = None,
-        dtype: torch.dtype = torch.float32, verbose: bool = True, impls: Sequence[str] = ("sdpa", "dense", "flex"),
+        dtype: torch.dtype = torch.float32, verbose: bool = True,
+        impls: Sequence[str] = ("sdpa", "dense", "flex", "bias-flash"),
         phases: Sequence[str] = PHASES, md_path: str | os.PathLike | None = None) -> list[dict]:
     """Benchmark every PE (or ``pes``) at every N with every implementation of ``impls`` it accepts,
     in every phase of ``phases``; returns the rows (see the module docstring)."""
@@ -404,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=1,
                     help="number of heads; the layer width is heads x head-dim (default %(default)s)")
     ap.add_argument("--pes", default=None, help="comma-separated PE names (default: all)")
-    ap.add_argument("--impls", default="sdpa,dense,flex",
+    ap.add_argument("--impls", default="sdpa,dense,flex,bias-flash",
                     help="attention implementations to measure, each where the PE accepts it (default %(default)s)")
     ap.add_argument("--phases", default=",".join(PHASES), help="train and / or eval (default %(default)s)")
     ap.add_argument("--quick", action="store_true",
