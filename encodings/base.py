@@ -106,8 +106,9 @@ class LayerPE(nn.Module):
         return None
 
     def qk_after_basis(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        """:meth:`qk` for q and k that already carry :meth:`qk_basis`'s map (only called when it is not None)."""
-        raise NotImplementedError(f"{type(self).__name__} declares a qk_basis but no qk_after_basis")
+        """:meth:`qk` for q and k that already carry :meth:`qk_basis`'s map. Without a map (``qk_basis`` None) that
+        is :meth:`qk` itself; a layer that declares a map overrides this (a registry-wide test checks it)."""
+        return self.qk(q, k, x, coords)
 
 
 class IdentityLayerPE(LayerPE):

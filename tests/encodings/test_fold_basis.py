@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pebench.encodings import build_pe
+from pebench.encodings import build_pe, list_pes
 from pebench.models import build_backbone
 from pebench.models.vit import fold_qk_basis
 
@@ -98,3 +98,17 @@ def test_fold_qk_basis_is_the_per_head_product(with_bias):
     want[:, :, :2] = torch.einsum("hij,btshj->btshi", m, plain[:, :, :2])  # q and k: M per head; v: unchanged
     got = F.linear(x, *fold_qk_basis(lin.weight, lin.bias, m)).view(5, 7, 3, H, d)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("pe", list_pes())
+def test_every_layer_that_declares_a_basis_overrides_qk_after_basis(pe):
+    """The base ``qk_after_basis`` is ``qk`` (right only without a map): every registered PE whose layer returns a
+    ``qk_basis`` at its defaults overrides it."""
+    from pebench.encodings.base import LayerPE
+    try:
+        enc = build_pe(pe, dim=64, num_heads=2, depth=1, spatial_dims=2, grid=GRID)
+    except (ValueError, TypeError):  # a PE that does not build on 2-D grids
+        pytest.skip(f"{pe} does not build here")
+    layer = enc.layer(0)
+    if layer.qk_basis(torch.float32) is not None:
+        assert type(layer).qk_after_basis is not LayerPE.qk_after_basis, pe
