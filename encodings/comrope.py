@@ -119,7 +119,7 @@ class ComRoPELayer(BlockRotationLayerPE):
         super().__init__()
         self.variant = variant
         self.fold_basis = fold_basis
-        self._pending_speeds: Tensor | None = None  # qk_basis -> qk_after_basis, within one forward
+        self._pending_speeds: tuple | None = None  # (key, speeds): qk_basis -> qk_after_basis, within one forward
         self.spatial_dims = spatial_dims
         self.block_size = block_size
         self.impl = impl
@@ -184,12 +184,19 @@ class ComRoPELayer(BlockRotationLayerPE):
         of the same decomposition wait for :meth:`qk_after_basis` (one ``eigh`` per layer and step)."""
         if not (self.fold_basis and self._eig_path()):
             return None
-        basis, self._pending_speeds = self.spectrum(dtype)
+        basis, lam = self.spectrum(dtype)
+        self._pending_speeds = (self._spectrum_key(dtype), lam)
         return basis.transpose(-1, -2)
 
+    def _spectrum_key(self, dtype: torch.dtype) -> tuple:
+        """What the speeds depend on: the base matrices' version, the dtype, and the grad mode (a graph or not)."""
+        return self.base._version, torch.promote_types(dtype, torch.float32), torch.is_grad_enabled()
+
     def qk_after_basis(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        lam, self._pending_speeds = self._pending_speeds, None
-        if lam is None:  # called without qk_basis just before: decompose here
+        pending, self._pending_speeds = self._pending_speeds, None
+        if pending is not None and pending[0] == self._spectrum_key(q.dtype):
+            lam = pending[1]  # from the qk_basis call of this forward
+        else:  # called without a matching qk_basis just before: decompose here
             lam = self.spectrum(q.dtype)[1]
         rot = self.phasors(coords, lam)
         with full_precision(q):

@@ -112,3 +112,20 @@ def test_every_layer_that_declares_a_basis_overrides_qk_after_basis(pe):
     layer = enc.layer(0)
     if layer.qk_basis(torch.float32) is not None:
         assert type(layer).qk_after_basis is not LayerPE.qk_after_basis, pe
+
+
+def test_comrope_speeds_are_not_reused_across_parameter_updates():
+    """ComRoPE hands the speeds of qk_basis's decomposition to qk_after_basis; after the base matrices change (an
+    optimizer step) a qk_after_basis without a new qk_basis decomposes again instead of using the old speeds."""
+    torch.manual_seed(0)
+    layer = build_pe("comrope", dim=64, num_heads=2, depth=1, spatial_dims=2, grid=GRID).double().layer(0)
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(1, 2, 30, 32, generator=g, dtype=torch.float64) for _ in range(2))
+    m = layer.qk_basis(torch.float64)
+    with torch.no_grad():
+        layer.base.mul_(1.5)  # an update between the two calls
+    fresh = layer.qk_after_basis(q, k, None, raster())
+    layer._pending_speeds = None
+    again = layer.qk_after_basis(q, k, None, raster())
+    torch.testing.assert_close(fresh, again, rtol=0, atol=0)
+    assert m is not None
