@@ -62,13 +62,16 @@ from torch import Tensor, nn
 
 from pebench.core.options import Option
 
-from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .bias import BiasLayerPE, entry_distance, pairwise_distance
 from .registry import register_pe
 
-__all__ = ["LookHere", "LookHereLayer", "lh90_heads", "LookHereHead", "MASK_VALUE"]
+__all__ = ["LookHere", "LookHereLayer", "lh90_heads", "LookHereHead", "MASK_VALUE", "BIAS_CACHE_MAX"]
 
 MASK_VALUE = -1e9
+#: largest bias (entries) :meth:`LookHereLayer.bias` keeps between calls (16 MiB in float32; a 1,024-token grid's
+#: bias for 4 heads); larger ones are rebuilt at each call
+BIAS_CACHE_MAX = 2 ** 22
 
 
 class LookHereHead(NamedTuple):
@@ -122,8 +125,19 @@ class LookHereLayer(BiasLayerPE):
         self.masked = [bool(m) for m in masked]  # (H,)
         self.cos_half_fov = cos_half_fov
         self.num_prefix_tokens = num_prefix_tokens
+        self._bias_cache = CoordsCache()  # the bias depends on the coords and fixed buffers only
 
     def bias(self, coords: Tensor) -> Tensor:
+        """The masks and distance penalties ``(B|1, H, P + N, P + N)``: no parameters, so the same tensor is
+        returned while the same coords tensor comes back unmodified (every block of every step, for the
+        tokenizers' grid coords) and the bias has at most :data:`BIAS_CACHE_MAX` entries."""
+        T = coords.shape[-2] + self.num_prefix_tokens
+        if (coords.shape[0] if coords.dim() == 3 else 1) * len(self.masked) * T * T > BIAS_CACHE_MAX:
+            return self._bias(coords)
+        key = (self.dirs.device, self.dirs.dtype, coords.dtype, tuple(coords.shape))
+        return self._bias_cache.get(coords, key, lambda: self._bias(coords))
+
+    def _bias(self, coords: Tensor) -> Tensor:
         c = coords if coords.dim() == 3 else coords.unsqueeze(0)  # (B|1, N, p)
         c = c[..., -2:].to(torch.promote_types(c.dtype, torch.float32))  # (B|1, N, 2) spatial (y, x)
         dist = pairwise_distance(c)  # (B|1, N, N)
