@@ -336,8 +336,10 @@ class PaPELayer(AugmentedLayerPE):
                 need_const: bool) -> tuple[Tensor, Tensor | None]:
         if need_const:
             return self.augment_reference(x, r, width, scale, need_const)
-        qa = pape_query_augment(x, r, self.a_weight, self.a_bias, self.b_weight, self.b_bias, self.wp,
-                                self.iu_flat, self.iu_mult, width, scale)  # one autograd node (see _pape_fused)
+        # published init: the biases are zero buffers, i.e. no bias (skipped, not added as zeros)
+        a_bias, b_bias = (b if isinstance(b, nn.Parameter) else None for b in (self.a_bias, self.b_bias))
+        qa = pape_query_augment(x, r, self.a_weight, a_bias, self.b_weight, b_bias, self.wp,
+                                width, scale)  # one autograd node (see _pape_fused)
         return qa, None
 
     def augment_reference(self, x: Tensor, r: Tensor, width: int, scale: float,

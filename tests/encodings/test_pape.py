@@ -287,8 +287,6 @@ def test_fused_query_augment_gradcheck():
     from pebench.encodings._pape_fused import pape_query_augment
     torch.manual_seed(0)
     H, m, p, D, B, N, width = 2, 3, 3, 5, 2, 4, 10
-    iu = torch.triu_indices(p, p)
-    iu_flat, iu_mult = iu[0] * p + iu[1], (iu[0] != iu[1]).double() + 1
     r = torch.randn(B, N, p, dtype=torch.float64)
     args = [torch.randn(s, dtype=torch.float64, requires_grad=True) * f
             for s, f in (((B, N, D), 1.0), ((H * m, D), 0.5), ((H * m,), 0.5), ((H * m, D), 0.5), ((H * m,), 0.5),
@@ -297,6 +295,13 @@ def test_fused_query_augment_gradcheck():
     x, aw, ab, bw, bb, wp = args
 
     def fn(x, aw, ab, bw, bb, wp):
-        return pape_query_augment(x, r, aw, ab, bw, bb, wp, iu_flat, iu_mult, width, 1.7)
+        return pape_query_augment(x, r, aw, ab, bw, bb, wp, width, 1.7)
 
     assert torch.autograd.gradcheck(fn, (x, aw, ab, bw, bb, wp), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+    def no_bias(x, aw, bw, wp):  # biases None (the published PaPE): the same as zero biases
+        return pape_query_augment(x, r, aw, None, bw, None, wp, width, 1.7)
+
+    assert torch.autograd.gradcheck(no_bias, (x, aw, bw, wp), eps=1e-6, atol=1e-6, rtol=1e-5)
+    zeros = torch.zeros(H * m, dtype=torch.float64)
+    torch.testing.assert_close(no_bias(x, aw, bw, wp), fn(x, aw, zeros, bw, zeros, wp), rtol=0, atol=1e-15)
