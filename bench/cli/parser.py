@@ -23,7 +23,7 @@ from pebench.core.errors import ConfigError, RunFailedError, UserError
 from pebench.core.options import add_flags, parse_key_value
 from pebench.perf import PERF_COMMANDS
 from pebench.runner.config import RunConfig, run_config_from_args
-from pebench.runner.threads import prefer_passive_omp_wait
+from pebench.runner.threads import choose_omp_wait
 
 __all__ = ["main", "build_parser", "run_config_from_args", "cli_reference"]
 
@@ -233,7 +233,7 @@ def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bench`` console script; returns the exit code."""
-    prefer_passive_omp_wait()  # before torch loads: no OpenMP spin-waiting on a shared CPU (pebench.runner.threads)
+    choose_omp_wait()  # before torch loads: OpenMP waits passively on a busy CPU, briefly spins on an idle one
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["perf"] and (len(argv) == 1 or (argv[1].startswith("-") and argv[1] not in ("-h", "--help"))):

@@ -11,15 +11,17 @@ settings of the training process:
   of spinning for its next parallel region);
 * ``spin-10k``: the same threads with ``GOMP_SPINCOUNT=10000`` (GNU OpenMP's bounded wait: a worker spins
   10,000 times, not libgomp's default 300,000, then sleeps; what a user can export instead of passive);
-* ``1-thread``: ``torch.set_num_threads(1)`` (no OpenMP barrier to wait at).
+* ``1-thread``: ``torch.set_num_threads(1)`` (no OpenMP barrier to wait at);
+* ``auto``: what ``bench`` does (:func:`pebench.runner.threads.choose_omp_wait`): passive when the machine is
+  busy as the training starts, the bounded spin when it is idle (the record's note counts each choice).
 
 Each record is the loaded wall time over the idle one of the same setting (target ``<= 2.5``), medians over
 ``ROUNDS`` rounds with each round's ratio kept (the report's 95 % interval); the idle wall times of the
 settings are compared in their own records. Run it when the machine is otherwise idle:
 the header's load average says how idle it was (an outside load inflates both runs, not the ratio's
 meaning). The competing processes are this suite's children and are ended when a measurement ends.
-The ``bench`` CLI now starts with ``passive`` (:mod:`pebench.runner.threads`); this suite times each
-setting in a fresh process whatever the parent's.
+The competing load starts a second before the training (it is there when a
+training starts on a shared machine). Each setting runs in a fresh process whatever the parent's.
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from pebench.runner.threads import IDLE_SPIN_COUNT, machine_busy
 
 from .report import record
 from .suites import SUITES
@@ -40,7 +44,10 @@ SETTINGS: dict[str, tuple[dict[str, str], int | None]] = {
     "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, None),
     "spin-10k": ({"GOMP_SPINCOUNT": "10000"}, None),
     "1-thread": ({}, 1),
+    "auto": ({}, None),  # the environment choose_omp_wait gives a bench process started now (see _timed)
 }
+#: what ``auto`` chose per measurement (idle / loaded), read into its record's note
+AUTO_CHOICES: dict[str, list[str]] = {"idle": [], "loaded": []}
 #: competing processes, each with 2 intra-op threads
 LOAD_PROCS = 2
 
@@ -75,6 +82,12 @@ def _timed(setting: str, steps: int, loaded: bool) -> float:
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(LOAD_PROCS if loaded else 0)]
     try:
+        if loaded:
+            time.sleep(1.0)  # the load is up before the training starts
+        if setting == "auto":  # as choose_omp_wait decides in a bench process started at this moment
+            choice = "spin-10k" if machine_busy() is False else "passive"
+            env.update({"OMP_WAIT_POLICY": "PASSIVE"} if choice == "passive" else {"GOMP_SPINCOUNT": IDLE_SPIN_COUNT})
+            AUTO_CHOICES["loaded" if loaded else "idle"].append(choice)
         cmd = [sys.executable, "-m", "pebench.perf.contention", "--child", str(steps), str(threads or 0)]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, timeout=1800)
         return float(out.stdout.strip().splitlines()[-1])
@@ -88,11 +101,20 @@ def _timed(setting: str, steps: int, loaded: bool) -> float:
 ROUNDS = 3
 
 
+def _describe(setting: str) -> str:
+    if setting != "auto":
+        return str(SETTINGS[setting][0] or "")
+    return "chose " + "; ".join(f"{phase}: " + ", ".join(f"{c} {n}x" for c in sorted(set(ch)) for n in [ch.count(c)])
+                                 for phase, ch in AUTO_CHOICES.items())
+
+
 @SUITES.register("contention")
 def bench_contention(quick: bool = False) -> list[dict]:
     """Per setting and round: the idle wall time, then the loaded one, each in a fresh process. A record holds
     the medians over the rounds and each round's ratio (``round_ratios``: the report's interval reads them)."""
     steps, rounds = (2, 1) if quick else (10, ROUNDS)
+    for choices in AUTO_CHOICES.values():
+        choices.clear()
     idle: dict[str, list[float]] = {s: [] for s in SETTINGS}
     busy: dict[str, list[float]] = {s: [] for s in SETTINGS}
     for r in range(rounds):
@@ -106,7 +128,7 @@ def bench_contention(quick: bool = False) -> list[dict]:
         rows.append(record(f"contention {setting}: {steps} training steps beside {LOAD_PROCS} x 2-thread load / idle",
                            "loaded s", "idle s", statistics.median(busy[setting]), statistics.median(idle[setting]),
                            "s", higher_is_better=False, target=2.5,
-                           note=f"{SETTINGS[setting][0] or ''} threads={SETTINGS[setting][1] or 'default'}; medians of "
+                           note=f"{_describe(setting)} threads={SETTINGS[setting][1] or 'default'}; medians of "
                                 f"{rounds} round(s); loadavg {os.getloadavg()[0]:.1f} after",
                            round_ratios=[round(b / i, 4) for b, i in zip(busy[setting], idle[setting])]))
     # the absolute times against the default's, idle and loaded: a setting with a low loaded / idle ratio may

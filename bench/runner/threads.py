@@ -11,14 +11,18 @@ worker sleeps instead: 10 vit-nano training steps beside two competing 2-thread 
 the same machine minutes apart), and the passive loaded run was faster than the default *unloaded* one.
 One intra-op thread avoids the barriers but gives up the second core (5.9x).
 
-:func:`prefer_passive_omp_wait` sets the passive policy for this process and its children (sweep
-workers, DDP ranks) unless the user chose a policy; it must run before torch is imported (the
-``bench`` CLI calls it first thing). ``OMP_WAIT_POLICY=ACTIVE`` restores spinning. A user who exported
-``GOMP_SPINCOUNT`` (GNU OpenMP, torch's OpenMP on Linux: a waiting worker spins that many times, then
-sleeps; unset, libgomp spins 300,000 times under the default policy and 0 times under PASSIVE) chose a wait
-of their own, and no policy is set for them. ``bench perf contention`` measures the trade-off of each
-(``docs/performance.md``): passive costs time on an idle machine (a worker woken from sleep starts late),
-a bounded spin costs less idle and more under load.
+:func:`choose_omp_wait` picks the wait per process, before torch is imported (the ``bench`` CLI calls it
+first thing), from what the machine is doing at that moment: when other threads are runnable
+(``/proc/loadavg``'s running count, less this thread, at least 1 in each of 3 samples 5 ms apart) it sets
+``OMP_WAIT_POLICY=PASSIVE``; on an idle machine ``GOMP_SPINCOUNT=10000`` (a worker spins 10,000 times, then
+sleeps). Why not passive always: a worker woken from sleep starts late at every parallel region, which costs an
+idle machine 20-60 % (``bench perf contention``'s idle rows; a PaPE attention layer forward and backward at 1,024
+tokens, 2 threads, measured while writing this: 13.2 ms passive, 7.8 ms with the bounded spin, 7.6 ms with
+libgomp's default), while the bounded spin keeps the default's idle speed and, when a load arrives after the
+choice, still bounds the loss (the default spins 300,000 times).
+Where the machine cannot be read (no ``/proc/loadavg``) it sets passive. A policy or spin count the user
+exported is kept; the choice is marked in ``PEBENCH_OMP_WAIT`` so that a child ``bench`` process (a sweep's
+``bench run``) decides again for itself instead of taking its parent's choice for the user's.
 
 :func:`set_intra_op_threads` applies a run's ``threads`` option (issue #44, item 7): the number of intra-op
 threads changes the order of a reduction's partial sums, so the float rounding, and a trained model's test
@@ -31,30 +35,65 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
-__all__ = ["prefer_passive_omp_wait", "set_intra_op_threads", "WAIT_POLICY_ENV", "SPIN_COUNT_ENV"]
+__all__ = ["choose_omp_wait", "machine_busy", "set_intra_op_threads", "WAIT_POLICY_ENV", "SPIN_COUNT_ENV",
+           "CHOICE_ENV", "IDLE_SPIN_COUNT"]
 
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 #: GNU OpenMP's (libgomp, torch's OpenMP on Linux) bounded active wait, in spins before a worker sleeps
 SPIN_COUNT_ENV = "GOMP_SPINCOUNT"
+#: set by :func:`choose_omp_wait` to the setting it chose ("passive" | "spin-10k"); absent: none chosen by pebench
+CHOICE_ENV = "PEBENCH_OMP_WAIT"
+#: the bounded spin set on an idle machine
+IDLE_SPIN_COUNT = "10000"
+_SET_BY_CHOICE = {"passive": WAIT_POLICY_ENV, "spin-10k": SPIN_COUNT_ENV}
 
 
-def prefer_passive_omp_wait() -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless a wait policy or a ``GOMP_SPINCOUNT`` is set already; True when
-    the passive policy is in effect for threads created from now on (False when the user chose another wait
-    or torch is already imported, whose OpenMP runtime read the environment at load)."""
+def machine_busy(samples: int = 3, interval_s: float = 0.005,
+                 loadavg: str | os.PathLike[str] = "/proc/loadavg") -> bool | None:
+    """True when other threads want a CPU in every one of ``samples`` reads of ``loadavg``'s running count
+    (4th field ``running/total``, which counts this reading thread too) ``interval_s`` apart; None when the
+    file cannot be read (not Linux). The minimum over the samples ignores a short-lived process."""
+    others = []
+    for i in range(samples):
+        if i:
+            time.sleep(interval_s)
+        try:
+            with open(loadavg, encoding="ascii") as f:
+                others.append(int(f.read().split()[3].split("/")[0]) - 1)
+        except (OSError, IndexError, ValueError):
+            return None
+    return min(others) >= 1
+
+
+def choose_omp_wait(busy: bool | None = None) -> str:
+    """Choose OpenMP's wait for this process and its children (see the module docstring); must run before
+    torch is imported. ``busy``: the machine's state (default: :func:`machine_busy`). Returns what is in
+    effect: "passive" or "spin-10k" (chosen now), "user" (the user's exported policy or spin count, kept), or
+    "unchanged" (torch is already imported: its OpenMP runtime read the environment at load)."""
     if "torch" in sys.modules:
-        return False
-    if SPIN_COUNT_ENV in os.environ and WAIT_POLICY_ENV not in os.environ:
-        return False  # the user's bounded spin: their choice of wait, kept as it is
-    os.environ.setdefault(WAIT_POLICY_ENV, "PASSIVE")
-    return os.environ[WAIT_POLICY_ENV].strip().upper() == "PASSIVE"
+        return "unchanged"
+    previous = os.environ.pop(CHOICE_ENV, None)
+    if previous in _SET_BY_CHOICE:  # a parent bench process chose it, not the user: decide again here
+        os.environ.pop(_SET_BY_CHOICE[previous], None)
+    if WAIT_POLICY_ENV in os.environ or SPIN_COUNT_ENV in os.environ:
+        return "user"
+    if busy is None:
+        busy = machine_busy()
+    choice = "spin-10k" if busy is False else "passive"
+    if choice == "passive":
+        os.environ[WAIT_POLICY_ENV] = "PASSIVE"
+    else:
+        os.environ[SPIN_COUNT_ENV] = IDLE_SPIN_COUNT
+    os.environ[CHOICE_ENV] = choice
+    return choice
 
 
 def set_intra_op_threads(threads: int | None) -> int:
     """``torch.set_num_threads(threads)`` unless ``threads`` is None (torch's default stays); returns the
     intra-op thread count now in effect, which ``bench run`` records."""
-    import torch  # deferred: prefer_passive_omp_wait must run before torch loads
+    import torch  # deferred: choose_omp_wait must run before torch loads
 
     if threads is not None:
         torch.set_num_threads(int(threads))
