@@ -97,10 +97,9 @@ def bench_backbone(quick: bool = False) -> list[dict]:
     setups = (("vit-nano", 16, 4, 2),) if quick else BACKBONE_SETUPS
     rows = []
     for model, img, patch, batch in setups:
-        # training steps, interleaved medians; inference is cheaper and noisier: more repeats. The
-        # first model of the process gets a second warm-up round: its first timed training round ran
-        # at 0.59x of the second's in two runs of `all` (allocator and page faults of the first
-        # optimizer steps), which two rounds' median cannot discard
+        # training steps, interleaved medians; inference is cheaper and noisier: more repeats. Two
+        # warm-up rounds: after one, vit-s16's first timed training round ran at 0.59x of its second
+        # in two runs of `all` (the first optimizer steps' allocations), which a 2-round median kept
         reps, infer_reps = (1, 1) if quick else (3, 4) if model == "vit-s16" else (6, 12)
         warmup = 1 if quick else 2
         if dev.type == "cuda":

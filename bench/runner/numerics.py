@@ -88,8 +88,8 @@ def flush_denormals() -> bool:
     """Flush denormal floats to zero on the calling thread and on the threads it creates afterwards
     (see the module docstring); returns whether the CPU supports it. A thread keeps the floating-point
     mode it was created with, so OpenMP's worker pool, which torch creates at its first parallel
-    operation, flushes only when this runs before that operation (the CLI calls it first: a pool made
-    earlier kept denormals on its workers, 4x slower on a denormal product with 2 threads). numpy's
+    operation, flushes only when this runs before that operation (`bench run` calls it before any; a pool
+    made earlier kept denormals on its workers, 4x slower on a denormal product with 2 threads). numpy's
     float limits are computed first, because numpy warns when it first computes them with flushing
     on."""
     import numpy as np  # deferred: start-up time (numpy; the CLI imports this module)
