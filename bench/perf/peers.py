@@ -194,6 +194,9 @@ def bench_peers(quick: bool = False) -> list[dict]:
     if missing:
         print(f"  peers not installed (skipped): {', '.join(missing)}; pip install -e \".[perf]\"", flush=True)
     reps = 2 if quick else 9
+    # one attention layer costs ~2 ms a step: 30 rounds, because 9 gave eval intervals for rpb vs timm of
+    # [0.94, 1.01] and [0.83, 0.97] in two runs of the same code, and 0.97 over 40 rounds alone
+    layer_reps = 2 if quick else 30
     c = model_config(MODEL)
     grid = (IMG // PATCH,) * 2
     batch = 4 if quick else 32
@@ -221,19 +224,19 @@ def bench_peers(quick: bool = False) -> list[dict]:
         rows += _compare(f"{layer} rope-axial vs rotary-embedding-torch axial",
                          _OurAttention(c.embed_dim, c.num_heads, "rope-axial", grid).to(dev),
                          _PeerAttention(c.embed_dim, c.num_heads, rotate=_LucidrainsRope(c.embed_dim // c.num_heads, grid)).to(dev),
-                         "rotary-embedding-torch (axial, pixel freqs)", tok, None, reps)
+                         "rotary-embedding-torch (axial, pixel freqs)", tok, None, layer_reps)
     if "x-transformers" not in missing:
         torch.manual_seed(0)
         rows += _compare(f"{layer} alibi vs x-transformers AlibiPositionalBias",
                          _OurAttention(c.embed_dim, c.num_heads, "alibi", grid).to(dev),
                          _PeerAttention(c.embed_dim, c.num_heads, bias=_XTransformersAlibi(c.num_heads)).to(dev),
-                         "x-transformers AlibiPositionalBias (1-D)", tok, None, reps)
+                         "x-transformers AlibiPositionalBias (1-D)", tok, None, layer_reps)
     if "timm" not in missing:
         torch.manual_seed(0)
         rows += _compare(f"{layer} rpb vs timm RelPosBias",
                          _OurAttention(c.embed_dim, c.num_heads, "rpb", grid).to(dev),
                          _PeerAttention(c.embed_dim, c.num_heads, bias=_TimmRelPosBias(c.num_heads, grid)).to(dev),
-                         "timm RelPosBias (Swin's table, the whole grid as the window)", tok, None, reps)
+                         "timm RelPosBias (Swin's table, the whole grid as the window)", tok, None, layer_reps)
     if missing:
         rows.append(record("peers missing", "-", "-", float(len(missing)), float(len(PEERS) + 2), "peers",
                            note=f"not installed, skipped: {', '.join(missing)} (pip install -e \".[perf]\")"))
