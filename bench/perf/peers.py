@@ -195,7 +195,7 @@ def bench_peers(quick: bool = False) -> list[dict]:
         print(f"  peers not installed (skipped): {', '.join(missing)}; pip install -e \".[perf]\"", flush=True)
     reps = 2 if quick else 9
     # one attention layer costs ~2 ms a step: 30 rounds, because 9 gave eval intervals for rpb vs timm of
-    # [0.94, 1.01] and [0.83, 0.97] in two runs of the same code, and 0.97 over 40 rounds alone
+    # [0.94, 1.01] and [0.83, 0.97] in two runs of the same code
     layer_reps = 2 if quick else 30
     c = model_config(MODEL)
     grid = (IMG // PATCH,) * 2
