@@ -64,7 +64,8 @@ class BiasLayerPE(LayerPE):
     _bias_entry: Callable[[Tensor], Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]]
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        self._dtype = q.dtype
+        if self.__dict__.get("_dtype") is not q.dtype:  # set once: nn.Module.__setattr__ costs every call
+            self._dtype = q.dtype
         return q, k
 
     def _finish(self, bias: Tensor) -> Tensor:

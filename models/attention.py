@@ -331,8 +331,11 @@ def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords
     d = v.shape[-1]
     transform = layer_pe.qk_after_basis if basis_folded else layer_pe.qk
     q, k = transform(q, k, x, coords)  # (B, H, T, d') with d' >= d
-    used = choose_impl(impl, bias_kind(layer_pe), q.device.type, torch.is_grad_enabled(), q.shape[-2], q.dtype,
-                       dropout_p, learned_bias(layer_pe))
+    grad = torch.is_grad_enabled()
+    kind = bias_kind(layer_pe)
+    # learned_bias walks the layer's parameters: asked only where choose_impl reads it (training)
+    used = choose_impl(impl, kind, q.device.type, grad, q.shape[-2], q.dtype, dropout_p,
+                       grad and kind != "none" and learned_bias(layer_pe))
     if q.shape[-1] != d:
         # augmented q/k (PaPE): fused SDPA kernels (CPU flash, CUDA flash) need one head dim
         # for q, k and v, so pad v with zeros and drop those output columns again (exact).
@@ -348,7 +351,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords
             if impl != "auto":
                 raise
             _flex_failed(e)
-            used = "dense" if bias_kind(layer_pe) != "none" else "sdpa"
+            used = "dense" if kind != "none" else "sdpa"
     if out is None:
         bias = layer_pe.bias(coords) if used in ("dense", "bias-flash") else None
         mask = attention_mask(bias, key_mask, q.dtype)
@@ -356,7 +359,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords
             out = LearnedBiasAttention.apply(q, k, v, mask, scale)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p)
-    return out[..., :d], used
+    return (out if out.shape[-1] == d else out[..., :d]), used
 
 
 class LearnedBiasAttention(torch.autograd.Function):

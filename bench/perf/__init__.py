@@ -28,7 +28,7 @@
   ALiBi; the ``perf`` extra): throughput and peak memory ratios with 95 % intervals over interleaved
   rounds (:mod:`pebench.perf.peers`; not part of ``all``).
 * ``contention``  a short training beside a competing 2-thread CPU load of the suite's making, per
-  thread setting (default, ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=10000``, 1 thread, ``auto``: what
+  thread setting (default, ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=30000``, 1 thread, ``auto``: what
   ``bench`` chooses): loaded / idle
   wall time, and each setting's idle and loaded time against the default's
   (:mod:`pebench.perf.contention`; not part of ``all``).

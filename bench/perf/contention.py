@@ -9,8 +9,9 @@ settings of the training process:
 * ``default``: torch's default (intra-op threads = cores, OpenMP's default wait policy: spinning);
 * ``passive``: the same threads with ``OMP_WAIT_POLICY=PASSIVE`` (an idle OpenMP worker sleeps instead
   of spinning for its next parallel region);
-* ``spin-10k``: the same threads with ``GOMP_SPINCOUNT=10000`` (GNU OpenMP's bounded wait: a worker spins
-  10,000 times, not libgomp's default 300,000, then sleeps; what a user can export instead of passive);
+* ``spin-30k``: the same threads with ``GOMP_SPINCOUNT`` set to ``IDLE_SPIN_COUNT`` (30,000; GNU OpenMP's bounded
+  wait: a worker spins that many times, not libgomp's default 300,000, then sleeps; what ``auto`` sets on an idle
+  machine);
 * ``1-thread``: ``torch.set_num_threads(1)`` (no OpenMP barrier to wait at);
 * ``auto``: what ``bench`` does (:func:`pebench.runner.threads.choose_omp_wait`): passive when the machine is
   busy as the training starts, the bounded spin when it is idle (the record's note counts each choice).
@@ -31,7 +32,7 @@ import subprocess
 import sys
 import time
 
-from pebench.runner.threads import IDLE_SPIN_COUNT, machine_busy
+from pebench.runner.threads import IDLE_SPIN_COUNT, SPIN_CHOICE, machine_busy
 
 from .report import record
 from .suites import SUITES
@@ -42,7 +43,7 @@ __all__ = ["bench_contention", "SETTINGS", "LOAD_PROCS", "ROUNDS"]
 SETTINGS: dict[str, tuple[dict[str, str], int | None]] = {
     "default": ({}, None),
     "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, None),
-    "spin-10k": ({"GOMP_SPINCOUNT": "10000"}, None),
+    SPIN_CHOICE: ({"GOMP_SPINCOUNT": IDLE_SPIN_COUNT}, None),
     "1-thread": ({}, 1),
     "auto": ({}, None),  # the environment choose_omp_wait gives a bench process started now (see _timed)
 }
@@ -85,7 +86,7 @@ def _timed(setting: str, steps: int, loaded: bool) -> float:
         if loaded:
             time.sleep(1.0)  # the load is up before the training starts
         if setting == "auto":  # as choose_omp_wait decides in a bench process started at this moment
-            choice = "spin-10k" if machine_busy() is False else "passive"
+            choice = SPIN_CHOICE if machine_busy() is False else "passive"
             env.update({"OMP_WAIT_POLICY": "PASSIVE"} if choice == "passive" else {"GOMP_SPINCOUNT": IDLE_SPIN_COUNT})
             AUTO_CHOICES["loaded" if loaded else "idle"].append(choice)
         cmd = [sys.executable, "-m", "pebench.perf.contention", "--child", str(steps), str(threads or 0)]

@@ -14,12 +14,17 @@ One intra-op thread avoids the barriers but gives up the second core (5.9x).
 :func:`choose_omp_wait` picks the wait per process, before torch is imported (the ``bench`` CLI calls it
 first thing), from what the machine is doing at that moment: when other threads are runnable
 (``/proc/loadavg``'s running count, less this thread, at least 1 in each of 3 samples 5 ms apart) it sets
-``OMP_WAIT_POLICY=PASSIVE``; on an idle machine ``GOMP_SPINCOUNT=10000`` (a worker spins 10,000 times, then
+``OMP_WAIT_POLICY=PASSIVE``; on an idle machine ``GOMP_SPINCOUNT=30000`` (a worker spins 30,000 times, then
 sleeps). Why not passive always: a worker woken from sleep starts late at every parallel region, which costs an
 idle machine 20-60 % (``bench perf contention``'s idle rows; a PaPE attention layer forward and backward at 1,024
-tokens, 2 threads, measured while writing this: 13.2 ms passive, 7.8 ms with the bounded spin, 7.6 ms with
+tokens, 2 threads, measured while writing this: 13.2 ms passive, 7.8 ms with a bounded spin of 10,000, 7.6 ms with
 libgomp's default), while the bounded spin keeps the default's idle speed and, when a load arrives after the
-choice, still bounds the loss (the default spins 300,000 times).
+choice, still bounds the loss (the default spins 300,000 times). Why 30,000 and not 10,000 (the count until
+2026-12-06): a worker must outlast the Python between two parallel operations, which in a small layer (vit-nano's
+attention, 64 tokens) is 100-300 us. Measured on this 2-core machine (a 256 x 256 matmul after an idle gap: 110 us
+when the workers still spin, 150 us when they must be woken), 10,000 spins last 80-160 us and 30,000 spins
+320-640 us; with 10,000 pebench's one-layer rpb evaluation ran at 0.90x timm's (the same SDPA call, about 0.1 ms
+more Python between the projection and the kernel), with 30,000 and with libgomp's default at 0.96-0.99x.
 Where the machine cannot be read (no ``/proc/loadavg``) it sets passive. A policy or spin count the user
 exported is kept; the choice is marked in ``PEBENCH_OMP_WAIT`` so that a child ``bench`` process (a sweep's
 ``bench run``) decides again for itself instead of taking its parent's choice for the user's.
@@ -38,16 +43,17 @@ import sys
 import time
 
 __all__ = ["choose_omp_wait", "machine_busy", "set_intra_op_threads", "WAIT_POLICY_ENV", "SPIN_COUNT_ENV",
-           "CHOICE_ENV", "IDLE_SPIN_COUNT"]
+           "CHOICE_ENV", "IDLE_SPIN_COUNT", "SPIN_CHOICE"]
 
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 #: GNU OpenMP's (libgomp, torch's OpenMP on Linux) bounded active wait, in spins before a worker sleeps
 SPIN_COUNT_ENV = "GOMP_SPINCOUNT"
-#: set by :func:`choose_omp_wait` to the setting it chose ("passive" | "spin-10k"); absent: none chosen by pebench
+#: set by :func:`choose_omp_wait` to the setting it chose ("passive" | :data:`SPIN_CHOICE`); absent: none chosen by pebench
 CHOICE_ENV = "PEBENCH_OMP_WAIT"
-#: the bounded spin set on an idle machine
-IDLE_SPIN_COUNT = "10000"
-_SET_BY_CHOICE = {"passive": WAIT_POLICY_ENV, "spin-10k": SPIN_COUNT_ENV}
+#: the bounded spin set on an idle machine, and the name of that choice
+IDLE_SPIN_COUNT = "30000"
+SPIN_CHOICE = f"spin-{int(IDLE_SPIN_COUNT) // 1000}k"
+_SET_BY_CHOICE = {"passive": WAIT_POLICY_ENV, SPIN_CHOICE: SPIN_COUNT_ENV}
 
 
 def machine_busy(samples: int = 3, interval_s: float = 0.005,
@@ -70,7 +76,7 @@ def machine_busy(samples: int = 3, interval_s: float = 0.005,
 def choose_omp_wait(busy: bool | None = None) -> str:
     """Choose OpenMP's wait for this process and its children (see the module docstring); must run before
     torch is imported. ``busy``: the machine's state (default: :func:`machine_busy`). Returns what is in
-    effect: "passive" or "spin-10k" (chosen now), "user" (the user's exported policy or spin count, kept), or
+    effect: "passive" or :data:`SPIN_CHOICE` (chosen now), "user" (the user's exported policy or spin count, kept), or
     "unchanged" (torch is already imported: its OpenMP runtime read the environment at load)."""
     if "torch" in sys.modules:
         return "unchanged"
@@ -81,7 +87,7 @@ def choose_omp_wait(busy: bool | None = None) -> str:
         return "user"
     if busy is None:
         busy = machine_busy()
-    choice = "spin-10k" if busy is False else "passive"
+    choice = SPIN_CHOICE if busy is False else "passive"
     if choice == "passive":
         os.environ[WAIT_POLICY_ENV] = "PASSIVE"
     else:

@@ -28,14 +28,14 @@ def _run(pre: str = "", busy: str = "None", **env: str) -> str:
 
 @pytest.mark.parametrize("pre,busy,env,want", [
     ("", "True", {}, "passive PASSIVE None passive False"),                     # busy machine: passive
-    ("", "False", {}, "spin-10k None 10000 spin-10k False"),                    # idle machine: bounded spin
+    ("", "False", {}, "spin-30k None 30000 spin-30k False"),                    # idle machine: bounded spin
     ("", "True", {"OMP_WAIT_POLICY": "active"}, "user active None None False"),  # the user's choice is kept
     ("", "False", {"GOMP_SPINCOUNT": "500"}, "user None 500 None False"),        # the user's spin is kept
     ("import torch", "True", {}, "unchanged None None None True"),              # too late: environment untouched
-    # a parent bench process chose spin-10k on an idle machine; this one starts on a busy one: decided again
-    ("", "True", {"GOMP_SPINCOUNT": "10000", "PEBENCH_OMP_WAIT": "spin-10k"}, "passive PASSIVE None passive False"),
+    # a parent bench process chose spin-30k on an idle machine; this one starts on a busy one: decided again
+    ("", "True", {"GOMP_SPINCOUNT": "30000", "PEBENCH_OMP_WAIT": "spin-30k"}, "passive PASSIVE None passive False"),
     ("", "False", {"OMP_WAIT_POLICY": "PASSIVE", "PEBENCH_OMP_WAIT": "passive"},
-     "spin-10k None 10000 spin-10k False"),
+     "spin-30k None 30000 spin-30k False"),
 ])
 def test_choose_omp_wait(pre, busy, env, want):
     assert _run(pre, busy, **env) == want
@@ -73,4 +73,4 @@ def test_bench_cli_chooses_the_wait_before_torch():
     base = {k: v for k, v in os.environ.items() if k not in _VARS}
     out = subprocess.run([sys.executable, "-c", code], env=base, capture_output=True, text=True, check=True,
                          timeout=300)
-    assert out.stdout.strip().splitlines()[-1] in ("passive True", "spin-10k True")
+    assert out.stdout.strip().splitlines()[-1] in ("passive True", "spin-30k True")
