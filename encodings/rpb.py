@@ -99,6 +99,9 @@ class RelPosBiasLayer(BiasLayerPE):
         # (coords tensor, its version, window, flat index): the offsets' index depends on the coords alone, and a
         # backbone passes the same coords tensor to every step (timm's RelPosBias keeps the index as a buffer)
         self._index: tuple | None = None
+        # (key, bias) for evaluation (no grad): the bias is a function of the parameters and the coords alone, so
+        # evaluation steps over one coords tensor reuse it until a parameter or the coords change (see bias())
+        self._eval_bias: tuple | None = None
 
     def offset_table(self, window: tuple[int, ...], dtype: torch.dtype) -> Tensor:
         """The bias of every offset of ``window``: ``(H, 2W_1 - 1, ...)`` in ``dtype``."""
@@ -142,6 +145,24 @@ class RelPosBiasLayer(BiasLayerPE):
         return window, idx
 
     def bias(self, coords: Tensor) -> Tensor:
+        """The bias ``(B|1, H, P + N, P + N)`` of ``coords``. Without grad (evaluation) it is kept for the next
+        call with the same coords tensor, unmodified, the same parameters (their versions: an optimiser step or a
+        ``load_state_dict`` changes them), output dtype and grad modes, and at most :data:`INDEX_CACHE_MAX`
+        entries; timm's ``RelPosBias`` gathers its table on every call. With grad it is built every call (a kept
+        tensor would carry one step's graph into the next)."""
+        if torch.is_grad_enabled() or coords.requires_grad:
+            self._eval_bias = None
+            return self._build_bias(coords)
+        key = (coords._version, getattr(self, "_dtype", None), torch.is_inference_mode_enabled(),
+               tuple((p._version, p.data_ptr()) for p in self.parameters()))
+        kept = self._eval_bias
+        if kept is not None and kept[0] is coords and kept[1] == key:
+            return kept[2]
+        out = self._build_bias(coords)
+        self._eval_bias = (coords, key, out) if out.numel() <= INDEX_CACHE_MAX else None
+        return out
+
+    def _build_bias(self, coords: Tensor) -> Tensor:
         c = coords if coords.dim() == 3 else coords.unsqueeze(0)  # (B|1, N, p)
         c = c.to(torch.promote_types(c.dtype, torch.float32))
         window, idx = self._window_and_index(coords, c)

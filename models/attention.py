@@ -369,7 +369,7 @@ class LearnedBiasAttention(torch.autograd.Function):
     (torch 2.14), which materialises the scores, runs a separate softmax and guards fully masked rows with
     extra passes; the CPU flash kernel takes an additive mask but returns no gradient for it. Here the forward
     is the flash kernel with the mask, and the backward is written out:
-    ``P = softmax(q k^T s + mask)``, ``dV = P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - rowsum(dO * P V))``,
+    ``P = softmax(q k^T s + mask)``, ``dV = P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - rowsum(P * dP))``,
     ``dQ = dS K s``, ``dK = dS^T Q s``, ``dmask = dS`` summed over the mask's broadcast dims. Same memory as the
     math path's backward (``P`` and ``dP`` are ``(B, H, T, T)``); rows whose keys are all masked get ``P = 0``,
     as the math path's guard gives them (the kernel's output there is 0 too). ``tests/models/test_attention_impls.py``
@@ -388,7 +388,8 @@ class LearnedBiasAttention(torch.autograd.Function):
     def backward(ctx, g: Tensor):  # type: ignore[override]
         q, k, v, mask = ctx.saved_tensors
         s = ctx.scale
-        # P from scratch, not exp(S - lse) with the kernel's lse, and rowsum(dO * (P V)) for D: the kernel's
+        # P from scratch, not exp(S - lse) with the kernel's lse, and D = rowsum(P * dP), not rowsum(dO * O) with the
+        # kernel's output O: the kernel's
         # vectorised exponential is approximate, and mixing its lse or output into an exactly computed P put errors
         # of 1e-4 into dQ in some processes (measured); this way the backward is the exact gradient of softmax
         # attention at the kernel's inputs. Two (B, H, T, T) buffers: the scores (softmax, then dS, in place) and dP.
@@ -397,9 +398,10 @@ class LearnedBiasAttention(torch.autograd.Function):
         empty = p[..., :1].isnan()  # (B, H, T, 1): every key masked (softmax of -inf only; the kernel's lse is 0 there)
         if bool(empty.any()):
             p = p.masked_fill_(empty, 0.0)
-        dv = torch.matmul(p.transpose(-1, -2), g)
-        rowsum = (g * torch.matmul(p, v)).sum(-1, keepdim=True)  # (B, H, T, 1): rowsum(P * dP) = dO . (P V)
-        ds = p.mul_(torch.matmul(g, v.transpose(-1, -2)).sub_(rowsum))  # dS = P * (dP - rowsum), in P's buffer
+        ds = torch.matmul(g, v.transpose(-1, -2)).mul_(p)  # P * dP, in dP's buffer
+        ds = ds.addcmul_(p, ds.sum(-1, keepdim=True), value=-1.0)  # dS = P * dP - P * rowsum(P * dP), in place
+        dv = torch.matmul(p.transpose(-1, -2), g)  # after dS: dV is not yet held while dP is formed
+        del p
         dq = torch.matmul(ds, k).mul_(s)
         dk = torch.matmul(ds.transpose(-1, -2), q).mul_(s)
         if ds.dim() > mask.dim():  # a mask broadcast from fewer dims
