@@ -112,7 +112,8 @@ class RelPosBiasLayer(BiasLayerPE):
             return (CPB_GAIN * torch.sigmoid(out)).movedim(-1, 0)  # (H, ...)
         if window == self.train_grid:
             return self.table.to(dtype)
-        if torch.is_grad_enabled():  # no cache: a cached tensor would carry one step's graph into the next
+        if torch.is_grad_enabled() or self.table.is_inference():  # no cache: a kept tensor would carry one step's
+            # graph into the next; a table made under inference_mode has no version counter to key it by
             return resize_offset_table(self.table.to(dtype), window).to(dtype)
         key = (window, self.table._version, self.table.data_ptr(), dtype)
         if self._resized is None or self._resized[0] != key:
@@ -132,9 +133,12 @@ class RelPosBiasLayer(BiasLayerPE):
 
     def _window_and_index(self, coords: Tensor, c: Tensor) -> tuple[tuple[int, ...], Tensor]:
         """The window and the flat index ``(B|1, N, N)`` of ``r_i - r_j`` for ``c`` (``coords`` promoted), kept
-        for the next call with the same ``coords`` object, unmodified (its version), and at most
-        :data:`INDEX_CACHE_MAX` entries. The cache holds the tensor itself, so its memory cannot be reused by
+        for the next call with the same ``coords`` object, unmodified (its version; coords made under
+        ``inference_mode`` have none and are not kept), and at most :data:`INDEX_CACHE_MAX` entries. The cache holds the tensor itself, so its memory cannot be reused by
         other coordinates while the entry lives."""
+        if coords.is_inference():  # made under inference_mode: no version counter to tell an in-place change
+            window = self._window(c)
+            return window, self._flat_index(c[:, :, None, :] - c[:, None, :, :], window)
         cached = self._index
         if cached is not None and cached[0] is coords and cached[1] == coords._version:
             return cached[2], cached[3]
@@ -150,11 +154,13 @@ class RelPosBiasLayer(BiasLayerPE):
         ``load_state_dict`` changes them), output dtype and grad modes, and at most :data:`INDEX_CACHE_MAX`
         entries; timm's ``RelPosBias`` gathers its table on every call. With grad it is built every call (a kept
         tensor would carry one step's graph into the next)."""
-        if torch.is_grad_enabled() or coords.requires_grad:
+        params = tuple(self.parameters())
+        if (torch.is_grad_enabled() or coords.requires_grad or coords.is_inference()
+                or any(p.is_inference() for p in params)):  # inference tensors have no version counter to key by
             self._eval_bias = None
             return self._build_bias(coords)
         key = (coords._version, getattr(self, "_dtype", None), torch.is_inference_mode_enabled(),
-               tuple((p._version, p.data_ptr()) for p in self.parameters()))
+               tuple((p._version, p.data_ptr()) for p in params))
         kept = self._eval_bias
         if kept is not None and kept[0] is coords and kept[1] == key:
             return kept[2]

@@ -116,3 +116,53 @@ def test_offset_index_is_kept_per_coords_tensor_and_redone_when_they_change():
     other = grid_coords((6, 7))
     torch.testing.assert_close(lay.bias(other), fresh.bias(other.clone()), rtol=0, atol=0)
     assert lay._index[0] is other
+
+
+@pytest.mark.parametrize("variant", ["table", "cpb"])
+def test_evaluation_keeps_the_bias_until_a_parameter_or_the_coords_change(variant):
+    """Without grad the bias of one coords tensor is built once and returned again (the same tensor); an optimiser
+    step, a ``load_state_dict``, an in-place change of the coords and other coords each give the bias built afresh,
+    equal bit for bit to a layer that never kept one; with grad nothing is kept and the table gets its gradient."""
+    torch.manual_seed(0)
+    pe = build_pe("rpb", dim=4 * H, num_heads=H, depth=1, spatial_dims=2, grid=G, variant=variant)
+    lay = pe.layer(0)
+    c = grid_coords(G)
+
+    def fresh(coords):  # the reference: a layer with the same parameters that never kept a bias
+        ref = build_pe("rpb", dim=4 * H, num_heads=H, depth=1, spatial_dims=2, grid=G, variant=variant)
+        ref.load_state_dict(pe.state_dict())
+        with torch.no_grad():
+            return ref.layer(0)._build_bias(coords.clone())
+
+    with torch.no_grad():
+        first = lay.bias(c)
+        assert lay.bias(c) is first
+        torch.testing.assert_close(first, fresh(c), rtol=0, atol=0)
+    opt = torch.optim.SGD(pe.parameters(), lr=0.5)
+    lay.bias(c).square().sum().backward()  # with grad: built, not kept
+    assert lay._eval_bias is None and all(p.grad is not None for p in pe.parameters())
+    opt.step()
+    with torch.no_grad():
+        after_step = lay.bias(c)
+        assert not torch.equal(after_step, first)
+        torch.testing.assert_close(after_step, fresh(c), rtol=0, atol=0)
+    other = build_pe("rpb", dim=4 * H, num_heads=H, depth=1, spatial_dims=2, grid=G, variant=variant)
+    pe.load_state_dict(other.state_dict())
+    with torch.inference_mode():
+        loaded = lay.bias(c)
+        torch.testing.assert_close(loaded, fresh(c), rtol=0, atol=0)
+        c.copy_(c.flip(0))
+        torch.testing.assert_close(lay.bias(c), fresh(c), rtol=0, atol=0)
+        c2 = grid_coords((6, 7))
+        torch.testing.assert_close(lay.bias(c2), fresh(c2), rtol=0, atol=0)
+
+
+def test_coords_made_under_inference_mode_are_not_kept():
+    """Coords created under ``inference_mode`` carry no version counter (an in-place change could not be told):
+    their index and bias are built on every call, equal to those of the same coords made normally."""
+    lay = _table_layer()
+    with torch.inference_mode():
+        c = grid_coords(G).clone()
+        got = lay.bias(c)
+        assert lay._eval_bias is None and (lay._index is None or lay._index[0] is not c)
+    torch.testing.assert_close(got, _table_layer().bias(grid_coords(G)), rtol=0, atol=0)
