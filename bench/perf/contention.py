@@ -52,8 +52,10 @@ AUTO_CHOICES: dict[str, list[str]] = {"idle": [], "loaded": []}
 #: competing processes, each with 2 intra-op threads
 LOAD_PROCS = 2
 
-_LOAD = ("import torch; torch.set_num_threads(2); a = torch.randn(384, 384)\n"
-         "while True: a = (a @ a).tanh()\n")
+# run as `python -c _LOAD <suite pid>`: a competing process ends by itself once the suite's process is gone (a suite
+# killed by a signal runs no `finally`); the pid comes as an argument, since the suite may be gone before it is read
+_LOAD = ("import os, sys, torch; torch.set_num_threads(2); a = torch.randn(384, 384); parent = int(sys.argv[1])\n"
+         "while os.getppid() == parent: a = (a @ a).tanh()\n")
 
 
 def _child(steps: int, threads: int | None) -> None:
@@ -79,7 +81,7 @@ def _timed(setting: str, steps: int, loaded: bool) -> float:
     # setting starts from an environment without it, and the competing load keeps OpenMP's default
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")}
     env = {**base, **env_extra}
-    load = [subprocess.Popen([sys.executable, "-c", _LOAD], env={**base, "OMP_NUM_THREADS": "2"},
+    load = [subprocess.Popen([sys.executable, "-c", _LOAD, str(os.getpid())], env={**base, "OMP_NUM_THREADS": "2"},
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(LOAD_PROCS if loaded else 0)]
     try:

@@ -269,3 +269,33 @@ def test_cpu_model_read_from_cpuinfo(tmp_path):
                     "processor\t: 1\nmodel name\t: other\n")
     assert cpu_model(str(info)) == "Intel(R) Xeon(R) CPU @ 2.20GHz"  # the first, whitespace collapsed
     assert cpu_model(str(tmp_path / "absent")) in (None, __import__("platform").processor() or None)
+
+
+def test_contention_load_ends_with_its_parent(tmp_path):
+    """A competing process of `bench perf contention` ends by itself when the suite's process is gone (a suite
+    killed by a signal runs no `finally` to end it): a parent starts one, writes its pid and exits at once."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from pebench.perf import contention
+
+    pid_file = tmp_path / "pid"
+    parent = ("import os, subprocess, sys\n"
+              f"p = subprocess.Popen([sys.executable, '-c', {contention._LOAD!r}, str(os.getpid())])\n"
+              f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n")
+    subprocess.run([sys.executable, "-c", parent], check=True, timeout=60)
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return  # gone (reaped by init once it exited)
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().split(") ")[-1].startswith("Z"):
+                return  # exited, not yet reaped
+        time.sleep(0.2)
+    os.kill(pid, 9)
+    raise AssertionError("the competing process outlived its parent by 60 s")
