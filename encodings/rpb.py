@@ -134,8 +134,8 @@ class RelPosBiasLayer(BiasLayerPE):
     def _window_and_index(self, coords: Tensor, c: Tensor) -> tuple[tuple[int, ...], Tensor]:
         """The window and the flat index ``(B|1, N, N)`` of ``r_i - r_j`` for ``c`` (``coords`` promoted), kept
         for the next call with the same ``coords`` object, unmodified (its version; coords made under
-        ``inference_mode`` have none and are not kept), and at most :data:`INDEX_CACHE_MAX` entries. The cache holds the tensor itself, so its memory cannot be reused by
-        other coordinates while the entry lives."""
+        ``inference_mode`` have none and are not kept), and at most :data:`INDEX_CACHE_MAX` entries. The cache
+        holds the tensor itself, so its memory cannot be reused by other coordinates while the entry lives."""
         if coords.is_inference():  # made under inference_mode: no version counter to tell an in-place change
             window = self._window(c)
             return window, self._flat_index(c[:, :, None, :] - c[:, None, :, :], window)

@@ -370,8 +370,8 @@ class LearnedBiasAttention(torch.autograd.Function):
     extra passes; the CPU flash kernel takes an additive mask but returns no gradient for it. Here the forward
     is the flash kernel with the mask, and the backward is written out:
     ``P = softmax(q k^T s + mask)``, ``dV = P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - rowsum(P * dP))``,
-    ``dQ = dS K s``, ``dK = dS^T Q s``, ``dmask = dS`` summed over the mask's broadcast dims. Same memory as the
-    math path's backward (``P`` and ``dP`` are ``(B, H, T, T)``); rows whose keys are all masked get ``P = 0``,
+    ``dQ = dS K s``, ``dK = dS^T Q s``, ``dmask = dS`` summed over the mask's broadcast dims. Two ``(B, H, T, T)``
+    buffers, ``P`` and ``dP``, as in the math path's backward; rows whose keys are all masked get ``P = 0``,
     as the math path's guard gives them (the kernel's output there is 0 too). ``tests/models/test_attention_impls.py``
     checks the output and all four gradients against the attention written out in float64.
     ``attention_impl=dense`` keeps the math path (the one ``auto`` used before 2026-12-05).
@@ -389,10 +389,10 @@ class LearnedBiasAttention(torch.autograd.Function):
         q, k, v, mask = ctx.saved_tensors
         s = ctx.scale
         # P from scratch, not exp(S - lse) with the kernel's lse, and D = rowsum(P * dP), not rowsum(dO * O) with the
-        # kernel's output O: the kernel's
-        # vectorised exponential is approximate, and mixing its lse or output into an exactly computed P put errors
-        # of 1e-4 into dQ in some processes (measured); this way the backward is the exact gradient of softmax
-        # attention at the kernel's inputs. Two (B, H, T, T) buffers: the scores (softmax, then dS, in place) and dP.
+        # kernel's output O: the kernel's vectorised exponential is approximate, and mixing its lse or output into an
+        # exactly computed P put errors of 1e-4 into dQ in some processes (measured); this way the backward is the
+        # exact gradient of softmax attention at the kernel's inputs. Two (B, H, T, T) buffers: P (the scores, then
+        # their softmax, in place) and dP (then dS, in place).
         p = torch.matmul(q, k.transpose(-1, -2)).mul_(s).add_(mask)  # (B, H, T, T) scores
         p = torch.ops.aten._softmax.out(p, -1, False, out=p)  # softmax over keys, in place (row by row)
         empty = p[..., :1].isnan()  # (B, H, T, 1): every key masked (softmax of -inf only; the kernel's lse is 0 there)
