@@ -35,6 +35,12 @@ taken from it).
   (``comrope`` imposes that).
 * The generators are excluded from weight decay (the official code trains with Adam, no decay).
 * CLS: prefix tokens get the identity rotation.
+* ``product`` (default ``shared``): the rotations of a coords table shared by the batch meet q and k as one
+  ``(B, b) x (b, b)`` product per token, head and block; ``broadcast`` (the only path before 2026-12-06,
+  and the official code's) lets ``matmul`` broadcast them over the batch, which copies them once per
+  sample. Same rotation; the rounding of the rotations' gradient (a sum over the batch) differs, so
+  runs of earlier commits reproduce with ``broadcast``. The per-token matrix exponential and its
+  backward are the method's floor either way (``bench perf peers``).
 """
 from __future__ import annotations
 
@@ -46,7 +52,7 @@ from torch import Tensor, nn
 
 from pebench.core.options import Option
 
-from ._rotation import BlockRotationLayerPE, grid_coord_scale, skew_from_upper
+from ._rotation import PRODUCTS, BlockRotationLayerPE, grid_coord_scale, skew_from_upper
 from .base import LayerPE, PEConfigError, PositionalEncoding
 from .registry import register_pe
 
@@ -92,12 +98,18 @@ class LieRE(PositionalEncoding):
                "all blocks, what the official code computes with its per-layer switch on)"),
         Option("coord_scale", "floats", None,
                "per-axis position scale (default: 1/(G-1) per training-grid axis, positions in [0, 1])"),
+        Option("product", "str", "shared", "shared: apply each token's rotation to the batch as one product per "
+               "token, head and block; broadcast: a broadcast matmul that copies the rotations once per sample "
+               "(the only path before 2026-12-06; same rotation, the gradient's rounding differs)", choices=PRODUCTS),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, block_size: int | None = None,
-                 per_layer: bool = True, coord_scale: Sequence[float] | None = None) -> None:
+                 per_layer: bool = True, coord_scale: Sequence[float] | None = None, product: str = "shared") -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
+        if product not in PRODUCTS:
+            raise PEConfigError(f"liere product must be one of {', '.join(PRODUCTS)}, got {product!r}")
+        self.product = product
         b = self.head_dim if block_size is None else int(block_size)
         if not 2 <= b <= self.head_dim:
             raise PEConfigError(f"liere block_size must be in [2, head dim {self.head_dim}], got {b}")
@@ -108,6 +120,8 @@ class LieRE(PositionalEncoding):
         n = depth if self.per_layer else 1
         self.layers = nn.ModuleList(
             LieRELayer(num_heads, spatial_dims, self.head_dim // b, b, s.clone(), num_prefix_tokens) for _ in range(n))
+        for lay in self.layers:
+            lay.product = product
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i if self.per_layer else 0]

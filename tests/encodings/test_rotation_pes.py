@@ -319,8 +319,39 @@ def test_p_rope_truncates_the_lowest_frequencies_and_p1_is_rope():
     assert (M[:, 32:] == 0).all() and (M[:, :32].sum(0) > 0).all()  # one ladder of 64 pairs: the lowest 32 dropped
 
 
+@pytest.mark.parametrize("coords_batched", [False, True])
+@pytest.mark.parametrize("opts", [{}, {"block_size": 8}], ids=["dense", "blocks"])
+def test_liere_products_give_the_same_rotation_and_gradients(opts, coords_batched):
+    """``product=shared`` (one (B, b) x (b, b) product per token, head and block) against ``broadcast`` (the
+    matmul that copies the table per sample, the path before 2026-12-06): the same q, k and gradients of q,
+    k and the generators in float64, CLS row included; per-sample coords take the batched matmul in both."""
+    p, P, N, B = 2, 1, 6, 3
+    c = torch.stack([coords_of(N, p, s) for s in range(B)]) if coords_batched else coords_of(N, p)
+    got = []
+    for product in ("shared", "broadcast"):
+        pe = make("liere", {**opts, "product": product}, p, P)
+        assert all(lay.product == product for lay in pe.layers)
+        torch.manual_seed(3)
+        q = torch.randn(B, H, P + N, D // H, dtype=torch.float64, requires_grad=True)
+        k = torch.randn(B, H, P + N, D // H, dtype=torch.float64, requires_grad=True)
+        qr, kr = pe.layer(0).qk(q, k, None, c)
+        loss = (qr @ kr.transpose(-1, -2)).sin().sum()
+        grads = torch.autograd.grad(loss, (q, k, pe.layers[0].upper))
+        got.append((qr.detach(), kr.detach(), *grads))
+    for a, b in zip(*got):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert build_pe("liere", dim=D, num_heads=H, depth=1, spatial_dims=p).layers[0].product == "shared"  # default
+
+
+def test_apply_block_rotation_rejects_an_unknown_product():
+    from pebench.encodings._rotation import apply_block_rotation
+    with pytest.raises(PEConfigError, match="shared, broadcast"):
+        apply_block_rotation(torch.zeros(1, 1, 2, 4), torch.zeros(1, 1, 2, 1, 4, 4), 0, "dense")
+
+
 @pytest.mark.parametrize("name,kw", [("liere", {"block_size": 1}), ("liere", {"block_size": 64}),
-                                     ("liere", {"coord_scale": [1.0]}), ("comrope", {"variant": "xx"}),
+                                     ("liere", {"coord_scale": [1.0]}), ("liere", {"product": "dense"}),
+                                     ("comrope", {"variant": "xx"}),
                                      ("comrope", {"block_size": 5}), ("comrope", {"init_std": 0.0}),
                                      ("comrope", {"coord_scale": [1.0, -1.0]}), ("string", {"p_form": "dft"}),
                                      ("string", {"theta": 1.0}), ("rope-axial", {"layout": "diagonal"}),
