@@ -22,6 +22,15 @@ step) and evaluation (forward under ``inference_mode``).
 * **timm's** ``RelPosBias`` (Swin's learned table of ``(2h - 1)(2w - 1)`` offsets per head, gathered into
   ``(1, H, N, N)``) with the whole grid as its window, in the same attention layer, against pebench's ``rpb``.
 
+* **LieRE's official algorithm** (StanfordMIMI/LieRE; not on PyPI, so re-implemented here from reading its
+  ``LierePositionEncoder`` and ``FlexibleAttention.apply_transforms``): full raw generator matrices whose
+  strict upper triangle minus its transpose is the generator, per-token generators summed over the axes
+  at positions ``linspace(0, 1)`` per axis, ``torch.matrix_exp`` in float32, and the rotations applied by a
+  ``matmul`` that broadcasts them over the batch (token and head dims swapped by a transpose), in the same
+  attention layer (the official layer computes softmax attention explicitly; both use SDPA here, so the
+  ratio is the PE's), against pebench's ``liere``. A third record states the floor: the share of
+  pebench's training step that the per-token matrix exponential and its backward take.
+
 A peer that is not installed is skipped and named in a record's note and on stdout
 (``pip install -e ".[perf]"`` installs them); the suite never downloads weights (``pretrained=False``).
 """
@@ -149,6 +158,58 @@ class _TimmRelPosBias(nn.Module):
         return self.rpb.get_bias()
 
 
+class _LieREOfficial(nn.Module):
+    """LieRE's official algorithm, one layer, per-head dense generators (its per-head switch on), as
+    ``rotate(q, k)``: raw parameters ``(p, 1, H, d, d)`` ``U(0, 2 pi)``, generator ``U - U^T`` with ``U`` the
+    strict upper triangle minus 0.5 (the 0.5 cancels), per token ``sum_a r_a A_a`` at positions in [0, 1]."""
+
+    def __init__(self, heads: int, head_dim: int, grid: tuple[int, int]) -> None:
+        super().__init__()
+        self.raw = nn.Parameter(torch.rand(len(grid), 1, heads, head_dim, head_dim) * (2 * torch.pi))
+        pos = torch.cartesian_prod(*(torch.linspace(0, 1, g) for g in grid))  # (N, p), row-major as grid_coords
+        self.register_buffer("positions", pos.unsqueeze(0), persistent=False)  # (1, N, p)
+
+    def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        B, H, N, d = q.shape
+        upper = torch.triu(self.raw, diagonal=1) - 0.5
+        bases = upper - upper.transpose(-1, -2)  # (p, 1, H, d, d)
+        gen = (self.positions.reshape(1, N, -1, 1, 1, 1, 1) * bases).sum(dim=2)  # (1, N, 1, H, d, d)
+        rot = torch.matrix_exp(gen[:, :, 0:1].float().contiguous())  # its loop over layers: one here
+        rot = rot.squeeze(2).view(1, N, H, 1, d, d).transpose(1, 2)  # (1, H, N, 1, d, d)
+
+        def apply(t: Tensor) -> Tensor:  # (B, H, N, d) -> (B, H, N, d)
+            return torch.matmul(rot, t.reshape(B, H, N, 1, d, 1)).flatten(-3)
+        return apply(q), apply(k)
+
+
+def _liere_floor(label: str, ours: _OurAttention, x: Tensor, reps: int) -> dict:
+    """The share of pebench's ``liere`` training step (one attention layer) that its per-token matrix
+    exponential takes, forward and backward (the rotations alone, their gradient all ones)."""
+    opt = torch.optim.AdamW(ours.parameters(), lr=1e-4)
+    ours.train()
+    layer = ours.pe.layer(0)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        ours(x).square().mean().backward()
+        opt.step()
+
+    def expm() -> None:
+        rot = layer.rotations(ours.coords, x.shape[0], x.dtype)
+        rot.backward(torch.ones_like(rot))
+        layer.zero_grad(set_to_none=True)
+
+    times = interleaved_times({"step": step, "expm": expm}, reps, warmup=1)
+    t_step, t_expm = statistics.median(times["step"]), statistics.median(times["expm"])
+    row = record(f"peers train floor {label}", "matrix_exp forward + backward", "pebench liere training step",
+                 t_expm * 1e3, t_step * 1e3, "ms", higher_is_better=False,
+                 note=f"the per-token matrix exponential of LieRE's non-commuting generators and its backward (the "
+                      f"method's definition) take {t_expm / t_step:.0%} of the layer's training step; an "
+                      f"implementation that computes them with torch.linalg.matrix_exp takes at least that")
+    print(f"  {row['name']}: {row['ratio']:.2f} of the step", flush=True)
+    return row
+
+
 def _compare(label: str, ours: nn.Module, peer: nn.Module, peer_name: str, x: Tensor, y: Tensor | None,
              reps: int, loss: Callable | None = None) -> list[dict]:
     """Training and evaluation: throughput ratio (pebench / peer) with per-round ratios and 95 % interval,
@@ -197,6 +258,7 @@ def bench_peers(quick: bool = False) -> list[dict]:
     # one attention layer costs ~2 ms a step: 30 rounds, because 9 gave eval intervals for rpb vs timm of
     # [0.94, 1.01] and [0.83, 0.97] in two runs of the same code
     layer_reps = 2 if quick else 30
+    liere_reps = 2 if quick else 15  # its layer step is ~25x the others' (the matrix exponentials)
     c = model_config(MODEL)
     grid = (IMG // PATCH,) * 2
     batch = 4 if quick else 32
@@ -237,6 +299,13 @@ def bench_peers(quick: bool = False) -> list[dict]:
                          _OurAttention(c.embed_dim, c.num_heads, "rpb", grid).to(dev),
                          _PeerAttention(c.embed_dim, c.num_heads, bias=_TimmRelPosBias(c.num_heads, grid)).to(dev),
                          "timm RelPosBias (Swin's table, the whole grid as the window)", tok, None, layer_reps)
+    torch.manual_seed(0)
+    ours_liere = _OurAttention(c.embed_dim, c.num_heads, "liere", grid).to(dev)
+    rows += _compare(f"{layer} liere vs LieRE's official algorithm", ours_liere,
+                     _PeerAttention(c.embed_dim, c.num_heads,
+                                    rotate=_LieREOfficial(c.num_heads, c.embed_dim // c.num_heads, grid)).to(dev),
+                     "LieRE's official algorithm (StanfordMIMI/LieRE, re-implemented)", tok, None, liere_reps)
+    rows.append(_liere_floor(f"{layer} liere", ours_liere, tok, liere_reps))
     if missing:
         rows.append(record("peers missing", "-", "-", float(len(missing)), float(len(PEERS) + 2), "peers",
                            note=f"not installed, skipped: {', '.join(missing)} (pip install -e \".[perf]\")"))

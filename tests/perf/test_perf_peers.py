@@ -26,12 +26,15 @@ def test_interval95_brackets_the_median_by_order_statistics():
 def test_suite_registered_and_missing_peers_are_named(monkeypatch, capsys):
     assert SUITE_MODULES["peers"] == "peers" and load_suite("peers") is peers.bench_peers
     monkeypatch.setattr(peers, "PEERS", {n: f"no_such_module_{i}" for i, n in enumerate(peers.PEERS)})
-    rows = peers.bench_peers(quick=True)  # nothing installed: no timing, one record naming them
-    assert len(rows) == 1 and rows[0]["name"] == "peers missing"
+    rows = peers.bench_peers(quick=True)  # nothing installed: LieRE's comparison (no PyPI peer), then one record
+    names = [r["name"] for r in rows]
+    assert names[-1] == "peers missing" and len(rows) == 6
+    assert sum("liere vs LieRE's official algorithm" in n for n in names) == 4  # train, eval; time and memory
+    assert names[-2].startswith("peers train floor ") and 0 < rows[-2]["ratio"] < 1
     out = capsys.readouterr().out
     for name in ("timm", "rotary-embedding-torch", "x-transformers"):
-        assert name in rows[0]["note"] and name in out
-    assert not math.isnan(rows[0]["ratio"])
+        assert name in rows[-1]["note"] and name in out
+    assert not math.isnan(rows[-1]["ratio"])
 
 
 def test_missing_peers_lists_uninstalled_modules(monkeypatch):
@@ -56,3 +59,40 @@ def test_timm_rel_pos_bias_peer_is_the_same_computation_as_rpb():
         ours.pe.layer(0).table.copy_(table.T.reshape(heads, 7, 7))
     x = torch.randn(2, 16, dim)
     torch.testing.assert_close(ours(x), peer(x), rtol=1e-5, atol=1e-6)
+
+
+def test_liere_official_algorithm_peer_is_the_same_rotation_as_liere():
+    """The LieRE comparison times the same rotation: with pebench's generators written into the official
+    layout (raw ``(p, 1, H, d, d)``, strict upper triangle), both layers rotate q and k alike (float64)."""
+    import torch
+    torch.manual_seed(0)
+    grid, dim, heads = (3, 4), 32, 2
+    d = dim // heads
+    ours = peers._OurAttention(dim, heads, "liere", grid).double()
+    official = peers._LieREOfficial(heads, d, grid).double()
+    upper = ours.pe.layer(0).upper  # (H, p, 1, d(d-1)/2)
+    rows, cols = torch.triu_indices(d, d, offset=1)
+    with torch.no_grad():
+        official.raw.zero_()
+        for a in range(len(grid)):
+            official.raw[a, 0, :, rows, cols] = upper[:, a, 0]
+    q, k = torch.randn(2, 2, heads, 12, d, dtype=torch.float64)
+    want_q, want_k = ours.pe.layer(0).qk(q, k, None, ours.coords)
+    got_q, got_k = _float64_official(official, q, k, grid)
+    torch.testing.assert_close(got_q, want_q, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(got_k, want_k, rtol=1e-10, atol=1e-10)
+    fq, fk = official.float()(q.float(), k.float())  # and the float32 path itself, to float32 accuracy
+    torch.testing.assert_close(fq.double(), want_q, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(fk.double(), want_k, rtol=1e-4, atol=1e-4)
+
+
+def _float64_official(official, q, k, grid):
+    """The official algorithm's forward in float64 (its float32 cast and float32 positions removed)."""
+    import torch
+    B, H, N, d = q.shape
+    upper = torch.triu(official.raw, diagonal=1) - 0.5
+    bases = upper - upper.transpose(-1, -2)
+    pos = torch.cartesian_prod(*(torch.linspace(0, 1, g, dtype=torch.float64) for g in grid))  # its buffer in float64
+    gen = (pos.reshape(1, N, -1, 1, 1, 1, 1) * bases).sum(dim=2)
+    rot = torch.matrix_exp(gen[:, :, 0:1].contiguous()).squeeze(2).view(1, N, H, 1, d, d).transpose(1, 2)
+    return tuple(torch.matmul(rot, t.reshape(B, H, N, 1, d, 1)).flatten(-3) for t in (q, k))
