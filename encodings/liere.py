@@ -41,6 +41,11 @@ taken from it).
   sample. Same rotation; the rounding of the rotations' gradient (a sum over the batch) differs, so
   runs of earlier commits reproduce with ``broadcast``. The per-token matrix exponential and its
   backward are the method's floor either way (``bench perf peers``).
+* ``expm_grad`` (default ``spectral``): the exponential is ``torch.linalg.matrix_exp`` (the official code's);
+  its gradient comes from the eigendecomposition of each (skew-symmetric, so normal) generator
+  (:func:`~pebench.encodings._rotation.skew_expm`) rather than matrix_exp's backward, an exponential of a
+  matrix twice the size. Same values, gradients equal up to float rounding; ``autograd`` (with
+  ``product=broadcast``) is the path before 2026-12-06.
 """
 from __future__ import annotations
 
@@ -52,7 +57,7 @@ from torch import Tensor, nn
 
 from pebench.core.options import Option
 
-from ._rotation import PRODUCTS, BlockRotationLayerPE, grid_coord_scale, skew_from_upper
+from ._rotation import EXPM_GRADS, PRODUCTS, BlockRotationLayerPE, grid_coord_scale, skew_from_upper
 from .base import LayerPE, PEConfigError, PositionalEncoding
 from .registry import register_pe
 
@@ -101,15 +106,21 @@ class LieRE(PositionalEncoding):
         Option("product", "str", "shared", "shared: apply each token's rotation to the batch as one product per "
                "token, head and block; broadcast: a broadcast matmul that copies the rotations once per sample "
                "(the only path before 2026-12-06; same rotation, the gradient's rounding differs)", choices=PRODUCTS),
+        Option("expm_grad", "str", "spectral", "spectral: the matrix exponential's gradient from each generator's "
+               "eigendecomposition; autograd: matrix_exp's own backward (the only path before 2026-12-06; same "
+               "values, the gradient's rounding differs)", choices=EXPM_GRADS),
     )
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, block_size: int | None = None,
-                 per_layer: bool = True, coord_scale: Sequence[float] | None = None, product: str = "shared") -> None:
+                 per_layer: bool = True, coord_scale: Sequence[float] | None = None, product: str = "shared",
+                 expm_grad: str = "spectral") -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if product not in PRODUCTS:
             raise PEConfigError(f"liere product must be one of {', '.join(PRODUCTS)}, got {product!r}")
-        self.product = product
+        if expm_grad not in EXPM_GRADS:
+            raise PEConfigError(f"liere expm_grad must be one of {', '.join(EXPM_GRADS)}, got {expm_grad!r}")
+        self.product, self.expm_grad = product, expm_grad
         b = self.head_dim if block_size is None else int(block_size)
         if not 2 <= b <= self.head_dim:
             raise PEConfigError(f"liere block_size must be in [2, head dim {self.head_dim}], got {b}")
@@ -121,7 +132,7 @@ class LieRE(PositionalEncoding):
         self.layers = nn.ModuleList(
             LieRELayer(num_heads, spatial_dims, self.head_dim // b, b, s.clone(), num_prefix_tokens) for _ in range(n))
         for lay in self.layers:
-            lay.product = product
+            lay.product, lay.expm_grad = product, expm_grad
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i if self.per_layer else 0]

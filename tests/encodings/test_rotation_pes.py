@@ -328,9 +328,9 @@ def test_liere_products_give_the_same_rotation_and_gradients(opts, coords_batche
     p, P, N, B = 2, 1, 6, 3
     c = torch.stack([coords_of(N, p, s) for s in range(B)]) if coords_batched else coords_of(N, p)
     got = []
-    for product in ("shared", "broadcast"):
-        pe = make("liere", {**opts, "product": product}, p, P)
-        assert all(lay.product == product for lay in pe.layers)
+    for product, grad in (("shared", "spectral"), ("broadcast", "autograd"), ("shared", "autograd")):
+        pe = make("liere", {**opts, "product": product, "expm_grad": grad}, p, P)
+        assert all(lay.product == product and lay.expm_grad == grad for lay in pe.layers)
         torch.manual_seed(3)
         q = torch.randn(B, H, P + N, D // H, dtype=torch.float64, requires_grad=True)
         k = torch.randn(B, H, P + N, D // H, dtype=torch.float64, requires_grad=True)
@@ -338,9 +338,55 @@ def test_liere_products_give_the_same_rotation_and_gradients(opts, coords_batche
         loss = (qr @ kr.transpose(-1, -2)).sin().sum()
         grads = torch.autograd.grad(loss, (q, k, pe.layers[0].upper))
         got.append((qr.detach(), kr.detach(), *grads))
-    for a, b in zip(*got):
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
-    assert build_pe("liere", dim=D, num_heads=H, depth=1, spatial_dims=p).layers[0].product == "shared"  # default
+    for other in got[1:]:
+        for a, b in zip(got[0], other):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    lay = build_pe("liere", dim=D, num_heads=H, depth=1, spatial_dims=p).layers[0]
+    assert (lay.product, lay.expm_grad) == ("shared", "spectral")  # the defaults
+
+
+def _skew(n: int, batch: int, scale: float, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(batch, n, n, generator=g, dtype=torch.float64) * scale
+    return a - a.mT
+
+
+@pytest.mark.parametrize("case", ["generic", "large", "zero", "repeated", "odd"])
+def test_skew_expm_spectral_gradient_matches_matrix_exp(case):
+    """The spectral gradient of expm at a real skew matrix against matrix_exp's backward (float64), where
+    eigenvalues are distinct, large (LieRE's init reaches norms of tens), all zero (a CLS row, the origin),
+    repeated (equal 2 x 2 blocks) and for an odd size (a zero eigenvalue); values are matrix_exp's own."""
+    from pebench.encodings._rotation import skew_expm
+    if case == "repeated":
+        blk = torch.tensor([[0.0, -1.3], [1.3, 0.0]], dtype=torch.float64)
+        a = torch.block_diag(blk, blk, blk, 0.5 * blk).unsqueeze(0)
+    else:
+        n = 7 if case == "odd" else 8
+        a = _skew(n, 3, {"generic": 1.0, "large": 8.0, "zero": 0.0, "odd": 1.0}[case], 0)
+    g = torch.randn(a.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    x = a.clone().requires_grad_(True)
+    want_r = torch.linalg.matrix_exp(x)
+    (want,) = torch.autograd.grad(want_r, x, g)
+    y = a.clone().requires_grad_(True)
+    got_r = skew_expm(y, "spectral")
+    (got,) = torch.autograd.grad(got_r, y, g)
+    assert torch.equal(got_r, want_r)  # the same forward
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10 * max(1.0, want.abs().max().item()))
+
+
+def test_skew_expm_gradcheck_and_float32_accuracy():
+    from pebench.encodings._rotation import skew_expm
+    a = _skew(5, 2, 1.0, 2).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda t: skew_expm(t - t.mT, "spectral"), (a,))
+    big = _skew(32, 4, 3.0, 3)  # LieRE-sized blocks, float32 against the float64 gradient
+    g = torch.randn(big.shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    x64 = big.clone().requires_grad_(True)
+    (ref,) = torch.autograd.grad(torch.linalg.matrix_exp(x64), x64, g)
+    x32 = big.float().requires_grad_(True)
+    (got,) = torch.autograd.grad(skew_expm(x32, "spectral"), x32, g.float())
+    assert (got.double() - ref).abs().max() / ref.abs().max() < 1e-5
+    with pytest.raises(PEConfigError, match="spectral, autograd"):
+        skew_expm(big, "pade")
 
 
 def test_apply_block_rotation_rejects_an_unknown_product():
@@ -351,6 +397,7 @@ def test_apply_block_rotation_rejects_an_unknown_product():
 
 @pytest.mark.parametrize("name,kw", [("liere", {"block_size": 1}), ("liere", {"block_size": 64}),
                                      ("liere", {"coord_scale": [1.0]}), ("liere", {"product": "dense"}),
+                                     ("liere", {"expm_grad": "pade"}),
                                      ("comrope", {"variant": "xx"}),
                                      ("comrope", {"block_size": 5}), ("comrope", {"init_std": 0.0}),
                                      ("comrope", {"coord_scale": [1.0, -1.0]}), ("string", {"p_form": "dft"}),
