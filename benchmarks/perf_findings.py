@@ -234,8 +234,9 @@ def large_n_table(attn: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def misses(perf: list[dict], attn: list[dict]) -> str:
-    """Generated sentences: what each missed CPU target costs and the floor beneath it."""
+def misses(perf: list[dict], attn: list[dict], peers: list[dict] | None = None) -> str:
+    """Generated sentences: what each missed CPU target costs and the floor beneath it (LieRE's floor and its
+    comparison with the official algorithm from ``peers``, when given)."""
     auto = auto_rows(attn)
     out = []
     steps = step_ratios(perf)
@@ -251,7 +252,8 @@ def misses(perf: list[dict], attn: list[dict]) -> str:
         out.append("* **LieRE** computes a matrix exponential per token, head and layer (non-commuting `d x d` "
                    "generators) and its backward: the method's defining computation, not an overhead around it"
                    + (f"; one attention layer at N = 1,024 costs {_r(t)}× the time and {_r(m)}× the memory of `none`'s "
-                      "(`bench perf attention`)" if t is not None else "") + ". The ratio improves with the batch size.")
+                      "(`bench perf attention`)" if t is not None else "") + ". The ratio improves with the batch size."
+                   + _liere_peer_sentence(peers or []))
     floor = _record(perf, "attention fwd+bwd N=1024 d=64 kernel floor")
     vs_none = _record(perf, "attention fwd+bwd N=1024 d=64 pape vs none")
     if "pape" in slow and step_verdict(slow["pape"].values()) == "missed" and floor and vs_none:
@@ -294,6 +296,24 @@ def misses(perf: list[dict], attn: list[dict]) -> str:
                    "validation samples (extrapolated linearly from the largest set measured). The probe cannot shrink "
                    "without biasing SSDC (below).")
     return "\n".join(out) or "Every measured CPU target is met."
+
+
+def _liere_peer_sentence(peers: list[dict]) -> str:
+    """LieRE's floor (the matrix exponential's share of the layer's training step) and the official algorithm's
+    comparison, from ``bench perf peers``; empty without them."""
+    floor = next((r for r in peers if r["name"].startswith("peers train floor ") and "liere" in r["name"]), None)
+    vs = next((r for r in peers if r["name"].startswith("peers train ") and "LieRE's official algorithm" in r["name"]
+               and " peak memory " not in r["name"]), None)
+    if floor is None:
+        return ""
+    out = (f" In one attention layer's training step (`bench perf peers`), the per-token matrix exponential and its "
+           f"backward alone take {floor['ratio']:.0%}: the floor of any implementation that computes them with "
+           "`torch.linalg.matrix_exp`")
+    if vs is not None:
+        iv = vs.get("interval95")
+        out += (f"; pebench's step runs at {_r(vs['ratio'])}×" + (f" [{_r(iv[0])}, {_r(iv[1])}]" if iv else "")
+                + " the official algorithm's (its rotations broadcast over the batch, its exponential's own backward)")
+    return out + "."
 
 
 def peers_table(peers: list[dict] | None) -> str:
@@ -412,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"expected the JSON of bench perf all (--perf), bench perf attention (--attention) and, when "
                  f"given, bench perf peers / contention: {e}")
     emit(fill(PAGE, provenance=provenance(perf, attn, Path(shown(Path(args.perf))), Path(shown(Path(args.attention)))),
-              targets=targets_table(perf, attn), misses=misses(perf, attn), overhead=overhead_table(perf),
+              targets=targets_table(perf, attn), misses=misses(perf, attn, peers), overhead=overhead_table(perf),
               large_n=large_n_table(attn), peers=peers_table(peers), contention=contention_table(contention),
               analyze=analyze_section(analyze)),
          args.doc)

@@ -153,6 +153,18 @@ def test_performance_page_regenerates_from_the_committed_measurements(tmp_path):
     assert "**unmeasured**: no CUDA device" in text and "/root" not in text and "/tmp" not in text
 
 
+def test_perf_findings_liere_sentence_reads_its_floor_and_the_official_comparison():
+    """The LieRE floor (no target: left out of the peers table) and its comparison reach the misses text."""
+    floor = {"name": "peers train floor one attention layer liere", "ratio": 0.6, "higher_is_better": False}
+    vs = {"name": "peers train one attention layer liere vs LieRE's official algorithm", "ratio": 1.8, "target": 1.0,
+          "meets_target": True, "higher_is_better": True, "interval95": [1.7, 2.1]}
+    text = perf_findings._liere_peer_sentence([floor, vs])
+    assert "alone take 60%" in text and "at 1.80× [1.70, 2.10] the official algorithm's" in text
+    assert perf_findings._liere_peer_sentence([vs]) == ""
+    assert "floor" not in perf_findings.peers_table([floor, vs]) and "| one attention layer liere vs" in \
+        perf_findings.peers_table([floor, vs])
+
+
 def test_perf_findings_peer_and_contention_tables():
     """The peers verdict comes from the record's median interval against 1 (met / missed / inconclusive), the
     memory verdict from its ratio; contention rows are loaded / idle against the record's target."""
