@@ -161,12 +161,14 @@ class _TimmRelPosBias(nn.Module):
 class _LieREOfficial(nn.Module):
     """LieRE's official algorithm, one layer, per-head dense generators (its per-head switch on), as
     ``rotate(q, k)``: raw parameters ``(p, 1, H, d, d)`` ``U(0, 2 pi)``, generator ``U - U^T`` with ``U`` the
-    strict upper triangle minus 0.5 (the 0.5 cancels), per token ``sum_a r_a A_a`` at positions in [0, 1]."""
+    strict upper triangle minus 0.5 (the 0.5 cancels), per token ``sum_a r_a A_a`` at positions in [0, 1].
+    ``exp_dtype``: the positions' and the exponential's dtype (the official code's float32; the tests' float64)."""
 
-    def __init__(self, heads: int, head_dim: int, grid: tuple[int, int]) -> None:
+    def __init__(self, heads: int, head_dim: int, grid: tuple[int, int], exp_dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
-        self.raw = nn.Parameter(torch.rand(len(grid), 1, heads, head_dim, head_dim) * (2 * torch.pi))
-        pos = torch.cartesian_prod(*(torch.linspace(0, 1, g) for g in grid))  # (N, p), row-major as grid_coords
+        self.exp_dtype = exp_dtype
+        self.raw = nn.Parameter(torch.rand(len(grid), 1, heads, head_dim, head_dim, dtype=exp_dtype) * (2 * torch.pi))
+        pos = torch.cartesian_prod(*(torch.linspace(0, 1, g, dtype=exp_dtype) for g in grid))  # (N, p), row-major
         self.register_buffer("positions", pos.unsqueeze(0), persistent=False)  # (1, N, p)
 
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
@@ -174,7 +176,7 @@ class _LieREOfficial(nn.Module):
         upper = torch.triu(self.raw, diagonal=1) - 0.5
         bases = upper - upper.transpose(-1, -2)  # (p, 1, H, d, d)
         gen = (self.positions.reshape(1, N, -1, 1, 1, 1, 1) * bases).sum(dim=2)  # (1, N, 1, H, d, d)
-        rot = torch.matrix_exp(gen[:, :, 0:1].float().contiguous())  # its loop over layers: one here
+        rot = torch.matrix_exp(gen[:, :, 0:1].to(self.exp_dtype).contiguous())  # its loop over layers: one here
         rot = rot.squeeze(2).view(1, N, H, 1, d, d).transpose(1, 2)  # (1, H, N, 1, d, d)
 
         def apply(t: Tensor) -> Tensor:  # (B, H, N, d) -> (B, H, N, d)

@@ -69,30 +69,17 @@ def test_liere_official_algorithm_peer_is_the_same_rotation_as_liere():
     grid, dim, heads = (3, 4), 32, 2
     d = dim // heads
     ours = peers._OurAttention(dim, heads, "liere", grid).double()
-    official = peers._LieREOfficial(heads, d, grid).double()
     upper = ours.pe.layer(0).upper  # (H, p, 1, d(d-1)/2)
     rows, cols = torch.triu_indices(d, d, offset=1)
-    with torch.no_grad():
-        official.raw.zero_()
-        for a in range(len(grid)):
-            official.raw[a, 0, :, rows, cols] = upper[:, a, 0]
     q, k = torch.randn(2, 2, heads, 12, d, dtype=torch.float64)
     want_q, want_k = ours.pe.layer(0).qk(q, k, None, ours.coords)
-    got_q, got_k = _float64_official(official, q, k, grid)
-    torch.testing.assert_close(got_q, want_q, rtol=1e-10, atol=1e-10)
-    torch.testing.assert_close(got_k, want_k, rtol=1e-10, atol=1e-10)
-    fq, fk = official.float()(q.float(), k.float())  # and the float32 path itself, to float32 accuracy
-    torch.testing.assert_close(fq.double(), want_q, rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(fk.double(), want_k, rtol=1e-4, atol=1e-4)
-
-
-def _float64_official(official, q, k, grid):
-    """The official algorithm's forward in float64 (its float32 cast and float32 positions removed)."""
-    import torch
-    B, H, N, d = q.shape
-    upper = torch.triu(official.raw, diagonal=1) - 0.5
-    bases = upper - upper.transpose(-1, -2)
-    pos = torch.cartesian_prod(*(torch.linspace(0, 1, g, dtype=torch.float64) for g in grid))  # its buffer in float64
-    gen = (pos.reshape(1, N, -1, 1, 1, 1, 1) * bases).sum(dim=2)
-    rot = torch.matrix_exp(gen[:, :, 0:1].contiguous()).squeeze(2).view(1, N, H, 1, d, d).transpose(1, 2)
-    return tuple(torch.matmul(rot, t.reshape(B, H, N, 1, d, 1)).flatten(-3) for t in (q, k))
+    # a float64 twin (positions and exponential in float64), then the official float32 path itself
+    for exp_dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-4)):
+        official = peers._LieREOfficial(heads, d, grid, exp_dtype=exp_dtype)
+        with torch.no_grad():
+            official.raw.zero_()
+            for a in range(len(grid)):
+                official.raw[a, 0, :, rows, cols] = upper[:, a, 0].to(exp_dtype)
+        got_q, got_k = official(q.to(exp_dtype), k.to(exp_dtype))
+        torch.testing.assert_close(got_q.double(), want_q, rtol=tol, atol=tol)
+        torch.testing.assert_close(got_k.double(), want_k, rtol=tol, atol=tol)
