@@ -135,7 +135,10 @@ class FIRELayer(BiasLayerPE):
             d_u, far_u, inverse, shape = self._pair_keys(coords, c)
             x = self._psi(d_u) / (self._psi(torch.maximum(far_u, threshold)) + self.eps)  # (U,)
             table = self._mlp(x).t()  # (H, U)
-            return self._finish(table[:, inverse].view(-1, *shape).movedim(0, 1))  # (B|1, H, N, N), + prefix
+            # index_select, not table[:, inverse]: the same gather, whose backward is an index_add_ instead of advanced
+            # indexing's accumulating index_put_ (as rpb's table)
+            picked = table.index_select(1, inverse)  # (H, B|1 * N * N)
+            return self._finish(picked.view(-1, *shape).movedim(0, 1))  # (B|1, H, N, N), + prefix
         return self._finish(bias.movedim(-1, 1))  # (B|1, H, N, N) -> with prefix rows / cols
 
     def _bias_entry(self, c: Tensor) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:

@@ -64,6 +64,7 @@ the first three before training (:func:`check_forced_impl`, :func:`check_pe_impl
 """
 from __future__ import annotations
 
+import threading
 import warnings
 from contextlib import AbstractContextManager
 from typing import Callable
@@ -71,6 +72,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from pebench.core.child_pythonpath import shield_torch_children
@@ -362,6 +364,31 @@ def attend(q: Tensor, k: Tensor, v: Tensor, x: Tensor, layer_pe: LayerPE, coords
     return (out if out.shape[-1] == d else out[..., :d]), used
 
 
+#: the most bytes the kept backward buffers of :class:`LearnedBiasAttention` may take (both together); larger
+#: ones are allocated per call and freed
+BIAS_FLASH_WORKSPACE_MAX = 256 * 2 ** 20
+_WORKSPACE = threading.local()
+
+
+def _backward_buffers(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Two ``(B, H, T, T)`` buffers for :class:`LearnedBiasAttention`'s backward, kept per thread and reused while the
+    shape stays the same.
+
+    Why: allocated per call, each buffer (8 MiB at 256 tokens, batch 8, 4 heads) was handed back to the system by
+    malloc when freed and faulted in page by page at the next layer's backward; in vit-nano's training step at 256
+    tokens that took about a third of the backward (11.8 against 7.9 ms per call, with spikes to 80 ms, measured
+    2026-12-06). One backward runs at a time per thread (autograd runs a node's backward to its end), so one pair
+    serves every layer. Above :data:`BIAS_FLASH_WORKSPACE_MAX` nothing is kept.
+    """
+    if 2 * shape.numel() * torch.empty((), dtype=dtype).element_size() > BIAS_FLASH_WORKSPACE_MAX:
+        return torch.empty(shape, dtype=dtype, device=device), torch.empty(shape, dtype=dtype, device=device)
+    kept = getattr(_WORKSPACE, "buffers", None)
+    if kept is None or kept[0].shape != shape or kept[0].dtype != dtype or kept[0].device != device:
+        _WORKSPACE.buffers = kept = (torch.empty(shape, dtype=dtype, device=device),
+                                     torch.empty(shape, dtype=dtype, device=device))
+    return kept
+
+
 class LearnedBiasAttention(torch.autograd.Function):
     """``softmax(q k^T * scale + mask) v`` with a gradient for ``mask`` (a learned bias), CPU training.
 
@@ -371,7 +398,8 @@ class LearnedBiasAttention(torch.autograd.Function):
     is the flash kernel with the mask, and the backward is written out:
     ``P = softmax(q k^T s + mask)``, ``dV = P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - rowsum(P * dP))``,
     ``dQ = dS K s``, ``dK = dS^T Q s``, ``dmask = dS`` summed over the mask's broadcast dims. Two ``(B, H, T, T)``
-    buffers, ``P`` and ``dP``, as in the math path's backward; rows whose keys are all masked get ``P = 0``,
+    buffers, ``P`` and ``dP``, as in the math path's backward, kept between calls up to
+    :data:`BIAS_FLASH_WORKSPACE_MAX` (:func:`_backward_buffers`); the backward cannot be differentiated again; rows whose keys are all masked get ``P = 0``,
     as the math path's guard gives them (the kernel's output there is 0 too). ``tests/models/test_attention_impls.py``
     checks the output and all four gradients against the attention written out in float64.
     ``attention_impl=dense`` keeps the math path (the one ``auto`` used before 2026-12-05).
@@ -385,20 +413,25 @@ class LearnedBiasAttention(torch.autograd.Function):
         return out  # (B, H, T, d)
 
     @staticmethod
+    @once_differentiable  # the backward works in place on kept buffers: no graph of it can be built
     def backward(ctx, g: Tensor):  # type: ignore[override]
         q, k, v, mask = ctx.saved_tensors
         s = ctx.scale
+        shape = torch.Size((*q.shape[:-1], k.shape[-2]))  # (B, H, T, T)
+        p_buf, ds_buf = _backward_buffers(shape, q.dtype, q.device)
+        if mask.shape == shape:  # dmask is dS itself (a per-sequence mask): dS must not live in a kept buffer
+            ds_buf = torch.empty(shape, dtype=q.dtype, device=q.device)
         # P from scratch, not exp(S - lse) with the kernel's lse, and D = rowsum(P * dP), not rowsum(dO * O) with the
         # kernel's output O: the kernel's vectorised exponential is approximate, and mixing its lse or output into an
         # exactly computed P put errors of 1e-4 into dQ in some processes (measured); this way the backward is the
-        # exact gradient of softmax attention at the kernel's inputs. Two (B, H, T, T) buffers: P (the scores, then
-        # their softmax, in place) and dP (then dS, in place).
-        p = torch.matmul(q, k.transpose(-1, -2)).mul_(s).add_(mask)  # (B, H, T, T) scores
+        # exact gradient of softmax attention at the kernel's inputs. Two (B, H, T, T) buffers, kept between calls
+        # (_backward_buffers): P (the scores, then their softmax, in place) and dP (then dS, in place).
+        p = torch.matmul(q, k.transpose(-1, -2), out=p_buf).mul_(s).add_(mask)  # (B, H, T, T) scores
         p = torch.ops.aten._softmax.out(p, -1, False, out=p)  # softmax over keys, in place (row by row)
         empty = p[..., :1].isnan()  # (B, H, T, 1): every key masked (softmax of -inf only; the kernel's lse is 0 there)
         if bool(empty.any()):
             p = p.masked_fill_(empty, 0.0)
-        ds = torch.matmul(g, v.transpose(-1, -2)).mul_(p)  # P * dP, in dP's buffer
+        ds = torch.matmul(g, v.transpose(-1, -2), out=ds_buf).mul_(p)  # P * dP, in dP's buffer
         ds = ds.addcmul_(p, ds.sum(-1, keepdim=True), value=-1.0)  # dS = P * dP - P * rowsum(P * dP), in place
         dv = torch.matmul(p.transpose(-1, -2), g)  # after dS: dV is not yet held while dP is formed
         del p

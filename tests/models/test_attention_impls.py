@@ -391,6 +391,43 @@ def test_learned_bias_flash_equals_the_written_out_attention_with_gradients(mask
         torch.testing.assert_close(got.double(), ref, rtol=2e-5, atol=2e-5, msg=lambda m, name=name: f"{name}: {m}")
 
 
+def test_learned_bias_flash_backward_keeps_its_buffers_without_aliasing_a_returned_gradient(monkeypatch):
+    """The backward's two ``(B, H, T, T)`` buffers are kept per thread and reused while the shape stays (not above
+    ``BIAS_FLASH_WORKSPACE_MAX``); a per-sequence mask's gradient (dS itself) is never one of them, so a later
+    backward leaves an earlier gradient as it was; the in-place backward refuses a second differentiation."""
+    g = torch.Generator().manual_seed(3)
+    T, s = 11, d ** -0.5
+    q, k, v = (torch.randn(B, H, T, d, generator=g, requires_grad=True) for _ in range(3))
+
+    def grads(mask):
+        mask = mask.detach().requires_grad_(True)
+        out = attn_mod.LearnedBiasAttention.apply(q, k, v, mask, s)
+        return torch.autograd.grad(out.square().sum(), (q, mask))
+
+    monkeypatch.setattr(attn_mod, "_WORKSPACE", attn_mod.threading.local())
+    table = torch.randn(1, H, T, T, generator=g)
+    first = grads(table)
+    kept = attn_mod._WORKSPACE.buffers
+    assert [tuple(b.shape) for b in kept] == [(B, H, T, T)] * 2
+    again = grads(table)
+    assert attn_mod._WORKSPACE.buffers is kept  # reused, and the same numbers
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    per_seq = grads(torch.randn(B, H, T, T, generator=g))  # dmask is dS: returned, not kept
+    snapshot = [t.clone() for t in per_seq]
+    grads(torch.randn(B, H, T, T, generator=g))
+    assert all(torch.equal(a, b) for a, b in zip(per_seq, snapshot))
+    assert all(per_seq[1].data_ptr() != b.data_ptr() for b in attn_mod._WORKSPACE.buffers)
+    monkeypatch.setattr(attn_mod, "_WORKSPACE", attn_mod.threading.local())
+    monkeypatch.setattr(attn_mod, "BIAS_FLASH_WORKSPACE_MAX", 2 * B * H * T * T * 4 - 1)  # one byte short
+    assert all(torch.equal(a, b) for a, b in zip(grads(table), first))
+    assert getattr(attn_mod._WORKSPACE, "buffers", None) is None
+    mask = table.clone().requires_grad_(True)
+    out = attn_mod.LearnedBiasAttention.apply(q, k, v, mask, s)
+    (dq,) = torch.autograd.grad(out.square().sum(), (q,), create_graph=True)
+    with pytest.raises(RuntimeError, match="twice|once_differentiable|double"):
+        dq.sum().backward()
+
+
 def test_auto_trains_learned_biases_with_bias_flash_and_dense_keeps_the_math_path():
     """``auto``, CPU, training, float32: a learned bias (rpb's table) runs ``bias-flash``; a fixed one (alibi) and
     ``impl=dense`` run the math path; evaluation and float64 too. Both training paths give the same gradients.
