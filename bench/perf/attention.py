@@ -83,10 +83,12 @@ __all__ = ["run", "main", "square_grid", "format_table", "attention_step", "benc
 
 #: default ``--tokens``; docs/perf_attention.md adds 16384 (``--tokens 256,1024,4096,16384``)
 DEFAULT_TOKENS = (256, 1024, 4096)
-#: the ``train`` phase is skipped above this many tokens for these PEs (with a note): LieRE's
-#: ``matrix_exp`` backward holds several ``(N, 2d, 2d)`` buffers per head, O(N d^2) memory that at
-#: 16,384 tokens exceeds a 24 GiB machine (the page's 4,096-token row shows the measured peak)
-TRAIN_MAX_TOKENS = {"liere": 4096}
+#: the ``train`` phase is skipped above this many tokens for these PEs (with a note): LieRE holds a
+#: ``(d, d)`` rotation per token and head, and its exponential's backward an eigendecomposition of each,
+#: O(N d^2) memory: one step at 16,384 tokens (1 head of 64) peaked at 5.1 GB of resident memory and took
+#: 36-42 s on the 2-core machine (2026-12-06, the spectral gradient); 65,536 would need about 20 GB.
+#: (Matrix_exp's own backward, before 2026-12-06, needed 4.4 GB at 4,096 tokens, so the limit was 4,096.)
+TRAIN_MAX_TOKENS = {"liere": 16384}
 #: the phases measured: ``train`` (forward+backward) and ``eval`` (forward, no grad)
 PHASES = ("train", "eval")
 #: issue #30: peak memory at 4N <= this times the peak at N (linear in N: ~4)
