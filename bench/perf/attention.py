@@ -74,6 +74,7 @@ from pebench.models.attention import (
 )
 
 from ..core.io import atomic_write_text
+from ..runner.numerics import flush_denormals
 from .report import record
 from .suites import SUITES
 from .timing import interleaved_times, peak_bytes, round_ratios
@@ -85,8 +86,8 @@ __all__ = ["run", "main", "square_grid", "format_table", "attention_step", "benc
 DEFAULT_TOKENS = (256, 1024, 4096)
 #: the ``train`` phase is skipped above this many tokens for these PEs (with a note): LieRE holds a
 #: ``(d, d)`` rotation per token and head, and its exponential's backward an eigendecomposition of each,
-#: O(N d^2) memory: one step at 16,384 tokens (1 head of 64) peaked at 5.1 GB of resident memory and took
-#: 36-42 s on the 2-core machine (2026-12-06, the spectral gradient); 65,536 would need about 20 GB.
+#: O(N d^2) memory: one step at 16,384 tokens (1 head of 64) allocates 4.2 GB at its peak (docs/perf_attention.md;
+#: 5.1 GB of resident memory in a separate run) with the spectral gradient; 65,536 would need about 20 GB.
 #: (Matrix_exp's own backward, before 2026-12-06, needed 4.4 GB at 4,096 tokens, so the limit was 4,096.)
 TRAIN_MAX_TOKENS = {"liere": 16384}
 #: the phases measured: ``train`` (forward+backward) and ``eval`` (forward, no grad)
@@ -335,11 +336,20 @@ def run(n_tokens: Sequence[int] = DEFAULT_TOKENS, head_dim: int = 64, heads: int
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(rows, indent=1))
     if md_path is not None:
-        atomic_write_text(md_path, _page(title, table, n_tokens))
+        atomic_write_text(md_path, _page(title, table, n_tokens, denormals_flushed()))
     return rows
 
 
-def _page(title: str, table: str, n_tokens: Sequence[int]) -> str:
+def denormals_flushed() -> bool:
+    """Whether torch flushes denormal floats to zero now, on every thread that takes a chunk of a
+    parallel product (2^21 float32 denormals times 1: all zero only if each flushes): what the page
+    says, measured rather than assumed. The denormals are made from their bits (71,362: about 1e-40),
+    since a flushing thread would turn ``torch.full(..., 1e-40)`` into zeros itself."""
+    tiny = torch.full((1 << 21,), 71362, dtype=torch.int32).view(torch.float32)
+    return int((tiny * 1.0).count_nonzero()) == 0
+
+
+def _page(title: str, table: str, n_tokens: Sequence[int], flushed: bool) -> str:
     """The markdown page ``--md`` writes (docs/perf_attention.md): how it was made, then the tables."""
     try:
         load = "load average %.1f %.1f %.1f at the end" % os.getloadavg()
@@ -350,8 +360,10 @@ def _page(title: str, table: str, n_tokens: Sequence[int]) -> str:
             f"(module `pebench.perf.attention`; what each column means: its docstring), on "
             f"{platform.machine()} with {os.cpu_count()} CPUs, {load}. `time` is the best of the repeats; "
             f"`peak mem` is the memory allocated during the step on top of inputs and parameters; `auto` marks "
-            f"the implementation `bench run` picks (`--attention-impl auto`). Denormals are flushed to zero, as "
-            f"in `bench run`. Ratios are to `none` / `rope-axial` with the same implementation and phase "
+            f"the implementation `bench run` picks (`--attention-impl auto`). "
+            + ("Denormals are flushed to zero, as in `bench run`. " if flushed else
+               "Denormals are NOT flushed to zero (`bench run` flushes them where the CPU can). ")
+            + f"Ratios are to `none` / `rope-axial` with the same implementation and phase "
             f"(`sdpa` where those have no such implementation).\n\n{title}\n\n{table}\n")
 
 
@@ -413,6 +425,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="smoke-test sizes (N = 16, 64; head dim 16; one repeat): the code paths, not numbers")
     args = ap.parse_args(argv)
+    # before torch's first parallel operation, or its worker threads keep denormals (pebench.runner.numerics):
+    # PaPE's logits underflow, and with denormals its layer trained 3.4x slower at N = 1,024 (2026-12-06)
+    flush_denormals()
     try:
         tokens = [int(t) for t in (args.tokens or ("16,64" if args.quick else ",".join(map(str, DEFAULT_TOKENS))))
                   .split(",") if t.strip()]

@@ -62,7 +62,9 @@ def _child(steps: int, threads: int | None) -> None:
     """Run ``steps`` training steps and print the wall seconds of the steps after the first."""
     import torch  # deferred: the parent only spawns processes; only the child trains
 
+    from ..runner.numerics import flush_denormals
     from .model import NUM_CLASSES, PeClassifier, train_step_fn  # deferred: as torch, child only
+    flush_denormals()  # as bench run, before torch's worker threads exist (pebench.runner.numerics)
     if threads is not None:
         torch.set_num_threads(threads)
     torch.manual_seed(0)

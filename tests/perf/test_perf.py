@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import platform
 import subprocess
 import sys
 
@@ -199,6 +201,42 @@ def test_perf_attention_flex_eval_cell():
     assert (row["impl"], row["phase"], row["auto"]) == ("flex", "eval", False) and row["peak_mem_mb"] > 0
     with pytest.raises(ValueError, match="unknown implementation"):
         run([64], pes=["alibi"], impls=["auto"], verbose=False)
+
+
+_DENORMAL_PROBE = """
+import torch
+from pebench.perf.attention import denormals_flushed
+from pebench.runner.numerics import flush_denormals
+torch.set_num_threads(2)
+if {mode!r} == "early":
+    flush_denormals()
+before = denormals_flushed()  # also creates the worker pool
+if {mode!r} == "late":
+    flush_denormals()
+print(before, denormals_flushed())
+"""
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="flush-to-zero is an x86 SSE mode (pebench.runner.numerics)")
+def test_perf_attention_flushes_denormals_on_every_thread_and_its_page_says_what_it_measured(tmp_path):
+    """`bench perf attention` flushes denormals before torch's worker threads exist, as `bench run` does (it did
+    not before 2026-12-06, while its page said it did: PaPE's layer, whose logits underflow, then trained
+    3.4x slower). The page's sentence comes from a probe that sees the workers: it says no in a process before
+    it flushed and after a flush that came once its pool existed, yes in one that flushed first."""
+    def probe(mode: str) -> str:
+        r = subprocess.run([sys.executable, "-c", _DENORMAL_PROBE.format(mode=mode)], capture_output=True,
+                           text=True, timeout=120, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+    assert probe("late") == "False False"  # not flushed; then the workers made before the flush keep denormals
+    assert probe("early") == "True True"
+    md = tmp_path / "attn.md"
+    r = subprocess.run([sys.executable, "-m", "pebench.cli", "perf", "attention", "--quick", "--pes", "none",
+                        "--phases", "eval", "--impls", "sdpa", "--md", str(md)], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert r.returncode == 0, r.stderr
+    assert "Denormals are flushed to zero, as in `bench run`." in md.read_text()
 
 
 def test_contention_records_medians_and_each_rounds_ratio(monkeypatch):
