@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 
+from pebench.runner.numerics import flush_denormals
 from pebench.runner.threads import IDLE_SPIN_COUNT, SPIN_CHOICE, machine_busy
 
 from .report import record
@@ -62,7 +63,6 @@ def _child(steps: int, threads: int | None) -> None:
     """Run ``steps`` training steps and print the wall seconds of the steps after the first."""
     import torch  # deferred: the parent only spawns processes; only the child trains
 
-    from ..runner.numerics import flush_denormals
     from .model import NUM_CLASSES, PeClassifier, train_step_fn  # deferred: as torch, child only
     flush_denormals()  # as bench run, before torch's worker threads exist (pebench.runner.numerics)
     if threads is not None:
