@@ -165,6 +165,20 @@ def test_perf_findings_liere_sentence_reads_its_floor_and_the_official_compariso
         perf_findings.peers_table([floor, vs])
 
 
+def test_perf_findings_all_budget_miss_lists_the_suites_largest_first():
+    """A missed `bench perf all` budget gets a bullet with each suite's wall time, largest first; a met one none."""
+    def rec(suite, secs, total):
+        return {"name": f"perf wall time {suite}", "a_value": secs, "b_value": total, "ratio": secs / total,
+                "higher_is_better": False, "target": None, "meets_target": None, "suite": suite}
+    wall = {"name": "perf wall time all suites", "a_value": 312.0, "b_value": 300.0, "ratio": 1.04, "target": 1.0,
+            "meets_target": False, "higher_is_better": False, "suite": "all"}
+    perf = [rec("startup", 14.1, 312), rec("e2e", 88.4, 312), rec("pe-overhead", 103.0, 312), wall]
+    text = perf_findings.misses(perf, [])
+    assert "* **`bench perf all`** took 312 s against its 300 s budget: pe-overhead 103 s, e2e 88 s, startup 14 s " \
+           "(each suite's wall time" in text
+    assert "bench perf all" not in perf_findings.misses(perf[:3] + [{**wall, "a_value": 280.0, "meets_target": True}], [])
+
+
 def test_perf_findings_peer_and_contention_tables():
     """The peers verdict comes from the record's median interval against 1 (met / missed / inconclusive), the
     memory verdict from its ratio; contention rows are loaded / idle against the record's target."""
