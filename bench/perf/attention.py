@@ -74,7 +74,7 @@ from pebench.models.attention import (
 )
 
 from ..core.io import atomic_write_text
-from ..runner.numerics import flush_denormals
+from ..runner.numerics import denormals_flushed, flush_denormals
 from .report import record
 from .suites import SUITES
 from .timing import interleaved_times, peak_bytes, round_ratios
@@ -338,15 +338,6 @@ def run(n_tokens: Sequence[int] = DEFAULT_TOKENS, head_dim: int = 64, heads: int
     if md_path is not None:
         atomic_write_text(md_path, _page(title, table, n_tokens, denormals_flushed()))
     return rows
-
-
-def denormals_flushed() -> bool:
-    """Whether torch flushes denormal floats to zero now, on every thread that takes a chunk of a
-    parallel product (2^21 float32 denormals times 1: all zero only if each flushes): what the page
-    says, measured rather than assumed. The denormals are made from their bits (71,362: about 1e-40),
-    since a flushing thread would turn ``torch.full(..., 1e-40)`` into zeros itself."""
-    tiny = torch.full((1 << 21,), 71362, dtype=torch.int32).view(torch.float32)
-    return int((tiny * 1.0).count_nonzero()) == 0
 
 
 def _page(title: str, table: str, n_tokens: Sequence[int], flushed: bool) -> str:

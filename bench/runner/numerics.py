@@ -45,7 +45,7 @@ import platform
 import sys
 from typing import Any
 
-__all__ = ["PINNED_ENV", "pin_cpu_numerics", "flush_denormals", "numerics_record"]
+__all__ = ["PINNED_ENV", "pin_cpu_numerics", "flush_denormals", "denormals_flushed", "numerics_record"]
 
 #: environment variables set by ``--deterministic`` on x86-64, read by torch/MKL/oneDNN at start-up
 PINNED_ENV: dict[str, str] = {
@@ -99,6 +99,18 @@ def flush_denormals() -> bool:
         np.finfo(t)  # cached by numpy: computed now, before flush-to-zero, without a warning
     _state["flush_denormal"] = bool(torch.set_flush_denormal(True))
     return _state["flush_denormal"]
+
+
+def denormals_flushed() -> bool:
+    """Whether torch flushes denormal floats to zero now, on every thread that takes a chunk of a
+    parallel product (2^21 float32 denormals times 1: all zero only if each flushes): measured rather
+    than assumed (:func:`flush_denormals` reaches only threads made after it). The denormals are made
+    from their bits (71,362: about 1e-40), since a flushing thread would turn ``torch.full(..., 1e-40)``
+    into zeros itself."""
+    import torch  # deferred: start-up time (pin_cpu_numerics must run before torch is imported)
+
+    tiny = torch.full((1 << 21,), 71362, dtype=torch.int32).view(torch.float32)
+    return int((tiny * 1.0).count_nonzero()) == 0
 
 
 def _cpu_model() -> str | None:

@@ -205,8 +205,7 @@ def test_perf_attention_flex_eval_cell():
 
 _DENORMAL_PROBE = """
 import torch
-from pebench.perf.attention import denormals_flushed
-from pebench.runner.numerics import flush_denormals
+from pebench.runner.numerics import denormals_flushed, flush_denormals
 torch.set_num_threads(2)
 if {mode!r} == "early":
     flush_denormals()
