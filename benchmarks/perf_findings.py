@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -207,6 +208,14 @@ def overhead_table(perf: list[dict]) -> str:
             cells += [_r(floors[pe][n]) if n in floors.get(pe, {}) else "—" for n in sizes]
         lines.append(f"| {pe}{' (*alone*)' if pe in alone else ''} | " + " | ".join(cells)
                      + f" | {words[step_verdict(by_n.values())]} |")
+    # the threshold the run sorted its PEs by (records before 2026-12-06 carry it in the heavy PEs' notes only)
+    heavy = {float(r["heavy_step"]) for r in perf if r["suite"] == "pe-overhead" and "heavy_step" in r} or \
+        {float(m.group(1)) for r in perf if r["suite"] == "pe-overhead"
+         for m in [re.search(r"its step > ([0-9.]+)x none's", r.get("note") or "")] if m}
+    if len(heavy) == 1:
+        lines += ["", f"*alone*: timed in its own interleave with `none` (fewer rounds), because its warm-up step "
+                  f"took over {heavy.pop():g}× `none`'s: in one shared round, the memory such steps free slowed the "
+                  "candidates after them."]
     return "\n".join(lines)
 
 

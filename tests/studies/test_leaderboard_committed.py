@@ -293,3 +293,15 @@ def test_the_archived_200_step_sweep_holds_exactly_the_stale_mean_class_acc_its_
     assert stale and named == stale
     for script in ("alibi_findings.py", "probe_recipe.py"):
         assert "mean_class_acc" not in (REPO / "benchmarks" / script).read_text(encoding="utf-8")
+
+
+def test_perf_findings_alone_sentence_reads_the_runs_threshold():
+    """The *alone* sentence under the training-step table gives the threshold the run sorted its PEs by: the
+    records' ``heavy_step`` field, or (records before it existed) the heavy PEs' notes; none without either."""
+    perf = [r for r in json.loads((REPO / "docs" / "perf.json").read_text(encoding="utf-8"))
+            if r["suite"] == "pe-overhead"]
+    assert "warm-up step took over 1.5× `none`'s" in perf_findings.overhead_table(perf)  # from the notes
+    plain = [{**r, "note": (r.get("note") or "").split("; timed in its own")[0]} for r in perf]
+    assert "*alone*:" not in perf_findings.overhead_table(plain)
+    assert "warm-up step took over 2× `none`'s" in perf_findings.overhead_table([{**r, "heavy_step": 2.0}
+                                                                                for r in plain])
