@@ -107,25 +107,29 @@ def _reference(ev, H, W, p, thr, R, K, ts, cap=None):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_matches_loop_reference(seed):
+@pytest.mark.parametrize("H, W", [(13, 18), (12, 16)])  # remainder strips (events dropped) / the patch divides
+def test_matches_loop_reference(seed, H, W):
     rng = np.random.default_rng(seed)
     n = 2500
     ev = np.zeros(n, EVENT_DTYPE)
-    ev["x"], ev["y"], ev["p"] = rng.integers(0, 18, n), rng.integers(0, 13, n), rng.random(n) < 0.5
+    ev["x"], ev["y"], ev["p"] = rng.integers(0, W, n), rng.integers(0, H, n), rng.random(n) < 0.5
     ev["t"] = np.sort(rng.integers(0, 200_000, n)) + 7_000
     thr, R, K = int(rng.integers(4, 40)), int(rng.integers(0, 30_000)), int(rng.integers(1, 7))
     cap = [None, 10][seed % 2]
-    out = spiking_patches(ev, (13, 18), 4, thr, R, K, 10_000.0, max_tokens=cap)
-    ref = _reference(ev, 13, 18, 4, thr, R, K, 10_000.0, cap)
+    out = spiking_patches(ev, (H, W), 4, thr, R, K, 10_000.0, max_tokens=cap)
+    ref = _reference(ev, H, W, 4, thr, R, K, 10_000.0, cap)
     assert len(ref) == len(out.coords) > 0
     for i, (t, c, vol) in enumerate(ref):
-        assert np.isclose(out.coords[i, 0], t / 10_000) and out.coords[i, 1] == c // 4 and out.coords[i, 2] == c % 4
+        gw = W // 4
+        assert np.isclose(out.coords[i, 0], t / 10_000) and out.coords[i, 1] == c // gw and out.coords[i, 2] == c % gw
         assert np.allclose(out.volumes[i], vol)
+        counts = np.rint(np.expm1(vol)).astype(np.float32)  # the reference's counts (it returns their log1p)
+        assert np.array_equal(out.volumes[i], np.log1p(counts))  # float32 log1p of the counts, bit for bit
     if cap:
         assert out.fired > cap  # the cap applied and was recorded
     # unsorted input gives the same tokens
     perm = rng.permutation(n)
-    out2 = spiking_patches(ev[np.argsort(ev["t"][perm], kind="stable")], (13, 18), 4, thr, R, K, 10_000.0,
+    out2 = spiking_patches(ev[np.argsort(ev["t"][perm], kind="stable")], (H, W), 4, thr, R, K, 10_000.0,
                            max_tokens=cap)
     assert np.array_equal(out.coords, out2.coords)
 
