@@ -367,7 +367,8 @@ def contention_table(rows: list[dict] | None) -> str:
     for r in rows:
         if r["name"].startswith("contention ") and r.get("target") is not None:
             verdict = record_verdict(r)
-            lines.append(f"| {r['name'].removeprefix('contention ')} | {ratio(r)} | {_bound(r)}× | "
+            fair = f" (fair share {r['fair_share']:g}×)" if r.get("fair_share") else ""  # records since 2026-12-06
+            lines.append(f"| {r['name'].removeprefix('contention ')}{fair} | {ratio(r)} | {_bound(r)}× | "
                          + ("yes" if verdict == "met" else "**no**" if verdict == "missed" else verdict) + " |")
     for phase in ("idle", "loaded"):  # each setting's own times against the default's (medians in seconds)
         for r in rows:

@@ -240,29 +240,37 @@ def test_perf_attention_flushes_denormals_on_every_thread_and_its_page_says_what
 
 
 def test_contention_records_medians_and_each_rounds_ratio(monkeypatch):
-    """bench perf contention (its process launching replaced): per setting the medians over ROUNDS rounds of the
-    loaded and idle times, each round's loaded / idle ratio kept for the report's interval."""
+    """bench perf contention (its process launching replaced): per setting and load the medians over ROUNDS rounds
+    of the loaded and idle times, each round's loaded / idle ratio kept for the report's interval, and the fair
+    share of each load (1 + competing threads / the training's)."""
     from pebench.perf import contention
 
-    times = iter(range(1, 1000))  # idle, loaded, idle, loaded, ... in the order the suite measures
+    calls = []  # (setting, load_procs) in the order the suite measures; the time is the call's number
 
-    def fake_timed(setting, steps, loaded):
-        t = float(next(times))
-        return 10 * t if loaded else t
+    def fake_timed(setting, steps, load_procs):
+        calls.append((setting, load_procs))
+        return float(len(calls))
     monkeypatch.setattr(contention, "_timed", fake_timed)
     rows = contention.bench_contention(quick=False)
-    n = len(contention.SETTINGS)
-    first = rows[0]  # "default": idle at calls 1, 1 + 2n, 1 + 4n; loaded at the calls after them
-    idle = [1 + 2 * n * r for r in range(contention.ROUNDS)]
-    assert first["name"].startswith("contention default") and first["b_value"] == sorted(idle)[1]
-    assert first["a_value"] == 10 * (sorted(idle)[1] + 1)
-    assert first["round_ratios"] == [round(10 * (i + 1) / i, 4) for i in idle] and first["target"] == 2.5
+    n, levels = len(contention.SETTINGS), contention.LOAD_LEVELS
+    assert levels == (1, 2) and len(calls) == contention.ROUNDS * n * (1 + len(levels))
+    per = 1 + len(levels)  # calls per setting and round: idle, then each load
+
+    def t(setting, load, r):  # the fake time of that measurement
+        return float(r * n * per + list(contention.SETTINGS).index(setting) * per + [0, *levels].index(load) + 1)
+    for load in levels:
+        rec = next(r for r in rows if r["name"].startswith(f"contention default: 10 training steps beside {load} x"))
+        idle = [t("default", 0, r) for r in range(contention.ROUNDS)]
+        busy = [t("default", load, r) for r in range(contention.ROUNDS)]
+        assert rec["b_value"] == sorted(idle)[1] and rec["a_value"] == sorted(busy)[1] and rec["target"] == 2.5
+        assert rec["round_ratios"] == [round(b / i, 4) for b, i in zip(busy, idle)]
+        assert rec["load_procs"] == load and rec["fair_share"] == 1 + load
     for phase in ("idle", "loaded"):  # each other setting's absolute times against the default's
         rows_p = [r for r in rows if r["name"].startswith(f"contention {phase} ")]
-        assert len(rows_p) == n - 1 and all(len(r["round_ratios"]) == contention.ROUNDS for r in rows_p)
-    passive = next(r for r in rows if r["name"] == "contention loaded passive / default")
-    k = list(contention.SETTINGS).index("passive")  # loaded passive at call 2 + 2k + 2nr
-    assert passive["round_ratios"] == [round((2 + 2 * k + 2 * n * r) / (2 + 2 * n * r), 4)
+        assert len(rows_p) == (n - 1) * (1 if phase == "idle" else len(levels))
+        assert all(len(r["round_ratios"]) == contention.ROUNDS for r in rows_p)
+    passive = next(r for r in rows if r["name"] == "contention loaded passive / default beside 2 x 2-thread load")
+    assert passive["round_ratios"] == [round(t("passive", 2, r) / t("default", 2, r), 4)
                                        for r in range(contention.ROUNDS)]
 
 

@@ -215,6 +215,10 @@ def test_perf_findings_peer_and_contention_tables():
     assert iv[1] > 2.5 and f"| default: 10 steps / idle | 2.00× [{iv[0]:.2f}, {iv[1]:.2f}] | ≤ 2.5× | inconclusive |" \
         in rounds
     assert "| 1-thread: 10 steps / idle | 1.20× [0.97, 1.47]" in rounds and rounds.rstrip().endswith("| ≤ 2.5× | yes |")
+    fair = perf_findings.contention_table([{"name": "contention auto: 10 steps beside 1 x 2-thread load / idle",
+                                            "ratio": 1.8, "target": 2.5, "meets_target": True,
+                                            "higher_is_better": False, "fair_share": 2.0}])
+    assert "| auto: 10 steps beside 1 x 2-thread load / idle (fair share 2×) | 1.80× | ≤ 2.5× | yes |" in fair
     analyze = perf_findings.analyze_section([
         {"name": "analyze geometry, ViT over 8 photos", "a": "bench analyze", "b": "one forward", "a_value": 90.0,
          "b_value": 10.0, "ratio": 9.0, "note": "1 + 2K = 5 probe passes (clean; ...)"},
