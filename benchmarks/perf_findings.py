@@ -351,6 +351,20 @@ def peers_table(peers: list[dict] | None) -> str:
         lines.append(f"| {what} | {phase} | {_r(r['ratio'])}" + (f" [{_r(iv[0])}, {_r(iv[1])}]" if iv else "")
                      + f" | {verdict} | " + (f"{_r(m['ratio'])} | {_met(m['meets_target'])}" if m else "— | —")
                      + " |")
+    split = {r["name"].removeprefix("peers train ").split(" split ", 1)[0]: r for r in peers
+             if r["name"].startswith("peers train ") and " split " in r["name"] and " rpb vs " in r["name"]}
+    if {"forward", "backward"} <= set(split):
+        f, b = split["forward"], split["backward"]
+
+        def cmp(r: dict) -> str:
+            return "faster" if r["a_value"] < r["b_value"] else "slower" if r["a_value"] > r["b_value"] else "as fast"
+        lines += ["", f"Where the `rpb` training step's time goes ({f['note']}): pebench's forward is {cmp(f)} than "
+                  f"timm's ({f['a_value']:.2f} ms against {f['b_value']:.2f} ms), its backward {cmp(b)} "
+                  f"({b['a_value']:.2f} ms against {b['b_value']:.2f} ms). `bias-flash` runs the flash kernel forward, "
+                  "which keeps no "
+                  "attention matrix, and recomputes `P` in its backward; timm's mask, which needs a gradient, sends "
+                  "SDPA to its math path, which keeps `P` from its forward for the backward (one `(B, H, N, N)` "
+                  "tensor held between the two; in pebench, `attention_impl=dense` is that path)."]
     return "\n".join(lines)
 
 

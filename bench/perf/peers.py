@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import importlib.util
 import statistics
+import time
 from typing import Callable
 
 import torch
@@ -250,6 +251,37 @@ def _compare(label: str, ours: nn.Module, peer: nn.Module, peer_name: str, x: Te
     return rows
 
 
+def _train_split(label: str, ours: nn.Module, peer: nn.Module, peer_name: str, x: Tensor, steps: int) -> list[dict]:
+    """Where a training step's time goes: the forward (with the graph), the backward and the optimizer step of
+    each layer, timed separately in the same steps (the two layers alternate, each starting every other step),
+    medians in ms. For a comparison whose implementations differ by phase: ``bias-flash`` runs the flash kernel
+    forward and recomputes ``P`` in its backward; the math path timm's mask takes keeps ``P`` from its forward."""
+    times = {k: {"forward": [], "backward": [], "optimizer": []} for k in ("ours", "peer")}
+    opts = {k: torch.optim.AdamW(m.parameters(), lr=1e-4) for k, m in (("ours", ours), ("peer", peer))}
+    pair = (("ours", ours), ("peer", peer))
+    for it in range(steps + 10):  # 10 warm-up steps each
+        for k, m in (pair if it % 2 else pair[::-1]):
+            m.train()
+            opts[k].zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            loss = m(x).square().mean()
+            t1 = time.perf_counter()
+            loss.backward()
+            t2 = time.perf_counter()
+            opts[k].step()
+            t3 = time.perf_counter()
+            if it >= 10:
+                for phase, secs in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2)):
+                    times[k][phase].append(secs)
+    rows = [record(f"peers train {phase} split {label}", "pebench", peer_name,
+                   statistics.median(times["ours"][phase]) * 1e3, statistics.median(times["peer"][phase]) * 1e3, "ms",
+                   higher_is_better=False, note=f"medians of {steps} training steps each, the layers alternating")
+            for phase in ("forward", "backward", "optimizer")]
+    for r in rows:
+        print(f"  {r['name']}: {r['a_value']:.2f} ms vs {r['b_value']:.2f} ms", flush=True)
+    return rows
+
+
 @SUITES.register("peers")
 def bench_peers(quick: bool = False) -> list[dict]:
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -297,10 +329,12 @@ def bench_peers(quick: bool = False) -> list[dict]:
                          "x-transformers AlibiPositionalBias (1-D)", tok, None, layer_reps)
     if "timm" not in missing:
         torch.manual_seed(0)
-        rows += _compare(f"{layer} rpb vs timm RelPosBias",
-                         _OurAttention(c.embed_dim, c.num_heads, "rpb", grid).to(dev),
-                         _PeerAttention(c.embed_dim, c.num_heads, bias=_TimmRelPosBias(c.num_heads, grid)).to(dev),
-                         "timm RelPosBias (Swin's table, the whole grid as the window)", tok, None, layer_reps)
+        ours_rpb = _OurAttention(c.embed_dim, c.num_heads, "rpb", grid).to(dev)
+        timm_rpb = _PeerAttention(c.embed_dim, c.num_heads, bias=_TimmRelPosBias(c.num_heads, grid)).to(dev)
+        peer_name = "timm RelPosBias (Swin's table, the whole grid as the window)"
+        rows += _compare(f"{layer} rpb vs timm RelPosBias", ours_rpb, timm_rpb, peer_name, tok, None, layer_reps)
+        rows += _train_split(f"{layer} rpb vs timm RelPosBias", ours_rpb, timm_rpb, peer_name, tok,
+                             4 if quick else 200)
     torch.manual_seed(0)
     ours_liere = _OurAttention(c.embed_dim, c.num_heads, "liere", grid).to(dev)
     rows += _compare(f"{layer} liere vs LieRE's official algorithm", ours_liere,

@@ -313,3 +313,16 @@ def test_perf_findings_alone_sentence_reads_the_runs_threshold():
     assert "warm-up step took over 1.5× `none`'s" in perf_findings.overhead_table(old)
     assert "warm-up step took over 2× `none`'s" in perf_findings.overhead_table([{**r, "heavy_step": 2.0}
                                                                                 for r in old])
+
+
+def test_perf_findings_rpb_split_sentence_says_which_phase_is_slower():
+    """Under the peers table, the rpb comparison's forward / backward split (when the records hold it) with the
+    direction of each phase read from the numbers."""
+    def split(phase, ours, timm):
+        return {"name": f"peers train {phase} split one layer rpb vs timm RelPosBias", "a_value": ours,
+                "b_value": timm, "ratio": ours / timm, "target": None, "note": "medians of 200 training steps each"}
+    text = perf_findings.peers_table([split("forward", 3.0, 4.2), split("backward", 6.7, 5.8),
+                                      split("optimizer", 1.2, 1.2)])
+    assert "pebench's forward is faster than timm's (3.00 ms against 4.20 ms), its backward slower (6.70 ms against " \
+           "5.80 ms)" in text and "split" not in text.split("\n")[2]  # the split records are not table rows
+    assert "Where the `rpb`" not in perf_findings.peers_table([split("forward", 3.0, 4.2)])
