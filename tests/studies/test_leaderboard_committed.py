@@ -326,3 +326,19 @@ def test_perf_findings_rpb_split_sentence_says_which_phase_is_slower():
     assert "pebench's forward is faster than timm's (3.00 ms against 4.20 ms), its backward slower (6.70 ms against " \
            "5.80 ms)" in text and "split" not in text.split("\n")[2]  # the split records are not table rows
     assert "Where the `rpb`" not in perf_findings.peers_table([split("forward", 3.0, 4.2)])
+
+
+def test_perf_findings_dino_floor_only_where_the_rest_costs_at_least_the_classification_steps():
+    """The DINO bullet claims a floor of 1 + the teacher's share only when the rest of the step costs at least the
+    classification steps; otherwise it says what the rest would have to cost (a measured step below such a 'floor'
+    was once on the page)."""
+    def rec(name, ratio, target=None):
+        return {"name": f"{name} vit-nano12 b64 2x32px + 4x16px", "ratio": ratio, "target": target,
+                "meets_target": None if target is None else ratio <= target, "higher_is_better": False,
+                "suite": "dino"}
+    def bullet(rest):
+        perf = [rec("dino train step", 1.16, 1.1), rec("dino teacher forward", 0.205),
+                rec("dino step without its teacher forward", rest, 1.1)]
+        return next(line for line in perf_findings.misses(perf, []).splitlines() if "DINO's step" in line)
+    assert "asks the rest of the step to cost at most 0.90 of them" in bullet(0.956) and "gets below" not in bullet(0.956)
+    assert "gets below 1.21×" in bullet(1.02)  # 1 + 0.205
