@@ -27,7 +27,7 @@
 * ``peers``       pebench's PEs vs PyPI peers (timm's RoPE ViTs, rotary-embedding-torch, x-transformers'
   ALiBi; the ``perf`` extra): throughput and peak memory ratios with 95 % intervals over interleaved
   rounds (:mod:`pebench.perf.peers`; not part of ``all``).
-* ``contention``  a short training beside a competing 2-thread CPU load of the suite's making, per
+* ``contention``  a short training beside one and two competing 2-thread processes of the suite's making, per
   thread setting (default, ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=30000``, 1 thread, ``auto``: what
   ``bench`` chooses): loaded / idle
   wall time, and each setting's idle and loaded time against the default's
