@@ -447,7 +447,19 @@ def provenance(perf: list[dict], attn: list[dict], perf_path: Path, attn_path: P
             f"machine and its load) and [`{attn_path.name}`]({attn_path.name}) (`bench perf attention`, "
             f"{len(attn)} rows at {', '.join(f'{n:,}' for n in ns)} tokens; page: "
             f"[`perf_attention.md`](perf_attention.md)). A test regenerates it byte for byte; every number below "
-            f"is read from those files.")
+            f"is read from those files." + _commits_sentence(perf, attn))
+
+
+def _commits_sentence(perf: list[dict], attn: list[dict]) -> str:
+    """The code the two files were measured with (their records' ``commit``; records before 2026-12-06 have none)."""
+    def commits(rows: list[dict]) -> str:
+        found = sorted({str(r["commit"]) for r in rows if r.get("commit")})
+        return " and ".join(f"`{c}`" for c in found)
+    a, b = commits(perf), commits(attn)
+    if not (a or b):
+        return ""
+    return (" Measured at commit " + (f"{a} (`bench perf all`)" if a else "") + (", " if a and b else "")
+            + (f"{b} (`bench perf attention`)" if b else "") + ".")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ A record is one comparison ``{"name", "a", "b", "a_value", "b_value", "unit", "r
 "higher_is_better", "target", "meets_target", "note"}`` with ``ratio = a_value / b_value``;
 ``target`` (optional) is a bound on the ratio: a lower bound when ``higher_is_better`` else an
 upper bound. A suite may add keys of its own (e.g. ``sdpa_backend``); they go into the JSON only.
+Written records carry ``commit``, the code they were measured with (:func:`code_commit`).
 
 Imports no torch at module level: ``bench --help`` imports :mod:`pebench.perf`, which imports this.
 """
@@ -12,11 +13,37 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
+from pathlib import Path
 from typing import Sequence
 
 from ..core.io import atomic_write_text
 
-__all__ = ["record", "format_markdown", "machine_header", "write_outputs", "cpu_model"]
+__all__ = ["record", "format_markdown", "machine_header", "write_outputs", "cpu_model", "code_commit",
+           "with_commit"]
+
+
+def code_commit() -> str:
+    """The commit of the code being measured: ``git rev-parse --short=12 HEAD`` in this package's checkout,
+    with ``+uncommitted changes`` when tracked files differ from it; ``unknown (no git checkout)`` outside
+    one. A committed measurement must reproduce at the commit it records."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git checkout)"
+    if sha.returncode or not sha.stdout.strip():
+        return "unknown (no git checkout)"
+    return sha.stdout.strip() + (" +uncommitted changes" if dirty.stdout.strip() else "")
+
+
+def with_commit(rows: Sequence[dict], commit: str | None = None) -> list[dict]:
+    """``rows`` with ``commit`` (:func:`code_commit` unless given) on each record that has none."""
+    commit = commit or code_commit()
+    return [r if "commit" in r else {**r, "commit": commit} for r in rows]
 
 
 def record(name: str, a: str, b: str, a_value: float, b_value: float, unit: str, *,
@@ -79,7 +106,7 @@ def machine_header() -> str:
         load = "load average %.1f %.1f %.1f" % os.getloadavg()
     except OSError:
         load = "load n/a"
-    return (f"pebench perf — torch {torch.__version__}, {dev}, {os.cpu_count()} CPUs, "
+    return (f"pebench perf at commit {code_commit()} — torch {torch.__version__}, {dev}, {os.cpu_count()} CPUs, "
             f"{torch.get_num_threads()} torch threads, {load} at start. Ratios compare candidates "
             f"measured interleaved in one process (medians); absolute numbers depend on machine load.")
 
@@ -90,6 +117,6 @@ def write_outputs(rows: list[dict], json_path: str | None, md_path: str | None, 
     md = format_markdown(rows, header)
     if echo:
         print(md, flush=True)
-    for path, text in ((json_path, json.dumps(rows, indent=1)), (md_path, md)):
+    for path, text in ((json_path, json.dumps(with_commit(rows), indent=1)), (md_path, md)):
         if path:
             atomic_write_text(path, text)

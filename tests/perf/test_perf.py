@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -345,3 +346,20 @@ def test_contention_load_ends_with_its_parent(tmp_path):
         time.sleep(0.2)
     os.kill(pid, 9)
     raise AssertionError("the competing process outlived its parent by 60 s")
+
+
+def test_perf_records_carry_the_commit_they_were_measured_at(tmp_path, monkeypatch):
+    """`bench perf` writes each record with `commit` (the checkout's HEAD, marked when tracked files differ) and
+    names it in the markdown header; a record that already has one keeps it."""
+    from pebench.perf import report
+    commit = report.code_commit()
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(report.__file__).parent,
+                          capture_output=True, text=True)
+    if head.returncode == 0:  # a git checkout (CI clones one): the commit is HEAD's
+        assert commit.split(" ")[0] == head.stdout.strip()
+    monkeypatch.setattr(report, "code_commit", lambda: "abc123def456")
+    out = tmp_path / "p.json"
+    report.write_outputs([report.record("x", "a", "b", 1.0, 2.0, "s"), {**report.record("y", "a", "b", 1.0, 1.0, "s"),
+                                                                         "commit": "old"}],
+                         str(out), None, "h", echo=False)
+    assert [r["commit"] for r in json.loads(out.read_text())] == ["abc123def456", "old"]

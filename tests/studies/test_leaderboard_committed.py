@@ -342,3 +342,15 @@ def test_perf_findings_dino_floor_only_where_the_rest_costs_at_least_the_classif
         return next(line for line in perf_findings.misses(perf, []).splitlines() if "DINO's step" in line)
     assert "asks the rest of the step to cost at most 0.90 of them" in bullet(0.956) and "gets below" not in bullet(0.956)
     assert "gets below 1.21×" in bullet(1.02)  # 1 + 0.205
+
+
+def test_perf_findings_names_the_commits_the_records_carry():
+    """The page's provenance names the commit(s) of `bench perf all` and `bench perf attention` when their records
+    carry one, and says nothing of commits when they do not."""
+    perf = [{"name": "x", "commit": "abc"}, {"name": "y", "commit": "abc"}]
+    attn = [{"n_tokens": 256, "commit": "def"}]
+    text = perf_findings.provenance(perf, attn, Path("perf.json"), Path("perf_attention.json"))
+    assert text.endswith(" Measured at commit `abc` (`bench perf all`), `def` (`bench perf attention`).")
+    bare = perf_findings.provenance([{"name": "x"}], [{"n_tokens": 256}], Path("perf.json"),
+                                    Path("perf_attention.json"))
+    assert "commit" not in bare
