@@ -10,6 +10,7 @@ Imports no torch at module level: ``bench --help`` imports :mod:`pebench.perf`, 
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -23,16 +24,19 @@ __all__ = ["record", "format_markdown", "machine_header", "write_outputs", "cpu_
            "with_commit"]
 
 
+@functools.lru_cache(maxsize=1)
 def code_commit() -> str:
     """The commit of the code being measured: ``git rev-parse --short=12 HEAD`` in this package's checkout,
-    with ``+uncommitted changes`` when tracked files differ from it; ``unknown (no git checkout)`` outside
-    one. A committed measurement must reproduce at the commit it records."""
+    with ``+uncommitted changes`` when tracked code (``*.py``, ``*.toml``) differs from it; ``unknown (no git
+    checkout)`` outside one. Read once per process, at the first call (the suites' header, before anything is
+    written): the outputs a command writes (``docs/perf.json``) are not code and do not mark it. A committed
+    measurement must reproduce at the commit it records."""
     here = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True,
                              timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/*.py", ":/*.toml"],
+                               cwd=here, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return "unknown (no git checkout)"
     if sha.returncode or not sha.stdout.strip():

@@ -363,3 +363,15 @@ def test_perf_records_carry_the_commit_they_were_measured_at(tmp_path, monkeypat
                                                                          "commit": "old"}],
                          str(out), None, "h", echo=False)
     assert [r["commit"] for r in json.loads(out.read_text())] == ["abc123def456", "old"]
+
+
+def test_perf_commit_is_read_once_and_ignores_changed_outputs():
+    """`code_commit` is read once per process (the suites' header, before they write), and only changed code marks
+    it: a command's own outputs (docs/perf.json) do not."""
+    from pebench.perf import report
+    assert report.code_commit() is report.code_commit()  # cached
+    report.code_commit.cache_clear()
+    r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/*.py", ":/*.toml"],
+                       cwd=Path(report.__file__).parent, capture_output=True, text=True)
+    if r.returncode == 0:
+        assert ("+uncommitted changes" in report.code_commit()) == bool(r.stdout.strip())
