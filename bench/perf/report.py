@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..core.io import atomic_write_text
+from ..runner.provenance import git_sha
 
 __all__ = ["record", "format_markdown", "machine_header", "write_outputs", "cpu_model", "code_commit",
            "with_commit"]
@@ -31,17 +32,15 @@ def code_commit() -> str:
     checkout)`` outside one. Read once per process, at the first call (the suites' header, before anything is
     written): the outputs a command writes (``docs/perf.json``) are not code and do not mark it. A committed
     measurement must reproduce at the commit it records."""
-    here = Path(__file__).resolve().parent
+    sha = git_sha()  # the runs' own provenance reads HEAD the same way
+    if not sha:
+        return "unknown (no git checkout)"
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True,
-                             timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/*.py", ":/*.toml"],
-                               cwd=here, capture_output=True, text=True, timeout=10)
+                               cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        return "unknown (no git checkout)"
-    if sha.returncode or not sha.stdout.strip():
-        return "unknown (no git checkout)"
-    return sha.stdout.strip() + (" +uncommitted changes" if dirty.stdout.strip() else "")
+        return sha[:12]
+    return sha[:12] + (" +uncommitted changes" if dirty.stdout.strip() else "")
 
 
 def with_commit(rows: Sequence[dict], commit: str | None = None) -> list[dict]:
