@@ -55,6 +55,11 @@ the layer declares it as its ``qk_basis`` and the attention folds it into the q/
 per step (``pebench.models.vit.fold_qk_basis``); the per-token work is then RoPE's phase rotation alone.
 Same logits up to float rounding (tested in float64 with gradients); ``fold_basis=false`` applies ``U^T``
 to every token's q and k (the only path before 2026-12-05: runs of earlier commits computed that).
+Once per forward, :meth:`ComRoPE.encode_tokens` computes every layer's basis, speeds and phasors in one batch
+(one ``eigh`` over the stacked base matrices, one phasor table) and hands them to the layers: on CPU the dozen
+small ops per layer cost more in dispatch than in arithmetic. The result is bit for bit each layer's own
+computation (tests/encodings/test_comrope_batched.py); a layer called on its own, or given other coords than
+the forward's (windowed attention), computes its own tables.
 """
 from __future__ import annotations
 
@@ -106,6 +111,34 @@ def phase_basis(s: Tensor) -> tuple[Tensor, Tensor]:
     return u, lam[..., b // 2:]
 
 
+def spectra(base: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """The eig path's per-step tables from base matrices ``base (..., H, m, b, b)``: the block-diagonal basis
+    ``(..., H, d, d)`` (``t @ basis`` is ``U^T t``) and the speeds ``l (..., H, m, b/2)``, in ``dtype`` promoted to
+    float32 or wider (autocast off). Leading dims (the layers, :meth:`ComRoPE.encode_tokens`) batch the ``eigh``."""
+    dt = torch.promote_types(dtype, torch.float32)
+    with torch.autocast(base.device.type, enabled=False):
+        u, lam = phase_basis(skew(base.to(dt)))  # (..., H, m, b, b), (..., H, m, b/2)
+        m, b = u.shape[-3], u.shape[-1]
+        eye = torch.eye(m, dtype=dt, device=u.device)
+        return (u.unsqueeze(-2) * eye[:, None, :, None]).reshape(*u.shape[:-3], m * b, m * b), lam  # (..., H, d, d)
+
+
+def phase_phasors(coords: Tensor, scale: Tensor, w: Tensor, lam: Tensor, num_prefix_tokens: int) -> Tensor:
+    """``exp(i phi_k(r) l_hkj)`` ``(..., B|1, H, P + N, d/2)`` (prefix rows: 1): coords ``(B|., N, p)``, the
+    position scale ``(p,)``, axis weights ``w (..., p, m)``, speeds ``lam (..., H, m, b/2)``; leading dims (the
+    layers) must match between ``w`` and ``lam``. Computed in ``lam``'s dtype with autocast off."""
+    dt = lam.dtype
+    with full_precision(coords):
+        c = coords.to(dt) * scale.to(device=coords.device, dtype=dt)  # (B|., N, p)
+        c = c if c.dim() == 3 else c.unsqueeze(0)  # (B|1, N, p)
+        # (..., B|1, N, m): one (N, p) x (p, m) product per layer, not a batched one, whose kernel rounds
+        # differently at small N (so a layer's phases have the same bits batched or alone)
+        phi = c @ w.to(dt) if w.dim() == 2 else torch.stack([c @ wi for wi in w.to(dt).flatten(0, -3).unbind()]
+                                                             ).unflatten(0, w.shape[:-2])
+        ang = (phi.unsqueeze(-3).unsqueeze(-1) * lam.unsqueeze(-3).unsqueeze(-5)).flatten(-2)  # (..., B|1, H, N, d/2)
+        return rope_phasors(ang, ang.shape[-1] * 2, num_prefix_tokens)  # (..., B|1, H, P + N, d/2)
+
+
 class ComRoPELayer(BlockRotationLayerPE):
     """One layer's angle matrices: ``base: (H, m, b, b)`` and, for ``ld``, ``theta: (p, m)``.
 
@@ -119,7 +152,8 @@ class ComRoPELayer(BlockRotationLayerPE):
         super().__init__()
         self.variant = variant
         self.fold_basis = fold_basis
-        self._pending_speeds: tuple | None = None  # (key, speeds): qk_basis -> qk_after_basis, within one forward
+        self._pending_speeds: tuple | None = None  # (key, speeds, phasors|None, coords|None): qk_basis -> qk_after_basis
+        self._prepared: tuple | None = None  # (key, coords, basis, speeds, phasors): ComRoPE.encode_tokens's batch
         self.spatial_dims = spatial_dims
         self.block_size = block_size
         self.impl = impl
@@ -155,21 +189,11 @@ class ComRoPELayer(BlockRotationLayerPE):
     def spectrum(self, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """``impl="eig"``: the basis ``(H, d, d)`` (block-diagonal ``U_hk``; ``t @ basis`` is ``U^T t``) and the
         rotation speeds ``l (H, m, b/2)``, in ``dtype`` promoted to float32 or wider."""
-        dt = torch.promote_types(dtype, torch.float32)
-        with torch.autocast(self.base.device.type, enabled=False):
-            u, lam = phase_basis(skew(self.base.to(dt)))  # (H, m, b, b), (H, m, b/2)
-            H, m, b = u.shape[0], u.shape[1], u.shape[-1]
-            eye = torch.eye(m, dtype=dt, device=u.device)
-            return (u.unsqueeze(3) * eye[None, :, None, :, None]).reshape(H, m * b, m * b), lam  # (H, d, d)
+        return spectra(self.base, dtype)
 
     def phasors(self, coords: Tensor, lam: Tensor) -> Tensor:
         """``exp(i phi_k(r) l_hkj)`` ``(B|1, H, P + N, d/2)`` (prefix rows: 1) for speeds ``lam (H, m, b/2)``."""
-        dt = lam.dtype
-        with full_precision(coords):
-            c = coords.to(dt) * self.position_scale().to(device=coords.device, dtype=dt)  # (B|., N, p)
-            phi = (c if c.dim() == 3 else c.unsqueeze(0)) @ self.axis_weights().to(dt)  # (B|1, N, m)
-            ang = (phi.unsqueeze(1).unsqueeze(-1) * lam.unsqueeze(1)).flatten(-2)  # (B|1, H, N, d/2)
-            return rope_phasors(ang, ang.shape[-1] * 2, self.num_prefix_tokens)  # (B|1, H, P + N, d/2)
+        return phase_phasors(coords, self.position_scale(), self.axis_weights(), lam, self.num_prefix_tokens)
 
     def phase_tables(self, coords: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """``impl="eig"``: the basis ``(H, d, d)`` (:meth:`spectrum`) and the phasors (:meth:`phasors`)."""
@@ -179,13 +203,41 @@ class ComRoPELayer(BlockRotationLayerPE):
     def _eig_path(self) -> bool:
         return self.impl == "eig" and self.block_size % 2 == 0
 
+    def __getstate__(self) -> dict:
+        """Pickling and deepcopy leave out the per-forward tables (they may hold an autograd graph)."""
+        state = super().__getstate__()
+        return {**state, "_pending_speeds": None, "_prepared": None}
+
+    def _table_key(self, dtype: torch.dtype) -> tuple:
+        """What the phasors depend on besides the coords: the speeds' key, the axis weights' version and the scale."""
+        w = self.theta._version if self.variant == "ld" else None
+        return self._spectrum_key(dtype), w, id(self.position_scale())
+
+    def prepare(self, key: tuple, coords: Tensor, basis: Tensor, lam: Tensor, rot: Tensor) -> None:
+        """Hand this layer its tables of the current forward, computed with the other layers' in one batch
+        (:meth:`ComRoPE.encode_tokens`): basis ``(H, d, d)``, speeds ``(H, m, b/2)``, phasors for ``coords``."""
+        self._prepared = (key, coords, basis, lam, rot)
+
+    def _take_prepared(self, dtype: torch.dtype) -> tuple | None:
+        """The prepared tables if they still match (same parameters, dtype, grad mode, scale); consumed once."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] == self._table_key(dtype):
+            return prepared
+        return None
+
     def qk_basis(self, dtype: torch.dtype) -> Tensor | None:
         """``fold_basis`` with ``impl="eig"``: ``U^T`` per head, to fold into the q/k projection; the speeds
-        of the same decomposition wait for :meth:`qk_after_basis` (one ``eigh`` per layer and step)."""
+        of the same decomposition wait for :meth:`qk_after_basis` (one ``eigh`` per layer and step, or one for
+        all layers when :meth:`ComRoPE.encode_tokens` prepared them)."""
         if not (self.fold_basis and self._eig_path()):
             return None
-        basis, lam = self.spectrum(dtype)
-        self._pending_speeds = (self._spectrum_key(dtype), lam)
+        prepared = self._take_prepared(dtype)
+        if prepared is not None:
+            _, coords, basis, lam, rot = prepared
+            self._pending_speeds = (self._spectrum_key(dtype), lam, rot, coords)
+        else:
+            basis, lam = self.spectrum(dtype)
+            self._pending_speeds = (self._spectrum_key(dtype), lam, None, None)
         return basis.transpose(-1, -2)
 
     def _spectrum_key(self, dtype: torch.dtype) -> tuple:
@@ -194,18 +246,26 @@ class ComRoPELayer(BlockRotationLayerPE):
 
     def qk_after_basis(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         pending, self._pending_speeds = self._pending_speeds, None
+        rot = None
         if pending is not None and pending[0] == self._spectrum_key(q.dtype):
             lam = pending[1]  # from the qk_basis call of this forward
+            if pending[3] is coords:
+                rot = pending[2]  # prepared for these coords
         else:  # called without a matching qk_basis just before: decompose here
             lam = self.spectrum(q.dtype)[1]
-        rot = self.phasors(coords, lam)
+        if rot is None:
+            rot = self.phasors(coords, lam)
         with full_precision(q):
             return rotate_pairs(q, rot), rotate_pairs(k, rot)
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         if not self._eig_path():
             return super().qk(q, k, x, coords)
-        basis, rot = self.phase_tables(coords, q.dtype)
+        prepared = self._take_prepared(q.dtype)
+        if prepared is not None and prepared[1] is coords:
+            basis, rot = prepared[2], prepared[4]
+        else:
+            basis, rot = self.phase_tables(coords, q.dtype)
         return _phase_rotate(q, basis, rot), _phase_rotate(k, basis, rot)
 
 
@@ -224,6 +284,8 @@ class ComRoPE(PositionalEncoding):
     rotation_invariant = False
     distance_decay = False
     learned = True
+    #: eig path: compute every layer's tables in one batch at encode_tokens (False: each layer its own, as before)
+    batch_layers = True
     options = (
         Option("variant", "str", "ld", "ld: theta[a,k] (P - P^T) (linearly dependent); ap: block k on axis k mod p",
                choices=VARIANTS),
@@ -286,7 +348,23 @@ class ComRoPE(PositionalEncoding):
                 scale = self._grid_scales[key]
             for lay in self.layers:
                 lay.grid_scale = scale
+        if self.impl == "eig" and self.block_size % 2 == 0 and self.batch_layers:
+            self._prepare_layers(coords, x.dtype)
         return x
+
+    def _prepare_layers(self, coords: Tensor, dtype: torch.dtype) -> None:
+        """Every layer's basis, speeds and phasors for this forward in one batch: one ``eigh`` over the layers'
+        stacked base matrices and one phasor table, instead of a dozen small ops per layer (on CPU the per-layer
+        calls cost more in dispatch than in arithmetic). The same values as each layer's own computation
+        (the same per-matrix decomposition and elementwise ops); tested against it in float64 with gradients."""
+        lays = list(self.layers)
+        basis, lam = spectra(torch.stack([lay.base for lay in lays]), dtype)  # (L, H, d, d), (L, H, m, b/2)
+        w = torch.stack([lay.axis_weights() for lay in lays])  # (L, p, m)
+        rot = phase_phasors(coords, lays[0].position_scale(), w, lam.to(basis.dtype), self.num_prefix_tokens)
+        # unbind, not indexing: one backward node that stacks the layers' gradients, instead of one zero-filled
+        # (L, ...) tensor per layer and table
+        for lay, bs, ls, rs in zip(lays, basis.unbind(), lam.unbind(), rot.unbind()):  # rot: (L, B|1, H, P + N, d/2)
+            lay.prepare(lay._table_key(dtype), coords, bs, ls, rs)
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i]

@@ -116,12 +116,15 @@ def fold_qk_basis(weight: Tensor, bias: Tensor | None, basis: Tensor) -> tuple[T
     D = weight.shape[-1]
     with torch.autocast(weight.device.type, enabled=False):
         m = basis.to(weight.dtype)
-        wqk = torch.matmul(m, weight[:2 * H * d].view(2, H, d, D))  # (2, H, d, D)
-        w = torch.cat([wqk.reshape(2 * H * d, D), weight[2 * H * d:]])  # (3 H d, D)
+        # v's rows go through the identity (exact: one non-zero term per entry) instead of being sliced off and
+        # concatenated back: slicing a parameter costs a zero-filled (3 H d, D) gradient per slice in backward.
+        # One (3, H, d, d) map per product, so basis's gradient sums its parts in the same order as before.
+        eye = torch.eye(d, dtype=m.dtype, device=m.device).expand(1, H, d, d)
+        w = torch.matmul(torch.cat([m.expand(2, H, d, d), eye]), weight.view(3, H, d, D))  # (3, H, d, D): q, k, v
         if bias is None:
-            return w, None
-        bqk = torch.matmul(m, bias[:2 * H * d].view(2, H, d, 1))  # (2, H, d, 1)
-        return w, torch.cat([bqk.reshape(2 * H * d), bias[2 * H * d:]])
+            return w.reshape(3 * H * d, D), None
+        b = torch.matmul(torch.cat([m.expand(2, H, d, d), eye]), bias.view(3, H, d, 1))  # (3, H, d, 1)
+        return w.reshape(3 * H * d, D), b.reshape(3 * H * d)
 
 
 class Attention(nn.Module):

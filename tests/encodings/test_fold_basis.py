@@ -98,6 +98,30 @@ def test_fold_qk_basis_is_the_per_head_product(with_bias):
     want[:, :, :2] = torch.einsum("hij,btshj->btshi", m, plain[:, :, :2])  # q and k: M per head; v: unchanged
     got = F.linear(x, *fold_qk_basis(lin.weight, lin.bias, m)).view(5, 7, 3, H, d)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert torch.equal(got[:, :, 2], plain[:, :, 2])  # v through the identity: exactly unchanged
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_fold_qk_basis_gradients_are_the_per_head_products(with_bias):
+    """Gradients of the folded weight, bias and map against the written-out product's, in float64."""
+    g = torch.Generator().manual_seed(5)
+    H, d, D = 3, 4, 10
+    lin = torch.nn.Linear(D, 3 * H * d, bias=with_bias).double()
+    m = torch.randn(H, d, d, generator=g, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(5, 7, D, generator=g, dtype=torch.float64)
+    upstream = torch.randn(5, 7, 3, H, d, generator=g, dtype=torch.float64)
+    grads = []
+    for fold in (True, False):
+        if fold:
+            out = F.linear(x, *fold_qk_basis(lin.weight, lin.bias, m)).view(5, 7, 3, H, d)
+        else:
+            plain = lin(x).view(5, 7, 3, H, d)
+            qk = torch.einsum("hij,btshj->btshi", m, plain[:, :, :2])
+            out = torch.cat([qk, plain[:, :, 2:]], dim=2)
+        params = [m, lin.weight] + ([lin.bias] if with_bias else [])
+        grads.append(torch.autograd.grad((out * upstream).sum(), params))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("pe", list_pes())
