@@ -58,7 +58,7 @@ to every token's q and k (the only path before 2026-12-05: runs of earlier commi
 Once per forward, :meth:`ComRoPE.encode_tokens` computes every layer's basis, speeds and phasors in one batch
 (one ``eigh`` over the stacked base matrices, one phasor table) and hands them to the layers: on CPU the dozen
 small ops per layer cost more in dispatch than in arithmetic. The result is bit for bit each layer's own
-computation (tests/encodings/test_comrope_batched.py); a layer called on its own, or given other coords than
+computation (tests/encodings/test_batched_layer_tables.py); a layer called on its own, or given other coords than
 the forward's (windowed attention), computes its own tables.
 """
 from __future__ import annotations

@@ -54,6 +54,9 @@ code: naver-ai/rope-vit; timm's ``init_random_2d_freqs``).
 * Frequencies are excluded from weight decay (``no_weight_decay``: ``layers.{l}.freqs``).
 * Any grid, unseen grids and non-grid coords: the angle is linear in the coords.
 * CLS: prefix tokens get the identity rotation.
+* Once per forward, :meth:`MixedRoPE.encode_tokens` computes every layer's phasors in one table and hands
+  them to the layers; bit for bit each layer's own computation (a layer called on its own, or given other
+  coords, e.g. windowed attention, computes its own).
 """
 from __future__ import annotations
 
@@ -67,7 +70,7 @@ from pebench.core.options import Option
 
 from .base import LayerPE, PEConfigError, PositionalEncoding
 from .registry import register_pe
-from .rope_axial import apply_rope
+from .rope_axial import apply_rope, rope_phasors, rotate_pairs
 
 __all__ = ["MixedRoPE", "MixedRoPELayer", "init_mixed_freqs", "INITS", "golden_ratio_root",
            "golden_gate_directions", "init_freqs"]
@@ -166,13 +169,43 @@ def init_freqs(init: str, p: int, num_heads: int, head_dim: int, theta: float = 
     raise PEConfigError(f"rope-mixed init must be one of {', '.join(INITS)}, got {init!r}")
 
 
+def mixed_phasors(coords: Tensor, freqs: Tensor, head_dim: int, num_prefix_tokens: int,
+                  dtype: torch.dtype) -> Tensor:
+    """RoPE-Mixed's phasors ``(..., B|1, H, P + N, d/2)`` (prefix rows: 1) for coords ``(B|., N, p)`` and
+    frequencies ``freqs (..., p, H, d/2)``, in ``dtype`` promoted to float32 or wider: one ``(N, p) x (p, H d/2)``
+    product per leading index (the layers; the same kernel batched or alone, so the same bits), then one table."""
+    dt = torch.promote_types(dtype, torch.float32)
+    c = coords.to(dt) if coords.dim() == 3 else coords.to(dt).unsqueeze(0)  # (B|1, N, p): no batch copies
+    f = freqs.to(dt)
+    if f.dim() == 3:
+        angles = torch.einsum("bnp,phf->bhnf", c, f)  # (B|1, H, N, d/2)
+    else:
+        angles = torch.stack([torch.einsum("bnp,phf->bhnf", c, fi) for fi in f.flatten(0, -4).unbind()]
+                             ).unflatten(0, f.shape[:-3])
+    return rope_phasors(angles, head_dim, num_prefix_tokens)
+
+
 class MixedRoPELayer(LayerPE):
-    """Per-layer learnable frequencies ``freqs: (p, H, d/2)``."""
+    """Per-layer learnable frequencies ``freqs: (p, H, d/2)``; the phasors come from
+    :meth:`MixedRoPE.encode_tokens`'s batch over the layers when it prepared them for this forward."""
 
     def __init__(self, freqs: Tensor, num_prefix_tokens: int) -> None:
         super().__init__()
         self.freqs = nn.Parameter(freqs)  # (p, H, d/2)
         self.num_prefix_tokens = num_prefix_tokens
+        self._prepared: tuple | None = None  # (key, coords, phasors): MixedRoPE.encode_tokens's batch
+
+    def __getstate__(self) -> dict:
+        """Pickling and deepcopy leave out the per-forward table (it may hold an autograd graph)."""
+        return {**super().__getstate__(), "_prepared": None}
+
+    def table_key(self, dtype: torch.dtype) -> tuple:
+        """What the phasors depend on besides the coords: the frequencies' version, the dtype, the grad mode."""
+        return self.freqs._version, torch.promote_types(dtype, torch.float32), torch.is_grad_enabled()
+
+    def prepare(self, key: tuple, coords: Tensor, rot: Tensor) -> None:
+        """Hand this layer its phasors ``(B|1, H, P + N, d/2)`` for ``coords`` of this forward."""
+        self._prepared = (key, coords, rot)
 
     def angles(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
         """Pair angles ``(B|1, H, N, d/2)`` (one batch row for broadcast ``(N, p)`` coords)."""
@@ -181,6 +214,9 @@ class MixedRoPELayer(LayerPE):
         return torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[1] is coords and prepared[0] == self.table_key(q.dtype):
+            return rotate_pairs(q, prepared[2]), rotate_pairs(k, prepared[2])
         return apply_rope(q, k, self.angles(coords, q.shape[0], q.dtype), self.num_prefix_tokens)
 
 
@@ -193,6 +229,8 @@ class MixedRoPE(PositionalEncoding):
     rotation_invariant = False
     distance_decay = False
     learned = True
+    #: compute every layer's phasors in one table at encode_tokens (False: each layer its own)
+    batch_layers = True
     options = (Option("theta", "float", 10.0, "frequency base of the initial frequency vectors"),
                Option("init", "str", "mixed", "initial frequencies: mixed (RoPE-Mixed, Heo et al. 2024), golden-gate "
                       "(Golden Gate RoPE), spiral (Spiral RoPE, 2-D), uniform (random directions)", choices=INITS),
@@ -227,6 +265,19 @@ class MixedRoPE(PositionalEncoding):
             for _ in range(depth))
         if not self.learn_freqs:
             self.requires_grad_(False)
+
+    def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
+        """No additive term; every layer's phasors for this forward in one table (``batch_layers``), handed to the
+        layers: bit for bit each layer's own (tests/encodings/test_batched_layer_tables.py); on CPU the per-layer
+        small ops cost more in dispatch than in arithmetic. A layer given other coords (windowed attention)
+        computes its own."""
+        if self.batch_layers:
+            lays = list(self.layers)
+            rot = mixed_phasors(coords, torch.stack([lay.freqs for lay in lays]), self.head_dim,
+                                self.num_prefix_tokens, x.dtype)  # (L, B|1, H, P + N, d/2)
+            for lay, r in zip(lays, rot.unbind()):  # unbind: one backward node for all layers
+                lay.prepare(lay.table_key(x.dtype), coords, r)
+        return x
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i]

@@ -38,6 +38,9 @@ instead (``q_cls^T RoPE(r_j) P k_j``) would equal the definition only while ``P 
   folded weight is cast like the plain one, so ``P`` acts at the projection's precision.
   ``fold_basis=false`` multiplies every token's q and k by ``P`` in float32 (the only path before
   2026-12-05: runs of earlier commits computed that).
+* Cayley: once per forward, :meth:`STRING.encode_tokens` computes every layer's ``P`` and RoPE phasors in one
+  batch (one solve over the stacked skew matrices) and hands them to the layers; bit for bit each layer's own
+  computation (a layer called on its own, or given other coords, e.g. windowed attention, computes its own).
 * CLS: prefix tokens get the definition's identity: ``P`` alone (no RoPE) in the frame above
   (Cayley); the identity (circulant, which computes ``expm`` itself).
 """
@@ -54,8 +57,8 @@ from pebench.core.options import Option
 from ._rotation import full_precision, skew_from_upper
 from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .registry import register_pe
-from .rope_axial import apply_rope
-from .rope_mixed import init_mixed_freqs
+from .rope_axial import rotate_pairs
+from .rope_mixed import init_mixed_freqs, mixed_phasors
 
 __all__ = ["STRING", "CayleySTRINGLayer", "CirculantSTRINGLayer", "cayley", "P_FORMS"]
 
@@ -69,11 +72,20 @@ def cayley(s: Tensor) -> Tensor:
     return torch.linalg.solve(eye + s, eye - s)
 
 
+def cayley_orthogonal(upper: Tensor, head_dim: int, dtype: torch.dtype) -> Tensor:
+    """``P (..., H, d, d)`` from skew upper triangles ``upper (..., H, d(d-1)/2)``, in ``dtype`` promoted to
+    float32 or wider with autocast off; leading dims (the layers, :meth:`STRING.encode_tokens`) batch the solve."""
+    dt = torch.promote_types(dtype, torch.float32)
+    with torch.autocast(upper.device.type, enabled=False):
+        return cayley(skew_from_upper(upper.to(dt), head_dim))
+
+
 class CayleySTRINGLayer(LayerPE):
     """``R(r) = RoPE_mixed(r) P``: skew upper triangles ``upper: (H, d(d-1)/2)``, frequencies ``freqs: (p, H, d/2)``.
 
     ``fold_basis``: declare ``P`` as :meth:`qk_basis`, so the attention folds it into its q/k projection
-    weights; off, :meth:`qk` multiplies every token's q and k by ``P``."""
+    weights; off, :meth:`qk` multiplies every token's q and k by ``P``. ``P`` and the phasors come from
+    :meth:`STRING.encode_tokens`'s batch over the layers when it prepared them for this forward."""
 
     def __init__(self, freqs: Tensor, head_dim: int, num_prefix_tokens: int, fold_basis: bool = True) -> None:
         super().__init__()
@@ -83,37 +95,65 @@ class CayleySTRINGLayer(LayerPE):
         self.head_dim = head_dim
         self.num_prefix_tokens = num_prefix_tokens
         self.fold_basis = fold_basis
+        self._prepared: tuple | None = None  # (key, coords, P, phasors): STRING.encode_tokens's batch
+        self._pending: tuple | None = None  # (key, coords, phasors): qk_basis -> qk_after_basis
+
+    def __getstate__(self) -> dict:
+        """Pickling and deepcopy leave out the per-forward tables (they may hold an autograd graph)."""
+        return {**super().__getstate__(), "_prepared": None, "_pending": None}
+
+    def table_key(self, dtype: torch.dtype) -> tuple:
+        """What ``P`` and the phasors depend on besides the coords: the parameters' versions, dtype, grad mode."""
+        return (self.upper._version, self.freqs._version, torch.promote_types(dtype, torch.float32),
+                torch.is_grad_enabled())
+
+    def prepare(self, key: tuple, coords: Tensor, orth: Tensor, rot: Tensor) -> None:
+        """Hand this layer ``P (H, d, d)`` and the phasors ``(B|1, H, P + N, d/2)`` for ``coords`` of this forward."""
+        self._prepared = (key, coords, orth, rot)
+
+    def _take_prepared(self, dtype: torch.dtype) -> tuple | None:
+        prepared, self._prepared = self._prepared, None
+        return prepared if prepared is not None and prepared[0] == self.table_key(dtype) else None
 
     def orthogonal(self, dtype: torch.dtype) -> Tensor:
         """``P: (H, d, d)`` in ``dtype`` promoted to float32 or wider."""
-        dt = torch.promote_types(dtype, torch.float32)
-        with torch.autocast(self.upper.device.type, enabled=False):
-            return cayley(skew_from_upper(self.upper.to(dt), self.head_dim))
+        return cayley_orthogonal(self.upper, self.head_dim, dtype)
 
     def qk_basis(self, dtype: torch.dtype) -> Tensor | None:
-        return self.orthogonal(dtype) if self.fold_basis else None
+        if not self.fold_basis:
+            return None
+        prepared = self._take_prepared(dtype)
+        if prepared is None:
+            return self.orthogonal(dtype)
+        self._pending = (prepared[0], prepared[1], prepared[3])
+        return prepared[2]
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        prepared = self._take_prepared(q.dtype)
+        rot = prepared[3] if prepared is not None and prepared[1] is coords else None
         with full_precision(q):  # P, the angles and the basis change in float32 or wider
-            orth_t = self.orthogonal(q.dtype).transpose(-1, -2)  # (H, d, d)
+            orth = prepared[2] if prepared is not None else self.orthogonal(q.dtype)
+            orth_t = orth.transpose(-1, -2)  # (H, d, d)
 
             def change_basis(t: Tensor) -> Tensor:  # P t on every row, prefix rows too: (B, H, P + N, d), in dt
                 return t.to(orth_t.dtype) @ orth_t  # one broadcast matmul (an einsum here permuted and copied)
 
-            qr, kr = self._rope(change_basis(q), change_basis(k), coords)
+            qr, kr = self._rope(change_basis(q), change_basis(k), coords, rot)
         return qr.to(q.dtype), kr.to(k.dtype)
 
     def qk_after_basis(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
+        pending, self._pending = self._pending, None
+        ok = pending is not None and pending[0] == self.table_key(q.dtype) and pending[1] is coords
         with full_precision(q):  # the angles and the rotation in float32 or wider
-            qr, kr = self._rope(q, k, coords)
+            qr, kr = self._rope(q, k, coords, pending[2] if ok else None)
         return qr.to(q.dtype), kr.to(k.dtype)
 
-    def _rope(self, q: Tensor, k: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        """RoPE-Mixed's rotation of every patch row of q, k ``(B, H, P + N, d)`` (prefix rows unrotated)."""
-        dt = torch.promote_types(q.dtype, torch.float32)
-        c = coords.to(dt) if coords.dim() == 3 else coords.to(dt).unsqueeze(0)  # (B|1, N, p): no batch copies
-        angles = torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))  # (B|1, H, N, d/2)
-        return apply_rope(q, k, angles, self.num_prefix_tokens)
+    def _rope(self, q: Tensor, k: Tensor, coords: Tensor, rot: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """RoPE-Mixed's rotation of every patch row of q, k ``(B, H, P + N, d)`` (prefix rows unrotated), by the
+        prepared phasors ``rot`` or, when None, the layer's own."""
+        if rot is None:
+            rot = mixed_phasors(coords, self.freqs, q.shape[-1], self.num_prefix_tokens, q.dtype)
+        return rotate_pairs(q, rot), rotate_pairs(k, rot)
 
 
 class CirculantSTRINGLayer(LayerPE):
@@ -158,6 +198,8 @@ class STRING(PositionalEncoding):
     rotation_invariant = False
     distance_decay = False
     learned = True
+    #: Cayley: compute every layer's P and phasors in one batch at encode_tokens (False: each layer its own)
+    batch_layers = True
     options = (
         Option("p_form", "str", "cayley", "cayley: P = (I - S)(I + S)^-1 with RoPE-Mixed frequencies; "
                "circulant: circulant skew generators (FFT)", choices=P_FORMS),
@@ -188,6 +230,20 @@ class STRING(PositionalEncoding):
             layers = (CirculantSTRINGLayer(torch.randn(spatial_dims, num_heads, d) * std, num_prefix_tokens)
                       for _ in range(depth))
         self.layers = nn.ModuleList(layers)
+
+    def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
+        """No additive term; Cayley: every layer's ``P`` and phasors for this forward in one batch (one solve over
+        the stacked skew matrices, one phasor table), handed to the layers. Bit for bit each layer's own
+        computation (tests/encodings/test_batched_layer_tables.py); on CPU the per-layer small ops cost more in
+        dispatch than in arithmetic."""
+        if self.p_form == "cayley" and self.batch_layers:
+            lays = list(self.layers)
+            orth = cayley_orthogonal(torch.stack([lay.upper for lay in lays]), self.head_dim, x.dtype)  # (L, H, d, d)
+            rot = mixed_phasors(coords, torch.stack([lay.freqs for lay in lays]), self.head_dim,
+                                self.num_prefix_tokens, x.dtype)  # (L, B|1, H, P + N, d/2)
+            for lay, o, r in zip(lays, orth.unbind(), rot.unbind()):  # unbind: one backward node for all layers
+                lay.prepare(lay.table_key(x.dtype), coords, o, r)
+        return x
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i]
