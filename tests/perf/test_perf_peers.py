@@ -83,3 +83,23 @@ def test_liere_official_algorithm_peer_is_the_same_rotation_as_liere():
         got_q, got_k = official(q.to(exp_dtype), k.to(exp_dtype))
         torch.testing.assert_close(got_q.double(), want_q, rtol=tol, atol=tol)
         torch.testing.assert_close(got_k.double(), want_k, rtol=tol, atol=tol)
+
+
+def test_each_comparison_runs_in_a_fresh_interpreter_outside_quick(monkeypatch):
+    """Not under ``quick``, every comparison whose peer is installed goes to ``_isolated`` (its own process), in
+    order; a missing peer's comparisons are skipped and named."""
+    calls = []
+    monkeypatch.setattr(peers, "_isolated", lambda name: calls.append(name) or [])
+    monkeypatch.setattr(peers, "missing_peers", lambda: ["x-transformers"])
+    rows = peers.bench_peers(quick=False)
+    assert calls == [c for c in peers.COMPARISONS if c != "x-transformers"]
+    assert [r["name"] for r in rows] == ["peers missing"] and "x-transformers" in rows[0]["note"]
+
+
+def test_a_spawned_comparison_returns_the_in_process_records():
+    """The spawned interpreter runs the same comparison (thread count and denormals passed on) and its records
+    come back: the same measurements, by name, as in this process."""
+    spawned = peers._isolated("liere", quick=True)
+    here = peers._comparison("liere", True)
+    assert [r["name"] for r in spawned] == [r["name"] for r in here] and len(here) == 5
+    assert all(r["ratio"] > 0 for r in spawned)
