@@ -282,7 +282,8 @@ def misses(perf: list[dict], attn: list[dict], peers: list[dict] | None = None) 
     if learned:
         out.append(f"* **{', '.join(learned)}** ({desc(learned)}): learned frequencies, so the phases and their gradient (a "
                    "complex product per token and channel pair) are recomputed every step (RoPE-axial caches its "
-                   "phases); STRING's and ComRoPE's bases are folded into the q/k weights (`fold_basis`).")
+                   "phases); STRING's and ComRoPE's bases are folded into the q/k weights (`fold_basis`), and each "
+                   "PE computes every layer's tables in one batch per forward.")
     unsure = [pe for pe, v in verdicts.items() if v == "inconclusive"]
     if unsure:
         out.append(f"* **{', '.join(unsure)}**: inconclusive, the interval over rounds contains the target "
