@@ -33,7 +33,7 @@ from pebench.core.errors import UserError
 from pebench.core.options import Option
 
 __all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",
-           "batch_coords", "CoordsCache"]
+           "batch_coords", "layer_tables_batchable", "CoordsCache"]
 
 ALL_MODALITIES = ("image", "video", "events", "points")
 
@@ -49,6 +49,14 @@ def batch_coords(coords: Tensor, batch_size: int) -> Tensor:
     if coords.dim() != 3:
         raise ValueError(f"coords must be (N, p) or (B, N, p), got shape {tuple(coords.shape)}")
     return coords
+
+
+def layer_tables_batchable(coords: Tensor) -> bool:
+    """Whether a PE computes every layer's per-token tables at once, in ``encode_tokens`` (comrope, string,
+    rope-mixed): while training (each layer's table is kept for the backward anyway) or when the batch shares its
+    coords (``(N, p)`` / ``(1, N, p)``: one row per table). Not for per-sample coords in evaluation, where all
+    layers' ``(B, ...)`` tables would be held at once instead of one at a time."""
+    return torch.is_grad_enabled() or coords.dim() == 2 or coords.shape[0] == 1
 
 
 class CoordsCache:

@@ -59,7 +59,8 @@ Once per forward, :meth:`ComRoPE.encode_tokens` computes every layer's basis, sp
 (one ``eigh`` over the stacked base matrices, one phasor table) and hands them to the layers: on CPU the dozen
 small ops per layer cost more in dispatch than in arithmetic. The result is bit for bit each layer's own
 computation (tests/encodings/test_batched_layer_tables.py); a layer called on its own, or given other coords than
-the forward's (windowed attention), computes its own tables.
+the forward's (windowed attention), computes its own tables, as every layer does for per-sample coords in
+evaluation (:func:`~pebench.encodings.base.layer_tables_batchable`).
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ from torch import Tensor, nn
 from pebench.core.options import Option
 
 from ._rotation import BlockRotationLayerPE, block_rotations, full_precision, grid_coord_scale, skew
-from .base import LayerPE, PEConfigError, PositionalEncoding
+from .base import LayerPE, PEConfigError, PositionalEncoding, layer_tables_batchable
 from .registry import register_pe
 from .rope_axial import rope_phasors, rotate_pairs
 
@@ -348,7 +349,7 @@ class ComRoPE(PositionalEncoding):
                 scale = self._grid_scales[key]
             for lay in self.layers:
                 lay.grid_scale = scale
-        if self.impl == "eig" and self.block_size % 2 == 0 and self.batch_layers:
+        if self.impl == "eig" and self.block_size % 2 == 0 and self.batch_layers and layer_tables_batchable(coords):
             self._prepare_layers(coords, x.dtype)
         return x
 

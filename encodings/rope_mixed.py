@@ -56,7 +56,7 @@ code: naver-ai/rope-vit; timm's ``init_random_2d_freqs``).
 * CLS: prefix tokens get the identity rotation.
 * Once per forward, :meth:`MixedRoPE.encode_tokens` computes every layer's phasors in one table and hands
   them to the layers; bit for bit each layer's own computation (a layer called on its own, or given other
-  coords, e.g. windowed attention, computes its own).
+  coords, e.g. windowed attention, computes its own; so does every layer for per-sample coords in evaluation).
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ from torch import Tensor, nn
 
 from pebench.core.options import Option
 
-from .base import LayerPE, PEConfigError, PositionalEncoding
+from .base import LayerPE, PEConfigError, PositionalEncoding, layer_tables_batchable
 from .registry import register_pe
 from .rope_axial import apply_rope, rope_phasors, rotate_pairs
 
@@ -271,7 +271,7 @@ class MixedRoPE(PositionalEncoding):
         layers: bit for bit each layer's own (tests/encodings/test_batched_layer_tables.py); on CPU the per-layer
         small ops cost more in dispatch than in arithmetic. A layer given other coords (windowed attention)
         computes its own."""
-        if self.batch_layers:
+        if self.batch_layers and layer_tables_batchable(coords):
             lays = list(self.layers)
             rot = mixed_phasors(coords, torch.stack([lay.freqs for lay in lays]), self.head_dim,
                                 self.num_prefix_tokens, x.dtype)  # (L, B|1, H, P + N, d/2)

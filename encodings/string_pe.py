@@ -40,7 +40,7 @@ instead (``q_cls^T RoPE(r_j) P k_j``) would equal the definition only while ``P 
   2026-12-05: runs of earlier commits computed that).
 * Cayley: once per forward, :meth:`STRING.encode_tokens` computes every layer's ``P`` and RoPE phasors in one
   batch (one solve over the stacked skew matrices) and hands them to the layers; bit for bit each layer's own
-  computation (a layer called on its own, or given other coords, e.g. windowed attention, computes its own).
+  computation (a layer called on its own, or given other coords, e.g. windowed attention, computes its own; so does every layer for per-sample coords in evaluation).
 * CLS: prefix tokens get the definition's identity: ``P`` alone (no RoPE) in the frame above
   (Cayley); the identity (circulant, which computes ``expm`` itself).
 """
@@ -55,7 +55,7 @@ from torch import Tensor, nn
 from pebench.core.options import Option
 
 from ._rotation import full_precision, skew_from_upper
-from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords
+from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords, layer_tables_batchable
 from .registry import register_pe
 from .rope_axial import rotate_pairs
 from .rope_mixed import init_mixed_freqs, mixed_phasors
@@ -236,7 +236,7 @@ class STRING(PositionalEncoding):
         the stacked skew matrices, one phasor table), handed to the layers. Bit for bit each layer's own
         computation (tests/encodings/test_batched_layer_tables.py); on CPU the per-layer small ops cost more in
         dispatch than in arithmetic."""
-        if self.p_form == "cayley" and self.batch_layers:
+        if self.p_form == "cayley" and self.batch_layers and layer_tables_batchable(coords):
             lays = list(self.layers)
             orth = cayley_orthogonal(torch.stack([lay.upper for lay in lays]), self.head_dim, x.dtype)  # (L, H, d, d)
             rot = mixed_phasors(coords, torch.stack([lay.freqs for lay in lays]), self.head_dim,

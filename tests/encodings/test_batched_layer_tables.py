@@ -137,3 +137,24 @@ def test_a_model_that_ran_a_forward_deep_copies_and_pickles(pe):
     assert all(lay._prepared is None for lay in clone.pe.layers)
     pickle.loads(pickle.dumps(model))
     torch.testing.assert_close(clone(x, raster(torch.float32), GRID), model(x, raster(torch.float32), GRID))
+
+
+@pytest.mark.parametrize("pe", PES)
+def test_per_sample_coords_in_evaluation_are_not_batched_over_layers(pe):
+    """Per-sample coords ``(B, N, p)`` without gradients: every layer's ``(B, ...)`` table at once would multiply
+    the evaluation's peak memory by the depth, so the layers compute theirs one at a time; shared coords, or
+    training, still batch. The outputs agree either way."""
+    model = twins(pe, {}, False, torch.float32)[0].eval()
+    x = torch.randn(3, GRID[0] * GRID[1], 128)
+    per_sample = raster(torch.float32).expand(3, -1, -1) + torch.rand(3, 1, 2)  # (B, N, p): a shift per sample
+    with torch.no_grad():
+        model.pe.encode_tokens(x, per_sample, GRID)
+        assert all(lay._prepared is None for lay in model.pe.layers)
+        model.pe.encode_tokens(x, raster(torch.float32), GRID)
+        assert all(lay._prepared is not None for lay in model.pe.layers)
+    model.pe.encode_tokens(x, per_sample, GRID)  # with gradients: batched
+    assert all(lay._prepared is not None for lay in model.pe.layers)
+    with torch.no_grad():
+        alone = model(x, per_sample, GRID)
+    batched = model.train()(x, per_sample, GRID)  # no dropout in vit-nano: train mode changes nothing else
+    torch.testing.assert_close(alone, batched, rtol=1e-5, atol=1e-5)
