@@ -147,13 +147,26 @@ def reproduced(rerun_json: Path, folder: str | list[str], datasets) -> str:
     worst = max((r for r in recs if r["status"] == "differs"), key=lambda r: r["max_abs_diff"], default=None)
     failed = sum(r["status"] == "failed" for r in recs)
     cells = len({r["run"].rsplit("/", 1)[0] for r in recs})
+    other = [r for r in recs if r.get("cpu_model") and r.get("rerun_cpu_model") and r["cpu_model"] != r["rerun_cpu_model"]]
+    home = [r for r in recs if r.get("cpu_model") and r.get("cpu_model") == r.get("rerun_cpu_model")]
+    cpus = sorted({(r["cpu_model"], r["rerun_cpu_model"]) for r in other})
+    moved = [r for r in recs if r.get("primary_committed") is not None and r.get("primary_rerun") is not None
+             and r["primary_committed"] != r["primary_rerun"]]
     return (f"**Reproduced:** `benchmarks/rerun_check.py` reran {len(recs)} of these runs (one seed of each of "
             f"{cells} cells, made at commit{'s' if len(made) > 1 else ''} " + ", ".join(f"`{c}`" for c in made) + ") from their `config.yaml` in "
             f"fresh processes with their thread count, at commit{'s' if len(at) > 1 else ''} " + ", ".join(f"`{c}`" for c in at)
             + f" (`{shown(path)}`): **{same} of {len(recs)} gave identical metrics**"
             + (f"; {failed} failed" if failed else "")
             + (f"; the largest difference was {worst['max_abs_diff']:.3g} in `{worst['metric']}` (`{worst['run']}`)"
-               if worst else "") + ".")
+               if worst else "")
+            + (f"; {len(moved)} changed their primary metric (largest by "
+               f"{max(abs(r['primary_rerun'] - r['primary_committed']) for r in moved):.3g})" if moved else "")
+            + (f". {len(other)} of the reruns ran on another CPU model than their runs (" + "; ".join(
+                f"made on {a}, rerun on {b}" for a, b in cpus) + "), with the same deterministic pins"
+               + (" and at the commit the runs record" if all(r.get("rerun_commit") == r["commit"] for r in other) else "")
+               + f": {sum(r['status'] == 'identical' for r in other)} of those {len(other)} gave identical metrics"
+               + (f", against {sum(r['status'] == 'identical' for r in home)} of {len(home)} on the CPU model their runs "
+                  "were made on" if home else "") if cpus else "") + ".")
 
 
 def _still_committed(rec: dict) -> bool:

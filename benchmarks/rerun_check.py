@@ -11,8 +11,8 @@ recorded (``numerics.torch_threads``, set through ``OMP_NUM_THREADS`` / ``MKL_NU
 Prints one line per run (identical, or the largest difference and which metric) and exits 1 when any
 rerun differs, 2 on bad input. The committed folders are only read; reruns go to a temporary folder
 (``--keep DIR`` keeps them there). ``--workers N`` runs N reruns at once (each with its recorded
-thread count); ``--json FILE`` writes one record per rerun (run, committed and rerun commit, threads,
-largest difference and its metric; ``--append`` adds them to an existing file). ``--threads N`` reruns with N
+thread count); ``--json FILE`` writes one record per rerun (run, committed and rerun commit, threads, the CPU
+model of each (``numerics.cpu_model``), largest difference and its metric; ``--append`` adds them to an existing file). ``--threads N`` reruns with N
 threads instead of the recorded count (``bench run --threads N``): the thread count changes the order of the
 floating-point reductions, so this is the check's proxy for another CPU (issue #44 item 7). With ``--deterministic`` runs (every committed study uses it) the
 metrics should agree bit for bit on another x86-64 machine (docs/cli.md, "Reproducing").
@@ -117,6 +117,8 @@ def rerun(run: Path, results: Path, out: Path, bench: str, threads_override: int
                 "primary_metric": primary, "primary_committed": (old.get("metrics") or {}).get(primary),
                 "primary_rerun": (new.get("metrics") or {}).get(primary),
                 "metrics": len(old.get("metrics", {})),
+                "cpu_model": (old.get("numerics") or {}).get("cpu_model"),
+                "rerun_cpu_model": (new.get("numerics") or {}).get("cpu_model"),
                 "status": "identical" if worst == 0.0 else "differs"})
     print(f"{rec['run']}: " + ("identical outputs" if worst == 0.0 else f"differs: max |Δ| {worst:.3g} ({which})")
           + f" (commit {rec['commit']}, rerun at {rec['rerun_commit']}, {threads} thread(s))", flush=True)

@@ -125,3 +125,32 @@ def test_reports_cite_only_reruns_of_the_runs_still_committed(tmp_path, monkeypa
     assert "reran 1 of these runs" in text and "**1 of 1 gave identical metrics**" in text  # seed1: other commit
     (tmp_path / "res" / "probe-x" / "ape" / "vit-probe" / "seed0" / "results.json").write_text('{"git_sha": "ddd"}')
     assert reproduced(tmp_path / "rerun.json", "res", ["probe-x"]).startswith("These runs have not been rerun")
+
+
+def test_reports_name_another_cpu_and_moved_primary_metrics(tmp_path, monkeypatch):
+    """Reruns on another CPU model: the sentence names both CPUs, whether they ran at the runs' own commit, and how
+    many of them gave identical metrics against the reruns on the runs' own CPU model; primary metrics that moved
+    are counted with the largest move."""
+    from benchmarks.reports import reproduced
+    recs = []
+    for seed, (status, diff, committed, again) in enumerate((("identical", 0.0, 0.5, 0.5),
+                                                             ("differs", 0.06, 0.8, 0.75))):
+        d = tmp_path / "res" / "probe-x" / "ape" / "vit-probe" / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "results.json").write_text(json.dumps({"git_sha": "aaaaaaa111"}))
+        recs.append({"results": "res", "run": f"probe-x/ape/vit-probe/seed{seed}", "commit": "aaaaaaa",
+                     "rerun_commit": "aaaaaaa", "status": status, "max_abs_diff": diff, "metric": "val/loss",
+                     "primary_committed": committed, "primary_rerun": again, "cpu_model": "CPU A",
+                     "rerun_cpu_model": "CPU B"})
+    (tmp_path / "rerun.json").write_text(json.dumps(recs))
+    monkeypatch.chdir(tmp_path)
+    text = reproduced(tmp_path / "rerun.json", "res", ["probe-x"])
+    assert "**1 of 2 gave identical metrics**" in text and "1 changed their primary metric (largest by 0.05)" in text
+    assert ("2 of the reruns ran on another CPU model than their runs (made on CPU A, rerun on CPU B), with the same "
+            "deterministic pins and at the commit the runs record: 1 of those 2 gave identical metrics") in text
+    recs[0]["rerun_cpu_model"] = "CPU A"  # seed 0 rerun on its own CPU model; seed 1 at another commit too
+    recs[1]["rerun_commit"] = "bbbbbbb"
+    (tmp_path / "rerun.json").write_text(json.dumps(recs))
+    text = reproduced(tmp_path / "rerun.json", "res", ["probe-x"])
+    assert ("1 of the reruns ran on another CPU model than their runs (made on CPU A, rerun on CPU B), with the same "
+            "deterministic pins: 0 of those 1 gave identical metrics, against 1 of 1 on the CPU model") in text
