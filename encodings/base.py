@@ -33,7 +33,7 @@ from pebench.core.errors import UserError
 from pebench.core.options import Option
 
 __all__ = ["PositionalEncoding", "LayerPE", "IdentityLayerPE", "PEConfigError", "ALL_MODALITIES",
-           "batch_coords", "layer_tables_batchable", "CoordsCache"]
+           "batch_coords", "layer_tables_batchable", "LayerTables", "CoordsCache"]
 
 ALL_MODALITIES = ("image", "video", "events", "points")
 
@@ -57,6 +57,33 @@ def layer_tables_batchable(coords: Tensor) -> bool:
     coords (``(N, p)`` / ``(1, N, p)``: one row per table). Not for per-sample coords in evaluation, where all
     layers' ``(B, ...)`` tables would be held at once instead of one at a time."""
     return torch.is_grad_enabled() or coords.dim() == 2 or coords.shape[0] == 1
+
+
+class LayerTables:
+    """Mixin of a :class:`LayerPE` whose per-token tables its PE may compute for every layer at once (in
+    ``encode_tokens``, when :func:`layer_tables_batchable`) and hand over with :meth:`prepare` (comrope, string,
+    rope-mixed). The layer defines :meth:`table_key`, what its tables depend on besides the coords;
+    :meth:`take_prepared` returns the handed tables once, and only while that key still matches (no optimizer step,
+    dtype or grad-mode change in between). Pickling and deepcopy leave the tables out (they may hold a graph)."""
+
+    _prepared: tuple[Any, ...] | None = None  # (key, coords, *tables)
+    #: per-forward attributes that pickling and deepcopy drop
+    TRANSIENT: tuple[str, ...] = ("_prepared",)
+
+    def table_key(self, dtype: torch.dtype) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def prepare(self, key: tuple[Any, ...], coords: Tensor, *tables: Tensor) -> None:
+        """Hand this layer its tables of the current forward, for ``coords``, under ``key`` (:meth:`table_key`)."""
+        self._prepared = (key, coords, *tables)
+
+    def take_prepared(self, dtype: torch.dtype) -> tuple[Any, ...] | None:
+        """``(key, coords, *tables)`` as prepared, if the key still matches; consumed either way."""
+        prepared, self._prepared = self._prepared, None
+        return prepared if prepared is not None and prepared[0] == self.table_key(dtype) else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), **{name: None for name in self.TRANSIENT}}  # type: ignore[misc]
 
 
 class CoordsCache:

@@ -73,7 +73,7 @@ from torch import Tensor, nn
 from pebench.core.options import Option
 
 from ._rotation import BlockRotationLayerPE, block_rotations, full_precision, grid_coord_scale, skew
-from .base import LayerPE, PEConfigError, PositionalEncoding, layer_tables_batchable
+from .base import LayerPE, LayerTables, PEConfigError, PositionalEncoding, layer_tables_batchable
 from .registry import register_pe
 from .rope_axial import rope_phasors, rotate_pairs
 
@@ -140,7 +140,7 @@ def phase_phasors(coords: Tensor, scale: Tensor, w: Tensor, lam: Tensor, num_pre
         return rope_phasors(ang, ang.shape[-1] * 2, num_prefix_tokens)  # (..., B|1, H, P + N, d/2)
 
 
-class ComRoPELayer(BlockRotationLayerPE):
+class ComRoPELayer(LayerTables, BlockRotationLayerPE):
     """One layer's angle matrices: ``base: (H, m, b, b)`` and, for ``ld``, ``theta: (p, m)``.
 
     ``scale (p,)``: the position scale of the training grid (or ``coord_scale``); ``grid_scale``: the
@@ -154,7 +154,6 @@ class ComRoPELayer(BlockRotationLayerPE):
         self.variant = variant
         self.fold_basis = fold_basis
         self._pending_speeds: tuple | None = None  # (key, speeds, phasors|None, coords|None): qk_basis -> qk_after_basis
-        self._prepared: tuple | None = None  # (key, coords, basis, speeds, phasors): ComRoPE.encode_tokens's batch
         self.spatial_dims = spatial_dims
         self.block_size = block_size
         self.impl = impl
@@ -204,27 +203,12 @@ class ComRoPELayer(BlockRotationLayerPE):
     def _eig_path(self) -> bool:
         return self.impl == "eig" and self.block_size % 2 == 0
 
-    def __getstate__(self) -> dict:
-        """Pickling and deepcopy leave out the per-forward tables (they may hold an autograd graph)."""
-        state = super().__getstate__()
-        return {**state, "_pending_speeds": None, "_prepared": None}
+    TRANSIENT = ("_prepared", "_pending_speeds")  # prepared: (key, coords, basis, speeds, phasors)
 
-    def _table_key(self, dtype: torch.dtype) -> tuple:
-        """What the phasors depend on besides the coords: the speeds' key, the axis weights' version and the scale."""
+    def table_key(self, dtype: torch.dtype) -> tuple:
+        """What the tables depend on besides the coords: the speeds' key, the axis weights' version and the scale."""
         w = self.theta._version if self.variant == "ld" else None
         return self._spectrum_key(dtype), w, id(self.position_scale())
-
-    def prepare(self, key: tuple, coords: Tensor, basis: Tensor, lam: Tensor, rot: Tensor) -> None:
-        """Hand this layer its tables of the current forward, computed with the other layers' in one batch
-        (:meth:`ComRoPE.encode_tokens`): basis ``(H, d, d)``, speeds ``(H, m, b/2)``, phasors for ``coords``."""
-        self._prepared = (key, coords, basis, lam, rot)
-
-    def _take_prepared(self, dtype: torch.dtype) -> tuple | None:
-        """The prepared tables if they still match (same parameters, dtype, grad mode, scale); consumed once."""
-        prepared, self._prepared = self._prepared, None
-        if prepared is not None and prepared[0] == self._table_key(dtype):
-            return prepared
-        return None
 
     def qk_basis(self, dtype: torch.dtype) -> Tensor | None:
         """``fold_basis`` with ``impl="eig"``: ``U^T`` per head, to fold into the q/k projection; the speeds
@@ -232,7 +216,7 @@ class ComRoPELayer(BlockRotationLayerPE):
         all layers when :meth:`ComRoPE.encode_tokens` prepared them)."""
         if not (self.fold_basis and self._eig_path()):
             return None
-        prepared = self._take_prepared(dtype)
+        prepared = self.take_prepared(dtype)
         if prepared is not None:
             _, coords, basis, lam, rot = prepared
             self._pending_speeds = (self._spectrum_key(dtype), lam, rot, coords)
@@ -262,7 +246,7 @@ class ComRoPELayer(BlockRotationLayerPE):
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         if not self._eig_path():
             return super().qk(q, k, x, coords)
-        prepared = self._take_prepared(q.dtype)
+        prepared = self.take_prepared(q.dtype)
         if prepared is not None and prepared[1] is coords:
             basis, rot = prepared[2], prepared[4]
         else:
@@ -365,7 +349,7 @@ class ComRoPE(PositionalEncoding):
         # unbind, not indexing: one backward node that stacks the layers' gradients, instead of one zero-filled
         # (L, ...) tensor per layer and table
         for lay, bs, ls, rs in zip(lays, basis.unbind(), lam.unbind(), rot.unbind()):  # rot: (L, B|1, H, P + N, d/2)
-            lay.prepare(lay._table_key(dtype), coords, bs, ls, rs)
+            lay.prepare(lay.table_key(dtype), coords, bs, ls, rs)
 
     def layer(self, i: int) -> LayerPE:
         return self.layers[i]

@@ -68,7 +68,7 @@ from torch import Tensor, nn
 
 from pebench.core.options import Option
 
-from .base import LayerPE, PEConfigError, PositionalEncoding, layer_tables_batchable
+from .base import LayerPE, LayerTables, PEConfigError, PositionalEncoding, layer_tables_batchable
 from .registry import register_pe
 from .rope_axial import apply_rope, rope_phasors, rotate_pairs
 
@@ -185,7 +185,7 @@ def mixed_phasors(coords: Tensor, freqs: Tensor, head_dim: int, num_prefix_token
     return rope_phasors(angles, head_dim, num_prefix_tokens)
 
 
-class MixedRoPELayer(LayerPE):
+class MixedRoPELayer(LayerTables, LayerPE):
     """Per-layer learnable frequencies ``freqs: (p, H, d/2)``; the phasors come from
     :meth:`MixedRoPE.encode_tokens`'s batch over the layers when it prepared them for this forward."""
 
@@ -193,19 +193,10 @@ class MixedRoPELayer(LayerPE):
         super().__init__()
         self.freqs = nn.Parameter(freqs)  # (p, H, d/2)
         self.num_prefix_tokens = num_prefix_tokens
-        self._prepared: tuple | None = None  # (key, coords, phasors): MixedRoPE.encode_tokens's batch
-
-    def __getstate__(self) -> dict:
-        """Pickling and deepcopy leave out the per-forward table (it may hold an autograd graph)."""
-        return {**super().__getstate__(), "_prepared": None}
 
     def table_key(self, dtype: torch.dtype) -> tuple:
         """What the phasors depend on besides the coords: the frequencies' version, the dtype, the grad mode."""
         return self.freqs._version, torch.promote_types(dtype, torch.float32), torch.is_grad_enabled()
-
-    def prepare(self, key: tuple, coords: Tensor, rot: Tensor) -> None:
-        """Hand this layer its phasors ``(B|1, H, P + N, d/2)`` for ``coords`` of this forward."""
-        self._prepared = (key, coords, rot)
 
     def angles(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
         """Pair angles ``(B|1, H, N, d/2)`` (one batch row for broadcast ``(N, p)`` coords)."""
@@ -214,8 +205,8 @@ class MixedRoPELayer(LayerPE):
         return torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        prepared, self._prepared = self._prepared, None
-        if prepared is not None and prepared[1] is coords and prepared[0] == self.table_key(q.dtype):
+        prepared = self.take_prepared(q.dtype)  # (key, coords, phasors)
+        if prepared is not None and prepared[1] is coords:
             return rotate_pairs(q, prepared[2]), rotate_pairs(k, prepared[2])
         return apply_rope(q, k, self.angles(coords, q.shape[0], q.dtype), self.num_prefix_tokens)
 

@@ -55,7 +55,7 @@ from torch import Tensor, nn
 from pebench.core.options import Option
 
 from ._rotation import full_precision, skew_from_upper
-from .base import LayerPE, PEConfigError, PositionalEncoding, batch_coords, layer_tables_batchable
+from .base import LayerPE, LayerTables, PEConfigError, PositionalEncoding, batch_coords, layer_tables_batchable
 from .registry import register_pe
 from .rope_axial import rotate_pairs
 from .rope_mixed import init_mixed_freqs, mixed_phasors
@@ -80,7 +80,7 @@ def cayley_orthogonal(upper: Tensor, head_dim: int, dtype: torch.dtype) -> Tenso
         return cayley(skew_from_upper(upper.to(dt), head_dim))
 
 
-class CayleySTRINGLayer(LayerPE):
+class CayleySTRINGLayer(LayerTables, LayerPE):
     """``R(r) = RoPE_mixed(r) P``: skew upper triangles ``upper: (H, d(d-1)/2)``, frequencies ``freqs: (p, H, d/2)``.
 
     ``fold_basis``: declare ``P`` as :meth:`qk_basis`, so the attention folds it into its q/k projection
@@ -95,25 +95,14 @@ class CayleySTRINGLayer(LayerPE):
         self.head_dim = head_dim
         self.num_prefix_tokens = num_prefix_tokens
         self.fold_basis = fold_basis
-        self._prepared: tuple | None = None  # (key, coords, P, phasors): STRING.encode_tokens's batch
         self._pending: tuple | None = None  # (key, coords, phasors): qk_basis -> qk_after_basis
 
-    def __getstate__(self) -> dict:
-        """Pickling and deepcopy leave out the per-forward tables (they may hold an autograd graph)."""
-        return {**super().__getstate__(), "_prepared": None, "_pending": None}
+    TRANSIENT = ("_prepared", "_pending")  # prepared: (key, coords, P, phasors)
 
     def table_key(self, dtype: torch.dtype) -> tuple:
         """What ``P`` and the phasors depend on besides the coords: the parameters' versions, dtype, grad mode."""
         return (self.upper._version, self.freqs._version, torch.promote_types(dtype, torch.float32),
                 torch.is_grad_enabled())
-
-    def prepare(self, key: tuple, coords: Tensor, orth: Tensor, rot: Tensor) -> None:
-        """Hand this layer ``P (H, d, d)`` and the phasors ``(B|1, H, P + N, d/2)`` for ``coords`` of this forward."""
-        self._prepared = (key, coords, orth, rot)
-
-    def _take_prepared(self, dtype: torch.dtype) -> tuple | None:
-        prepared, self._prepared = self._prepared, None
-        return prepared if prepared is not None and prepared[0] == self.table_key(dtype) else None
 
     def orthogonal(self, dtype: torch.dtype) -> Tensor:
         """``P: (H, d, d)`` in ``dtype`` promoted to float32 or wider."""
@@ -122,14 +111,14 @@ class CayleySTRINGLayer(LayerPE):
     def qk_basis(self, dtype: torch.dtype) -> Tensor | None:
         if not self.fold_basis:
             return None
-        prepared = self._take_prepared(dtype)
+        prepared = self.take_prepared(dtype)
         if prepared is None:
             return self.orthogonal(dtype)
         self._pending = (prepared[0], prepared[1], prepared[3])
         return prepared[2]
 
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
-        prepared = self._take_prepared(q.dtype)
+        prepared = self.take_prepared(q.dtype)
         rot = prepared[3] if prepared is not None and prepared[1] is coords else None
         with full_precision(q):  # P, the angles and the basis change in float32 or wider
             orth = prepared[2] if prepared is not None else self.orthogonal(q.dtype)
