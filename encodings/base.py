@@ -24,6 +24,7 @@ Conventions shared by all PEs
 """
 from __future__ import annotations
 
+import abc
 from typing import Any, Callable, ClassVar, Sequence
 
 import torch
@@ -59,7 +60,7 @@ def layer_tables_batchable(coords: Tensor) -> bool:
     return torch.is_grad_enabled() or coords.dim() == 2 or coords.shape[0] == 1
 
 
-class LayerTables:
+class LayerTables(abc.ABC):
     """Mixin of a :class:`LayerPE` whose per-token tables its PE may compute for every layer at once (in
     ``encode_tokens``, when :func:`layer_tables_batchable`) and hand over with :meth:`prepare` (comrope, string,
     rope-mixed). The layer defines :meth:`table_key`, what its tables depend on besides the coords;
@@ -70,8 +71,9 @@ class LayerTables:
     #: per-forward attributes that pickling and deepcopy drop
     TRANSIENT: tuple[str, ...] = ("_prepared",)
 
+    @abc.abstractmethod
     def table_key(self, dtype: torch.dtype) -> tuple[Any, ...]:
-        raise NotImplementedError
+        """What the layer's tables depend on besides the coords (parameter versions, dtype, grad mode)."""
 
     def prepare(self, key: tuple[Any, ...], coords: Tensor, *tables: Tensor) -> None:
         """Hand this layer its tables of the current forward, for ``coords``, under ``key`` (:meth:`table_key`)."""

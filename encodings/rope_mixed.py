@@ -70,7 +70,7 @@ from pebench.core.options import Option
 
 from .base import LayerPE, LayerTables, PEConfigError, PositionalEncoding, layer_tables_batchable
 from .registry import register_pe
-from .rope_axial import apply_rope, rope_phasors, rotate_pairs
+from .rope_axial import rope_phasors, rotate_pairs
 
 __all__ = ["MixedRoPE", "MixedRoPELayer", "init_mixed_freqs", "INITS", "golden_ratio_root",
            "golden_gate_directions", "init_freqs"]
@@ -198,17 +198,13 @@ class MixedRoPELayer(LayerTables, LayerPE):
         """What the phasors depend on besides the coords: the frequencies' version, the dtype, the grad mode."""
         return self.freqs._version, torch.promote_types(dtype, torch.float32), torch.is_grad_enabled()
 
-    def angles(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
-        """Pair angles ``(B|1, H, N, d/2)`` (one batch row for broadcast ``(N, p)`` coords)."""
-        dt = torch.promote_types(dtype, torch.float32)
-        c = coords.to(dt) if coords.dim() == 3 else coords.to(dt).unsqueeze(0)  # (B|1, N, p): no batch copies
-        return torch.einsum("bnp,phf->bhnf", c, self.freqs.to(dt))
-
     def qk(self, q: Tensor, k: Tensor, x: Tensor, coords: Tensor) -> tuple[Tensor, Tensor]:
         prepared = self.take_prepared(q.dtype)  # (key, coords, phasors)
         if prepared is not None and prepared[1] is coords:
-            return rotate_pairs(q, prepared[2]), rotate_pairs(k, prepared[2])
-        return apply_rope(q, k, self.angles(coords, q.shape[0], q.dtype), self.num_prefix_tokens)
+            rot = prepared[2]
+        else:
+            rot = mixed_phasors(coords, self.freqs, q.shape[-1], self.num_prefix_tokens, q.dtype)
+        return rotate_pairs(q, rot), rotate_pairs(k, rot)
 
 
 @register_pe("rope-mixed", order=40)

@@ -71,9 +71,9 @@ def test_batched_tables_equal_per_layer_tables_float64_with_gradients(pe, opts, 
     elif pe == "string":
         monkeypatch.setattr(string_pe, "cayley", lambda s: calls.append(s.shape) or cayley(s))
         one, per_layer = (4, 32, 32), 4
-    else:  # rope-mixed: its layers alone take apply_rope, not the batched table
+    else:  # rope-mixed: the phasor tables
         monkeypatch.setattr(rope_mixed, "mixed_phasors", lambda c, f, *a: calls.append(f.shape) or mixed_phasors(c, f, *a))
-        one, per_layer = batched.pe.layers[0].freqs.shape, 0
+        one, per_layer = batched.pe.layers[0].freqs.shape, 4
     y1, g1 = forward_backward(batched, x, raster())
     assert calls == [(4,) + one]  # one for all 4 layers
     y2, g2 = forward_backward(alone, x, raster())
