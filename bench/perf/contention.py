@@ -20,8 +20,9 @@ and two, which leave it a third (3x, above the target):
 
 Each record is the loaded wall time over the idle one of the same setting and load (target ``<= 2.5``; the
 record's ``fair_share`` is the ratio an equal share per thread gives), medians over
-``ROUNDS`` rounds with each round's ratio kept (the report's 95 % interval); the idle wall times of the
-settings are compared in their own records. Run it when the machine is otherwise idle:
+``ROUNDS`` rounds (``auto``, the setting the target is about: ``AUTO_ROUNDS``, its extra rounds after the full
+ones) with each round's ratio kept (the report's 95 % interval); the idle wall times of the
+settings are compared in their own records, over the full rounds. Run it when the machine is otherwise idle:
 the header's load average says how idle it was (an outside load inflates both runs, not the ratio's
 meaning). The competing processes are this suite's children and are ended when a measurement ends.
 The competing load starts a second before the training (it is there when a
@@ -41,7 +42,7 @@ from pebench.runner.threads import IDLE_SPIN_COUNT, SPIN_CHOICE, machine_busy
 from .report import record
 from .suites import SUITES
 
-__all__ = ["bench_contention", "SETTINGS", "LOAD_LEVELS", "ROUNDS"]
+__all__ = ["bench_contention", "SETTINGS", "LOAD_LEVELS", "ROUNDS", "AUTO_ROUNDS"]
 
 #: thread settings of the training process: name -> (extra environment, intra-op threads or None)
 SETTINGS: dict[str, tuple[dict[str, str], int | None]] = {
@@ -112,6 +113,10 @@ def _timed(setting: str, steps: int, load_procs: int) -> float:
 
 #: rounds of the full measurement (every setting idle, then loaded); a record keeps each round's ratio
 ROUNDS = 3
+#: rounds of ``auto``, the setting the target is about: after the full rounds, ``auto`` alone (idle, then loaded) until
+#: it has this many. With 3 rounds one slow loaded run (3.49x against 1.89x and 1.80x, 2026-12-07) left its interval
+#: [0.91, 5.70]; the comparisons between settings read the full rounds only
+AUTO_ROUNDS = 8
 
 
 def _describe(setting: str) -> str:
@@ -139,6 +144,13 @@ def bench_contention(quick: bool = False) -> list[dict]:
             print(f"  contention round {r + 1}/{rounds} {setting}: "
                   + ", ".join(f"{busy[n][setting][-1]:.1f} s beside {n}" for n in levels)
                   + f" / {idle[setting][-1]:.1f} s idle", flush=True)
+    for r in range(rounds, rounds if quick else AUTO_ROUNDS):
+        idle["auto"].append(_timed("auto", steps, 0))
+        for n in levels:
+            busy[n]["auto"].append(_timed("auto", steps, n))
+        print(f"  contention round {r + 1}/{AUTO_ROUNDS} auto: "
+              + ", ".join(f"{busy[n]['auto'][-1]:.1f} s beside {n}" for n in levels)
+              + f" / {idle['auto'][-1]:.1f} s idle", flush=True)
     rows = []
     for n in levels:
         fair = (LOAD_THREADS * n + LOAD_THREADS) / LOAD_THREADS  # an equal share per thread: the training's time x
@@ -147,7 +159,7 @@ def bench_contention(quick: bool = False) -> list[dict]:
                                "load / idle", "loaded s", "idle s", statistics.median(busy[n][setting]),
                                statistics.median(idle[setting]), "s", higher_is_better=False, target=2.5,
                                note=f"{_describe(setting)} threads={SETTINGS[setting][1] or 'default'}; medians of "
-                                    f"{rounds} round(s); fair share {fair:g}x; loadavg {os.getloadavg()[0]:.1f} after",
+                                    f"{len(idle[setting])} round(s); fair share {fair:g}x; loadavg {os.getloadavg()[0]:.1f} after",
                                round_ratios=[round(b / i, 4) for b, i in zip(busy[n][setting], idle[setting])],
                                load_procs=n, fair_share=fair))
     # the absolute times against the default's, idle and loaded: a setting with a low loaded / idle ratio may
@@ -156,10 +168,11 @@ def bench_contention(quick: bool = False) -> list[dict]:
     for phase, where, times in phases:
         for setting in SETTINGS:
             if setting != "default":
+                paired = times[setting][:len(times["default"])]  # the full rounds (auto has extra ones)
                 rows.append(record(f"contention {phase} {setting} / default{where}", f"{setting} {phase} s",
-                                   f"default {phase} s", statistics.median(times[setting]),
+                                   f"default {phase} s", statistics.median(paired),
                                    statistics.median(times["default"]), "s", higher_is_better=False,
-                                   round_ratios=[round(a / b, 4) for a, b in zip(times[setting], times["default"])]))
+                                   round_ratios=[round(a / b, 4) for a, b in zip(paired, times["default"])]))
     return rows
 
 

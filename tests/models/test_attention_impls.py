@@ -391,6 +391,35 @@ def test_learned_bias_flash_equals_the_written_out_attention_with_gradients(mask
         torch.testing.assert_close(got.double(), ref, rtol=2e-5, atol=2e-5, msg=lambda m, name=name: f"{name}: {m}")
 
 
+@pytest.mark.parametrize("padding", ["none", "some keys", "every key of a sequence"])
+def test_attend_skips_the_empty_row_scan_only_where_no_row_can_be_empty(monkeypatch, padding):
+    """``attend`` tells ``LearnedBiasAttention`` whether a row can have every key masked (a learned bias is finite, so
+    only a sequence whose every key is padding): without such a sequence the backward skips its scan, and the
+    output and every gradient are bit for bit those of the scanning backward."""
+    q, k, v, x, coords, key_mask = (t.float() if t.is_floating_point() else t for t in _inputs(0))
+    key_mask = {"none": None, "some keys": key_mask,
+                "every key of a sequence": key_mask.clone().index_fill_(0, torch.tensor([1]), False)}[padding]
+    layer = _layer("rpb", None, 0).float()
+    flags, apply = [], attn_mod.LearnedBiasAttention.apply
+
+    def results(force_scan: bool):
+        def spy(*args):
+            flags.append(args[5])
+            return apply(*args[:5], True) if force_scan else apply(*args)
+        monkeypatch.setattr(attn_mod.LearnedBiasAttention, "apply", spy)
+        qq, kk, vv = (t.clone().requires_grad_(True) for t in (q, k, v))
+        layer.zero_grad()
+        out, used = attend(qq, kk, vv, x, layer, coords, key_mask, scale=d ** -0.5, impl="bias-flash")
+        (out.nan_to_num() * torch.arange(out.numel()).view(out.shape).sin()).sum().backward()
+        assert used == "bias-flash"
+        return [out, qq.grad, kk.grad, vv.grad] + [p.grad for p in layer.parameters()]
+
+    skipped, scanned = results(False), results(True)
+    assert flags[0] is (padding == "every key of a sequence")
+    assert all(torch.equal(a, b) for a, b in zip(skipped, scanned))
+    assert all(torch.isfinite(t).all() for t in skipped[1:])
+
+
 def test_learned_bias_flash_backward_keeps_its_buffers_without_aliasing_a_returned_gradient(monkeypatch):
     """The backward's two ``(B, H, T, T)`` buffers are kept per thread and reused while the shape stays (not above
     ``BIAS_FLASH_WORKSPACE_MAX``); a per-sequence mask's gradient (dS itself) is never one of them, so a later

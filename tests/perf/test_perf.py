@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -254,8 +255,10 @@ def test_contention_records_medians_and_each_rounds_ratio(monkeypatch):
     monkeypatch.setattr(contention, "_timed", fake_timed)
     rows = contention.bench_contention(quick=False)
     n, levels = len(contention.SETTINGS), contention.LOAD_LEVELS
-    assert levels == (1, 2) and len(calls) == contention.ROUNDS * n * (1 + len(levels))
     per = 1 + len(levels)  # calls per setting and round: idle, then each load
+    extra = contention.AUTO_ROUNDS - contention.ROUNDS  # auto alone after the full rounds
+    assert levels == (1, 2) and extra > 0 and len(calls) == contention.ROUNDS * n * per + extra * per
+    assert calls[contention.ROUNDS * n * per:] == [("auto", load) for _ in range(extra) for load in (0, *levels)]
 
     def t(setting, load, r):  # the fake time of that measurement
         return float(r * n * per + list(contention.SETTINGS).index(setting) * per + [0, *levels].index(load) + 1)
@@ -270,6 +273,17 @@ def test_contention_records_medians_and_each_rounds_ratio(monkeypatch):
         rows_p = [r for r in rows if r["name"].startswith(f"contention {phase} ")]
         assert len(rows_p) == (n - 1) * (1 if phase == "idle" else len(levels))
         assert all(len(r["round_ratios"]) == contention.ROUNDS for r in rows_p)
+    for load in levels:  # auto: every round, its extra ones included; the cross-setting records: the full rounds
+        rec = next(r for r in rows if r["name"].startswith(f"contention auto: 10 training steps beside {load} x"))
+        first = contention.ROUNDS * n * per
+        idle = [t("auto", 0, r) for r in range(contention.ROUNDS)] + [first + e * per + 1.0 for e in range(extra)]
+        busy = [t("auto", load, r) for r in range(contention.ROUNDS)] + [first + e * per + 1.0 + levels.index(load) + 1
+                                                                          for e in range(extra)]
+        assert rec["round_ratios"] == [round(b / i, 4) for b, i in zip(busy, idle)]
+        assert rec["b_value"] == statistics.median(idle) and rec["a_value"] == statistics.median(busy)
+        assert f"{contention.AUTO_ROUNDS} round(s)" in rec["note"]
+    auto_idle = next(r for r in rows if r["name"] == "contention idle auto / default")
+    assert auto_idle["a_value"] == statistics.median([t("auto", 0, r) for r in range(contention.ROUNDS)])
     passive = next(r for r in rows if r["name"] == "contention loaded passive / default beside 2 x 2-thread load")
     assert passive["round_ratios"] == [round(t("passive", 2, r) / t("default", 2, r), 4)
                                        for r in range(contention.ROUNDS)]
