@@ -226,7 +226,7 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
     pes = ["none", "ape", "rope-axial"] if quick else list_pes()
     pes = ["none"] + [p for p in pes if p != "none"]
     sizes = ((16, 2),) if quick else ((32, 32), (64, 8))
-    reps = 1 if quick else 5
+    reps = 1 if quick else ROUNDS
     block = 1 if quick else STEPS_PER_ROUND
     rows = []
     for img, batch in sizes:
@@ -274,7 +274,12 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
 #: training steps per timed call of each candidate in a round: one step at 64 tokens takes tens of milliseconds,
 #: and a single slow step of ``none`` (an OpenMP worker woken late, a page fault) moved every ratio of its round
 #: by up to 30 %, which left the rounds' interval wide; a block of steps averages such a step out
-STEPS_PER_ROUND = 4
+STEPS_PER_ROUND = 2
+#: interleaved rounds (the PEs timed alone: :data:`HEAVY_REPS`). For the same number of steps, 10 rounds of 2 gave
+#: narrower 95 % intervals at 64 tokens than 5 rounds of 4 (median width over the 13 PEs 0.052 and 0.055 in two
+#: runs, against 0.070) and about the same at 256 tokens (0.046 against 0.040, widest 0.059 against 0.097);
+#: measured 2026-12-07, the suite's interleave on the idle 2-core machine
+ROUNDS = 10
 
 
 def _steps_block(step: Callable[[], None], n: int) -> Callable[[], None]:
