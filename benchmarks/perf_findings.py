@@ -276,8 +276,14 @@ def misses(perf: list[dict], attn: list[dict], peers: list[dict] | None = None) 
 
     biased = [pe for pe in ("rpb", "fire") if verdicts.get(pe) == "missed"]
     if biased:
+        n = min((m for pe, phase, m in auto if pe in biased and phase == "train"), default=None)
+        layer = ", ".join(f"{pe} {_r(x)}×" for pe in biased
+                          for x in [layer_ratio(auto, pe, "train", n) if n else None] if x is not None)
         out.append(f"* **{', '.join(biased)}** ({desc(biased)}): a learned bias, built as a `(H, N, N)` tensor each step "
-                   "with its gradient (`bias-flash`: the flash kernel forward, the backward written out with `P`).")
+                   "with its gradient (`bias-flash`: the flash kernel forward, the backward written out with `P`)"
+                   + (f". torch's CPU flash kernel returns no gradient for its mask, so that backward holds `P` and `dS` "
+                      f"as `(B, H, N, N)` tensors, which the flash backward of `none` never forms: one attention layer "
+                      f"at N = {n:,} trains in {layer} `none`'s time (`bench perf attention`)" if layer else "") + ".")
     learned = [pe for pe in ("rope-mixed", "string", "comrope") if verdicts.get(pe) == "missed"]
     if learned:
         out.append(f"* **{', '.join(learned)}** ({desc(learned)}): learned frequencies, so the phases and their gradient (a "

@@ -165,6 +165,23 @@ def test_perf_findings_liere_sentence_reads_its_floor_and_the_official_compariso
         perf_findings.peers_table([floor, vs])
 
 
+def test_perf_findings_learned_bias_sentence_reads_the_layer_cost_at_the_smallest_n():
+    """A learned-bias PE that misses the step target gets its attention layer's training cost against `none`'s at
+    the smallest N `bench perf attention` measured (`auto` rows), only for the missed PEs."""
+    def step(pe, tokens, rounds):
+        return {"suite": "pe-overhead", "name": f"pe-overhead train vit-nano ({tokens} tok) {pe}", "a": f"pe={pe}",
+                "ratio": sum(rounds) / len(rounds), "round_ratios": rounds}
+    perf = [step("fire", 64, [0.80, 0.81, 0.79]), step("fire", 256, [0.70, 0.72, 0.71]),
+            step("rpb", 64, [0.95, 0.97, 0.96]), step("rpb", 256, [0.90, 0.92, 0.91])]
+    attn = [{"pe": pe, "phase": "train", "n_tokens": n, "auto": True, "variant": "default", "time_ms": t,
+             "peak_mem_mb": 1.0, "impl": "bias-flash"}
+            for pe, n, t in (("none", 256, 1.0), ("fire", 256, 2.5), ("rpb", 256, 1.5), ("none", 1024, 4.0),
+                             ("fire", 1024, 20.0))]
+    line = next(x for x in perf_findings.misses(perf, attn).splitlines() if x.startswith("* **fire**"))
+    assert "one attention layer at N = 256 trains in fire 2.50× `none`'s time" in line and "rpb" not in line
+    assert "trains in" not in next(x for x in perf_findings.misses(perf, []).splitlines() if x.startswith("* **fire**"))
+
+
 def test_perf_findings_all_budget_miss_lists_the_suites_largest_first():
     """A missed `bench perf all` budget gets a bullet with each suite's wall time, largest first; a met one none."""
     def rec(suite, secs, total):
