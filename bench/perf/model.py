@@ -33,7 +33,7 @@ from .suites import SUITES
 from .timing import interleaved, interleaved_times, round_ratios
 
 __all__ = ["PeClassifier", "build_timm", "train_step_fn", "infer_fn", "bench_backbone", "bench_pe_overhead",
-           "sdpa_backends", "step_flops"]
+           "sdpa_backends", "step_flops", "steps_block"]
 
 NUM_CLASSES = 10
 #: (preset, image side, patch, batch) of the timm comparison (batch sized for a 2-core CPU)
@@ -244,7 +244,7 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
                 continue
             flops[pe] = step_flops(models[pe], x, y)  # also the first forward + backward (kernels, caches)
             single[pe] = train_step_fn(models[pe], x, y)
-            steps[pe] = _steps_block(single[pe], block)
+            steps[pe] = steps_block(single[pe], block)
         shared, alone = _overhead_times(single, steps, reps)
         n_tok = (img // 4) ** 2
         for pe in steps:
@@ -282,8 +282,11 @@ STEPS_PER_ROUND = 2
 ROUNDS = 10
 
 
-def _steps_block(step: Callable[[], None], n: int) -> Callable[[], None]:
-    """``n`` training steps in one call (the unit the interleave times)."""
+def steps_block(step: Callable[[], None], n: int) -> Callable[[], None]:
+    """``n`` steps in one call (the unit an interleave times); ``step`` itself when ``n`` is 1."""
+    if n == 1:
+        return step
+
     def run() -> None:
         for _ in range(n):
             step()

@@ -51,7 +51,7 @@ from pebench.models import grid_coords, model_config
 from pebench.models.vit import Attention
 from pebench.runner.numerics import denormals_flushed, flush_denormals
 
-from .model import NUM_CLASSES, PeClassifier, infer_fn, train_step_fn
+from .model import NUM_CLASSES, PeClassifier, infer_fn, steps_block, train_step_fn
 from .report import record
 from .suites import SUITES
 from .timing import interleaved_times, peak_bytes, round_ratios
@@ -221,17 +221,6 @@ def _liere_floor(label: str, ours: _OurAttention, x: Tensor, reps: int) -> dict:
 LAYER_BLOCK = 10
 
 
-def _block(fn: Callable[[], None], n: int) -> Callable[[], None]:
-    """``n`` calls of ``fn`` as one timed unit."""
-    if n == 1:
-        return fn
-
-    def run() -> None:
-        for _ in range(n):
-            fn()
-    return run
-
-
 def _compare(label: str, ours: nn.Module, peer: nn.Module, peer_name: str, x: Tensor, y: Tensor | None,
              reps: int, loss: Callable | None = None, block: int = 1) -> list[dict]:
     """Training and evaluation: throughput ratio (pebench / peer) with per-round ratios and 95 % interval,
@@ -254,7 +243,8 @@ def _compare(label: str, ours: nn.Module, peer: nn.Module, peer_name: str, x: Te
         train = (train_step_fn(ours, x, y), train_step_fn(peer, x, y))
     evals = (infer_fn(ours, x), infer_fn(peer, x))
     for phase, fns in (("train", train), ("eval", evals)):
-        times = interleaved_times({"ours": _block(fns[0], block), "peer": _block(fns[1], block)}, reps, warmup=1)
+        times = interleaved_times({"ours": steps_block(fns[0], block), "peer": steps_block(fns[1], block)}, reps,
+                                   warmup=1)
         rr = round_ratios(times, "peer", "ours")  # per round: pebench samples/s over the peer's
         lo, hi = interval95(rr)
         per = f" of {block} steps each" if block > 1 else ""
