@@ -245,7 +245,7 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
             flops[pe] = step_flops(models[pe], x, y)  # also the first forward + backward (kernels, caches)
             single[pe] = train_step_fn(models[pe], x, y)
             steps[pe] = steps_block(single[pe], block)
-        shared, alone = _overhead_times(single, steps, reps)
+        shared, alone = _overhead_times(single, steps, reps, warmup=0 if quick else 1)
         n_tok = (img // 4) ** 2
         for pe in steps:
             if pe == "none":
@@ -305,20 +305,24 @@ HEAVY_REPS = 3
 
 
 def _overhead_times(single: dict[str, Callable[[], None]], blocks: dict[str, Callable[[], None]],
-                    reps: int) -> tuple[dict, dict]:
+                    reps: int, warmup: int = 1) -> tuple[dict, dict]:
     """Per-round seconds of each PE's block of training steps: ``(shared, alone)``; ``shared`` for
     ``none`` and every PE whose warm-up step (one step of ``single``, timed) took at most :data:`HEAVY_STEP`
-    times ``none``'s (one interleaved round of ``blocks``), ``alone[pe]`` for each heavier PE (its own
-    interleave with ``none``). One warm-up step suffices: the FLOP count ran the first forward and backward,
-    and the step after it is the optimizer's first (its state); a whole block as warm-up cost the suite
-    about 12 s on the idle 2-core machine and measured nothing."""
+    times ``none``'s (interleaved rounds of ``blocks`` after ``warmup`` untimed ones), ``alone[pe]`` for each
+    heavier PE (its own interleave with ``none``, no untimed round: its ratio lies far from any target).
+
+    Why an untimed round: the first round after the models are built and their FLOPs counted was unlike the
+    others, in either direction: in ``bench perf all`` at 64 tokens it gave every PE's ratio 19 % above that PE's
+    median over the rounds (``none``'s first block slow; 10 rounds of 2 steps, 2026-12-07), and in the run committed
+    the day before (5 rounds of 4 steps) the first round was the lowest of all 13 PEs at 64 tokens. With blocks of 2 steps the
+    round costs about 2.5 s at 64 and 3 s at 256 tokens."""
     warm = {}
     for pe, fn in single.items():  # the warm-up step, timed to sort the PEs
         t0 = time.perf_counter()
         fn()
         warm[pe] = time.perf_counter() - t0
     heavy = [pe for pe in blocks if pe != "none" and warm[pe] > HEAVY_STEP * warm["none"]]
-    shared = interleaved_times({pe: fn for pe, fn in blocks.items() if pe not in heavy}, reps, warmup=0)
+    shared = interleaved_times({pe: fn for pe, fn in blocks.items() if pe not in heavy}, reps, warmup=warmup)
     # fewer rounds for the heavy PEs: their ratios lie far from any target, and their steps are long
     alone = {pe: interleaved_times({"none": blocks["none"], pe: blocks[pe]}, min(reps, HEAVY_REPS), warmup=0)
              for pe in heavy}

@@ -389,3 +389,32 @@ def test_perf_commit_is_read_once_and_ignores_changed_outputs():
                        cwd=Path(report.__file__).parent, capture_output=True, text=True)
     if r.returncode == 0:
         assert ("+uncommitted changes" in report.code_commit()) == bool(r.stdout.strip())
+
+
+def test_pe_overhead_times_an_untimed_round_first_and_heavy_pes_alone():
+    """`pe-overhead`'s interleave: one warm-up step per PE (which sorts out the heavy ones), one untimed round of the
+    shared blocks, then `reps` timed rounds; a PE whose warm-up step took over HEAVY_STEP x none's gets its own
+    interleave with `none` (HEAVY_REPS rounds, no untimed one)."""
+    import time as time_mod
+
+    from pebench.perf import model as perf_model
+
+    calls: dict[str, int] = {}
+
+    def block(name: str, secs: float = 0.0):
+        def run():
+            calls[name] = calls.get(name, 0) + 1
+            if secs:
+                time_mod.sleep(secs)
+        return run
+    single = {"none": block("none step", 0.002), "ape": block("ape step", 0.002), "liere": block("liere step", 0.05)}
+    blocks = {pe: block(pe) for pe in single}
+    shared, alone = perf_model._overhead_times(single, blocks, reps=4)
+    assert set(shared) == {"none", "ape"} and set(alone) == {"liere"}
+    assert [len(shared[k]) for k in ("none", "ape")] == [4, 4] and len(alone["liere"]["liere"]) == perf_model.HEAVY_REPS
+    assert calls["ape"] == 4 + 1 and calls["liere"] == perf_model.HEAVY_REPS  # the untimed round: shared only
+    assert calls["none"] == 4 + 1 + perf_model.HEAVY_REPS
+    assert all(calls[f"{pe} step"] == 1 for pe in single)
+    calls.clear()
+    perf_model._overhead_times(single, blocks, reps=4, warmup=0)
+    assert calls["ape"] == 4
