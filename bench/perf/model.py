@@ -276,7 +276,7 @@ def bench_pe_overhead(quick: bool = False) -> list[dict]:
 #: by up to 30 %, which left the rounds' interval wide; a block of steps averages such a step out
 STEPS_PER_ROUND = 2
 #: interleaved rounds (the PEs timed alone: :data:`HEAVY_REPS`). For the same number of steps, 10 rounds of 2 gave
-#: narrower 95 % intervals at 64 tokens than 5 rounds of 4 (median width over the 13 PEs 0.052 and 0.055 in two
+#: narrower 95 % intervals at 64 tokens than 5 rounds of 4 (median width over the 13 PEs 0.056 and 0.052 in two
 #: runs, against 0.070) and about the same at 256 tokens (0.046 against 0.040, widest 0.059 against 0.097);
 #: measured 2026-12-07, the suite's interleave on the idle 2-core machine
 ROUNDS = 10
