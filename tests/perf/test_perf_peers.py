@@ -103,3 +103,26 @@ def test_a_spawned_comparison_returns_the_in_process_records():
     here = peers._comparison("liere", True)
     assert [r["name"] for r in spawned] == [r["name"] for r in here] and len(here) == 5
     assert all(r["ratio"] > 0 for r in spawned)
+
+
+def test_each_comparison_times_blocks_of_steps_outside_quick(monkeypatch):
+    """Outside ``quick``, a whole-backbone comparison times ``BACKBONE_BLOCK`` steps per round over
+    ``BACKBONE_ROUNDS`` rounds and a one-layer comparison ``LAYER_BLOCK`` steps per round; ``quick`` times single steps."""
+    import pytest  # deferred: only this test skips on a missing peer
+
+    pytest.importorskip("timm")
+    pytest.importorskip("x_transformers")
+    seen = {}
+
+    def fake_compare(label, ours, peer, peer_name, x, y, reps, loss=None, block=1):
+        seen[label.split(" vs ")[0].split()[-1]] = (reps, block)
+        return []
+
+    monkeypatch.setattr(peers, "_compare", fake_compare)
+    for name in ("timm-rope-mixed", "x-transformers"):
+        peers._comparison(name, quick=False)
+    assert seen == {"rope-mixed": (peers.BACKBONE_ROUNDS, peers.BACKBONE_BLOCK), "alibi": (30, peers.LAYER_BLOCK)}
+    assert peers.BACKBONE_BLOCK > 1 and peers.LAYER_BLOCK > 1
+    seen.clear()
+    peers._comparison("timm-rope-mixed", quick=True)
+    assert seen == {"rope-mixed": (2, 1)}
