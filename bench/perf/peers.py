@@ -219,6 +219,9 @@ def _liere_floor(label: str, ours: _OurAttention, x: Tensor, reps: int) -> dict:
 #: summaries of the same rounds disagreed (rpb vs timm, evaluation: the ratio of the medians 1.20, the median of the
 #: per-round ratios 0.93; measured 2026-12-07); timed in blocks of 10 calls they agreed (0.98 and 0.98)
 LAYER_BLOCK = 10
+#: rounds of a one-attention-layer comparison: 9 gave evaluation intervals for rpb vs timm of [0.94, 1.01] and
+#: [0.83, 0.97] in two runs of the same code
+LAYER_ROUNDS = 30
 #: rounds and steps per timed unit of a whole-backbone comparison (timm's RoPE ViTs): with 9 rounds of one step, one
 #: disturbed pair of rounds (per-round ratios 0.89, 0.80, 1.52 among eight of 1.19-1.24) made timm rope-mixed's
 #: evaluation interval [0.89, 1.24] (the chain of 2026-12-07); blocks of steps average such a step out, and more
@@ -351,9 +354,7 @@ def _comparison(name: str, quick: bool) -> list[dict]:
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     reps = 2 if quick else BACKBONE_ROUNDS
     backbone_block = 1 if quick else BACKBONE_BLOCK
-    # one attention layer costs ~2 ms a step: 30 rounds, because 9 gave eval intervals for rpb vs timm of
-    # [0.94, 1.01] and [0.83, 0.97] in two runs of the same code
-    layer_reps = 2 if quick else 30
+    layer_reps = 2 if quick else LAYER_ROUNDS
     layer_block = 1 if quick else LAYER_BLOCK
     liere_reps = 2 if quick else 15  # its layer step is ~25x the others' (the matrix exponentials)
     c = model_config(MODEL)

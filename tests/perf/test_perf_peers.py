@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 from pebench.perf import peers
 from pebench.perf.suites import SUITE_MODULES, load_suite
@@ -121,8 +122,13 @@ def test_each_comparison_times_blocks_of_steps_outside_quick(monkeypatch):
     monkeypatch.setattr(peers, "_compare", fake_compare)
     for name in ("timm-rope-mixed", "x-transformers"):
         peers._comparison(name, quick=False)
-    assert seen == {"rope-mixed": (peers.BACKBONE_ROUNDS, peers.BACKBONE_BLOCK), "alibi": (30, peers.LAYER_BLOCK)}
+    assert seen == {"rope-mixed": (peers.BACKBONE_ROUNDS, peers.BACKBONE_BLOCK),
+                    "alibi": (peers.LAYER_ROUNDS, peers.LAYER_BLOCK)}
     assert peers.BACKBONE_BLOCK > 1 and peers.LAYER_BLOCK > 1
     seen.clear()
     peers._comparison("timm-rope-mixed", quick=True)
     assert seen == {"rope-mixed": (2, 1)}
+    # the performance page's prose states these counts
+    page = " ".join((Path(__file__).parents[2] / "benchmarks" / "perf_findings_page.md").read_text().split())
+    assert (f"{peers.BACKBONE_BLOCK} for a whole backbone ({peers.BACKBONE_ROUNDS} rounds;" in page
+            and f"{peers.LAYER_BLOCK} for one attention layer ({peers.LAYER_ROUNDS} rounds;" in page)
