@@ -136,21 +136,17 @@ def bench_contention(quick: bool = False) -> list[dict]:
     AUTO_CHOICES.clear()
     idle: dict[str, list[float]] = {s: [] for s in SETTINGS}
     busy: dict[int, dict[str, list[float]]] = {n: {s: [] for s in SETTINGS} for n in levels}
-    for r in range(rounds):
-        for setting in SETTINGS:
-            idle[setting].append(_timed(setting, steps, 0))
-            for n in levels:
-                busy[n][setting].append(_timed(setting, steps, n))
-            print(f"  contention round {r + 1}/{rounds} {setting}: "
-                  + ", ".join(f"{busy[n][setting][-1]:.1f} s beside {n}" for n in levels)
-                  + f" / {idle[setting][-1]:.1f} s idle", flush=True)
-    for r in range(rounds, rounds if quick else AUTO_ROUNDS):
-        idle["auto"].append(_timed("auto", steps, 0))
+    # the full rounds (every setting), then auto alone until it has AUTO_ROUNDS
+    schedule = [(r, s) for r in range(rounds) for s in SETTINGS]
+    schedule += [(r, "auto") for r in range(rounds, rounds if quick else AUTO_ROUNDS)]
+    for r, setting in schedule:
+        idle[setting].append(_timed(setting, steps, 0))
         for n in levels:
-            busy[n]["auto"].append(_timed("auto", steps, n))
-        print(f"  contention round {r + 1}/{AUTO_ROUNDS} auto: "
-              + ", ".join(f"{busy[n]['auto'][-1]:.1f} s beside {n}" for n in levels)
-              + f" / {idle['auto'][-1]:.1f} s idle", flush=True)
+            busy[n][setting].append(_timed(setting, steps, n))
+        total = rounds if r < rounds else AUTO_ROUNDS
+        print(f"  contention round {r + 1}/{total} {setting}: "
+              + ", ".join(f"{busy[n][setting][-1]:.1f} s beside {n}" for n in levels)
+              + f" / {idle[setting][-1]:.1f} s idle", flush=True)
     rows = []
     for n in levels:
         fair = (LOAD_THREADS * n + LOAD_THREADS) / LOAD_THREADS  # an equal share per thread: the training's time x
