@@ -243,6 +243,21 @@ def large_n_table(attn: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _augment_sentence(perf: list[dict]) -> str:
+    """What PaPE's q augmentation costs in the budget's layer: the step with that augmentation held constant
+    (``attention-budget``), against the real step and the time the 1.15x budget allows."""
+    held = _record(perf, "attention fwd+bwd N=1024 d=64 pape, augmentation held constant")
+    budget = _record(perf, "attention fwd+bwd N=1024 d=64 pape vs rope-axial")
+    if not (held and budget):
+        return ""
+    cost = budget["a_value"] - held["a_value"]
+    allowed = budget["target"] * budget["b_value"] - held["a_value"]
+    return (f" With its q augmentation held constant (computed once, without gradient, and reused) the layer costs "
+            f"{_r(held['ratio'])}× RoPE-axial's: the augmentation's forward and backward take {cost:.2f} ms of PaPE's "
+            f"{budget['a_value']:.2f} ms, where the {budget['target']:g}× budget leaves "
+            + (f"{allowed:.2f} ms above that step." if allowed > 0 else "nothing above that step."))
+
+
 def misses(perf: list[dict], attn: list[dict], peers: list[dict] | None = None) -> str:
     """Generated sentences: what each missed CPU target costs and the floor beneath it (LieRE's floor and its
     comparison with the official algorithm from ``peers``, when given)."""
@@ -269,7 +284,7 @@ def misses(perf: list[dict], attn: list[dict], peers: list[dict] | None = None) 
         out.append(f"* **PaPE** adds per-token work (its `A x` map to m = 50 parabolas per head, the softplus, the "
                    f"fold into q) and a wider SDPA head (5 extra dims for 2-D coordinates, padded to a multiple of 8): one attention layer at N = 1,024 "
                    f"costs {_r(vs_none['ratio'])}× `none`'s, of which the wider kernel alone, with no PE work, is "
-                   f"{_r(floor['ratio'])}× RoPE-axial's (`attention-budget`, *kernel floor*).")
+                   f"{_r(floor['ratio'])}× RoPE-axial's (`attention-budget`, *kernel floor*)." + _augment_sentence(perf))
     verdicts = {pe: step_verdict(by_n.values()) for pe, by_n in slow.items()}
     def desc(pes: list[str]) -> str:
         return "; ".join(f"{pe} {', '.join(f'{_r(v[0])} at {n}' for n, v in sorted(slow[pe].items()))} tokens" for pe in pes)

@@ -5,7 +5,8 @@
 * ``backbone``    pebench ViT (tokenizer + backbone + head) vs timm ``VisionTransformer`` of the
   same shape: training-step and inference samples/s (:mod:`pebench.perf.model`).
 * ``attention-budget`` docs/architecture.md §6: PaPE attention forward+backward vs RoPE at N = 1024, head
-  dim 64, the kernel floor of that ratio, PaPE peak memory at 4N vs N (:mod:`pebench.perf.attention`).
+  dim 64, the kernel floor of that ratio, PaPE with its q augmentation held constant (what that augmentation
+  costs in place), PaPE peak memory at 4N vs N (:mod:`pebench.perf.attention`).
 * ``pe-overhead`` training-step samples/s of every registered PE relative to ``none``; on CUDA
   also the SDPA backend each PE gets and why (:mod:`pebench.perf.model`).
 * ``analysis``    geometry evaluator vs one validation epoch; SSDC (N=4096), EED (D=768) vs a

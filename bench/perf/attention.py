@@ -54,10 +54,11 @@ import os
 import platform
 import statistics
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from pebench.encodings import LayerPE, build_pe, list_pes
 from pebench.encodings.pape import augmented_width, pape_extra_dims
@@ -80,7 +81,7 @@ from .suites import SUITES
 from .timing import interleaved_times, peak_bytes, round_ratios
 
 __all__ = ["run", "main", "square_grid", "format_table", "attention_step", "bench_budget", "layer_impls",
-           "memory_growth", "PHASES", "MEMORY_GROWTH_TARGET"]
+           "memory_growth", "PHASES", "MEMORY_GROWTH_TARGET", "STEP_VARIANTS"]
 
 #: default ``--tokens``; docs/perf_attention.md adds 16384 (``--tokens 256,1024,4096,16384``)
 DEFAULT_TOKENS = (256, 1024, 4096)
@@ -125,24 +126,52 @@ class _ZeroPadQK(LayerPE):
         return F.pad(q, (0, self.extra)), F.pad(k, (0, self.extra))
 
 
+class _FrozenAugment:
+    """A PaPE layer's ``augment`` run once (no gradient) and then returned as a constant: the layer's step keeps all
+    of PaPE's path (the concatenations into q and k, the wider kernel, the coordinate cache) except that augmentation's
+    own forward and backward, so ``pape`` against this step is what the augmentation costs in place."""
+
+    def __init__(self, augment: Callable[..., tuple[Tensor, Tensor | None]]) -> None:
+        self.augment = augment
+        self.kept: tuple[Tensor, Tensor | None] | None = None
+
+    def __call__(self, *args: Any) -> tuple[Tensor, Tensor | None]:
+        if self.kept is None:
+            with torch.no_grad():
+                qa, const = self.augment(*args)
+            self.kept = (qa.detach(), None if const is None else const.detach())
+        return self.kept
+
+
+#: ``attention_step``'s benchmark-only variants: ``impl`` -> (the PE they apply to, the PE's own ``impl`` option)
+STEP_VARIANTS = {"pad8": ("none", None), "frozen-augment": ("pape", "sdpa")}
+
+
 def attention_step(pe_name: str, impl: str | None, n: int, head_dim: int, heads: int, device: torch.device,
                    dtype: torch.dtype = torch.float32, attn_impl: str = "auto",
                    train: bool = True) -> Callable[[], None]:
     """One step of ``encode_tokens`` + one :class:`Attention` layer driven by the PE (batch 1, 2-D
     square grid of ``n`` tokens, built with that grid as training grid): forward+backward when
     ``train``, else a forward under ``torch.no_grad()`` in eval mode. ``impl``: the PE's own ``impl``
-    option (PaPE: ``sdpa`` | ``naive``), or ``"pad8"`` with ``pe_name="none"``, which zero-pads q/k
-    to PaPE's head dim (see ``_ZeroPadQK``); ``attn_impl``: the attention implementation
+    option (PaPE: ``sdpa`` | ``naive``), or one of :data:`STEP_VARIANTS`: ``"pad8"`` with ``pe_name="none"``
+    zero-pads q/k to PaPE's head dim (see ``_ZeroPadQK``), ``"frozen-augment"`` with ``pe_name="pape"`` holds PaPE's
+    q augmentation constant (see ``_FrozenAugment``); ``attn_impl``: the attention implementation
     (:data:`pebench.models.attention.IMPLS`)."""
     grid = square_grid(n)
     dim = head_dim * heads
-    opts = {"impl": impl} if impl and impl != "pad8" else {}
+    variant = STEP_VARIANTS.get(impl or "")
+    if variant is not None and variant[0] != pe_name:
+        raise ValueError(f"attention_step impl={impl!r} applies to pe={variant[0]!r}, not {pe_name!r}")
+    own_impl = variant[1] if variant is not None else impl
+    opts = {"impl": own_impl} if own_impl else {}
     torch.manual_seed(0)
     pe = build_pe(pe_name, dim=dim, num_heads=heads, depth=1, spatial_dims=2, grid=grid, **opts)
     pe = pe.to(device=device, dtype=dtype).train(train)
     attn = Attention(dim, heads).to(device=device, dtype=dtype).train(train)
     attn.impl = attn_impl
     layer = _ZeroPadQK(_pape_2d_width(head_dim)) if impl == "pad8" else pe.layer(0)
+    if impl == "frozen-augment":
+        layer.augment = _FrozenAugment(layer.augment)  # an instance attribute: this step's layer only
     coords = grid_coords(grid, device).to(dtype)
     x = torch.randn(1, n, dim, device=device, dtype=dtype, requires_grad=train)
 
@@ -159,6 +188,7 @@ def attention_step(pe_name: str, impl: str | None, n: int, head_dim: int, heads:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
     step.attention = attn  # type: ignore[attr-defined]  # its impls_used say what ran
+    step.layer = layer  # type: ignore[attr-defined]  # the LayerPE the step drives
     return step
 
 
@@ -362,15 +392,17 @@ def _page(title: str, table: str, n_tokens: Sequence[int], flushed: bool) -> str
 def bench_budget(quick: bool = False) -> list[dict]:
     """docs/architecture.md §6 attention budgets as ``bench perf`` records: PaPE (sdpa) forward+backward time
     vs ``rope-axial`` at N = 1024, head dim 64 (target <= 1.15x), the kernel floor of that ratio
-    (``none`` with q/k zero-padded to PaPE's head dim), and PaPE's peak memory at 4N vs N (linear
-    in N: about 4x; an N x N tensor would make it ~16x)."""
+    (``none`` with q/k zero-padded to PaPE's head dim), PaPE with its q augmentation held constant
+    (``_FrozenAugment``: its time subtracted from PaPE's is what the augmentation costs in place), and PaPE's
+    peak memory at 4N vs N (linear in N: about 4x; an N x N tensor would make it ~16x)."""
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     n, hd = (64, 16) if quick else (1024, 64)
     reps = 2 if quick else 60
     steps = {"none": attention_step("none", None, n, hd, 1, dev),
              "pad8": attention_step("none", "pad8", n, hd, 1, dev),
              "rope-axial": attention_step("rope-axial", None, n, hd, 1, dev),
-             "pape": attention_step("pape", "sdpa", n, hd, 1, dev)}
+             "pape": attention_step("pape", "sdpa", n, hd, 1, dev),
+             "frozen": attention_step("pape", "frozen-augment", n, hd, 1, dev)}
     times = interleaved_times(steps, reps, warmup=2)
     t = {k: statistics.median(v) for k, v in times.items()}
     width = hd + _pape_2d_width(hd)
@@ -382,6 +414,11 @@ def bench_budget(quick: bool = False) -> list[dict]:
                    t["pad8"] * 1e3, t["rope-axial"] * 1e3, "ms", higher_is_better=False,
                    note=f"the fused SDPA kernel at head dim {width} (PaPE's 5 extra dims padded to a multiple of 8) "
                         f"with no PE work: the part of the PaPE/RoPE ratio no PE code can remove"),
+            record(f"attention fwd+bwd N={n} d={hd} pape, augmentation held constant", "pape (sdpa), q augmentation "
+                   "held constant", "rope-axial", t["frozen"] * 1e3, t["rope-axial"] * 1e3, "ms", higher_is_better=False,
+                   note="PaPE's q augmentation computed once without gradient and reused: the layer's step with all of "
+                        "PaPE's path but that augmentation's forward and backward, so pape's time minus this one is what "
+                        "the augmentation costs in place", round_ratios=round_ratios(times, "frozen", "rope-axial")),
             record(f"attention fwd+bwd N={n} d={hd} pape vs none", "pape (sdpa)", "none",
                    t["pape"] * 1e3, t["none"] * 1e3, "ms", higher_is_better=False)]
     peak = {}

@@ -47,9 +47,9 @@ def test_perf_commands_and_schema(tmp_path, monkeypatch):
     timing = [r for r in rows if r["name"].startswith("perf wall time")]
     assert [r["suite"] for r in timing] == ["attention-budget", "pe-overhead", "analysis"]  # not `all`: no budget row
     rows = [r for r in rows if r not in timing]
-    assert len(rows) >= 8  # 4 attention budget rows + 2 PEs vs none + SSDC + EED
+    assert len(rows) >= 9  # 5 attention budget rows + 2 PEs vs none + SSDC + EED
     budget = [r for r in rows if r["name"].startswith("attention")]
-    assert len(budget) == 4 and sum("target" in r for r in budget) == 2
+    assert len(budget) == 5 and sum("target" in r for r in budget) == 2
     mem = next(r for r in budget if "peak memory" in r["name"])
     assert 1.0 < mem["ratio"] < 16.0  # 4x the tokens: more memory, far from N^2 growth
     for row in rows:
@@ -195,6 +195,28 @@ def test_perf_attention_quick_rows_and_memory_growth(tmp_path):
     assert layer_impls("alibi", None, 16, "cuda", True) == ["dense", "flex"]
     assert layer_impls("rpb", None, 16, "cpu", True) == ["dense", "bias-flash"]  # a learned bias: both paths
     assert layer_impls("rpb", None, 16, "cuda", True) == ["dense", "flex"]
+
+
+def test_budget_step_with_pape_augmentation_held_constant():
+    """``attention_step(..., "frozen-augment")``: PaPE's q augmentation runs once, without gradient, and later steps
+    reuse it (the same columns the real layer computes from the same inputs); the step then trains no PaPE parameter.
+    Refused for any PE but pape."""
+    from pebench.perf.attention import attention_step
+    dev = torch.device("cpu")
+    real, frozen = (attention_step("pape", impl, 16, 8, 1, dev, dtype=torch.float64) for impl in ("sdpa", "frozen-augment"))
+    held = frozen.layer.augment
+    inner, seen = held.augment, []
+    held.augment = lambda *args: seen.append(args) or inner(*args)
+    for step in (real, frozen, frozen, frozen):
+        step()
+    assert len(seen) == 1  # the first frozen step only
+    qa, const = held.kept
+    assert const is None and not qa.requires_grad
+    assert torch.equal(qa, real.layer.augment(*seen[0])[0])  # same seed: the same parameters and inputs
+    assert all(p.grad is not None for p in real.layer.parameters() if p.requires_grad)
+    assert all(p.grad is None for p in frozen.layer.parameters())
+    with pytest.raises(ValueError, match="applies to pe='pape'"):
+        attention_step("rope-axial", "frozen-augment", 16, 8, 1, dev)
 
 
 def test_perf_attention_flex_eval_cell():

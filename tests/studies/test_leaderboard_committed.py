@@ -182,6 +182,20 @@ def test_perf_findings_learned_bias_sentence_reads_the_layer_cost_at_the_smalles
     assert "trains in" not in next(x for x in perf_findings.misses(perf, []).splitlines() if x.startswith("* **fire**"))
 
 
+def test_perf_findings_pape_augmentation_sentence_reads_the_budget_records():
+    """PaPE's bullet says what its q augmentation costs in the budget's layer (PaPE's time minus the step with the
+    augmentation held constant) and what the budget leaves above that step; nothing without the held record."""
+    budget = {"name": "attention fwd+bwd N=1024 d=64 pape vs rope-axial", "a_value": 9.7, "b_value": 7.7,
+              "ratio": 9.7 / 7.7, "target": 1.15}
+    held = {"name": "attention fwd+bwd N=1024 d=64 pape, augmentation held constant", "a_value": 8.1, "b_value": 7.7,
+            "ratio": 8.1 / 7.7}
+    text = perf_findings._augment_sentence([budget, held])
+    assert "the layer costs 1.05× RoPE-axial's" in text and "take 1.60 ms of PaPE's 9.70 ms" in text
+    assert "the 1.15× budget leaves 0.75 ms above that step." in text
+    assert perf_findings._augment_sentence([budget, {**held, "a_value": 9.0}]).endswith("leaves nothing above that step.")
+    assert perf_findings._augment_sentence([budget]) == ""
+
+
 def test_perf_findings_all_budget_miss_lists_the_suites_largest_first():
     """A missed `bench perf all` budget gets a bullet with each suite's wall time, largest first; a met one none."""
     def rec(suite, secs, total):
