@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,7 +21,14 @@ from typing import Any, Iterator
 
 import yaml
 
-__all__ = ["default_file_mode", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_yaml", "read_json"]
+__all__ = ["default_file_mode", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_yaml",
+           "read_json", "parse_json", "UnreadableJSON", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "remove_stale_temp_files"]
+
+#: the largest JSON file pebench reads (a results.json of every analysis is well under 1 MB)
+MAX_JSON_BYTES = 64 * 1024 * 1024
+#: the deepest nesting pebench reads: what it writes is at most ~6 levels deep; deeper input is hostile
+#: (``[[[...]]]`` makes the json module, and every recursive walk after it, raise RecursionError)
+MAX_JSON_DEPTH = 64
 
 
 def _current_umask() -> int:
@@ -75,9 +83,73 @@ def atomic_write_yaml(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, yaml.safe_dump(obj, sort_keys=False))
 
 
-def read_json(path: str | os.PathLike[str]) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+class UnreadableJSON(ValueError):
+    """A file that is not JSON pebench reads: too large, too deeply nested, not UTF-8 or not JSON. The message
+    is one line naming what was expected (callers turn it into a user error or a listed problem)."""
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _depth_exceeds(text: str, limit: int) -> bool:
+    """Whether the brackets of ``text`` (outside strings) nest deeper than ``limit``: a linear scan with no
+    recursion, so it is safe on any input."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for m in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def parse_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` for untrusted text: nesting deeper than ``max_depth`` is refused before parsing, and any
+    failure is :class:`UnreadableJSON` with one line (never RecursionError or a traceback)."""
+    if _depth_exceeds(text, max_depth):
+        raise UnreadableJSON(f"nested deeper than {max_depth} levels (pebench writes at most a few)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UnreadableJSON(f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except (RecursionError, ValueError) as e:  # e.g. an integer of over 4,300 digits
+        raise UnreadableJSON(f"not valid JSON ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+
+
+def read_json(path: str | os.PathLike[str], *, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """Read a JSON file pebench did not necessarily write: at most ``max_bytes``, UTF-8, nesting bounded
+    (:func:`parse_json`). Raises :class:`UnreadableJSON` (one line) for a file that is none of these, and
+    ``OSError`` for one that cannot be opened."""
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UnreadableJSON(f"larger than {max_bytes // (1024 * 1024)} MiB (a results file is far smaller)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UnreadableJSON(f"not UTF-8 text (byte {e.start})") from None
+    return parse_json(text)
+
+
+def remove_stale_temp_files(folder: str | os.PathLike[str]) -> list[str]:
+    """Remove the temp files a killed :func:`atomic_write_bytes` left in ``folder`` (``.<name>.*.tmp``, never a
+    file another name matches); returns the names removed. Call it only while holding the folder's lock: a
+    live writer's temp file must not be removed under it."""
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+                removed.append(entry.name)
+            except OSError:
+                pass
+    return sorted(removed)
 
 
 @contextlib.contextmanager
