@@ -72,6 +72,7 @@ import hashlib
 import io
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,8 @@ import torch
 from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import load_file
 from torch import Tensor
+
+from pebench.core.io import local_file
 
 from .pretrained import CheckpointError, file_sha256
 
@@ -90,6 +93,8 @@ __all__ = ["ImportedCheckpoint", "read_checkpoint", "detect_layout", "hf_to_timm
 LAYOUTS = ("timm", "hf-dinov2", "hf-vit")
 #: model files read directly (or as archive members)
 CHECKPOINT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".onnx")
+#: the largest archive member read into memory (a ViT-L checkpoint is ~1.2 GB in float32); larger: unpack it
+MAX_MEMBER_BYTES = 2 * 1024**3
 #: zip archives whose member is the model file
 ARCHIVE_SUFFIXES = (".zip", ".whl")
 _UNWRAP_KEYS = ("model", "state_dict")
@@ -373,9 +378,7 @@ def _read_bytes(data: bytes | None, path: Path | None, suffix: str, source: str)
 def read_checkpoint(path: str | Path, member: str | None = None) -> ImportedCheckpoint:
     """Read ``path`` (or ``member`` of the zip archive ``path``), convert it to timm's layout and
     record its provenance. Raises :class:`CheckpointError` (one line) for every user mistake."""
-    p = Path(path)
-    if not p.is_file():
-        raise CheckpointError(f"checkpoint {str(p)!r} does not exist")
+    p = local_file(path)  # a URL, a missing path or a directory: one line, nothing fetched
     archive = p.suffix.lower() in ARCHIVE_SUFFIXES
     if member is not None and not archive:
         raise CheckpointError(f"--checkpoint-member needs a zip archive ({', '.join(ARCHIVE_SUFFIXES)}); "
@@ -393,9 +396,19 @@ def read_checkpoint(path: str | Path, member: str | None = None) -> ImportedChec
                 if member not in zf.namelist():
                     raise CheckpointError(f"archive {str(p)!r} has no member {member!r}; model files in it: "
                                           f"{', '.join(names) or 'none'}")
-                data = zf.read(member)
-        except zipfile.BadZipFile:
-            raise CheckpointError(f"checkpoint {str(p)!r} is not a readable zip archive") from None
+                size = zf.getinfo(member).file_size
+                if size > MAX_MEMBER_BYTES:
+                    raise CheckpointError(f"archive member {member!r} of {str(p)!r} is {size / 2**30:.1f} GiB "
+                                          f"uncompressed; bench analyze reads members of at most "
+                                          f"{MAX_MEMBER_BYTES / 2**30:.0f} GiB (unpack it and pass the file)")
+                with zf.open(member) as f:  # the header's size may lie: read at most the cap
+                    data = f.read(MAX_MEMBER_BYTES + 1)
+                if len(data) > MAX_MEMBER_BYTES:
+                    raise CheckpointError(f"archive member {member!r} of {str(p)!r} is larger than its header "
+                                          f"says and than {MAX_MEMBER_BYTES / 2**30:.0f} GiB")
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
+                zlib.error) as e:  # a bad archive, an unsupported compression or an encrypted member
+            raise CheckpointError(f"checkpoint {str(p)!r} is not a readable zip archive ({type(e).__name__})") from None
         member_sha = hashlib.sha256(data).hexdigest()
         source = f"{p}:{member}"
         suffix = Path(member).suffix.lower()

@@ -83,6 +83,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Subset
 
 from pebench.core.errors import ConfigError, UserError
+from pebench.core.io import local_file
 from pebench.encodings.coords import canonical_grid_coords
 from pebench.models.tokenizers import ResolutionError
 
@@ -120,9 +121,7 @@ def file_sha256(path: str | Path) -> str:
 def read_state_dict(path: str | Path) -> dict[str, Tensor]:
     """The state dict stored in ``path`` (safetensors, or a ``torch.save`` file read with
     ``weights_only=True``), unwrapped from a ``"model"`` / ``"state_dict"`` key."""
-    p = Path(path)
-    if not p.is_file():
-        raise CheckpointError(f"checkpoint {str(p)!r} does not exist")
+    p = local_file(path)  # a URL, a missing path or a directory: one line, nothing fetched
     try:
         if p.suffix == ".safetensors":
             sd: Any = load_file(str(p), device="cpu")

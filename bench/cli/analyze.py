@@ -45,7 +45,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -63,9 +63,10 @@ from pebench.analysis.pretrained import (
 )
 from pebench.analysis.progress import reporting
 from pebench.core.errors import ConfigError
-from pebench.core.io import atomic_write_json
+from pebench.core.io import atomic_write_json, remove_stale_temp_files
 from pebench.datamodules import get_datamodule_class
 from pebench.leaderboard.summary import format_summary
+from pebench.runner.integrity import run_dir_lock
 from pebench.runner.numerics import flush_denormals
 from pebench.runner.provenance import git_sha, versions
 from pebench.runner.resume import InterruptSignals, RunInterrupted
@@ -226,12 +227,25 @@ def run_analyze(args: argparse.Namespace) -> int:
     parts = _prepare(args)  # silent: a user error is the one line printed, before any stage line or file
     say(f"checkpoint {args.checkpoint} read and checked against timm:{parts['name']}, dataset {args.dataset!r} "
         f"ready ({time.time() - t0:.1f} s)")
-    task, dm, config, pe = parts["task"], parts["dm"], parts["config"], parts["pe"]
+    task, config, pe = parts["task"], parts["config"], parts["pe"]
     if torch.cuda.is_available():
         task = task.cuda()
     task.eval()
     run_dir = Path(args.out) / args.dataset / pe / model_folder(config["model"]) / f"seed{args.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir_lock(run_dir)  # a writer like bench run: a second analyze (or a run) on it stops here, exit 2
+    try:
+        return _analyze_locked(args, parts, task, run_dir, say, t0)
+    finally:
+        lock.release()
+
+
+def _analyze_locked(args: argparse.Namespace, parts: dict[str, Any], task: Any, run_dir: Path,
+                    say: Callable[[str], None], t0: float) -> int:
+    """The analyses of a prepared ``bench analyze`` in its locked run directory."""
+    progress = bool(getattr(args, "progress_bar", True))
+    dm, config, pe = parts["dm"], parts["config"], parts["pe"]
+    remove_stale_temp_files(run_dir)  # a killed earlier attempt's half-written files (we hold the lock)
     results: dict[str, Any] = {
         "dataset": args.dataset, "pe": pe, "variant": pe, "model": config["model"], "seed": args.seed,
         "task": "analysis", "status": "running", "primary_metric": "val/acc1", "metrics": {},

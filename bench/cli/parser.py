@@ -267,8 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS:
             where = f": {e.filename}" if e.filename else ""
-            print(f"bench: error: {e.strerror or e}{where} (files written so far are complete; free space or "
-                  f"fix permissions, then re-run the same command)", file=sys.stderr)
+            print(f"bench: error: {e.strerror or e}{where} (every file written so far is whole, written "
+                  f"atomically; results.json keeps the last status it could record; free space or fix permissions, "
+                  f"then re-run the same command: an interrupted run resumes)", file=sys.stderr)
             return 1
         raise
 

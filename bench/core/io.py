@@ -21,8 +21,11 @@ from typing import Any, Iterator
 
 import yaml
 
+from pebench.core.errors import UserError
+
 __all__ = ["default_file_mode", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_yaml",
-           "read_json", "parse_json", "UnreadableJSON", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "remove_stale_temp_files"]
+           "read_json", "parse_json", "UnreadableJSON", "local_file", "load_yaml_untrusted", "UnreadableYAML",
+          "MAX_YAML_BYTES", "MAX_YAML_NODES", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "remove_stale_temp_files"]
 
 #: the largest JSON file pebench reads (a results.json of every analysis is well under 1 MB)
 MAX_JSON_BYTES = 64 * 1024 * 1024
@@ -171,3 +174,91 @@ def publish_dir(root: str | os.PathLike[str], prefix: str) -> Iterator[str]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def local_file(path: str | os.PathLike[str], what: str = "checkpoint") -> Path:
+    """``path`` as a local regular file, or a one-line :class:`~pebench.core.errors.UserError` (phase
+    ``checkpoint``): pebench never fetches a URL (``http://``, ``s3://``, ...) or reads a directory, a device or
+    a FIFO as a model file. Nothing is opened here."""
+    text = os.fspath(path)
+    if _SCHEME.match(text):
+        raise UserError(f"{what} {text!r} is a URL; pebench reads local files only and never downloads "
+                        f"(download it yourself, check it, then pass its path)", phase="checkpoint")
+    p = Path(text)
+    if not p.exists():
+        raise UserError(f"{what} {text!r} does not exist (expected a local file)", phase="checkpoint")
+    if not p.is_file():
+        raise UserError(f"{what} {text!r} is not a regular file (expected a local file)", phase="checkpoint")
+    return p
+
+
+#: the largest YAML text pebench parses (a run's config.yaml is a few kB)
+MAX_YAML_BYTES = 1024 * 1024
+#: the most nodes a YAML document may stand for once its aliases are expanded (a config has a few hundred)
+MAX_YAML_NODES = 100_000
+
+
+class UnreadableYAML(ValueError):
+    """YAML pebench refuses to read: too large, too deeply nested, aliases that expand past
+    :data:`MAX_YAML_NODES` (a "billion laughs" bomb) or a recursive alias, or not YAML at all. One line."""
+
+
+def _expanded_size(root: yaml.Node, limit: int, max_depth: int) -> int:
+    """Nodes ``root`` stands for with every alias expanded, computed without expanding (each node's size is
+    memoised) and without recursion; a node that contains itself, nesting deeper than ``max_depth`` or a
+    size past ``limit`` raises :class:`UnreadableYAML`."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        kids: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            kids = [n for pair in node.value for n in pair]
+        if children_done:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(k)] for k in kids)
+            if sizes[key] > limit:
+                raise UnreadableYAML(f"its aliases expand to more than {limit:,} nodes (a config holds a few hundred)")
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise UnreadableYAML("an alias refers to a node that contains it (recursive YAML)")
+        on_path.add(key)
+        if len(on_path) > max_depth:
+            raise UnreadableYAML(f"nested deeper than {max_depth} levels")
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in sizes)
+    return sizes[id(root)]
+
+
+def load_yaml_untrusted(text: str, *, max_bytes: int = MAX_YAML_BYTES, max_nodes: int = MAX_YAML_NODES,
+                        max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``yaml.safe_load`` for text pebench did not write: no Python tags (the safe loader), at most
+    ``max_bytes``, nesting and alias expansion bounded before anything is built. Failures are
+    :class:`UnreadableYAML` with one line, never RecursionError or a hang."""
+    if len(text) > max_bytes:
+        raise UnreadableYAML(f"larger than {max_bytes // 1024} kB (a config file is far smaller)")
+    try:
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters here already
+    except yaml.YAMLError as e:
+        raise UnreadableYAML(f"not valid YAML: {' '.join(str(e).split())[:200]}") from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, max_nodes, max_depth)
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        raise UnreadableYAML(f"not valid YAML: {' '.join(str(e).split())[:200]}") from None
+    except RecursionError:
+        raise UnreadableYAML(f"nested deeper than {max_depth} levels") from None
+    finally:
+        loader.dispose()

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pebench.core.io import parse_json
+
 __all__ = ["RunLock"]
 
 log = logging.getLogger("pebench.sweep.local")
@@ -97,7 +99,7 @@ class RunLock:
         if not data:
             return None
         try:
-            info = json.loads(data)
+            info = parse_json(data.decode("utf-8"))  # bounded: a hostile lock file is unreadable
         except ValueError:
             return None
         return info if isinstance(info, dict) else None
@@ -111,7 +113,7 @@ class RunLock:
         if not data:
             return mtime is not None and time.time() - mtime > _EMPTY_LOCK_GRACE_S
         try:
-            info = json.loads(data)
+            info = parse_json(data.decode("utf-8"))  # bounded: a hostile lock file is unreadable
         except ValueError:
             return mtime is not None and time.time() - mtime > _EMPTY_LOCK_GRACE_S
         if not isinstance(info, dict) or info.get("hostname") != socket.gethostname():

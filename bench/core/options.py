@@ -32,9 +32,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-import yaml
-
 from pebench.core.errors import ConfigError
+from pebench.core.io import UnreadableYAML, load_yaml_untrusted
 
 __all__ = ["Option", "KINDS", "option", "parse_bool", "declared_options", "kind_of", "add_flags", "flag_values",
            "check_values", "check_mapping", "parse_key_value", "format_value"]
@@ -146,9 +145,9 @@ class Option:
         """``> 0 and <= 1 and finite (what)``: the bounds in words."""
         parts = []
         if self.minimum is not None:
-            parts.append(f"{'>=' if self.minimum_inclusive else '>'} {self.minimum:g}")
+            parts.append(f"{'>=' if self.minimum_inclusive else '>'} {_bound(self.minimum)}")
         if self.maximum is not None:
-            parts.append(f"{'<=' if self.maximum_inclusive else '<'} {self.maximum:g}")
+            parts.append(f"{'<=' if self.maximum_inclusive else '<'} {_bound(self.maximum)}")
         if self.kind in ("float", "floats"):
             parts.append("finite")
         return " and ".join(parts) + (f" ({self.what})" if self.what else "")
@@ -246,6 +245,11 @@ def kind_of(hint: Any) -> tuple[str, bool]:
     return name[base], nullable
 
 
+def _bound(v: float) -> str:
+    """A bound as text: integers whole (``4294967295``), other numbers as ``%g``."""
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
 def option(default: Any, help: str, **kw: Any) -> Any:
     """A dataclass field declaring an :class:`Option` (name and kind come from the field; ``{}`` / ``[]``
     defaults become factories)."""
@@ -300,9 +304,9 @@ def parse_key_value(text: str) -> tuple[str, Any]:
     k, v = text.split("=", 1)
     if not k:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return k, yaml.safe_load(v)
-    except yaml.YAMLError:
+    try:  # bounded like a config file: an alias bomb or deep nesting stays the plain string it was given
+        return k, load_yaml_untrusted(v)
+    except UnreadableYAML:
         return k, v
 
 

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 import yaml
 
 from pebench.core.errors import ConfigError, ResultsError
+from pebench.core.io import MAX_YAML_BYTES, UnreadableYAML, load_yaml_untrusted
 from pebench.core.options import Option, check_values, declared_options, flag_values, option
 from pebench.core.schema import migrate
 from pebench.tasks import list_tasks
@@ -97,7 +98,8 @@ class RunConfig:
     layer_decay: float | None = option(None, 'layer-wise learning-rate decay factor', metavar='X',
                                        minimum=0.0, minimum_inclusive=False, maximum=1.0, what='the layer-wise lr decay factor',
                                        none_means='none (no decay)')
-    seed: int = option(0, "random seed (also the run directory's seed<S>)", metavar='S')
+    seed: int = option(0, "random seed (also the run directory's seed<S>)", metavar='S', minimum=0, maximum=2**32 - 1,
+                       what="Lightning's seed_everything takes 0 .. 2**32-1")
     # trainer
     devices: int | str = option(1, 'devices per node (an integer, or auto)', metavar='N')
     accelerator: str = option("auto", 'cpu, gpu, mps or auto', metavar='A')
@@ -193,18 +195,23 @@ def load_yaml_config(path: str | Path) -> dict[str, Any]:
     """Read a run config YAML file; unknown keys raise :class:`ConfigError`."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, "rb") as f:
+            raw = f.read(MAX_YAML_BYTES + 1)
+        text = raw.decode("utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read config file {str(p)!r}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {str(p)!r} is not UTF-8 text (byte {e.start}); expected a YAML mapping of "
+                          f"run options") from None
     return _parse_yaml(text, f"config file {str(p)!r}")
 
 
 def _yaml_mapping(text: str, source: str) -> dict[str, Any]:
     """The YAML mapping in ``text`` as read (``{}`` for an empty file); not YAML or not a mapping: ConfigError."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{source} is not valid YAML: {str(e).splitlines()[0]}") from None
+    try:  # safe tags only; size, nesting and alias expansion bounded (a 458-byte alias bomb is one line)
+        data = load_yaml_untrusted(text)
+    except UnreadableYAML as e:
+        raise ConfigError(f"{source} cannot be read: {e}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

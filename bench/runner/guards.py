@@ -3,7 +3,9 @@
 * :func:`complete_run` -- a run directory that already holds a complete run of the configuration asked
   for is not trained again: ``bench run`` prints one line (run directory, status, primary metric, how to
   re-run: ``--force``) and exits 0. It reads ``results.json`` and compares fingerprints
-  (:mod:`pebench.core.fingerprint`) without importing torch, so the answer takes well under a second.
+  (:mod:`pebench.core.fingerprint`) without importing torch, so the answer takes well under a second; with a
+  ``--data-root``, the data root's files are fingerprinted too (a listing, no contents read) and must be the
+  ones the run saw, else the run path checks the new root and refuses to overwrite the complete run.
 * :func:`batch_clamp` -- a global batch larger than the training split trains full-batch (one batch of the
   whole split per epoch, as the loader does); ``bench run`` says so in one line naming both numbers and
   ``results.json`` records ``batch_size_effective``.
@@ -18,12 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 from pathlib import Path
 from typing import Any
 
 from pebench.core.errors import ConfigError
-from pebench.core.fingerprint import fingerprint
+from pebench.core.fingerprint import data_fingerprint, fingerprint
+from pebench.core.io import read_json
 from pebench.core.locks import RunLock
 from pebench.runner.config import DEFAULT_PE_PREFERENCE, RunConfig, config_to_dict, run_dir_for
 from pebench.runner.integrity import RUN_LOCK_NAME, config_differences
@@ -65,8 +67,7 @@ def complete_run(cfg: RunConfig) -> dict[str, Any] | None:
     cfg = dataclasses.replace(cfg, pe=pe)
     run_dir = run_dir_for(cfg)
     try:
-        with open(run_dir / "results.json", encoding="utf-8") as f:
-            res = json.load(f)
+        res = read_json(run_dir / "results.json")  # bounded: a hostile file is "not complete"
     except (OSError, ValueError):
         return None
     if not isinstance(res, dict) or res.get("status") != "complete" or not isinstance(res.get("config"), dict):
@@ -85,7 +86,23 @@ def complete_run(cfg: RunConfig) -> dict[str, Any] | None:
     recorded = res.get("fingerprint")
     if isinstance(recorded, str) and recorded and recorded != fingerprint(new):
         return None
+    if not _same_data(res, cfg.data_root):  # another data root's files: the run path checks it, then refuses
+        return None
     return {**res, "run_dir": str(run_dir)}
+
+
+def _same_data(res: dict[str, Any], data_root: str | None) -> bool:
+    """Whether the data root given now holds the files the complete run saw (its recorded
+    :func:`~pebench.core.fingerprint.data_fingerprint`); ``True`` for embedded data and for files written
+    before the fingerprint was recorded. A root that is not a directory is not the same data: the run path
+    then reports it as a bad data root."""
+    data = res.get("data")
+    recorded = data.get("fingerprint") if isinstance(data, dict) else None
+    if not data_root or not isinstance(recorded, dict):
+        return True
+    if not Path(data_root).is_dir():
+        return False
+    return data_fingerprint(str(data_root)).get("sha256") == recorded.get("sha256")
 
 
 def _locked(run_dir: Path) -> bool:

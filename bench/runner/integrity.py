@@ -23,11 +23,10 @@ import socket
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from pebench.core import fingerprint as _fingerprints
 from pebench.core.errors import ConfigError
 from pebench.core.fingerprint import NON_RESULT_KEYS, REPLICATE_KEYS, fingerprint, fingerprint_keys
+from pebench.core.io import load_yaml_untrusted, read_json
 from pebench.core.locks import RunLock  # O_EXCL lock file with stale-pid detection
 from pebench.runner.config import RunConfig, config_to_dict
 
@@ -62,17 +61,16 @@ def previous_config(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     ``None`` when it holds neither (a new directory)."""
     d = Path(run_dir)
     try:
-        with open(d / "results.json", encoding="utf-8") as f:
-            res = json.load(f)
+        res = read_json(d / "results.json")  # bounded: a hostile file is "no configuration", not a traceback
         if isinstance(res, dict) and isinstance(res.get("config"), dict):
             return res["config"]
     except (OSError, ValueError):
         pass
     try:
-        cfg = yaml.safe_load((d / "config.yaml").read_text(encoding="utf-8"))
+        cfg = load_yaml_untrusted((d / "config.yaml").read_text(encoding="utf-8"))
         if isinstance(cfg, dict):
             return cfg
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError):  # UnicodeDecodeError and UnreadableYAML are ValueErrors
         pass
     return None
 

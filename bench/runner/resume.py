@@ -18,9 +18,10 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from pebench.core.io import atomic_write_bytes, read_json
+from pebench.core.errors import UserError
+from pebench.core.io import atomic_write_bytes, local_file, read_json
 
-__all__ = ["last_checkpoint_callback", "AtomicCheckpointIO", "resume_checkpoint_path", "epochs_done",
+__all__ = ["last_checkpoint_callback", "AtomicCheckpointIO", "resume_checkpoint_path", "load_checkpoint", "epochs_done",
            "RunInterrupted", "InterruptSignals", "resume_command"]
 
 
@@ -58,6 +59,24 @@ def resume_checkpoint_path(run_dir: Path) -> str | None:
         pass
     cands = [p for p in [run_dir / "last.ckpt", *run_dir.glob("hpc_ckpt_*.ckpt")] if p.is_file()]
     return str(max(cands, key=lambda p: p.stat().st_mtime)) if cands else None
+
+
+def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """A Lightning checkpoint's dict, read with ``torch.load(weights_only=True)``: tensors, containers and
+    primitive types only, so a planted pickle (a ``last.ckpt`` from someone else) cannot run code. Lightning's
+    own ``fit(ckpt_path=...)`` reads the same file the same way. Anything unreadable, a URL or a file that is
+    not a dict is a one-line :class:`UserError` (phase ``checkpoint``) naming the file."""
+    p = local_file(path, "checkpoint")
+    try:
+        obj = torch.load(str(p), map_location=map_location, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - UnpicklingError (a refused global, a corrupt file), EOFError, ...
+        raise UserError(f"cannot read checkpoint {str(p)!r}: corrupt, incompatible or not a weights-only "
+                        f"checkpoint ({type(e).__name__}: {' '.join(str(e).split())[:160]}); delete it to start "
+                        f"over", phase="checkpoint") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"checkpoint {str(p)!r} holds a {type(obj).__name__}, not a Lightning checkpoint dict",
+                        phase="checkpoint")
+    return obj
 
 
 def epochs_done(meta: dict) -> int:

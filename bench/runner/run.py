@@ -52,8 +52,9 @@ from pebench.analysis.evaluators import run_analyses
 from pebench.analysis.plots import plot_eed_checkpoints, run_info, save_plot
 from pebench.analysis.registry import get_analysis
 from pebench.core.child_pythonpath import shield_torch_children
-from pebench.core.errors import RunFailedError
-from pebench.core.io import atomic_write_json, atomic_write_yaml
+from pebench.core.errors import RunFailedError, UserError
+from pebench.core.fingerprint import data_fingerprint
+from pebench.core.io import atomic_write_json, atomic_write_yaml, read_json, remove_stale_temp_files
 from pebench.core.schema import SCHEMA_VERSION
 from pebench.datamodules import DataRootError, get_datamodule_class, list_datamodules
 from pebench.datamodules.events.event_transforms import spiking_analyses
@@ -100,6 +101,7 @@ from pebench.runner.resume import (
     RunInterrupted,
     epochs_done,
     last_checkpoint_callback,
+    load_checkpoint,
     resume_checkpoint_path,
     resume_command,
 )
@@ -113,7 +115,7 @@ __all__ = ["run", "prepare", "load_registries", "RESULT_KEYS", "ANALYSIS_KEYS", 
 
 RESULT_KEYS = ("dataset", "pe", "variant", "pe_label", "model", "seed", "task", "status", "primary_metric", "metrics",
                "val_samples", "skipped_samples", "analyses", "config", "versions", "git_sha", "wall_time_s",
-               "n_params", "run_dir", "resumed_from", "dataset_info")
+               "n_params", "run_dir", "resumed_from", "dataset_info", "data")
 
 
 def load_registries() -> None:
@@ -156,16 +158,20 @@ def _strict_json(obj: Any) -> Any:
     return obj
 
 
-def _check_data_root(dm: Any, max_fraction: float) -> None:
+def _check_data_root(dm: Any, max_fraction: float) -> dict[str, Any]:
     """Build the sample lists now (``dm.preflight``: unreadable pickles, no images, listed files
     missing raise ``DataRootError``) and refuse a split with more than ``max_fraction`` of its listed
-    files missing, before anything is written."""
-    dm.preflight()
+    files missing, before anything is written. -> what ``results.json`` records as ``data``: the split sizes and,
+    for a data root, :func:`~pebench.core.fingerprint.data_fingerprint` of its files (no path)."""
+    sizes = dm.preflight()
     for split, (listed, missing, first) in sorted(getattr(dm, "missing_by_split", {}).items()):
         if listed and missing / listed > max_fraction:
             raise DataRootError(f"{dm.name}: {missing} of the {listed} {split} files listed do not exist "
                                 f"(first: {first!r}), more than max_skipped_fraction={max_fraction:g}; "
                                 f"expected layout: {dm.expected_layout}")
+    root = getattr(dm, "data_root", None)
+    return {"splits": dict(sizes or {}),
+            "fingerprint": data_fingerprint(str(root)) if getattr(dm, "needs_data_root", False) and root else None}
 
 
 @dataclass(frozen=True)
@@ -183,14 +189,16 @@ class Prepared:
     counter: ValSampleCounter      # per-rank sample counts, reduced over ranks
     pe_label: str                  # the PE and its non-default options (the leaderboard's row label)
     dataset_info: dict[str, Any]   # what results.json records about the dataset (no_pe_bound)
+    data_record: dict[str, Any]    # which data the run saw: split sizes, the data root's fingerprint
 
 
-def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
+def prepare(cfg: RunConfig, check_run_dir: bool = False, keep_complete: bool = False) -> Prepared:
     """Validate everything that can be validated without touching the disk; build the pieces.
 
     ``check_run_dir``: also check, before Lightning prints anything, that the output root is writable
     and that the run directory holds no run of another configuration (``bench run`` does; rebuilding a
-    run's model for an analysis does not).
+    run's model for an analysis does not). ``keep_complete``: refuse a run directory holding a complete run
+    of this configuration on other data (see :func:`run`).
     Raises :class:`~pebench.core.errors.UserError` subclasses for user errors (exit code 2 in the CLI).
     The steps run in this order (it decides which of several errors is reported).
     """
@@ -204,17 +212,19 @@ def prepare(cfg: RunConfig, check_run_dir: bool = False) -> Prepared:
     dm = _build_datamodule(cfg, dm_cls, setup)
     analyses = _token_set_analyses(cfg, dm, analyses, explicit)
     grid = train_grid_for(dm)
-    _check_data_root(dm, cfg.max_skipped_fraction)
+    data_record = _check_data_root(dm, cfg.max_skipped_fraction)
     clamp = batch_clamp(dm, cfg.batch_size)  # a batch larger than the training split: full-batch, said in one line
     if clamp is not None:
         print(batch_clamp_line(cfg.batch_size, clamp, cfg.dataset), file=sys.stderr)
     task = _build_task(cfg, setup, dm, grid, analyses)
     run_dir = _check_placement(cfg, check_run_dir)
+    if keep_complete:
+        _refuse_other_data(run_dir, data_record)  # before the trainer: Lightning prints when it is built
     counter = ValSampleCounter()
     trainer = _build_trainer(cfg, setup, dm, run_dir, counter)
     return Prepared(cfg=cfg, dm=dm, task=task, setup=setup, trainer=trainer, run_dir=run_dir, analyses=tuple(analyses),
                     explicit_analyses=explicit, counter=counter, pe_label=variant_label(cfg.pe, cfg.pe_options),
-                    dataset_info=dataset_info(dm_cls))
+                    dataset_info=dataset_info(dm_cls), data_record=data_record)
 
 
 def _check_model_and_pe(cfg: RunConfig) -> tuple[Any, Any]:
@@ -408,6 +418,7 @@ def initial_results(cfg: RunConfig, parts: Prepared, config: dict[str, Any], ckp
         "run_dir": run_dir.relative_to(cfg.out).as_posix(), "resumed_from": None, "val_samples": None,
         "fingerprint": fingerprint(config), "fingerprint_keys": fingerprint_keys(config),
         "dataset_info": parts.dataset_info,
+        "data": parts.data_record,  # split sizes and the data root's fingerprint: which data this run saw
         "limited": limited_record(cfg),  # --fast-dev-run / --limit-*-batches: a smoke run, off leaderboards
         "batch_size_effective": batch_clamp(dm, cfg.batch_size),  # the whole training split when the batch exceeds it
         # the task a run without --task trains on this dataset: a rerun is matched without importing the dataset
@@ -415,13 +426,16 @@ def initial_results(cfg: RunConfig, parts: Prepared, config: dict[str, Any], ckp
     }
     if ckpt is not None:
         try:
-            meta = torch.load(ckpt, map_location="cpu", weights_only=False)
+            meta = load_checkpoint(ckpt)  # weights_only: a planted pickle never runs (one line, exit 2)
+        except UserError as e:
+            raise ConfigError(f"cannot resume: {e}", phase="checkpoint") from None
+        try:
             results["resumed_from"] = {"checkpoint": Path(ckpt).name, "epoch": epochs_done(meta),
                                        "global_step": int(meta.get("global_step", 0))}
-            del meta
-        except Exception as e:  # noqa: BLE001
+        except (TypeError, ValueError) as e:
             raise ConfigError(f"cannot resume from {ckpt}: corrupt or incompatible checkpoint "
                               f"({type(e).__name__}); delete it to start over") from None
+        del meta
     return results
 
 
@@ -432,6 +446,10 @@ def claim_run_dir(run_dir: Path, config: dict[str, Any], ckpt: str | None, write
     lock = run_dir_lock(run_dir)
     atexit.register(lock.release)
     try:
+        removed = remove_stale_temp_files(run_dir)  # a killed write's temp files (no live writer: we hold the lock)
+        if removed:
+            print(f"bench: removed {len(removed)} temp file(s) a killed earlier attempt left: {', '.join(removed)}",
+                  file=sys.stderr)
         check_same_configuration(run_dir, config)  # again, now that no other run can write it
         if ckpt is None:  # fresh start: drop artefacts of a previous (complete) run
             for name in ("last.ckpt", "metrics.csv"):
@@ -454,7 +472,7 @@ def train_and_measure(cfg: RunConfig, parts: Prepared, ckpt: str | None, results
     names; record metrics, the task's extra keys and the sample counts in ``results``. Returns the data problem
     that makes the run incomplete (too many skipped samples), or ``None``."""
     dm, task, trainer = parts.dm, parts.task, parts.trainer
-    trainer.fit(task, datamodule=dm, ckpt_path=ckpt)
+    trainer.fit(task, datamodule=dm, ckpt_path=ckpt, weights_only=True)  # no pickled code runs
     evaluated = load_best(trainer, task)  # --eval-checkpoint best: the best validation's weights from here on
     if evaluated is not None:
         results["evaluated_checkpoint"] = evaluated
@@ -505,13 +523,36 @@ def raise_failure(e: Exception, trainer: Any, run_dir: Path) -> NoReturn:
     raise e  # a bug: the CLI shows its traceback
 
 
-def run(cfg: RunConfig) -> dict[str, Any]:
-    """Train and evaluate one configuration; returns the results dict (see README)."""
+def _refuse_other_data(run_dir: Path, data_record: dict[str, Any]) -> None:
+    """A run directory holding a complete run on other data (the recorded data-root fingerprint differs from
+    the one just taken): one line, exit 2, nothing overwritten (``bench run --force`` retrains it)."""
+    try:
+        old = read_json(run_dir / "results.json")
+    except (OSError, ValueError):
+        return
+    if not isinstance(old, dict) or old.get("status") != "complete":
+        return
+    recorded = old.get("data", {}).get("fingerprint") if isinstance(old.get("data"), dict) else None
+    now = data_record.get("fingerprint")
+    if isinstance(recorded, dict) and isinstance(now, dict) and recorded.get("sha256") != now.get("sha256"):
+        raise ConfigError(f"run directory {str(run_dir)!r} holds a complete run of this configuration on other data "
+                          f"(its data root had {recorded.get('files')} files, fingerprint "
+                          f"{str(recorded.get('sha256'))[:12]}; this one has {now.get('files')}, "
+                          f"{str(now.get('sha256'))[:12]}); to train it again on this data: --force, or use a new --out",
+                          phase="data")
+
+
+def run(cfg: RunConfig, keep_complete: bool = False) -> dict[str, Any]:
+    """Train and evaluate one configuration; returns the results dict (see README).
+
+    ``keep_complete`` (``bench run`` without ``--force``): a run directory that holds a complete run of this
+    configuration on other data (its recorded data-root fingerprint) is refused, after the new data root is
+    checked, instead of being trained again."""
     t0 = time.time()
     flush_denormals()  # CPU: denormals to zero (PaPE's logits underflow; see pebench.runner.numerics)
     # before anything computes; config.yaml records the count in effect, so a rerun from it uses the same
     cfg = dataclasses.replace(cfg, threads=set_intra_op_threads(cfg.threads))
-    parts = prepare(cfg, check_run_dir=True)
+    parts = prepare(cfg, check_run_dir=True, keep_complete=keep_complete)
     cfg, dm, trainer, run_dir = parts.cfg, parts.dm, parts.trainer, parts.run_dir
     rank0 = trainer.global_rank == 0
     config = config_to_dict(cfg)

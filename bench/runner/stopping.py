@@ -22,6 +22,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from pebench.core.errors import ConfigError
 from pebench.runner.config import RunConfig, parse_give_up
+from pebench.runner.resume import load_checkpoint
 
 __all__ = ["StopAtTarget", "val_monitor", "stopping_callbacks", "stopped_record", "load_best"]
 
@@ -103,7 +104,7 @@ def load_best(trainer: L.Trainer, task: L.LightningModule) -> dict[str, Any] | N
         return None
     if trainer.world_size > 1:
         trainer.strategy.barrier()  # rank 0 wrote it
-    ckpt = torch.load(best.best_model_path, map_location=task.device, weights_only=False)
+    ckpt = load_checkpoint(best.best_model_path, map_location=task.device)  # weights only: nothing executes
     task.load_state_dict(ckpt["state_dict"])
     return {"which": "best", "metric": best.monitor, "value": float(best.best_model_score),
             "global_step": int(ckpt.get("global_step", 0))}

@@ -54,7 +54,6 @@ the retry loop and the summary recording of this module).
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import multiprocessing
 import os
@@ -68,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pebench.core.io import atomic_write_json
+from pebench.core.io import atomic_write_json, read_json
 from pebench.core.locks import RunLock
 from pebench.runner.integrity import grouping_fingerprint
 
@@ -265,8 +264,7 @@ def is_run_complete(run_dir: str | os.PathLike, fingerprint: str | None = None) 
     """Whether ``<run_dir>/results.json`` exists, parses, says ``status: complete`` and, when
     ``fingerprint`` is given, records that configuration fingerprint (:func:`run_fingerprint`)."""
     try:
-        with open(Path(run_dir) / "results.json", encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(Path(run_dir) / "results.json")  # bounded (UnreadableJSON is a ValueError)
     except (OSError, ValueError):
         return False
     if not (isinstance(data, dict) and data.get("status") == "complete"):
@@ -281,8 +279,7 @@ def run_fingerprint(results: dict[str, Any]) -> str | None:
 
 def _read_summary(path: Path) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
     except FileNotFoundError:
         return {"version": SUMMARY_VERSION, "runs": {}}
     except (OSError, ValueError) as e:

@@ -31,7 +31,6 @@ costs start-up time). The SLURM options are validated before anything is submitt
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import re
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pebench.core.errors import ConfigError
-from pebench.core.io import atomic_write_json
+from pebench.core.io import atomic_write_json, parse_json, read_json
 from pebench.runner.integrity import RUN_LOCK_NAME
 from pebench.sweep.local import (
     INTERRUPT_GRACE_S,
@@ -119,6 +118,19 @@ def parse_time(text: str) -> int:
     return -(-seconds // 60)
 
 
+def _first_control(text: str) -> str | None:
+    """The first character of ``text`` that is not printable on one line (C0/C1 controls, DEL, line and
+    paragraph separators), as its escape (``'\\n'``); ``None`` when there is none."""
+    for ch in text:
+        if not ch.isprintable() and ch != " ":
+            return repr(ch)[1:-1]
+    return None
+
+
+def _has_control_characters(text: str) -> bool:
+    return _first_control(text) is not None
+
+
 def _option_pairs(items: Sequence[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items or ():
@@ -128,6 +140,9 @@ def _option_pairs(items: Sequence[str] | None) -> dict[str, str]:
             raise ConfigError(f"--slurm-option {item!r} must be KEY=VALUE with an sbatch option name, e.g. "
                               f"--slurm-option mem=32G or --slurm-option account=myproject")
         key = key.replace("_", "-")
+        if _has_control_characters(value):  # a newline would end the #SBATCH line: the rest would run as shell
+            raise ConfigError(f"--slurm-option {key} holds a control character ({_first_control(value)}); an "
+                              f"sbatch value is one line of printable text")
         if key in _MANAGED_DIRECTIVES:
             raise ConfigError(f"--slurm-option {key} is set by the launcher ({_MANAGED_DIRECTIVES[key]})")
         out[key] = value.strip()
@@ -149,6 +164,9 @@ def slurm_options(args: argparse.Namespace, out: str | os.PathLike) -> SlurmOpti
     folder = args.slurm_folder if args.slurm_folder is not None else os.path.join(os.fspath(out), "slurm_logs", "%j")
     if not str(folder).strip():
         raise ConfigError("--slurm-folder must name a directory, got an empty string")
+    if _has_control_characters(str(folder)):  # it is written into the job script's #SBATCH --output line
+        raise ConfigError(f"--slurm-folder holds a control character ({_first_control(str(folder))}); expected a "
+                          f"directory path on one line")
     return SlurmOptions(folder=os.path.abspath(folder), time_min=time_min, partition=partition,
                         gpus_per_task=args.gpus_per_task, array_parallelism=parallelism,
                         additional=_option_pairs(args.slurm_option))
@@ -190,8 +208,7 @@ def job_resources(cfg: Any, gpus_per_task: int | None) -> dict[str, int]:
 
 def _read_state(run_dir: Path) -> dict[str, Any]:
     try:
-        with open(run_dir / SLURM_STATE_NAME, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(run_dir / SLURM_STATE_NAME)  # bounded: a hostile state file reads as no state
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -209,7 +226,7 @@ def _clear_own_stale_lock(run_dir: Path, state: dict[str, Any]) -> None:
     be refused as busy. The holder is recognised by the host and pid the task recorded for its child."""
     lock = run_dir / RUN_LOCK_NAME
     try:
-        holder = json.loads(lock.read_text(encoding="utf-8"))
+        holder = parse_json(lock.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
     if not isinstance(holder, dict) or holder.get("hostname") == socket.gethostname():

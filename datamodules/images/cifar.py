@@ -3,10 +3,12 @@
 Layout: ``<root>/cifar-100-python/{train,test,meta}`` (or ``<root>`` being that folder).
 
 Own reader instead of ``torchvision.datasets.CIFAR100``: torchvision refuses files whose md5 differs
-from the official archive's, which rules out test fixtures and re-packed copies. Here the md5 is
-*checked, not required*: when a file's md5 matches the official one it is recorded as verified
-(``verified[name] = True``); otherwise a warning is logged and the file is still read (labels come
-from ``fine_labels``, classes from ``meta['fine_label_names']``, exactly as torchvision parses them).
+from the official archive's, which rules out test fixtures and re-packed copies, and it unpickles with a
+plain ``pickle.load``. Here the md5 is *checked, not required*: when a file's md5 matches the official one
+it is recorded as verified (``verified[name] = True``); otherwise a warning is logged and the file is
+still read, always through :class:`CIFARUnpickler`, which admits only the three numpy globals the official
+files reference, so no file can run code (labels come from ``fine_labels``, classes from
+``meta['fine_label_names']``, exactly as torchvision parses them).
 An unreadable pickle is a broken data root (``DataRootError``), not a per-sample corruption.
 
 Resolution: native 32 px with patch 4 (an 8x8 token grid), the usual small-image ViT setting.
@@ -32,7 +34,7 @@ from ..corrupt import SkippingDataset
 from ..image_common import ImageDataModule, eval_transform, image_hw, require_dir, require_file, train_transform
 from ..registry import register_datamodule
 
-__all__ = ["CIFAR100DataModule", "CIFAR100_MD5", "read_cifar_pickle"]
+__all__ = ["CIFAR100DataModule", "CIFAR100_MD5", "CIFARUnpickler", "read_cifar_pickle"]
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +51,46 @@ def _md5(path: str) -> str:
     return h.hexdigest()
 
 
+def _numpy_reconstruct() -> Callable[..., Any]:
+    """numpy's array unpickling helper, wherever this numpy keeps it (``numpy._core`` from numpy 2 on)."""
+    core = getattr(np, "_core", None)
+    multiarray = getattr(core, "multiarray", None) if core is not None else None
+    if multiarray is None or not hasattr(multiarray, "_reconstruct"):
+        multiarray = np.core.multiarray  # numpy 1.x
+    return multiarray._reconstruct
+
+
+class CIFARUnpickler(pickle.Unpickler):
+    """An unpickler that admits only the globals the official CIFAR files reference, so a planted file cannot
+    run code (a plain ``pickle.load`` calls whatever a file names).
+
+    The official ``cifar-100-python/{train,test,meta}`` are Python 2 ``cPickle`` files (protocol 2) of a dict of
+    lists, strings and one numpy array; their only globals are ``numpy.core.multiarray._reconstruct``,
+    ``numpy.ndarray`` and ``numpy.dtype`` (the array's reduce). Those three (and ``numpy._core.multiarray``'s
+    name for the first, which numpy 2 may write) are resolved here to numpy's own objects; every other global
+    raises ``pickle.UnpicklingError`` naming it. None of the three can call anything else: ``_reconstruct``
+    builds an empty array of an admitted class, ``dtype`` parses a type code, and the array's state is data.
+    """
+
+    ALLOWED = frozenset({("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                         ("numpy", "ndarray"), ("numpy", "dtype")})
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"global {module}.{name} refused (the official CIFAR files hold only "
+                                         f"numpy arrays, lists, strings and numbers)")
+        if name == "_reconstruct":
+            return _numpy_reconstruct()
+        return np.ndarray if name == "ndarray" else np.dtype
+
+
 def read_cifar_pickle(path: str) -> dict[str, Any]:
+    """One official CIFAR pickle as a dict, through :class:`CIFARUnpickler` (no code runs, whatever the file)."""
     with open(path, "rb") as f:
-        return pickle.load(f, encoding="latin1")
+        obj = CIFARUnpickler(f, encoding="latin1").load()
+    if not isinstance(obj, dict):
+        raise pickle.UnpicklingError(f"expected a dict, got {type(obj).__name__}")
+    return obj
 
 
 class CIFARArrayDataset(SkippingDataset):
@@ -100,7 +139,8 @@ class CIFAR100DataModule(ImageDataModule):
         ok = _md5(path) == CIFAR100_MD5[name]
         self.verified[name] = ok
         if not ok:
-            log.warning("cifar100: %s does not match the official md5 (not the original file?); reading it anyway",
+            log.warning("cifar100: %s does not match the official md5 (not the original file?); reading its arrays through "
+                        "the restricted unpickler",
                         path)
         try:
             return read_cifar_pickle(path)

@@ -66,13 +66,15 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from pebench.core.errors import ConfigError
+
 from ..base import BenchDataModule, DataRootError, DataSource, bool_option, float_option, int_option
 from ..corrupt import SkippingDataset
 from ..registry import register_datamodule
 from .scene_common import IGNORE_INDEX, SceneAugment, crop_points, grid_sample, scene_collate
 
 __all__ = ["NuScenesDataModule", "NuScenesLidarSeg", "CLASS_NAMES", "SPLITS", "open_nuscenes", "label_lut",
-           "split_sample_tokens", "write_lidarseg_predictions", "devkit_lidarseg_eval"]
+           "split_sample_tokens", "write_lidarseg_predictions", "devkit_lidarseg_eval", "require_devkit", "EXTRA"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,23 @@ LIDAR = "LIDAR_TOP"
 SWEEP_MIN_DISTANCE = 1.0
 #: marks a fine label that the database's category table does not define (-> the scan is corrupt)
 _UNKNOWN = -2
+
+
+#: the pebench extra (pyproject.toml) that installs nuscenes-devkit: it requires numpy<2, so it is not a dependency
+EXTRA = "nuscenes"
+
+
+def require_devkit() -> None:
+    """Raise one :class:`ConfigError` line naming the ``nuscenes`` extra when nuscenes-devkit cannot be imported
+    (exit code 2 in the CLI, before a run directory or anything else is made)."""
+    try:
+        import nuscenes  # noqa: F401  # deferred: optional dependency (the nuscenes extra; ~1.5 s)
+    except ImportError as e:
+        install = f"pip install -e '.[{EXTRA}]'"
+        if e.name == "nuscenes":
+            raise ConfigError(f"dataset 'nuscenes' needs nuscenes-devkit, which is not installed: {install}") from None
+        raise ConfigError(f"dataset 'nuscenes' needs nuscenes-devkit, which is installed but cannot be imported "
+                          f"({type(e).__name__}: {' '.join(str(e).split())}); reinstall it: {install}") from None
 
 
 def _resolve_version(root: str, version: str) -> str:
@@ -129,6 +148,7 @@ def open_nuscenes(root: str, version: str) -> Any:
     labels = os.path.join(root, "lidarseg", version)
     if not os.path.isdir(labels):
         raise DataRootError(f"nuscenes: label folder {labels!r} not found; expected layout: {LAYOUT}")
+    require_devkit()
     from nuscenes import NuScenes  # deferred: start-up time (nuscenes-devkit, ~1.5 s)
 
     try:
@@ -332,6 +352,7 @@ class NuScenesDataModule(BenchDataModule):
 
     def __init__(self, version: str = "auto", sweeps: int = 1, grid_size: float | None = None,
                  max_range: float = 0.0, augment: bool = True, **kwargs: Any) -> None:
+        require_devkit()  # first: a missing library is reported before anything about the data root
         super().__init__(**kwargs)
         self.data_root = os.path.expanduser(str(self.data_root))
         self.sweeps = int_option(self.name, "sweeps", sweeps, minimum=1)

@@ -222,7 +222,8 @@ def test_bad_sweep_input_exit_2(args, expect, tmp_path, capsys):
 
 
 def _run_dir_with_config(tmp_path: Path, pe: str) -> Path:
-    """A run directory holding the resolved config.yaml of a tiny `bench run --pe PE` (untrained)."""
+    """A run directory holding the resolved config.yaml of a tiny `bench run --pe PE` (untrained) and a results.json
+    that says complete (bench eval evaluates complete runs only)."""
     from pebench.cli import build_parser
     from pebench.runner.config import config_to_yaml, run_config_from_args, run_dir_for
 
@@ -231,6 +232,7 @@ def _run_dir_with_config(tmp_path: Path, pe: str) -> Path:
     run_dir = run_dir_for(cfg)
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text(config_to_yaml(cfg))
+    (run_dir / "results.json").write_text(json.dumps({"status": "complete", "dataset": "shapes", "pe": pe}))
     return run_dir
 
 

@@ -7,7 +7,6 @@ samples each; ``truncate`` damages a file for the corrupt-sample tests.
 """
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +70,43 @@ def imagenet_hr(root: Path) -> Path:
     return root
 
 
+def _py2_str(s: str | bytes) -> bytes:
+    """A Python 2 ``str`` as cPickle protocol 2 writes it (SHORT_BINSTRING / BINSTRING)."""
+    b = s.encode("latin1") if isinstance(s, str) else s
+    if len(b) < 256:
+        return b"U" + bytes([len(b)]) + b
+    return b"T" + len(b).to_bytes(4, "little") + b
+
+
+def _py2_int(i: int) -> bytes:
+    return b"K" + bytes([i]) if 0 <= i < 256 else b"J" + int(i).to_bytes(4, "little", signed=True)
+
+
+def _py2_value(v: object) -> bytes:
+    if isinstance(v, np.ndarray):  # numpy 1.x under Python 2: _reconstruct + ndarray + dtype, data as a str
+        assert v.dtype == np.uint8 and v.ndim == 2
+        dtype = (b"cnumpy\ndtype\n" + _py2_str("u1") + _py2_int(0) + _py2_int(1) + b"\x87R"
+                 + b"(" + _py2_int(3) + _py2_str("|") + b"NNN" + _py2_int(-1) + _py2_int(-1) + _py2_int(0) + b"tb")
+        return (b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\n" + _py2_int(0) + b"\x85" + _py2_str("b")
+                + b"\x87R(" + _py2_int(1) + _py2_int(v.shape[0]) + _py2_int(v.shape[1]) + b"\x86" + dtype
+                + b"\x89" + _py2_str(v.tobytes()) + b"tb")
+    if isinstance(v, list):
+        return b"](" + b"".join(_py2_value(x) for x in v) + b"e" if v else b"]"
+    if isinstance(v, int):
+        return _py2_int(v)
+    return _py2_str(v)  # type: ignore[arg-type]
+
+
+def py2_pickle(entry: dict) -> bytes:
+    """``entry`` (str keys; lists, str, int and 2-D uint8 arrays) pickled byte for byte as Python 2's cPickle
+    (protocol 2) wrote the official CIFAR files: strings are py2 ``str`` (BINSTRING), so the only globals are
+    the array's ``numpy.core.multiarray._reconstruct``, ``numpy.ndarray`` and ``numpy.dtype``."""
+    body = b"".join(_py2_str(k) + _py2_value(v) for k, v in entry.items())
+    return b"\x80\x02}(" + body + b"u."
+
+
 def cifar100(root: Path, n_train: int = 6, n_test: int = 4) -> Path:
+    """The official layout and file format (Python 2 cPickle, protocol 2; see :func:`py2_pickle`)."""
     d = root / "cifar-100-python"
     d.mkdir(parents=True, exist_ok=True)
     rng = _rng(0)
@@ -80,11 +115,9 @@ def cifar100(root: Path, n_train: int = 6, n_test: int = 4) -> Path:
                  "fine_labels": [int(x) for x in rng.integers(0, 100, n)],
                  "coarse_labels": [int(x) for x in rng.integers(0, 20, n)],
                  "data": rng.integers(0, 256, (n, 3072), dtype=np.uint8)}
-        with open(d / name, "wb") as f:
-            pickle.dump(entry, f)
-    with open(d / "meta", "wb") as f:
-        pickle.dump({"fine_label_names": [f"class{i}" for i in range(100)],
-                     "coarse_label_names": [f"super{i}" for i in range(20)]}, f)
+        (d / name).write_bytes(py2_pickle(entry))
+    (d / "meta").write_bytes(py2_pickle({"fine_label_names": [f"class{i}" for i in range(100)],
+                                         "coarse_label_names": [f"super{i}" for i in range(20)]}))
     return root
 
 
@@ -217,4 +250,4 @@ def all_fixtures(tmp: Path) -> dict[str, Path]:
             "modelnet40": modelnet_raw(tmp / "mn")}
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("os", "pickle", "Path", "np", "Image")]
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("os", "Path", "np", "Image")]

@@ -43,6 +43,7 @@ import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pebench.core.errors import ConfigError
+from pebench.core.io import local_file
 
 if TYPE_CHECKING:  # torch is imported inside the functions: `bench --help` stays torch-free
     import torch  # deferred: start-up time (torch; the CLI reads CARD_HELP from this module)
@@ -173,10 +174,9 @@ def backbone_from_checkpoint(path: str) -> tuple[Any, dict[str, Any]]:
     """The backbone of a ``bench run`` checkpoint and its hyper-parameters (image runs only)."""
     from pebench.tasks.classification import ClassificationTask  # deferred: start-up time (torch)
 
-    try:
-        task = ClassificationTask.load_from_checkpoint(path, map_location="cpu")
-    except FileNotFoundError:
-        raise ConfigError(f"checkpoint {path!r} does not exist") from None
+    local = local_file(path)  # a URL, a missing path or a directory: one line, nothing fetched
+    try:  # weights_only: the checkpoint's pickle may hold tensors and plain containers, never code
+        task = ClassificationTask.load_from_checkpoint(str(local), map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - not a classification checkpoint of this version
         raise ConfigError(f"cannot load checkpoint {path!r}: {type(e).__name__}: {' '.join(str(e).split())}") from None
     if task.modality != "image":

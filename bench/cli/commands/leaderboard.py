@@ -13,6 +13,7 @@ from pebench.leaderboard.check import check_results
 from pebench.leaderboard.collect import split_smoke
 from pebench.leaderboard.curves import write_sweep_curves
 from pebench.leaderboard.formats import render_format
+from pebench.leaderboard.text import terminal_safe
 from pebench.runner.config import ConfigError, RunConfig, config_to_dict
 
 __all__ = ["cmd_leaderboard", "check_args", "tracked_by_git"]
@@ -52,8 +53,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         if not Path(args.check).is_dir():
             raise ConfigError(f"results directory {args.check!r} does not exist")
         problems, summary = check_results(args.check, defaults)
-        for line in problems:
-            print(f"{Path(args.check) / line.split(': ', 1)[0]}: {line.split(': ', 1)[1]}", file=sys.stderr)
+        for line in problems:  # file names and quoted contents are anyone's: no control character reaches the terminal
+            print(terminal_safe(f"{Path(args.check) / line.split(': ', 1)[0]}: {line.split(': ', 1)[1]}"),
+                  file=sys.stderr)
         if problems:
             print(f"bench: error: {len(problems)} problem(s) in {args.check}", file=sys.stderr)
             return 2

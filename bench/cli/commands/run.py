@@ -49,7 +49,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     if done is not None:
         print(complete_run_line(done, command))
         return 0
-    results = run(cfg)
+    results = run(cfg, keep_complete=not args.force)  # a complete run on other data: refused, not overwritten
     if rank_zero_only.rank != 0:
         return 0  # DDP: rank 0 owns the run directory, the analyses and the exit status
     print(format_summary(results))
