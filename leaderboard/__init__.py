@@ -5,7 +5,9 @@
 * :mod:`.curves`: training curves from ``metrics.csv`` (``curves.png``, the leaderboard's comparison plot);
 * :mod:`.cells`: the leaderboard as data (one record per table row); :mod:`.export` (CSV, JSON), :mod:`.page`
   and :mod:`.svg` (one static HTML page), :mod:`.formats` (``bench leaderboard --format``);
-* :mod:`.check`: ``bench leaderboard --check DIR``, validation of a results folder before it is merged.
+* :mod:`.check`: ``bench leaderboard --check DIR``, validation of a results folder before it is merged;
+* :mod:`.text`: strings from result files made safe where they are shown (escaped for HTML, relative
+  percent-encoded links, control characters escaped for the terminal): a result file may come from anyone.
 
 Everything shown is read from the files (``bench run`` records what only the PE and dataset classes
 know, e.g. ``pe_label`` and ``dataset_info``); of pebench this package imports only ``pebench.core``

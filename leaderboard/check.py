@@ -12,7 +12,12 @@ accepted when there are none. Checked, for every ``results.json`` below ``DIR``:
   once every file is complete, as a broken file is a missing seed too), each once: two runs of one
   cell with the same seed are duplicates, whatever their configuration;
 * paths: no absolute path (``/...``, ``~...``, ``C:\\...``) in any value of ``results.json`` or of the
-  ``config.yaml`` beside it (which must exist): committed files name no machine.
+  ``config.yaml`` beside it (which must exist): committed files name no machine. ``config.yaml`` is read with
+  :func:`pebench.core.io.load_yaml_untrusted` (size, nesting and aliases bounded);
+* names the leaderboard shows: every extrapolation ``resolution`` is a size as pebench writes it
+  (:data:`RESOLUTION`: ``64``, or ``AxB`` such as ``8x64`` and segmentation's ``2x1``; positive integers) and
+  every robustness shift is one pebench has (:data:`SHIFT_NAMES`). The page escapes whatever a file holds,
+  but a folder to be merged holds nothing that pebench would not have written.
 
 Nothing here imports torch.
 """
@@ -23,15 +28,23 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-import yaml
-
+from pebench.core.io import MAX_YAML_BYTES, UnreadableYAML, load_yaml_untrusted
 from pebench.core.schema import SCHEMA_VERSION
 
 from .collect import RunRecord, collect_results
 
-__all__ = ["check_results", "absolute_paths"]
+__all__ = ["check_results", "absolute_paths", "is_resolution", "RESOLUTION", "SHIFT_NAMES"]
 
 _ABSOLUTE = re.compile(r"^(/|~|[A-Za-z]:[\\/]|\\\\)")
+#: an extrapolation ``resolution`` as pebench writes it (``pebench.analysis.extrapolation.resolution_key`` of a size
+#: that ``parse_resolution`` accepted): a side ``S``, or ``AxB`` (``HxW``, video and events ``TxS``, points
+#: ``MxG``, segmentation ``FxK``); ASCII digits, each part positive
+RESOLUTION = re.compile(r"(?P<a>[0-9]+)(?:x(?P<b>[0-9]+))?", re.ASCII)
+#: the robustness shifts pebench has: ``pebench.analysis.robustness.SHIFTS`` (image, video, events, points),
+#: the raw-stream shifts of spiking tokens (``pebench.datamodules.events.event_transforms.STREAM_SHIFTS``) and
+#: the scene shifts of segmentation (``pebench.tasks.segmentation.shift.SCENE_SHIFTS``); written here because
+#: those modules import torch (tests/leaderboard/test_hostile_results.py checks that the lists agree)
+SHIFT_NAMES: tuple[str, ...] = ("blur", "dropout", "jitter", "jpeg", "noise", "point_dropout", "time_jitter")
 
 
 def absolute_paths(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
@@ -86,6 +99,47 @@ def _seeds(cells: dict[str, list[RunRecord]], count_missing: bool) -> list[str]:
     return problems
 
 
+def _shown(values: list[Any]) -> str:
+    """Up to three values as ``repr`` (one line, long ones cut), and how many more."""
+    cut = [(text if len(text) <= 40 else text[:39] + "…") for text in map(repr, values[:3])]
+    return ", ".join(cut) + (f" (+{len(values) - 3} more)" if len(values) > 3 else "")
+
+
+def is_resolution(value: Any) -> bool:
+    """Whether ``value`` is an extrapolation resolution as pebench writes it (:data:`RESOLUTION`)."""
+    m = RESOLUTION.fullmatch(value) if isinstance(value, str) else None
+    return m is not None and all(p is None or p.strip("0") for p in (m["a"], m["b"]))
+
+
+def _sections(runs: list[RunRecord]) -> list[str]:
+    """Extrapolation resolutions and robustness shift names that pebench does not write (the leaderboard's
+    column names are made of them)."""
+    problems = []
+    for r in runs:
+        rows = r.raw.get("extrapolation")
+        if isinstance(rows, list):
+            bad = [row["resolution"] for row in rows
+                   if isinstance(row, dict) and "resolution" in row and not is_resolution(row["resolution"])]
+            if bad:
+                problems.append(f"{r.path}: extrapolation resolution {_shown(bad)} is not one pebench writes "
+                                f"(expected a string of a size, '64', or 'AxB' such as '8x64'; positive integers)")
+        shifts = r.raw.get("robustness")
+        if isinstance(shifts, dict):
+            bad = [kind for kind, entry in shifts.items() if isinstance(entry, dict) and kind not in SHIFT_NAMES]
+            if bad:
+                problems.append(f"{r.path}: robustness shift {_shown(bad)} is not one pebench has "
+                                f"(expected one of {', '.join(SHIFT_NAMES)})")
+    return problems
+
+
+def _read_config(path: Path) -> Any:
+    """A ``config.yaml`` of anyone's: at most :data:`~pebench.core.io.MAX_YAML_BYTES` read, UTF-8, then
+    :func:`~pebench.core.io.load_yaml_untrusted` (raises ``OSError``, ``UnicodeDecodeError``, ``UnreadableYAML``)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_YAML_BYTES + 1)
+    return load_yaml_untrusted(data.decode("utf-8"))
+
+
 def _paths(root: Path, runs: list[RunRecord]) -> list[str]:
     problems = []
     for r in runs:
@@ -93,12 +147,15 @@ def _paths(root: Path, runs: list[RunRecord]) -> list[str]:
         folder = r.path.rsplit("/", 1)[0] if "/" in r.path else "."
         config = f"{folder}/config.yaml" if folder != "." else "config.yaml"
         try:
-            data = yaml.safe_load((root / config).read_text(encoding="utf-8"))
+            data = _read_config(root / config)
         except FileNotFoundError:
             problems.append(f"{config}: missing (every run folder holds its config.yaml)")
             continue
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        except (OSError, UnicodeDecodeError) as e:
             problems.append(f"{config}: unreadable ({type(e).__name__})")
+            continue
+        except UnreadableYAML as e:
+            problems.append(f"{config}: unreadable ({e})")
             continue
         problems += [f"{config}: absolute path in {key}: {value}" for key, value in absolute_paths(data)]
     return problems
@@ -119,7 +176,7 @@ def check_results(root: str | Path, config_defaults: Mapping[str, Any] | None = 
     for r in sorted(complete, key=lambda r: (r.seed, r.path)):
         cells[_cell(r)].append(r)
     # a broken or incomplete file is a missing seed too: seeds are counted once every file is complete
-    problems += _provenance(cells) + _seeds(cells, count_missing=not problems) + _paths(root, runs)
+    problems += _provenance(cells) + _seeds(cells, count_missing=not problems) + _paths(root, runs) + _sections(runs)
     problems.sort(key=lambda line: line.split(": ", 1)[0])
     summary = ""
     if cells:  # a folder of broken files has no cell (and no seeds) to summarise

@@ -3,7 +3,9 @@
 Layout: ``<out>/<dataset>/<pe>/<model>/seed<S>/results.json``; the collector does not rely on the
 layout and finds every ``results.json`` below the root (recursively). It never raises on a bad
 file: each problem becomes one line ``<path relative to root>: <what was wrong>`` in the returned
-``problems`` list, and the file is skipped.
+``problems`` list, and the file is skipped. Files are read with :func:`pebench.core.io.read_json`, so one
+that is too large, not UTF-8 or nested deeper than any file pebench writes (``[[[...]]]`` 100k deep) is such
+a problem too, never a crash of the whole collection.
 
 Rules
 -----
@@ -39,7 +41,6 @@ from the result files.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from typing import Any, Mapping
 
 from pebench.core.errors import ResultsError
 from pebench.core.fingerprint import grouping_fingerprint
+from pebench.core.io import UnreadableJSON, read_json
 from pebench.core.schema import (
     REQUIRED_KEYS,
     SCHEMA_VERSION,
@@ -57,7 +59,7 @@ from pebench.core.schema import (
     schema_version,
 )
 
-__all__ = ["RunRecord", "collect_results", "REQUIRED_KEYS", "is_smoke", "split_smoke"]
+__all__ = ["RunRecord", "collect_results", "REQUIRED_KEYS", "is_smoke", "split_smoke", "to_float"]
 
 GEOMETRY_LIST_KEYS = ("layers", "ssdc", "ssdc_rpi", "eed_percent")
 
@@ -129,6 +131,15 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def to_float(v: int | float) -> float:
+    """A JSON number as a float; an integer too large for one (``1`` and 400 zeros: never written by pebench,
+    which records floats and small counts) is ``±inf`` instead of an ``OverflowError``."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
 _type_name = json_type_name
 _check_required = required_key_errors
 
@@ -141,7 +152,7 @@ def _num_list(v: Any) -> list[float | None] | None:
         if x is None:
             out.append(None)
         elif _is_number(x):
-            out.append(float(x))
+            out.append(to_float(x))
         else:
             return None
     return out
@@ -150,6 +161,9 @@ def _num_list(v: Any) -> list[float | None] | None:
 def _parse_geometry(v: Any) -> tuple[dict[str, list[float | None]] | None, str | None]:
     if not isinstance(v, dict):
         return None, f"expected an object, got {_type_name(v)}"
+    for key in ("layers", "eed_layers"):  # layer indices: sorted and matched against each other by the page
+        if key in v and not (isinstance(v[key], list) and all(_is_int(x) for x in v[key])):
+            return None, f"entry {key!r} should be a list of layer indices (integers)"
     out: dict[str, list[float | None]] = {}
     bad: list[str] = []
     for key in GEOMETRY_LIST_KEYS:
@@ -175,7 +189,7 @@ def _parse_robustness(v: Any) -> tuple[dict[str, dict[str, float | None]] | None
         if not isinstance(entry, dict) or not ("fs" in entry and (entry["fs"] is None or _is_number(entry["fs"]))):
             return None, f"entry {kind!r} should be an object with a numeric 'fs'"
         out[str(kind)] = {
-            str(k): (float(x) if _is_number(x) else None) for k, x in entry.items() if x is None or _is_number(x)
+            str(k): (to_float(x) if _is_number(x) else None) for k, x in entry.items() if x is None or _is_number(x)
         }
     return out, None
 
@@ -198,7 +212,7 @@ def _parse_extrapolation(v: Any) -> tuple[dict[str, float | None] | None, str | 
         key = str(res)
         if key in out:
             return None, f"resolution {key!r} listed twice"
-        out[key] = float(acc) if acc is not None else None
+        out[key] = to_float(acc) if acc is not None else None
     return out, None
 
 
@@ -232,15 +246,14 @@ def _provenance(data: dict[str, Any], config_defaults: Mapping[str, Any] | None)
 
 
 def _load(path: Path, rel: str, problems: list[str], config_defaults: Mapping[str, Any] | None) -> RunRecord | None:
+    # read_json: a file of anyone's (too large, not UTF-8, nested 100k deep, not JSON) is one problem line
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        data = read_json(path)
+    except OSError as e:
         problems.append(f"{rel}: unreadable ({type(e).__name__}: {e})")
         return None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        problems.append(f"{rel}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")
+    except UnreadableJSON as e:
+        problems.append(f"{rel}: {e}")
         return None
     if not isinstance(data, dict):
         problems.append(f"{rel}: expected a JSON object at top level, got {_type_name(data)}")
@@ -276,7 +289,7 @@ def _load(path: Path, rel: str, problems: list[str], config_defaults: Mapping[st
         problems.append(f"{rel}: " + "; ".join(errors))
         return None
 
-    metrics = {str(k): (float(v) if v is not None else None) for k, v in data["metrics"].items()}
+    metrics = {str(k): (to_float(v) if v is not None else None) for k, v in data["metrics"].items()}
     if data["primary_metric"] not in metrics:
         problems.append(f"{rel}: primary metric {data['primary_metric']!r} not in 'metrics' (shown as —)")
 

@@ -18,25 +18,43 @@ model and seed. :func:`plot_sweep_curves` draws, per dataset, the validation los
 of every PE variant, averaged over seeds (the band spans the seeds' minimum and maximum), with one
 legend per dataset beside both panels. Both use matplotlib's Agg canvas directly
 (no pyplot state) and write PNGs atomically. Nothing here imports torch.
+
+The comparison plot reads folders that may come from anyone: ``results.json`` through
+:func:`pebench.core.io.read_json` (a file too large, not UTF-8 or nested 100k deep is skipped), ``metrics.csv``
+rows that are not numbers, too long or not UTF-8 are skipped, values matplotlib cannot scale (beyond
+``±1e100``) are left out, and names reach matplotlib as plain text (:func:`plain`: ``$`` would start
+mathtext, whose parse errors would end the command).
 """
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from pebench.core.io import atomic_write_bytes
+from pebench.core.io import UnreadableJSON, atomic_write_bytes, read_json
+
+from .text import terminal_safe
 
 __all__ = ["read_history", "epoch_series", "chance_level", "plot_run_curves", "write_run_curves", "sweep_series",
-           "plot_sweep_curves", "write_sweep_curves", "run_title"]
+           "plot_sweep_curves", "write_sweep_curves", "run_title", "plain"]
 
 #: metric -> {epoch: value}
 History = dict[str, dict[int, float]]
+#: values beyond this are left out of the curves: matplotlib's autoscaling overflows near 1e308, and no loss or
+#: metric pebench logs comes close (NaN is kept: a gap in the line)
+_PLOT_LIMIT = 1e100
+#: epochs beyond this are not epochs of a run (a hostile metrics.csv)
+_MAX_EPOCH = 10**9
+
+
+def plain(text: Any) -> str:
+    """``text`` as matplotlib shows it literally: control characters escaped (:func:`.text.terminal_safe`; lone
+    surrogates cannot be drawn) and ``$`` escaped (it would start mathtext)."""
+    return terminal_safe(text).replace("$", r"\$")
 
 
 def _attempt_index(p: Path) -> int:
@@ -56,20 +74,26 @@ def read_history(run_dir: str | os.PathLike) -> History:
     """Per-epoch values of every logged metric of a run (see the module docstring for the rules)."""
     hist: History = {}
     for path in _log_files(Path(run_dir)):
-        with open(path, newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                try:
-                    epoch = int(float(row.get("epoch") or ""))
-                except ValueError:
-                    continue
-                for key, text in row.items():
-                    if key in ("epoch", "step") or key is None or text in (None, ""):
-                        continue
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                for row in csv.DictReader(f):
                     try:
-                        value = float(text)
-                    except ValueError:
+                        epoch = int(float(row.get("epoch") or ""))
+                    except (ValueError, OverflowError):
                         continue
-                    hist.setdefault(key, {})[epoch] = value
+                    if not 0 <= epoch <= _MAX_EPOCH:
+                        continue
+                    for key, text in row.items():
+                        if key in ("epoch", "step") or key is None or not isinstance(text, str) or text == "":
+                            continue
+                        try:
+                            value = float(text)
+                        except ValueError:
+                            continue
+                        if math.isnan(value) or abs(value) <= _PLOT_LIMIT:
+                            hist.setdefault(key, {})[epoch] = value
+        except (OSError, UnicodeDecodeError, csv.Error):
+            continue  # not a CSV log pebench wrote (not UTF-8, a NUL byte, a field over csv's limit): keep what was read
     train_epochs = [e for k, v in hist.items() if k.startswith("train/") and not k.endswith("_step") for e in v]
     if train_epochs:
         last = max(train_epochs)
@@ -147,12 +171,12 @@ def plot_run_curves(hist: History, title: str, primary: str = "val/acc1", chance
     if chance is not None and _is_accuracy(stem):
         b.axhline(chance, color="0.5", ls=":", lw=1.0, label=f"chance ({chance:.3g})")
     a.set(xlabel="epoch", ylabel="loss (epoch mean)", title="loss")
-    b.set(xlabel="epoch", ylabel=stem, title=stem)
+    b.set(xlabel="epoch", ylabel=plain(stem), title=plain(stem))
     for ax in (a, b):
         if ax.get_lines():
             ax.legend()
         ax.xaxis.get_major_locator().set_params(integer=True)
-    fig.suptitle(title)
+    fig.suptitle(plain(title))
     return _png(fig)
 
 
@@ -178,10 +202,9 @@ def sweep_series(results_root: str | os.PathLike) -> dict[str, dict[str, dict[st
     runs = []
     for path in sorted(root.rglob("results.json")):
         try:
-            with open(path, encoding="utf-8") as f:
-                res = json.load(f)
-        except (OSError, ValueError):
-            continue
+            res = read_json(path) if path.is_file() else None
+        except (OSError, UnreadableJSON):
+            continue  # the leaderboard's table lists it as a problem
         if isinstance(res, dict) and res.get("status") == "complete":
             runs.append((path.parent, res))
     models: dict[str, set] = {}
@@ -192,7 +215,8 @@ def sweep_series(results_root: str | os.PathLike) -> dict[str, dict[str, dict[st
         label = str(res.get("variant") or res.get("pe"))
         if len(models[ds]) > 1:
             label += f" ({res.get('model')})"
-        primary = res.get("primary_metric") or "val/acc1"
+        primary = res.get("primary_metric") if isinstance(res.get("primary_metric"), str) else None
+        primary = primary or "val/acc1"
         hist = read_history(run_dir)
         cols = epoch_series(hist, primary)
         entry = out.setdefault(ds, {}).setdefault(label, {"primary": primary, "val_loss": {}, "val_metric": {},
@@ -225,14 +249,14 @@ def plot_sweep_curves(series: dict[str, dict[str, dict[str, Any]]], title: str) 
                 mean = [math.fsum(pts[x]) / len(pts[x]) for x in xs]
                 n = min(len(pts[x]) for x in xs)
                 ax.plot([x + 1 for x in xs], mean, marker="o", ms=3, color=f"C{i % 10}",
-                        ls="-" if i < 10 else "--", label=f"{label} (n={n})")
+                        ls="-" if i < 10 else "--", label=plain(f"{label} (n={n})"))
                 if n > 1:
                     ax.fill_between([x + 1 for x in xs], [min(pts[x]) for x in xs], [max(pts[x]) for x in xs],
                                     color=f"C{i % 10}", alpha=0.15, lw=0)
         if chance is not None and _is_accuracy(column) and b.get_lines():
             b.axhline(chance, color="0.5", ls=":", lw=1.0, label=f"chance ({chance:.3g})")
-        a.set(xlabel="epoch", ylabel="validation loss", title=f"{ds}: validation loss")
-        b.set(xlabel="epoch", ylabel=column, title=f"{ds}: {column} (mean over seeds)")
+        a.set(xlabel="epoch", ylabel="validation loss", title=plain(f"{ds}: validation loss"))
+        b.set(xlabel="epoch", ylabel=plain(column), title=plain(f"{ds}: {column} (mean over seeds)"))
         for ax in (a, b):
             ax.xaxis.get_major_locator().set_params(integer=True)
         handles, labels = (b if b.get_lines() else a).get_legend_handles_labels()
@@ -241,7 +265,7 @@ def plot_sweep_curves(series: dict[str, dict[str, dict[str, Any]]], title: str) 
                      title="PE (seeds), both panels", title_fontsize=9)
     if not datasets:
         rows[0][0].text(0.5, 0.5, "no complete runs", ha="center", transform=rows[0][0].transAxes)
-    fig.suptitle(title)
+    fig.suptitle(plain(title))
     return _png(fig)
 
 

@@ -16,6 +16,9 @@ JSON: ``{"generated_by", "reference", "complete_runs", "cells": [...], "incomple
 "problems": [...]}``; a cell holds the same fields, plus every metric's mean/std/n, the per-layer
 SSDC and EED means, and ``columns``: per extrapolation, geometry and FS column the per-seed values,
 seed count, mean and Student-t 95 % interval.
+
+Both are text a UTF-8 file can hold whatever the result files held: a lone surrogate (``"\\ud800"`` in a
+JSON string, a run folder whose name is not UTF-8) is written as its escape (:func:`.text.encodable`).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from typing import Any, Sequence
 from .cells import Cell
 from .collect import RunRecord
 from .render import DEFAULT_SHIFTS, natural_sort_key
+from .text import encodable
 
 __all__ = ["cells_csv", "cells_json", "cell_record", "generated_by"]
 
@@ -89,7 +93,7 @@ def cells_json(cells: Sequence[Cell], runs: Sequence[RunRecord], problems: Seque
     }
     if smoke_left_out:
         doc["smoke_runs_left_out"] = smoke_left_out
-    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    return encodable(json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def _field(v: Any) -> str:
@@ -121,4 +125,4 @@ def cells_csv(cells: Sequence[Cell]) -> str:
                *(c.extrapolation.get(r) for r in resolutions), *(c.fs.get(s) for s in shifts),
                c.git_sha, c.fingerprint, ";".join(r.path for r in c.runs)]
         writer.writerow([_field(v) for v in row])
-    return buf.getvalue()
+    return encodable(buf.getvalue())

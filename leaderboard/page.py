@@ -13,11 +13,15 @@ means over seeds, one line per cell.
 Every number cell carries its raw value in ``data-v`` (what sorting uses, equal to the JSON
 output's number) and ``data-k`` names the JSON field. The page depends only on the records and the
 files beside them, so equal inputs give equal bytes.
+
+Result files may come from anyone (a folder checked before a merge): every string read from one (names,
+resolutions, shift kinds, paths, problems) is escaped in text and in attributes (:func:`.text.html_escape`),
+and every link is relative and percent-encoded (:func:`.text.relative_href`), so no file can add markup, a
+script or a ``javascript:`` link to the page.
 """
 from __future__ import annotations
 
 import math
-from html import escape
 from pathlib import Path
 from typing import Sequence
 
@@ -26,6 +30,7 @@ from .collect import RunRecord
 from .export import generated_by
 from .render import MISSING, UNDEFINED, format_number, natural_sort_key, smoke_note
 from .svg import line_chart
+from .text import encodable, fragment_href, html_escape, relative_href
 
 __all__ = ["render_page"]
 
@@ -87,7 +92,10 @@ def _v(x: float | None) -> str:
 
 
 def _td(text: str, value: str, key: str = "", cls: str = "", sub: str = "") -> str:
-    attrs = f' data-v="{escape(value)}"' + (f' data-k="{key}"' if key else "") + (f' class="{cls}"' if cls else "")
+    """A cell: ``text`` and ``sub`` are HTML already (the caller escapes what came from a file); ``value``, ``key``
+    (``acc1@<resolution>``, ``fs_<shift>``: file-borne) and ``cls`` are escaped here."""
+    attrs = (f' data-v="{html_escape(value)}"' + (f' data-k="{html_escape(key)}"' if key else "")
+             + (f' class="{html_escape(cls)}"' if cls else ""))
     return f"<td{attrs}>{text}" + (f'<span class="sub">{sub}</span>' if sub else "") + "</td>"
 
 
@@ -101,8 +109,9 @@ def _num_td(c: Cell, key: str, scale: float, decimals: int, undefined: bool = Fa
     sub = (f"[{format_number(ci[0] * scale, decimals)}, {format_number(ci[1] * scale, decimals)}] · " if ci else "") + f"n={col['n']}"
     seeds = ", ".join(f"{s}: {format_number(v * scale, decimals) if v is not None else MISSING}"
                       for s, v in zip(c.seeds, col["values"]))
-    attrs = (f' data-v="{_v(x)}" data-k="{key}" data-lo="{_v(ci[0]) if ci else ""}" data-hi="{_v(ci[1]) if ci else ""}"'
-             f' title="per seed: {escape(seeds)}"')
+    attrs = (f' data-v="{_v(x)}" data-k="{html_escape(key)}" data-lo="{_v(ci[0]) if ci else ""}"'
+             f' data-hi="{_v(ci[1]) if ci else ""}"'
+             f' title="per seed: {html_escape(seeds)}"')
     return f'<td{attrs}>{format_number(x * scale, decimals)}<span class="sub">{sub}</span></td>'
 
 
@@ -115,7 +124,7 @@ def _primary_td(c: Cell) -> str:
     ci = (f"95% CI [{format_number(c.ci[0] * scale, dec)}, {format_number(c.ci[1] * scale, dec)}]" if c.ci else "no interval (n < 2)")
     seeds = ", ".join(f"{s}: {format_number(v * scale, dec) if v is not None else MISSING}" for s, v in c.values.items())
     attrs = (f' data-v="{_v(c.mean)}" data-k="mean" data-std="{_v(c.std)}" data-lo="{_v(c.ci[0]) if c.ci else ""}"'
-             f' data-hi="{_v(c.ci[1]) if c.ci else ""}" title="per seed: {escape(seeds)}"')
+             f' data-hi="{_v(c.ci[1]) if c.ci else ""}" title="per seed: {html_escape(seeds)}"')
     return f'<td{attrs}>{text}<span class="sub">{ci} · n={n_val}</span></td>'
 
 
@@ -123,7 +132,7 @@ def _delta_td(c: Cell) -> str:
     if c.is_reference:
         return _td('<span class="badge">reference</span>', "", "delta")
     if c.delta is None:
-        return _td(escape(c.delta_note or MISSING), "", "delta", cls="t")
+        return _td(html_escape(c.delta_note or MISSING), "", "delta", cls="t")
     scale, dec = (100.0, 1) if c.percent else (1.0, 4)
     d = c.delta
     sign = "+" if d["mean"] * scale >= 0.5 * 10 ** -dec else ""
@@ -136,13 +145,14 @@ def _delta_td(c: Cell) -> str:
 
 
 def _runs_td(c: Cell, results_root: Path, link_prefix: str) -> str:
+    """Links to each run's files: relative and percent-encoded (:func:`.text.relative_href`), so a run folder
+    named ``javascript:alert(1)`` is a link to that folder, never a script."""
     links = []
     for r in c.runs:
         folder = r.path.rsplit("/", 1)[0] if "/" in r.path else "."
-        base = f"{link_prefix}/{folder}" if link_prefix not in ("", ".") else folder
-        item = f'<a href="{escape(base)}/results.json">s{r.seed}</a>'
+        item = f'<a href="{html_escape(relative_href(link_prefix, folder, "results.json"))}">s{r.seed}</a>'
         if (results_root / folder / "config.yaml").is_file():
-            item += f'<a href="{escape(base)}/config.yaml">cfg</a>'
+            item += f'<a href="{html_escape(relative_href(link_prefix, folder, "config.yaml"))}">cfg</a>'
         links.append(item)
     return f'<td class="t runs" data-v="{len(c.runs)}">' + " ".join(links) + "</td>"
 
@@ -159,11 +169,11 @@ def _table(cells: Sequence[Cell], results_root: Path, link_prefix: str, start: i
     head += ["EED% (min layer)", "SSDC_RPI (peak)", "SSDC (last layer)"] + [f"FS-{s}" for s in shifts] + ["runs"]
     text_columns = {0, 1, len(head) - 1}  # model, PE, runs: left-aligned
     cls = ['' if i not in text_columns else ' class="t"' for i in range(len(head))]
-    out = ['<table class="lb"><thead><tr>' + "".join(f'<th tabindex="0"{cls[i]}>{escape(h)}</th>'
+    out = ['<table class="lb"><thead><tr>' + "".join(f'<th tabindex="0"{cls[i]}>{html_escape(h)}</th>'
                                                      for i, h in enumerate(head)) + "</tr></thead><tbody>"]
     for i, c in enumerate(cells):
         cls = ' class="ref"' if c.is_reference else ""
-        tds = [_td(escape(c.model), c.model, "model", "t"), _td(escape(c.row_label), c.row_label, "row", "t"),
+        tds = [_td(html_escape(c.model), c.model, "model", "t"), _td(html_escape(c.row_label), c.row_label, "row", "t"),
                _td(str(len(c.runs)), str(len(c.runs)), "n"), _primary_td(c), _delta_td(c)]
         tds += [_num_td(c, f"acc1@{r}", 100.0, 1) for r in resolutions]
         tds += [_num_td(c, "eed_min_percent", 1.0, 1), _num_td(c, "ssdc_rpi_peak", 1.0, 3),
@@ -214,9 +224,10 @@ def render_page(cells: Sequence[Cell], runs: Sequence[RunRecord], problems: Sequ
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            "<title>Positional-encoding leaderboard</title>", f"<style>{_CSS}</style></head><body>",
            "<h1>Positional-encoding leaderboard</h1>",
-           f'<p class="note">Generated by <code>{escape(generated_by(results_label, reference, "html"))}</code> from '
+           f'<p class="note">Generated by <code>{html_escape(generated_by(results_label, reference, "html"))}</code> '
+           f"from "
            f"{complete} complete run(s) ({len(incomplete)} incomplete, {len(problems)} problem(s)"
-           f"{escape(smoke_note(smoke_left_out))}). Do not edit by "
+           f"{html_escape(smoke_note(smoke_left_out))}). Do not edit by "
            "hand; regenerate. Click a column header to sort (again: reverse).</p>",
            '<p class="note">Primary metric: mean ± sample std over seeds; below it the Student-t 95 % '
            "interval of the mean (percentages: clipped to [0, 100]) and the seed count (hover for each seed's value). Δ: mean per-seed difference to the "
@@ -228,25 +239,26 @@ def render_page(cells: Sequence[Cell], runs: Sequence[RunRecord], problems: Sequ
            "FS undefined (clean accuracy near chance). Each row links to its runs' results.json (s&lt;seed&gt;) and "
            "config.yaml (cfg).</p>"]
     datasets = sorted({c.dataset for c in cells})
-    out.append("<nav>" + " · ".join(f'<a href="#ds-{escape(d)}">{escape(d)}</a>' for d in datasets) + "</nav>")
+    out.append("<nav>" + " · ".join(f'<a href="{html_escape(fragment_href(f"ds-{d}"))}">{html_escape(d)}</a>'
+                                    for d in datasets) + "</nav>")
     start = 0
     for ds in datasets:
         ds_cells = [c for c in cells if c.dataset == ds]
         tasks = ", ".join(sorted({c.task for c in ds_cells}))
         prim = ", ".join(sorted({c.primary_metric for c in ds_cells}))
-        out += [f'<section id="ds-{escape(ds)}"><h2>{escape(ds)}</h2>',
-                f"<p>Task: {escape(tasks)}. Primary metric: <code>{escape(prim)}</code>.</p>"]
+        out += [f'<section id="ds-{html_escape(ds)}"><h2>{html_escape(ds)}</h2>',
+                f"<p>Task: {html_escape(tasks)}. Primary metric: <code>{html_escape(prim)}</code>.</p>"]
         out += _table(ds_cells, root, link_prefix, start)
         out += _figures(ds_cells)
         out.append("</section>")
         start += len(ds_cells)
     if incomplete:
         out += ["<h2>Incomplete runs</h2>", "<p>Not counted in the tables above.</p>", "<ul>"]
-        out += [f"<li><code>{escape(r.path)}</code>: {escape(r.status)}</li>" for r in incomplete]
+        out += [f"<li><code>{html_escape(r.path)}</code>: {html_escape(r.status)}</li>" for r in incomplete]
         out.append("</ul>")
     if problems:
         out += ["<h2>Problems</h2>", "<p>Result files (or sections of them) that were skipped:</p>", "<ul>"]
-        out += [f"<li>{escape(p)}</li>" for p in problems]
+        out += [f"<li>{html_escape(p)}</li>" for p in problems]
         out.append("</ul>")
     out.append(f"<script>{_JS}</script></body></html>")
-    return "\n".join(out) + "\n"
+    return encodable("\n".join(out) + "\n")

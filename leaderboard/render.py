@@ -52,8 +52,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from pebench.core.fingerprint import config_differences
 from pebench.core.io import atomic_write_text
 
-from .collect import RunRecord, collect_results, finite
+from .collect import RunRecord, collect_results, finite, to_float
 from .stats import paired_differences, paired_t_interval, sign_flip_p, t_mean_ci
+from .text import encodable
 
 __all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_sort_key", "format_number",
            "natural_sort_key", "mean_std", "reduce_geometry", "last_layer_value", "provenance_tags", "tokens_suffix"]
@@ -90,7 +91,8 @@ def is_fraction_metric(name: str) -> bool:
 
 def natural_sort_key(s: str) -> tuple:
     """Sort key ordering the digit runs of ``s`` by value (``"64x64"`` before ``"128x128"``)."""
-    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", s) if t)
+    # isdecimal, not isdigit: "²" is a digit int() refuses; a run of over 100 digits (a hostile name) is text
+    return tuple((0, int(t), "") if t.isdecimal() and len(t) <= 100 else (1, 0, t) for t in re.split(r"(\d+)", s) if t)
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
@@ -101,7 +103,7 @@ def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
     mean = math.fsum(values) / n
     if n < 2:
         return mean, None
-    var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    var = math.fsum((v - mean) * (v - mean) for v in values) / (n - 1)  # not ** 2: that raises on overflow
     return mean, math.sqrt(var)
 
 
@@ -138,8 +140,26 @@ def _mean_cell(values: Iterable[float | None], scale: float, decimals: int) -> s
     return format_number(mean * scale, decimals)
 
 
+def _inert(s: str) -> str:
+    """File-borne text made inert in markdown: no raw HTML (``&``, ``<``, ``>`` as entities), no inline link
+    (``](`` as ``]\\(``, so ``[x](javascript:...)`` is text), one line. Text pebench writes holds none of these,
+    so its bytes are unchanged."""
+    s = s.replace("\r", " ").replace("\n", " ")
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("](", "]\\(")
+
+
+def _pipes(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("|", "\\|")
+
+
 def _escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A table cell: backslashes and pipes escaped, then :func:`_inert`."""
+    return _inert(_pipes(s))
+
+
+def _code(s: str) -> str:
+    """``s`` as a code span (where nothing is markup), or as inert text when a backtick would end the span."""
+    return f"`{s}`" if "`" not in s and "\n" not in s and "\r" not in s else _inert(s)
 
 
 def reduce_geometry(run: RunRecord, key: str, fn: Callable[[list[float]], float]) -> float | None:
@@ -244,7 +264,7 @@ def tokens_suffix(label: str) -> str:
 def _no_pe_bound(run: RunRecord) -> float | None:
     info = run.raw.get("dataset_info")
     value = info.get("no_pe_bound") if isinstance(info, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return to_float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _ceiling_note(runs: Sequence[RunRecord]) -> str:
@@ -336,9 +356,9 @@ def _table(runs: list[RunRecord], reference: str | None = None,
 
 def _problem_line(line: str) -> str:
     path, sep, msg = line.partition(": ")
-    if sep and "`" not in path:
-        return f"- `{path}`: {msg}"
-    return f"- {line}"
+    if sep and "`" not in path and "\n" not in path:
+        return f"- `{path}`: {_inert(msg)}"
+    return f"- {_inert(line)}"
 
 
 def smoke_note(n: int) -> str:
@@ -393,18 +413,18 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         out += ["", "No complete runs found."]
     for dataset in sorted(by_dataset):
         ds_runs = by_dataset[dataset]
-        tasks = ", ".join(f"`{t}`" for t in sorted({r.task for r in ds_runs}))  # type: ignore[type-var]
-        prim = ", ".join(f"`{p}`" for p in sorted({r.primary_metric for r in ds_runs}))  # type: ignore[type-var]
-        out += ["", f"## {dataset}", "", f"Task: {tasks}. Primary metric: {prim}.{_ceiling_note(ds_runs)}", ""]
+        tasks = ", ".join(map(_code, sorted({r.task for r in ds_runs})))  # type: ignore[type-var,arg-type]
+        prim = ", ".join(map(_code, sorted({r.primary_metric for r in ds_runs})))  # type: ignore[type-var,arg-type]
+        out += ["", f"## {_inert(dataset)}", "", f"Task: {tasks}. Primary metric: {prim}.{_ceiling_note(ds_runs)}", ""]
         out += _table(ds_runs, reference, config_defaults)
     if incomplete:
         out += ["", "## Incomplete runs", "", "Not counted in the tables above.", "",
                 "| Path | Status |", "|---|---|"]
-        out += [f"| `{_escape(r.path)}` | {_escape(r.status)} |" for r in incomplete]
+        out += [f"| {_code(_pipes(r.path))} | {_escape(r.status)} |" for r in incomplete]
     if problems:
         out += ["", "## Problems", "", "Result files (or sections of them) that were skipped:", ""]
         out += [_problem_line(p) for p in problems]
-    return "\n".join(out) + "\n"
+    return encodable("\n".join(out) + "\n")
 
 
 def write_leaderboard(results_root: str | os.PathLike, out_path: str | os.PathLike,

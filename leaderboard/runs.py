@@ -12,6 +12,12 @@ even for a results tree of hundreds of runs (docs/architecture.md §5 describes 
   the end-of-run summary), resolved configuration and files. ``RUN`` is a run directory, or its
   path relative to ``--results`` (``shapes/pape/vit-nano/seed0``).
 
+Every file is read with :func:`pebench.core.io.read_json` and every string it holds is passed through
+:func:`.text.terminal_safe` before it is shown, so a hostile ``results.json`` (nested 100k deep, not UTF-8,
+too large, holding terminal escape sequences, of unexpected types) is one ``unreadable`` row of the listing,
+or for ``bench runs show`` one ``bench: error:`` line (:class:`~pebench.core.errors.ResultsError`), never a
+traceback or a command to the terminal.
+
 The command's handler (its arguments and messages) is :mod:`pebench.cli.commands.runs`.
 """
 from __future__ import annotations
@@ -24,12 +30,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pebench.core.errors import ConfigError
+from pebench.core.errors import ConfigError, ResultsError
+from pebench.core.io import UnreadableJSON, read_json
 
 from .summary import format_summary, format_table
+from .text import terminal_safe
 
-__all__ = ["collect_runs", "run_row", "slurm_row", "not_complete_reason", "format_runs", "format_run", "filter_runs",
-           "resolve_run", "add_provenance", "RUN_COLUMNS"]
+__all__ = ["collect_runs", "read_results", "run_row", "slurm_row", "not_complete_reason", "format_runs", "format_run",
+           "filter_runs", "resolve_run", "add_provenance", "RUN_COLUMNS"]
 
 #: columns of ``bench runs`` (in order)
 RUN_COLUMNS = ("dataset", "pe", "model", "seed", "status", "metric", "value", "wall (s)", "fingerprint", "reason")
@@ -39,6 +47,52 @@ _REASON_WIDTH = 70
 def _short(text: Any, width: int = _REASON_WIDTH) -> str:
     s = " ".join(str(text).split())
     return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _safe(value: Any) -> Any:
+    """A parsed JSON value with every string (keys too) passed through :func:`.text.terminal_safe`; numbers, booleans
+    and null as they are. Recursive: :func:`~pebench.core.io.read_json` bounds the nesting."""
+    if isinstance(value, str):
+        return terminal_safe(value)
+    if isinstance(value, dict):
+        return {terminal_safe(k): _safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_safe(v) for v in value]
+    return value
+
+
+def _scalar(v: Any) -> Any:
+    """A table cell of a value pebench writes as a string or a number; anything else (an object or a list
+    where a name belongs) as its short JSON text, so every cell is printable and hashable (``--dataset`` etc.)."""
+    if v is None or isinstance(v, (str, int, float)):
+        return v
+    return _short(json.dumps(v, sort_keys=True, default=str), 40)
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _seconds(v: Any) -> int | None:
+    """Whole seconds of a recorded wall time; None when it is not a finite number."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    try:
+        return int(round(float(v))) if math.isfinite(v) else None
+    except OverflowError:  # an integer too large for a float: no wall time pebench records
+        return None
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """A ``results.json`` as a dict of terminal-safe strings (:func:`_safe`). Raises ``OSError`` (cannot be
+    opened, or not a regular file: a FIFO would block) or :class:`~pebench.core.io.UnreadableJSON` (one line:
+    too large, not UTF-8, too deeply nested, not JSON, not an object)."""
+    if not path.is_file():
+        raise OSError(f"{terminal_safe(path.name)} is not a regular file")
+    res = read_json(path)
+    if not isinstance(res, dict):
+        raise UnreadableJSON(f"expected a JSON object, got {type(res).__name__}")
+    return _safe(res)
 
 
 def _fingerprint(res: dict[str, Any]) -> str:
@@ -71,30 +125,29 @@ def not_complete_reason(res: dict[str, Any]) -> str:
     if status == "running":
         return "no end recorded: still running, or killed (bench run with the same options resumes it)"
     if status == "incomplete":
-        errs = res.get("analysis_errors") or {}
+        errs = _dict(res.get("analysis_errors"))
         if errs:
             name = sorted(errs)[0]
             more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
             return _short(f"analysis {name} failed: {errs[name]}{more}")
         if res.get("analyses") == "unavailable":
             return "analyses unavailable in this installation"
-        cfg = res.get("config") or {}
+        cfg = _dict(res.get("config"))
         if cfg.get("max_time"):
             return f"training stopped by --max-time {cfg['max_time']} before {cfg.get('epochs')} epochs"
         return "training interrupted before the last epoch"
-    return _short(f"status {status!r}")
+    return _short(f"status {_scalar(status)!r}")
 
 
 def run_row(res: dict[str, Any], rel: str) -> dict[str, Any]:
     """One ``bench runs`` row (a dict keyed by :data:`RUN_COLUMNS` plus ``run``)."""
     metric = res.get("primary_metric")
-    value = (res.get("metrics") or {}).get(metric) if metric else None
-    wall = res.get("wall_time_s")
-    return {"run": rel, "dataset": res.get("dataset"), "pe": res.get("variant") or res.get("pe"),
-            "base_pe": res.get("pe"), "model": res.get("model"), "seed": res.get("seed"),
-            "status": res.get("status"), "metric": metric or "", "value": value,
-            "wall (s)": int(round(float(wall))) if isinstance(wall, (int, float)) and math.isfinite(wall) else None,
-            "fingerprint": _fingerprint(res), "reason": not_complete_reason(res)}
+    value = _dict(res.get("metrics")).get(metric) if metric and isinstance(metric, str) else None
+    return {"run": rel, "dataset": _scalar(res.get("dataset")), "pe": _scalar(res.get("variant") or res.get("pe")),
+            "base_pe": _scalar(res.get("pe")), "model": _scalar(res.get("model")), "seed": _scalar(res.get("seed")),
+            "status": _scalar(res.get("status")), "metric": _scalar(metric) or "", "value": _scalar(value),
+            "wall (s)": _seconds(res.get("wall_time_s")), "fingerprint": _fingerprint(res),
+            "reason": not_complete_reason(res)}
 
 
 #: state file of a run submitted by ``bench sweep --launcher slurm`` (``pebench.sweep.slurm``)
@@ -105,11 +158,9 @@ _RESULTS_SUPERSEDE = ("running", "complete")
 
 def _slurm_state(run_dir: Path) -> dict[str, Any] | None:
     try:
-        with open(run_dir / SLURM_STATE_NAME, encoding="utf-8") as f:
-            state = json.load(f)
-    except (OSError, ValueError):
+        return read_results(run_dir / SLURM_STATE_NAME)
+    except (OSError, UnreadableJSON):
         return None
-    return state if isinstance(state, dict) else None
 
 
 def slurm_row(state: dict[str, Any], rel: str, res: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -120,7 +171,8 @@ def slurm_row(state: dict[str, Any], rel: str, res: dict[str, Any] | None = None
     row = run_row(res, rel) if res else {
         "run": rel, "dataset": parts[0] if parts else None, "pe": parts[1] if len(parts) > 1 else None,
         "base_pe": None, "model": parts[2] if len(parts) > 2 else None,
-        "seed": int(seed) if seed and seed.lstrip("-").isdigit() else seed, "metric": "", "value": None,
+        "seed": int(seed) if seed and seed.lstrip("-").isdecimal() and len(seed) < 100 else seed, "metric": "",
+        "value": None,
         "wall (s)": None, "fingerprint": ""}
     job, st = state.get("job_id"), str(state.get("state"))
     if st in ("queued", "requeued"):
@@ -145,17 +197,15 @@ def collect_runs(root: str | os.PathLike) -> list[dict[str, Any]]:
     root = Path(root)
     rows = []
     for path in sorted(root.rglob("results.json")):
-        rel = str(path.parent.relative_to(root)) or "."
+        rel = terminal_safe(str(path.parent.relative_to(root)) or ".")  # a folder name is anyone's too
         try:
-            with open(path, encoding="utf-8") as f:
-                res = json.load(f)
-            if not isinstance(res, dict):
-                raise ValueError(f"expected a JSON object, got {type(res).__name__}")
-        except (OSError, ValueError) as e:
+            res = read_results(path)
+        except (OSError, UnreadableJSON) as e:
             parts = Path(rel).parts
+            reason = str(e) if isinstance(e, UnreadableJSON) else f"{type(e).__name__}: {e}"
             rows.append({"run": rel, "dataset": parts[0] if parts else None, "pe": None, "base_pe": None,
                          "model": None, "seed": None, "status": "unreadable", "metric": "", "value": None,
-                         "wall (s)": None, "fingerprint": "", "reason": _short(f"{type(e).__name__}: {e}")})
+                         "wall (s)": None, "fingerprint": "", "reason": _short(terminal_safe(reason))})
             continue
         state = _slurm_state(path.parent) if res.get("status") not in _RESULTS_SUPERSEDE else None
         if state is not None and state.get("state") in ("queued", "requeued"):
@@ -166,7 +216,7 @@ def collect_runs(root: str | os.PathLike) -> list[dict[str, Any]]:
         if not (path.parent / "results.json").exists():
             state = _slurm_state(path.parent)
             if state is not None:
-                rows.append(slurm_row(state, str(path.parent.relative_to(root)) or "."))
+                rows.append(slurm_row(state, terminal_safe(str(path.parent.relative_to(root)) or ".")))
     rows.sort(key=lambda r: (str(r["dataset"]), str(r["pe"]), str(r["model"]), _seed_key(r["seed"]), r["run"]))
     return rows
 
@@ -208,7 +258,7 @@ def _files_table(run_dir: Path) -> str:
     rows = []
     for p in sorted(run_dir.rglob("*")):
         if p.is_file() and not p.name.startswith("."):
-            rows.append([str(p.relative_to(run_dir)), p.stat().st_size])
+            rows.append([terminal_safe(str(p.relative_to(run_dir))), p.stat().st_size])
     return format_table(["file", "bytes"], rows) if rows else "(no files)"
 
 
@@ -219,19 +269,20 @@ def _provenance(res: dict[str, Any]) -> list[tuple[str, Any]]:
         out.append(("reason", reason))
     for key in ("primary_metric", "fingerprint", "git_sha", "task"):
         if res.get(key) is not None:
-            out.append((key, res[key] if key != "fingerprint" else _fingerprint(res)))
+            out.append((key, _scalar(res[key]) if key != "fingerprint" else _fingerprint(res)))
     if res.get("resumed_from"):
         rf = res["resumed_from"]
         out.append(("resumed from", f"{rf.get('checkpoint')} at epoch {rf.get('epoch')}" if isinstance(rf, dict)
-                    else rf))
-    skipped = res.get("skipped_samples") or {}
-    if isinstance(skipped, dict) and (skipped.get("in_batches") or skipped.get("by_reason")):
-        out.append(("skipped samples", f"{skipped.get('in_batches', 0)} in batches; "
-                    + ", ".join(f"{k}: {v}" for k, v in sorted((skipped.get("by_reason") or {}).items()))))
-    versions = res.get("versions") or {}
+                    else _scalar(rf)))
+    skipped = _dict(res.get("skipped_samples"))
+    if skipped.get("in_batches") or skipped.get("by_reason"):
+        out.append(("skipped samples", f"{_scalar(skipped.get('in_batches', 0))} in batches; "
+                    + ", ".join(f"{k}: {_scalar(v)}" for k, v in sorted(_dict(skipped.get("by_reason")).items()))))
+    versions = _dict(res.get("versions"))
     if versions:
-        out.append(("versions", ", ".join(f"{k} {v}" for k, v in versions.items())))
-    for entry in res.get("provenance") or []:  # what a later command (bench eval) added
+        out.append(("versions", ", ".join(f"{k} {_scalar(v)}" for k, v in versions.items())))
+    provenance = res.get("provenance")
+    for entry in provenance if isinstance(provenance, list) else []:  # what a later command (bench eval) added
         if isinstance(entry, dict):
             rep = entry.get("replaced")
             replaced = (f"; replaced rows of {rep.get('added_by')} ({rep.get('samples')} samples per size)"
@@ -275,10 +326,14 @@ def add_provenance(results: dict[str, Any], section: str, value: Any, command: s
 
 
 def format_run(run_dir: Path) -> str:
-    """``bench runs show``: summary, provenance, configuration and files of one run."""
-    with open(run_dir / "results.json", encoding="utf-8") as f:
-        res = json.load(f)
-    parts = [f"run {run_dir}", format_summary(res)]
+    """``bench runs show``: summary, provenance, configuration and files of one run. A ``results.json`` that
+    cannot be read as one is a :class:`~pebench.core.errors.ResultsError` (one line naming the file)."""
+    path = run_dir / "results.json"
+    try:
+        res = read_results(path)
+    except (OSError, UnreadableJSON) as e:
+        raise ResultsError(terminal_safe(f"{path}: {e}")) from None
+    parts = [f"run {terminal_safe(str(run_dir))}", format_summary(res)]
     prov = _provenance(res)
     if prov:
         parts.append("provenance\n" + format_table(["", "value"], prov))

@@ -1,4 +1,9 @@
-"""Plain-text summary tables printed at the end of ``bench run`` / ``bench eval``."""
+"""Plain-text summary tables printed at the end of ``bench run`` / ``bench eval``, and by ``bench runs show``.
+
+``bench runs show`` formats a ``results.json`` that may come from anyone (its strings made terminal-safe by
+:mod:`.runs` first), so :func:`format_summary` takes each section for what it is: a section of another type
+than pebench writes (a list where an object belongs, a string for a wall time) is shown as it is or left out,
+never a traceback."""
 from __future__ import annotations
 
 import math
@@ -35,13 +40,20 @@ _GEOMETRY_SSDC_COLS = ("ssdc", "ssdc_rpi", "ssdc_rpi_sd", "ssdc_rpi_init", "ssdc
 _GEOMETRY_EED_COLS = ("eed_percent", "eed_top1_share")
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float))
+
+
 def _geometry_table(geo: dict[str, Any]) -> str | None:
     """Per-layer table; SSDC columns are indexed by ``layers`` (the SSDC tap), EED columns by
-    ``eed_layers`` (the EED tap; the same as ``layers`` in older results)."""
+    ``eed_layers`` (the EED tap; the same as ``layers`` in older results). None when the layers are not
+    lists of numbers (they are sorted)."""
     layers = geo.get("layers")
     if not isinstance(layers, list) or not layers:
         return None
     eed_layers = geo.get("eed_layers") if isinstance(geo.get("eed_layers"), list) else layers
+    if not all(_is_number(x) for x in layers + eed_layers):
+        return None
     cols = [k for k in _GEOMETRY_SSDC_COLS + _GEOMETRY_EED_COLS if isinstance(geo.get(k), list)]
     index = {k: (eed_layers if k in _GEOMETRY_EED_COLS else layers) for k in cols}
     rows = []
@@ -119,10 +131,19 @@ def _cap_rows(cap: Any) -> list[tuple[str, Any]]:
 def _run_dir(results: dict[str, Any]) -> Any:
     """The run directory as the user would type it: ``run_dir`` (relative to ``--out`` since it is recorded
     that way) under the configuration's ``out``; an absolute ``run_dir`` (older files) as recorded."""
-    run_dir, out = results.get("run_dir"), (results.get("config") or {}).get("out")
+    config = results.get("config")
+    run_dir, out = results.get("run_dir"), config.get("out") if isinstance(config, dict) else None
     if not isinstance(run_dir, str) or not isinstance(out, str) or os.path.isabs(run_dir) or out in ("", "."):
         return run_dir
     return os.path.join(out, run_dir)
+
+
+def _wall_time(v: Any) -> str:
+    """``12.3``; a value that is not a number (another program's file) as it is."""
+    try:
+        return f"{v or 0:.1f}"
+    except (TypeError, ValueError, OverflowError):
+        return str(v)
 
 
 def format_summary(results: dict[str, Any]) -> str:
@@ -132,14 +153,15 @@ def format_summary(results: dict[str, Any]) -> str:
                 f"{results.get('model')} / seed {results.get('seed')}"),
         ("status", results.get("status")),
     ]
-    rows += [(k, v) for k, v in (results.get("metrics") or {}).items()]
+    metrics = results.get("metrics")
+    rows += [(k, v) for k, v in (metrics.items() if isinstance(metrics, dict) else [])]
     if results.get("incomplete_reason"):
         rows.append(("incomplete because", results["incomplete_reason"]))
     rows += [("val samples", results.get("val_samples"))]
     rows += _skip_rows(results.get("skipped_samples"))
     rows += _cap_rows(results.get("token_cap"))
     rows += [("parameters", results.get("n_params")),
-             ("wall time (s)", f"{results.get('wall_time_s') or 0:.1f}"), ("run dir", _run_dir(results))]
+             ("wall time (s)", _wall_time(results.get("wall_time_s"))), ("run dir", _run_dir(results))]
     if isinstance(results.get("analyses"), str):
         rows.append(("analyses", results["analyses"]))
     parts = [format_table(["", "value"], rows)]
@@ -154,5 +176,6 @@ def format_summary(results: dict[str, Any]) -> str:
             parts.append(t)
     errs = results.get("analysis_errors")
     if errs:
-        parts.append("analysis errors: " + "; ".join(f"{k}: {v}" for k, v in errs.items()))
+        parts.append("analysis errors: " + ("; ".join(f"{k}: {v}" for k, v in errs.items()) if isinstance(errs, dict)
+                                            else str(errs)))
     return "\n".join(parts)

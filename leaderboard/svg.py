@@ -19,15 +19,20 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 _W, _H = 420, 260  # plot area (px)
 _LEFT, _TOP, _BOTTOM = 62, 30, 46  # margins: y tick labels + label, title, x tick labels + label
 _LEGEND = 200  # legend column width
+_TINY, _HUGE = 1e-200, 1e200  # spans outside these have no round ticks (and 10 ** k over- or underflows)
 
 
 def nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
-    """About ``target`` evenly spaced round ticks (steps 1, 2, 5 × 10^k) covering [lo, hi]."""
+    """About ``target`` evenly spaced round ticks (steps 1, 2, 5 × 10^k) covering [lo, hi]. Values no plot of
+    pebench's makes (a span that overflows, or one too small for a power of ten: numbers from a hostile file)
+    get the ticks ``[lo, hi]``."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return [0.0, 1.0]
     if hi - lo < 1e-12:
         lo, hi = lo - 0.5 if lo == 0 else lo - abs(lo) * 0.1, hi + 0.5 if hi == 0 else hi + abs(hi) * 0.1
     raw = (hi - lo) / target
+    if not (math.isfinite(raw) and _TINY < raw < _HUGE):
+        return [lo, hi] if hi > lo else [0.0, 1.0]
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step + 1e-9) * step
@@ -44,7 +49,7 @@ def nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
 
 def _tick_label(t: float, ticks: Sequence[float]) -> str:
     step = abs(ticks[1] - ticks[0]) if len(ticks) > 1 else 1.0
-    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) if step > 0 else 0
+    decimals = min(max(0, -math.floor(math.log10(step) + 1e-9)), 20) if _TINY < step < _HUGE else 0
     text = f"{t:.{decimals}f}"
     return "0" if float(text) == 0 else text.replace("-", "−")
 

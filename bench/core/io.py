@@ -140,7 +140,7 @@ def remove_stale_temp_files(folder: str | os.PathLike[str]) -> list[str]:
     """Remove the temp files a killed :func:`atomic_write_bytes` left in ``folder`` (``.<name>.*.tmp``, never a
     file another name matches); returns the names removed. Call it only while holding the folder's lock: a
     live writer's temp file must not be removed under it."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:

@@ -307,3 +307,34 @@ def test_json_reader_bounds():
     for text in ["[" * 100_000, '{"a":' * 65 + "1" + "}" * 65]:
         with pytest.raises(ValueError, match="nested deeper"):
             parse_json(text)
+
+
+def test_archive_members_are_read_up_to_a_cap(tmp_path, monkeypatch):
+    import zipfile
+
+    from pebench.analysis import checkpoint_import
+
+    archive = tmp_path / "w.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("model.pth", b"\0" * 4096)  # compresses to a few bytes: a small zip, a large member
+    monkeypatch.setattr(checkpoint_import, "MAX_MEMBER_BYTES", 1024)
+    with pytest.raises(UserError, match="at most"):
+        checkpoint_import.read_checkpoint(archive, member="model.pth")
+
+
+def test_security_page_states_the_limits_in_force():
+    from pebench.analysis.checkpoint_import import MAX_MEMBER_BYTES
+    from pebench.core import io as core_io
+    from pebench.core.fingerprint import DATA_FINGERPRINT_MAX_STAT
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text(encoding="utf-8")
+    assert f"at most {core_io.MAX_JSON_BYTES // 2**20} MiB, UTF-8, nested at most {core_io.MAX_JSON_DEPTH} levels" in page
+    assert f"at most {core_io.MAX_YAML_BYTES // 2**20} MiB, nested at most {core_io.MAX_JSON_DEPTH} levels" in page
+    assert f"more than {core_io.MAX_YAML_NODES:,} nodes" in page
+    assert f"a {len(ALIAS_BOMB)}-byte" in page
+    assert f"read up to {MAX_MEMBER_BYTES // 2**30} GiB" in page
+    assert f"more than {DATA_FINGERPRINT_MAX_STAT:,} files" in page
+    from pebench.datamodules.images.cifar import CIFARUnpickler
+    for module, name in sorted(CIFARUnpickler.ALLOWED):
+        if module != "numpy._core.multiarray":  # numpy 2's name for the first one
+            assert f"`{module}.{name}`" in page

@@ -69,7 +69,7 @@ def test_runs_table_rows_order_status_and_reasons(results_tree, capsys):
     assert by[("ape+rpt", "0")]["status"] == "failed" and "RuntimeError: boom" in by[("ape+rpt", "0")]["reason"]
     assert "analysis robustness failed" in by[("pape", "0")]["reason"]
     assert by[("sincos", "0")]["status"] == "running" and "killed" in by[("sincos", "0")]["reason"]
-    assert by[("", "")]["status"] == "unreadable" and "JSONDecodeError" in by[("", "")]["reason"]
+    assert by[("", "")]["status"] == "unreadable" and "not valid JSON" in by[("", "")]["reason"]
     assert "6 run(s): 2 complete, 1 failed, 1 incomplete, 1 running, 1 unreadable" in out
 
 
