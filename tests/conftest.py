@@ -63,3 +63,11 @@ def _environment_restored():
             fn = getattr(isa, name, None)
             if hasattr(fn, "cache_clear"):
                 fn.cache_clear()
+
+
+# Property-based tests (hypothesis): the same examples on every run (derandomize: a CI failure reproduces here) and
+# no example database written into the checkout.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("pebench", database=None, derandomize=True)
+_hypothesis_settings.load_profile("pebench")

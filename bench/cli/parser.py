@@ -94,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "by default they are left out and counted in the header")
     p.add_argument("--check", default=None, metavar="DIR",
                    help="validate the results folder DIR (schema, status complete, one commit and one configuration "
-                        "per cell, equal seeds, no duplicate runs, no absolute paths): one line per problem, exit 2 "
-                        "if any; writes nothing")
+                        "per cell, equal seeds, no duplicate runs, no absolute paths, only the resolution and shift "
+                        "names pebench writes): one line per problem, exit 2 if any; writes nothing")
     p.add_argument("--reference", default="none", metavar="PE",
                    help="row (PE or variant) that the paired per-seed differences of the primary metric are "
                         "taken against; a comma list: each table takes the first one it has, e.g. rope-axial,none "

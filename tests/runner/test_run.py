@@ -177,6 +177,7 @@ def test_eval_corrupt_checkpoint_and_extrapolation(tiny_run, tmp_path, capsys):
     broken.mkdir()
     (broken / "config.yaml").write_text((run_dir / "config.yaml").read_text())
     (broken / "last.ckpt").write_bytes(b"this is not a checkpoint")
+    (broken / "results.json").write_text((run_dir / "results.json").read_text())  # complete: eval reads its ckpt
     has_eval = hasattr(importlib.import_module("pebench.analysis"), "evaluate_extrapolation")
     assert main(["eval", "--run", str(broken), "--resolutions", "32,48"]) == 2
     line = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]

@@ -320,6 +320,7 @@ def test_bench_eval_on_a_detection_run_with_a_corrupt_checkpoint_is_one_line_exi
     run.mkdir()
     (run / "config.yaml").write_text("dataset: shapes-det\ntask: detection\npe: pape\n")
     (run / "last.ckpt").write_bytes(b"")
+    (run / "results.json").write_text('{"status": "complete"}')  # bench eval evaluates complete runs only
     assert main(["eval", "--run", str(run), "--resolutions", "96"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "corrupt or incompatible checkpoint" in err[0], err
