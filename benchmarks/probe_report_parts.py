@@ -186,8 +186,8 @@ results/embedded/REPORT.md --png results/embedded/probe_learning.png` from the c
 regenerates byte for byte). The probes
 themselves (what each one asks, its no-PE ceiling, its options) are described in
 [`docs/probes.md`](../../docs/probes.md). This folder also holds the `shapes` sweep
-([`shapes/REPORT.md`](shapes/REPORT.md)) and the detection sweep (`benchmarks/detection_sweep.sh`,
-tables in the leaderboard); the SSDC and EED studies' claims tested on the `probe-anchoring` runs
+([`shapes/REPORT.md`](shapes/REPORT.md)) and the detection study (`bench study run detection`,
+[`DETECTION_REPORT.md`](DETECTION_REPORT.md)); the SSDC and EED studies' claims tested on the `probe-anchoring` runs
 are in [`probe-anchoring/REPORT.md`](probe-anchoring/REPORT.md).
 
 ## How the sweep was run

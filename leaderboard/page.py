@@ -1,7 +1,9 @@
 """The leaderboard as one static HTML page (``bench leaderboard --format html``).
 
 One file, nothing fetched at view time: the CSS and the sorting script are inline, the plots are
-inline SVG (:mod:`.svg`). Per dataset: a table with one row per cell (:mod:`.cells`), every column
+inline SVG (:mod:`.svg`). First the overview (:mod:`.overview`): one matrix of PE variants × datasets,
+each cell the primary metric's mean over seeds and seed count, marked as its section marks the Δ, linking to
+its row below. Per dataset: a table with one row per cell (:mod:`.cells`), every column
 sortable by a click on its header; the primary-metric cell shows mean ± std with its 95 % interval
 and seed count, the Δ cell the paired difference to the reference with its interval and p-values
 (the reference row and significant differences are marked); every other number cell shows its
@@ -28,7 +30,8 @@ from typing import Sequence
 from .cells import Cell
 from .collect import RunRecord
 from .export import generated_by
-from .render import MISSING, UNDEFINED, format_number, natural_sort_key, smoke_note
+from .overview import Entry, Overview, build_overview, overview_note
+from .render import MISSING, UNDEFINED, format_number, natural_sort_key, pe_sort_key, smoke_note
 from .svg import line_chart
 from .text import encodable, fragment_href, html_escape, relative_href
 
@@ -50,6 +53,9 @@ td.runs a{margin-right:4px}
 figure{display:inline-block;margin:.5em 1em .5em 0}
 svg.chart{font:11px system-ui,sans-serif}svg.chart .ct{font-size:13px}
 .note{color:#555;max-width:70em}
+table.ov{border-collapse:collapse;font-size:12.5px;margin:.5em 0}
+table.ov th,table.ov td{border:1px solid #ddd;padding:3px 6px;text-align:right;vertical-align:top;white-space:nowrap}
+table.ov th{background:#f3f3f3}table.ov .t{text-align:left}table.ov td.ref{background:#fff8d6}
 """
 
 _JS = """
@@ -185,6 +191,56 @@ def _table(cells: Sequence[Cell], results_root: Path, link_prefix: str, start: i
     return out
 
 
+def _entry(c: Cell, link: str) -> Entry:
+    """The cell as the overview shows it: its mean and n as its primary cell prints them, its Δ's ``*``."""
+    scale, dec = (100.0, 1) if c.percent else (1.0, 4)
+    if c.is_reference:
+        tip = f"{c.primary_metric}: the reference row"
+    elif c.delta is None:
+        tip = f"{c.primary_metric}: {c.delta_note or 'no comparison'}"
+    else:
+        d = c.delta
+        tip = (f"{c.primary_metric}: Δ vs {c.reference} {format_number(d['mean'] * scale, dec)} "
+               f"[{format_number(d['lo'] * scale, dec)}, {format_number(d['hi'] * scale, dec)}] "
+               f"p={d['p']:.3f} t-p={d['t_p']:.3f} · {d['n_pairs']} pairs")
+    return Entry(dataset=c.dataset, model=c.model, pe=c.pe, label=c.label, tag=c.tag, metric=c.primary_metric,
+                 percent=c.percent, mean_text=MISSING if c.mean is None else format_number(c.mean * scale, dec),
+                 n=sum(1 for v in c.values.values() if v is not None),
+                 significant=bool(c.delta and c.delta["significant"]), is_reference=c.is_reference,
+                 reference_note=c.delta_note if c.reference is None else None,  # as the markdown: no ref row
+                 mean=c.mean, link=link, tip=tip)
+
+
+def _overview(ov: Overview) -> list[str]:
+    """The overview as a section: a table (not sortable) whose headers link to the sections and whose cells
+    link to their rows; every string from a file escaped."""
+    head = ['<th class="t">PE</th>'] + [
+        f'<th><a href="{html_escape(fragment_href(f"ds-{d}"))}">{html_escape(d)}</a>'
+        + (f'<span class="sub">{html_escape(m)}</span>' if d in ov.split else "") + "</th>" for d, m in ov.columns]
+    out = ['<section id="overview"><h2>Overview</h2>',
+           '<table class="ov"><thead><tr>' + "".join(head) + "</tr></thead><tbody>"]
+    for row in ov.rows:
+        tds = [f'<td class="t">{html_escape(ov.row_label(row))}</td>']
+        for col in ov.columns:
+            e = ov.cells.get((row, col))
+            if e is None:
+                tds.append(f"<td>{MISSING}</td>")
+                continue
+            text = f'<a href="{html_escape(fragment_href(e.link))}">{html_escape(e.mean_text)}</a>' if e.link else \
+                html_escape(e.mean_text)
+            text += ("*" if e.significant else "") + (' <span class="badge">ref</span>' if e.is_reference else "")
+            cls = ' class="sig"' if e.significant else (' class="ref"' if e.is_reference else "")
+            tds.append(f'<td{cls} data-v="{_v(e.mean)}" data-k="{html_escape(e.metric)}" title="{html_escape(e.tip)}">'
+                       f'{text}<span class="sub">n={e.n}</span></td>')
+        out.append("<tr>" + "".join(tds) + "</tr>")
+    return out + ["</tbody></table>", f'<p class="note">{overview_note(ov, _code, html_escape, html_escape)}</p>',
+                  "</section>"]
+
+
+def _code(s: str) -> str:
+    return f"<code>{html_escape(s)}</code>"
+
+
 def _series_label(c: Cell, several_models: bool) -> str:
     return f"{c.model} · {c.row_label}" if several_models else c.row_label
 
@@ -241,6 +297,10 @@ def render_page(cells: Sequence[Cell], runs: Sequence[RunRecord], problems: Sequ
     datasets = sorted({c.dataset for c in cells})
     out.append("<nav>" + " · ".join(f'<a href="{html_escape(fragment_href(f"ds-{d}"))}">{html_escape(d)}</a>'
                                     for d in datasets) + "</nav>")
+    if cells:  # the overview (:mod:`.overview`): each of its cells links to its row below (``cell-<i>``)
+        ordered = [c for ds in datasets for c in cells if c.dataset == ds]
+        entries = [_entry(c, f"cell-{i}") for i, c in enumerate(ordered)]
+        out += _overview(build_overview(entries, reference, pe_sort_key))
     start = 0
     for ds in datasets:
         ds_cells = [c for c in cells if c.dataset == ds]

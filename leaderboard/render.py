@@ -3,7 +3,10 @@
 Output depends only on the records and problem lines given (no timestamps, no dict-order or
 filesystem-order dependence), so regenerating from the same result files gives identical bytes.
 
-Layout: a header naming the command that generated it; per dataset (sorted) one table with rows
+Layout: a header naming the command that generated it; an overview (:mod:`.overview`): one matrix of PE
+variants × datasets, each cell the primary metric's mean over seeds with its seed count, marked ``*`` as the
+section marks the row's Δ (or as the reference row), its column headers linking to the sections; per dataset
+(sorted) one table with rows
 (model, PE or variant) sorted by model, then the canonical PE order (:data:`CANONICAL_PE_ORDER`,
 unknown PEs alphabetically after, variants such as ``ape+rpt`` right after their base PE); then
 an "Incomplete runs" and a "Problems" section when there are any.
@@ -53,11 +56,13 @@ from pebench.core.fingerprint import config_differences
 from pebench.core.io import atomic_write_text
 
 from .collect import RunRecord, collect_results, finite, to_float
+from .overview import Entry, Overview, build_overview, overview_note, section_anchors
 from .stats import paired_differences, paired_t_interval, sign_flip_p, t_mean_ci
 from .text import encodable
 
 __all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_sort_key", "format_number",
-           "natural_sort_key", "mean_std", "reduce_geometry", "last_layer_value", "provenance_tags", "tokens_suffix"]
+           "natural_sort_key", "mean_std", "reduce_geometry", "last_layer_value", "provenance_tags", "tokens_suffix",
+           "overview_markdown"]
 
 CANONICAL_PE_ORDER: tuple[str, ...] = (
     "none", "ape", "sincos", "rope-axial", "rope-mixed", "lookhere", "alibi", "pape", "pape-ri", "liere", "comrope",
@@ -201,10 +206,17 @@ def _ci_cell(values: list[float | None], frac: bool) -> str:
     return MISSING if ci is None else f"[{format_number(ci[0] * scale, decimals)}, {format_number(ci[1] * scale, decimals)}]"
 
 
-def _delta_cell(row: dict[int, float | None], ref: dict[int, float | None] | None, scale: float,
-                decimals: int) -> str:
+def _paired(row: dict[int, float | None], ref: dict[int, float | None] | None
+            ) -> tuple[list[float], tuple[float, float, float, float, bool] | None]:
+    """The per-seed differences of ``row`` to ``ref`` and their :func:`.stats.paired_t_interval` (None: below 2
+    pairs or no reference): what a Δ cell prints, its ``*`` the last item."""
     diffs = paired_differences(row, ref) if ref is not None else []
-    res = paired_t_interval(diffs)
+    return diffs, paired_t_interval(diffs)
+
+
+def _delta_text(diffs: list[float], res: tuple[float, float, float, float, bool] | None, scale: float,
+                decimals: int) -> str:
+    """A Δ cell from :func:`_paired`: mean [interval] p t-p, ``*`` when ``res`` says significant."""
     if res is None:
         return MISSING
     mean, lo, hi, pt, significant = res
@@ -288,7 +300,9 @@ def trivial_top_k(runs: Sequence[RunRecord]) -> set[str]:
 
 
 def _table(runs: list[RunRecord], reference: str | None = None,
-           config_defaults: Mapping[str, Any] | None = None) -> list[str]:
+           config_defaults: Mapping[str, Any] | None = None, entries: list[Entry] | None = None) -> list[str]:
+    """The dataset's table as lines; ``entries``, when given, receives each row as the overview shows it
+    (:class:`.overview.Entry`: its mean and its Δ cell's ``*``, from the computation that prints them)."""
     # a row: one (model, PE variant, configuration fingerprint, code version); see provenance_tags
     tags = provenance_tags(runs, config_defaults)
     groups: dict[tuple[str, str, str, str], list[RunRecord]] = defaultdict(list)
@@ -334,15 +348,28 @@ def _table(runs: list[RunRecord], reference: str | None = None,
             row.append(_ci_cell([r.metrics.get(m) for r in members], frac))
         for _m in (primaries if reference and not refs else []):
             row.append(reference_note(reference))  # type: ignore[arg-type]
+        own = sorted({r.primary_metric for r in members})[0]  # type: ignore[type-var]  # the row's (cells.py)
+        significant = False
+        ref_key = refs.get((key[0], tokens_suffix(key[2])))
         for m in (primaries if refs else []):
             frac = is_fraction_metric(m)
-            ref_key = refs.get((key[0], tokens_suffix(key[2])))
             if ref_key == key:
                 row.append("(reference)")
                 continue
             ref = {r.seed: r.metrics.get(m) for r in groups[ref_key]} if ref_key else None  # type: ignore[misc]
-            row.append(_delta_cell({r.seed: r.metrics.get(m) for r in members}, ref,  # type: ignore[misc]
-                                   100.0 if frac else 1.0, 1 if frac else 4))
+            paired = _paired({r.seed: r.metrics.get(m) for r in members}, ref)  # type: ignore[misc]
+            row.append(_delta_text(*paired, 100.0 if frac else 1.0, 1 if frac else 4))
+            if m == own:  # the overview's mark: this very cell's `*`
+                significant = paired[1] is not None and paired[1][4]
+        if entries is not None:
+            frac = is_fraction_metric(own)  # type: ignore[arg-type]
+            values = [r.metrics.get(own) for r in members]  # type: ignore[arg-type]
+            entries.append(Entry(
+                dataset=members[0].dataset, model=key[0], pe=key[1], label=key[2], tag=key[3],  # type: ignore[arg-type]
+                metric=own, percent=frac, mean_text=_mean_cell(values, 100.0 if frac else 1.0, 1 if frac else 4),  # type: ignore[arg-type]
+                n=sum(v is not None for v in values), significant=bool(significant),
+                is_reference=bool(refs) and ref_key == key,
+                reference_note=reference_note(reference) if reference and not refs else None))
         for res in resolutions:
             row.append(_mean_cell([(r.extrapolation or {}).get(res) for r in members], 100.0, 1))
         row.append(_mean_cell([reduce_geometry(r, "eed_percent", min) for r in members], 1.0, 1))
@@ -352,6 +379,30 @@ def _table(runs: list[RunRecord], reference: str | None = None,
             row.append(_fs_cell(members, s))
         lines.append("| " + " | ".join(_escape(c) for c in row) + " |")
     return lines
+
+
+TITLE = "Positional-encoding leaderboard"
+
+
+def _link_text(s: str) -> str:
+    """A string from a file as the text of a markdown link in a table cell: backslashes, pipes and brackets
+    escaped, then :func:`_inert`."""
+    return _inert(_pipes(s).replace("[", "\\[").replace("]", "\\]"))
+
+
+def overview_markdown(ov: Overview, title: str = TITLE) -> list[str]:
+    """The ``## Overview`` section (:mod:`.overview`) as lines. Its column headers link to the sections as
+    reference-style links (``[shapes][ov-12]`` with ``[ov-12]: #shapes`` below the table), so the file still
+    holds no inline link; the anchors are GitHub's, counted from the ``# title`` and ``## Overview``."""
+    anchors = section_anchors(sorted({d for d, _ in ov.columns}), [title, "Overview"])
+    labels = {d: f"ov-{i + 1}" for i, d in enumerate(anchors)}
+    titles = [f"[{_link_text(d)}][{labels[d]}]" + (f" · {_escape(m)}" if d in ov.split else "") for d, m in ov.columns]
+    lines = ["## Overview", "", "| PE | " + " | ".join(titles) + " |", "|---|" + "---:|" * len(ov.columns)]
+    for row in ov.rows:
+        cells = [e.text if (e := ov.cells.get((row, col))) else MISSING for col in ov.columns]
+        lines.append("| " + " | ".join(_escape(t) for t in [ov.row_label(row), *cells]) + " |")
+    lines += ["", overview_note(ov, _code, _inert, str), ""]
+    return lines + [f"[{labels[d]}]: #{a}" for d, a in anchors.items()]
 
 
 def _problem_line(line: str) -> str:
@@ -384,7 +435,7 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         by_dataset[r.dataset].append(r)  # type: ignore[index]
 
     out: list[str] = [
-        "# Positional-encoding leaderboard",
+        f"# {TITLE}",
         "",
         f"Generated by `bench leaderboard --results {results_label}"
         f"{'' if reference == 'none' else f' --reference {reference}'}` from {len(complete)} complete run(s) "
@@ -411,12 +462,18 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
     ]
     if not by_dataset:
         out += ["", "No complete runs found."]
+    sections: list[str] = []
+    entries: list[Entry] = []
     for dataset in sorted(by_dataset):
         ds_runs = by_dataset[dataset]
         tasks = ", ".join(map(_code, sorted({r.task for r in ds_runs})))  # type: ignore[type-var,arg-type]
         prim = ", ".join(map(_code, sorted({r.primary_metric for r in ds_runs})))  # type: ignore[type-var,arg-type]
-        out += ["", f"## {_inert(dataset)}", "", f"Task: {tasks}. Primary metric: {prim}.{_ceiling_note(ds_runs)}", ""]
-        out += _table(ds_runs, reference, config_defaults)
+        sections += ["", f"## {_inert(dataset)}", "", f"Task: {tasks}. Primary metric: {prim}.{_ceiling_note(ds_runs)}",
+                     ""]
+        sections += _table(ds_runs, reference, config_defaults, entries)
+    if entries:
+        out += ["", *overview_markdown(build_overview(entries, reference, pe_sort_key), TITLE)]
+    out += sections
     if incomplete:
         out += ["", "## Incomplete runs", "", "Not counted in the tables above.", "",
                 "| Path | Status |", "|---|---|"]

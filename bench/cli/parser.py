@@ -1,5 +1,5 @@
 """The ``bench`` parser and entry point: every flag of ``run``, ``list``, ``runs``, ``leaderboard``, ``sweep``, ``eval``,
-``analyze``, ``card`` and ``perf``; each command's handler is in :mod:`pebench.cli.commands` (imported when it runs).
+``analyze``, ``card``, ``study`` and ``perf``; each command's handler is in :mod:`pebench.cli.commands` (imported when it runs).
 
 ``bench run`` with no arguments trains the embedded default run (see :class:`RunConfig`).
 User mistakes print one line ``bench: error: <message>`` and exit with code 2; a non-finite
@@ -189,6 +189,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, metavar="S", help="initialisation and content seed (default: 0)")
     p.add_argument("--checkpoint", default=None, metavar="PATH",
                    help="card of a trained image checkpoint (e.g. <run>/last.ckpt) instead of fresh PEs")
+
+    p = sub.add_parser("study", help="run, report and check a study: bench study list | run | report | check NAME",
+                       description="A study is one declarative file (grid, recipe, claims with their tests and "
+                                   "families, scope): `list` the shipped ones with their cost, `run` one through "
+                                   "bench sweep (resumable), `report` it from its result files, `check` that its "
+                                   "committed report regenerates byte for byte (docs/studies.md).")
+    p.add_argument("action", choices=["list", "run", "report", "check"], help="what to do")
+    p.add_argument("name", nargs="?", default=None, metavar="NAME",
+                   help="a shipped study (bench study list) or the path of a study file")
+    p.add_argument("--results", default=None, metavar="DIR",
+                   help="the folder holding the study's runs (default: the study file's `results`, relative to the "
+                        "current directory)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="report: where to write it (default: <results>/<the study's report name>; the default "
+                        "refuses a git-tracked file, an explicit --out overwrites)")
+    p.add_argument("--pe", default=None, metavar="LIST",
+                   help="run / report: these PEs instead of the study's (e.g. your own PE: its cells only)")
+    p.add_argument("--seeds", default=None, metavar="LIST", help="run: these seeds instead of the study's")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="run: parallel runs (default: the study's)")
 
     p = sub.add_parser("perf", help="performance benchmarks: bench perf [WHAT] [--json FILE] [--md FILE] [--quick]",
                        description="Performance benchmarks (budgets: docs/architecture.md §6); "

@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 from benchmarks import (
-    detection_findings,
-    event_tokens_findings,
     findings,
     perf_findings,
     probe_findings,
@@ -118,25 +116,6 @@ def test_shapes_report_regenerates_from_the_committed_results(tmp_path):
                           str(REPO / "results" / "rerun_check.json")]) == 0
     committed = REPO / RESULTS / "shapes" / "REPORT.md"
     assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
-
-
-@pytest.mark.skipif(not (REPO / RESULTS / "shapes-det").exists(), reason="no committed detection results")
-def test_detection_report_regenerates_from_the_committed_results(tmp_path):
-    """results/embedded/DETECTION_REPORT.md is exactly what benchmarks/detection_findings.py makes of the
-    committed shapes-det / events-det runs and results/detection_sweep_time.txt."""
-    report = tmp_path / "REPORT.md"
-    assert detection_findings.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
-    assert report.read_text(encoding="utf-8") == (REPO / RESULTS / "DETECTION_REPORT.md").read_text(encoding="utf-8")
-    text = report.read_text(encoding="utf-8")
-    assert "[95 % t-CI]" in text and "paired t-test" in text and "bootstrap" not in text
-
-
-def test_detection_findings_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
-    with pytest.raises(SystemExit) as e:
-        detection_findings.main(["--results", str(tmp_path / "missing")])
-    assert e.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert "expected a results folder" in err[-1]
 
 
 def test_performance_page_regenerates_from_the_committed_measurements(tmp_path):
@@ -281,22 +260,6 @@ def test_perf_findings_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert "expected the JSON of bench perf all" in err[-1]
 
 
-@pytest.mark.skipif(not (REPO / "results" / "event-tokens").exists(), reason="no committed event-token study")
-def test_event_tokens_report_regenerates_from_the_committed_results(tmp_path):
-    """results/event-tokens/REPORT.md is exactly what benchmarks/event_tokens_findings.py makes of the runs."""
-    report = tmp_path / "REPORT.md"
-    assert event_tokens_findings.main(["--results", str(REPO / "results" / "event-tokens"), "--report", str(report)]) == 0
-    text = report.read_text(encoding="utf-8")
-    assert text == (REPO / "results" / "event-tokens" / "REPORT.md").read_text(encoding="utf-8")
-    assert "frames beat spiking tokens" in text and "pape beats none" in text
-
-
-def test_event_tokens_findings_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
-    for folder in (tmp_path / "missing", tmp_path):
-        with pytest.raises(SystemExit) as e:
-            event_tokens_findings.main(["--results", str(folder)])
-        assert e.value.code == 2
-        assert "expected" in capsys.readouterr().err.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("study,reference", [("primitives-scene", "sincos"), ("hops", "none")])

@@ -9,6 +9,7 @@
 ``eval``        :mod:`.eval`
 ``analyze``     :mod:`.analyze` (the pipeline on a pretrained ViT: :mod:`pebench.cli.analyze`)
 ``card``        :mod:`.card` (the handler and the analytic card it measures)
+``study``       :mod:`.study` (the study engine: :mod:`pebench.studies`)
 ``perf``        :mod:`.perf` (the suites: :mod:`pebench.perf`)
 ==============  ====================================================================================
 
@@ -25,7 +26,7 @@ from typing import Sequence
 __all__ = ["COMMANDS", "dispatch", "csv_list"]
 
 #: the commands, in the order ``bench --help`` lists them; each is the module ``pebench.cli.commands.<name>``
-COMMANDS = ("run", "list", "runs", "leaderboard", "sweep", "eval", "analyze", "card", "perf")
+COMMANDS = ("run", "list", "runs", "leaderboard", "sweep", "eval", "analyze", "card", "study", "perf")
 
 
 def dispatch(args: argparse.Namespace, argv: Sequence[str], extra: list[str], parser: argparse.ArgumentParser

@@ -1,0 +1,119 @@
+"""``bench study list | run | report | check NAME``: the study engine's command (:mod:`pebench.studies`).
+
+* ``list``: every shipped study, what it asks (grid, claims) and its cost measured on the runs found under its
+  results folder (the sum of their wall times), or "not run here";
+* ``run NAME``: ``bench sweep`` once per arm with the study's grid and recipe (resumable: complete runs are
+  skipped); ``--pe`` / ``--seeds`` run other cells, e.g. a user's own PE against the committed baselines;
+* ``report NAME``: the report from the result files, written to ``<results>/<report>`` (the default refuses a
+  git-tracked file; an explicit ``--out`` overwrites);
+* ``check NAME``: the committed report regenerates byte for byte (exit 1 and the first differing line if not).
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from pebench.cli.commands import csv_list
+from pebench.core.errors import ConfigError
+from pebench.core.io import atomic_write_text
+from pebench.leaderboard.text import terminal_safe
+
+__all__ = ["cmd_study", "build_report", "run_sweep"]
+
+
+def _results(args: argparse.Namespace, study) -> Path:
+    return Path(args.results if args.results is not None else study.results)
+
+
+def build_report(study, results: Path, pes: list[str] | None = None) -> str:
+    """The report text of ``study`` on the runs under ``results`` (torch-free)."""
+    from pebench.studies.cells import collect  # deferred: start-up time (scipy, via the statistics module)
+    from pebench.studies.claims import evaluate  # deferred: start-up time (scipy)
+    from pebench.studies.report import render_report  # deferred: start-up time (scipy)
+
+    cells, problems = collect(study, results, pes)
+    verdicts = evaluate(study, cells) if pes is None else []
+    label = results.as_posix() if not results.is_absolute() else results.name
+    return render_report(study, cells, verdicts, problems, label)
+
+
+def run_sweep(argv: list[str]) -> int:
+    """``bench <argv>`` (a ``bench sweep``) in a fresh interpreter: the same process a user would start, and no
+    import of the parser from here (the parser imports the commands)."""
+    return subprocess.run([sys.executable, "-m", "pebench.cli", *argv], check=False).returncode
+
+
+def _tracked(path: Path) -> bool:
+    try:
+        out = subprocess.run(["git", "ls-files", "--error-unmatch", path.name], cwd=path.parent, capture_output=True,
+                             timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    from pebench.studies.spec import list_studies, load_study, sweep_argv  # deferred: start-up time (bench --help)
+
+    if args.action == "list":
+        if args.name is not None:
+            raise ConfigError("bench study list takes no NAME")
+        from pebench.studies.cells import collect  # deferred: start-up time (scipy)
+
+        for name in list_studies():
+            study = load_study(name)
+            cells, _ = collect(study, Path(study.results))
+            runs = [r for c in cells.values() for r in c.runs]
+            cost = (f"{sum(r.wall_time_s or 0 for r in runs) / 60:.0f} min of runs measured ({len(runs)} of "
+                    f"{study.runs_planned} found under {study.results})" if runs else f"not run here "
+                    f"({study.runs_planned} runs)")
+            print(f"{name}: {study.title}")
+            print(f"    grid: {len(study.datasets)} dataset(s) x {len(study.pes)} PE(s) x {len(study.seeds)} seed(s)"
+                  + (f" x {len(study.arms)} arms" if len(study.arms) > 1 else "")
+                  + f"; {len(study.claims)} claim(s) in {len(study.families)} family(ies); cost: {cost}")
+        return 0
+    if args.name is None:
+        raise ConfigError(f"bench study {args.action} needs a study NAME (bench study list)")
+    study = load_study(args.name)
+    results = _results(args, study)
+    pes = csv_list(args.pe) or None
+    if args.action == "run":
+        seeds = [int(s) for s in csv_list(args.seeds)] if args.seeds else None
+        if args.workers is not None and args.workers < 1:
+            raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+        for arm in study.arms:
+            argv = sweep_argv(study, arm, str(results), pes=pes, seeds=seeds, workers=args.workers)
+            print(f"bench study: {study.name}, arm {arm.name}: bench {' '.join(argv)}", file=sys.stderr, flush=True)
+            rc = run_sweep(argv)
+            if rc != 0:
+                return rc
+        print(f"bench study: report it with: bench study report {args.name}"
+              + (f" --results {results}" if args.results else ""), file=sys.stderr)
+        return 0
+    if not results.is_dir():
+        raise ConfigError(f"results folder {str(results)!r} of study {study.name!r} does not exist; run it first "
+                          f"(bench study run {args.name}) or pass --results")
+    text = build_report(study, results, pes)
+    target = results / study.report
+    if args.action == "check":
+        if not target.is_file():
+            print(f"bench study check: {terminal_safe(target)} does not exist", file=sys.stderr)
+            return 1
+        old = target.read_text(encoding="utf-8")
+        if old == text:
+            print(f"bench study check: {study.name}: {target} regenerates byte for byte")
+            return 0
+        a, b = old.splitlines(), text.splitlines()
+        i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
+        print(f"bench study check: {study.name}: {terminal_safe(target)} differs from its regeneration at line "
+              f"{i + 1}:\n  committed: {terminal_safe(a[i] if i < len(a) else '(end of file)')}\n"
+              f"  now:       {terminal_safe(b[i] if i < len(b) else '(end of file)')}", file=sys.stderr)
+        return 1
+    out = Path(args.out) if args.out is not None else target
+    if args.out is None and out.is_file() and _tracked(out):
+        raise ConfigError(f"{str(out)!r} is tracked by git; pass --out {out} to overwrite it (or --out elsewhere)")
+    atomic_write_text(out, text)
+    print(f"bench study: wrote {out}")
+    return 0

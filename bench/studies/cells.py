@@ -1,0 +1,214 @@
+"""The runs of a study, read from its result folders: one :class:`Run` per (arm, dataset, PE, seed) found, grouped
+into :class:`Cell` s, with each cell's provenance (commits, CPU models, wall time) and convergence.
+
+A run is ``<results>/<arm out>/<dataset>/<variant>/<model>/seed<S>/results.json`` (the layout ``bench run``
+writes), where ``variant`` is the grid's PE name plus the arm's token suffix (``none+spiking`` for
+``--data-option tokens=spiking``). Only complete runs enter a cell; the others are counted per cell with their
+status. Files are read with the bounded JSON reader (:func:`pebench.core.io.read_json`): a hostile file is a
+listed problem, never a traceback.
+
+**Convergence** (:func:`plateau_gain`): the validation curve is the study's ``plateau.metric`` in the run's
+``metrics.csv`` (one value per logged step; the validation after training repeats the last step's and is kept
+once). The gain over the last fifth of training is the last value minus the value at the last validation at or
+before 80 % of the last validated step. A run *plateaued* when that gain is at most the study's ``band``; a run
+with fewer than two validations, or none before 80 %, has no verdict (``None``).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from pebench.core.io import UnreadableJSON, read_json
+from pebench.studies.spec import Arm, Study
+
+__all__ = ["Run", "Cell", "collect", "plateau_gain", "read_curve", "MAX_METRICS_BYTES"]
+
+#: the largest metrics.csv read (a 10,000-step run logging every 10 steps is well under 1 MB)
+MAX_METRICS_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Run:
+    arm: str
+    dataset: str
+    pe: str
+    seed: int
+    path: str                      # relative to the study's results folder
+    status: str
+    metrics: dict[str, float]
+    extrapolation: dict[str, dict[str, float]]   # resolution -> row
+    commit: str | None
+    cpu: str | None
+    wall_time_s: float | None
+    curve: tuple[tuple[int, float], ...] = ()    # (step, plateau metric)
+    last_step: int | None = None
+    evaluated: str = "last-step weights"
+
+    def value(self, metric: str) -> float | None:
+        v = self.metrics.get(metric)
+        return v if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+@dataclass
+class Cell:
+    arm: str
+    dataset: str
+    pe: str
+    runs: list[Run] = field(default_factory=list)       # complete runs, by seed
+    other: dict[int, str] = field(default_factory=dict)  # seed -> status of runs that are not complete
+    missing: list[int] = field(default_factory=list)     # seeds with no results.json
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.runs]
+
+    def values(self, metric: str) -> dict[int, float]:
+        return {r.seed: v for r in self.runs if (v := r.value(metric)) is not None}
+
+    @property
+    def commits(self) -> list[str]:
+        return sorted({r.commit[:7] for r in self.runs if r.commit})
+
+    @property
+    def cpus(self) -> list[str]:
+        return sorted({r.cpu for r in self.runs if r.cpu})
+
+    @property
+    def wall_time_s(self) -> float:
+        return math.fsum(r.wall_time_s for r in self.runs if r.wall_time_s is not None)
+
+
+def read_curve(run_dir: Path, metric: str) -> tuple[tuple[tuple[int, float], ...], int | None]:
+    """((optimizer step, value), ...) of ``metric`` in ``run_dir/metrics.csv`` (steps 1-based; a repeated step
+    keeps its first value) and the last training step logged; ``((), None)`` when there is no readable log."""
+    path = run_dir / "metrics.csv"
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_METRICS_BYTES + 1)
+        if len(raw) > MAX_METRICS_BYTES:
+            return (), None
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return (), None
+    seen: dict[int, float] = {}
+    last = None
+    try:
+        for row in csv.DictReader(io.StringIO(text, newline="")):
+            try:
+                step = int(row.get("step") or "") + 1
+            except ValueError:
+                continue
+            cell = row.get(metric)
+            if cell:
+                try:
+                    v = float(cell)
+                except ValueError:
+                    continue
+                if math.isfinite(v):
+                    seen.setdefault(step, v)
+            if any(k and k.startswith("train/") and row.get(k) for k in row):
+                last = step if last is None else max(last, step)
+    except csv.Error:
+        return (), None
+    return tuple(sorted(seen.items())), last
+
+
+def plateau_gain(curve: Iterable[tuple[int, float]]) -> float | None:
+    """Last value minus the value at the last validation at or before 80 % of the last validated step (module
+    docstring); ``None`` with fewer than two validations or none that early."""
+    pts = list(curve)
+    if len(pts) < 2:
+        return None
+    cut = 0.8 * pts[-1][0]
+    before = [v for s, v in pts if s <= cut]
+    if not before:
+        return None
+    return pts[-1][1] - before[-1]
+
+
+def _variant_folder(pe: str, arm: Arm) -> str:
+    """The run folder's variant name: the PE plus the arm's token suffix (``bench run``'s ``variant_name``)."""
+    for i, flag in enumerate(arm.flags):
+        value = arm.flags[i + 1] if flag == "--data-option" and i + 1 < len(arm.flags) else None
+        if value and value.startswith("tokens=") and value != "tokens=frames":
+            return f"{pe}+{value.split('=', 1)[1]}"
+    return pe
+
+
+def _model(study: Study) -> str | None:
+    r = list(study.recipe)
+    return r[r.index("--model") + 1] if "--model" in r and r.index("--model") + 1 < len(r) else None
+
+
+def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plateau_metric: str | None,
+         problems: list[str]) -> Run | None:
+    try:
+        res = read_json(path)
+    except (OSError, UnreadableJSON) as e:
+        problems.append(f"{rel}: {e}")
+        return None
+    if not isinstance(res, dict):
+        problems.append(f"{rel}: not a JSON object")
+        return None
+    metrics = res.get("metrics") if isinstance(res.get("metrics"), dict) else {}
+    metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    extra: dict[str, dict[str, float]] = {}
+    for row in res.get("extrapolation") or []:
+        if isinstance(row, dict) and isinstance(row.get("resolution"), (str, int)):
+            extra[str(row["resolution"])] = {k: float(v) for k, v in row.items()
+                                             if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    numerics = res.get("numerics") if isinstance(res.get("numerics"), dict) else {}
+    sha = res.get("git_sha")
+    wall = res.get("wall_time_s")
+    ev = res.get("evaluated_checkpoint")
+    curve, last = read_curve(path.parent, plateau_metric) if plateau_metric else ((), None)
+    return Run(arm=arm.name, dataset=dataset, pe=pe, seed=seed, path=rel, status=str(res.get("status")),
+               metrics=metrics, extrapolation=extra, commit=sha if isinstance(sha, str) and sha else None,
+               cpu=numerics.get("cpu_model") if isinstance(numerics.get("cpu_model"), str) else None,
+               wall_time_s=float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None,
+               curve=curve, last_step=last,
+               evaluated="best-validation checkpoint" if isinstance(ev, dict) and ev.get("which") == "best"
+               else "last-step weights")
+
+
+def collect(study: Study, results: str | Path, pes: Iterable[str] | None = None
+            ) -> tuple[dict[tuple[str, str, str], Cell], list[str]]:
+    """Every cell of ``study`` (keyed ``(arm, dataset, pe)``) read from ``results``, and the problems found."""
+    root = Path(results)
+    model = _model(study)
+    problems: list[str] = []
+    cells: dict[tuple[str, str, str], Cell] = {}
+    for arm in study.arms:
+        base = root if arm.out in ("", ".") else root / arm.out
+        for dataset in study.datasets:
+            for pe in (list(pes) if pes is not None else study.pes):
+                cell = cells.setdefault((arm.name, dataset, pe), Cell(arm.name, dataset, pe))
+                folder = base / dataset / _variant_folder(pe, arm)
+                for seed in study.seeds:
+                    found = sorted(folder.glob(f"*/seed{seed}/results.json"))
+                    if model is not None:
+                        found = [p for p in found if p.parent.parent.name == model]
+                    if not found:
+                        cell.missing.append(seed)
+                        continue
+                    if len(found) > 1:
+                        problems.append(f"{folder.relative_to(root)}: seed {seed} found under several models; "
+                                        f"the study's recipe names none (--model)")
+                    path = found[0]
+                    run = _run(path, path.relative_to(root).as_posix(), arm, dataset, pe, seed, study.plateau_metric,
+                               problems)
+                    if run is None:
+                        cell.other[seed] = "unreadable"
+                    elif run.status == "complete":
+                        cell.runs.append(run)
+                    else:
+                        cell.other[seed] = run.status
+    return cells, problems
+
+
+def runs_of(cells: dict[Any, Cell]) -> list[Run]:
+    return [r for c in cells.values() for r in c.runs]

@@ -1,0 +1,138 @@
+"""Claims to verdicts: every number through :mod:`pebench.leaderboard.stats`, every family through Holm.
+
+Each claim of a study file names its test (:data:`pebench.studies.spec.TESTS`). The independent unit is the
+seed: a paired claim pairs the two cells' runs by seed (seeds present in both), a mean claim reads one cell's
+seeds, a correlation claim reads one mean per PE (the PEs present). The verdict words:
+
+* ``paired`` / ``mean`` / ``correlation``: *held* when the Holm-adjusted p of its family is below
+  :data:`ALPHA` and the estimate lies on the predicted side (``direction``), *contradicted* when it is below and
+  on the other side, *inconclusive* otherwise;
+* ``equivalence``: *equivalent* when the TOST p (Holm-adjusted) is below :data:`ALPHA`, else *not shown
+  equivalent* (never "held" from a non-significant difference);
+* a test that cannot be made (fewer than two units, zero variance) is *no test* with its reason, and does not
+  enter its family; ``not-informative`` claims (a bound the design guarantees) are reported as *not informative*
+  with the reason the study file gives, and never tested.
+
+A verdict on fewer than :data:`MIN_SEEDS` seeds per cell is marked provisional; a claim that reads a cell whose
+runs did not all plateau says that it compares learning at the steps trained, not converged models.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pebench.leaderboard.stats import (
+    TestResult,
+    equivalence_test,
+    holm,
+    mean_test,
+    paired_test,
+    spearman_test,
+)
+from pebench.studies.cells import Cell, plateau_gain
+from pebench.studies.spec import Claim, Study
+
+__all__ = ["ALPHA", "MIN_SEEDS", "Verdict", "evaluate", "cell_plateaued"]
+
+#: family-wise error rate of every family (Holm-Bonferroni)
+ALPHA = 0.05
+#: seeds per cell below which a verdict is provisional (the project's rule for cells that enter a verdict)
+MIN_SEEDS = 10
+
+
+@dataclass
+class Verdict:
+    claim: Claim
+    word: str                       # held | contradicted | inconclusive | equivalent | not shown equivalent | no test | not informative
+    result: TestResult | None
+    p_holm: float | None = None
+    seeds: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def cell_plateaued(cell: Cell, band: float | None) -> bool | None:
+    """Whether every complete run of ``cell`` plateaued (gain over the last fifth <= ``band``); ``None`` when the
+    study states no band or a run's curve cannot tell."""
+    if band is None or not cell.runs:
+        return None
+    gains = [plateau_gain(r.curve) for r in cell.runs]
+    if any(g is None for g in gains):
+        return None
+    return all(g <= band for g in gains if g is not None)
+
+
+def _cell(cells: dict[tuple[str, str, str], Cell], study: Study, claim: Claim, pe: str, arm: str | None) -> Cell:
+    arm_name = arm or claim.arm or study.arms[0].name
+    return cells[(arm_name, str(claim.dataset), pe)]
+
+
+def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
+          ) -> tuple[TestResult | None, tuple[int, ...], list[Cell]]:
+    """The claim's test result, the seeds (or PE count) it used and the cells it read."""
+    if claim.test == "not-informative":
+        return None, (), []
+    if claim.test in ("paired", "equivalence"):
+        assert claim.a is not None and claim.b is not None and claim.metric is not None
+        ca, cb = _cell(cells, study, claim, claim.a.pe, claim.a.arm), _cell(cells, study, claim, claim.b.pe, claim.b.arm)
+        va, vb = ca.values(claim.metric), cb.values(claim.metric)
+        seeds = tuple(sorted(set(va) & set(vb)))
+        a, b = [va[s] for s in seeds], [vb[s] for s in seeds]
+        if claim.test == "paired":
+            return paired_test(a, b), seeds, [ca, cb]
+        assert claim.margin is not None
+        return equivalence_test([x - y for x, y in zip(a, b)], claim.margin, alpha=ALPHA), seeds, [ca, cb]
+    if claim.test == "mean":
+        assert claim.a is not None and claim.metric is not None
+        ca = _cell(cells, study, claim, claim.a.pe, claim.a.arm)
+        va = ca.values(claim.metric)
+        seeds = tuple(sorted(va))
+        return mean_test([va[s] for s in seeds], null=claim.null or 0.0), seeds, [ca]
+    # correlation across the PEs of one dataset (and arm): one mean per PE, the PEs with both values
+    xs, ys, used = [], [], []
+    for pe in study.pes:
+        c = _cell(cells, study, claim, pe, None)
+        vx, vy = c.values(str(claim.x)), c.values(str(claim.y))
+        if vx and vy:
+            xs.append(math.fsum(vx.values()) / len(vx))
+            ys.append(math.fsum(vy.values()) / len(vy))
+            used.append(c)
+    return spearman_test(xs, ys), (), used
+
+
+def _word(claim: Claim, result: TestResult | None, p_holm: float | None) -> str:
+    if claim.test == "not-informative":
+        return "not informative"
+    if result is None or p_holm is None:
+        return "no test"
+    if claim.test == "equivalence":
+        return "equivalent" if p_holm < ALPHA else "not shown equivalent"
+    if p_holm >= ALPHA:
+        return "inconclusive"
+    predicted = result.estimate > 0 if claim.direction == "greater" else result.estimate < 0
+    return "held" if predicted else "contradicted"
+
+
+def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verdict]:
+    """Every claim of ``study`` on ``cells``, in the file's order, with Holm within each family."""
+    raw = [(claim, *_test(study, claim, cells)) for claim in study.claims]
+    adjusted: dict[str, float | None] = {}
+    for family in study.families:
+        members = [(c.id, r) for c, r, _, _ in raw if c.family == family and c.test != "not-informative"]
+        ps = holm([r.p if r is not None else None for _, r in members])
+        adjusted.update({cid: p for (cid, _), p in zip(members, ps)})
+    out = []
+    for claim, result, seeds, used in raw:
+        notes = []
+        if result is not None and not result.tested and result.reason:
+            notes.append(result.reason)
+        if claim.test != "correlation" and used and seeds and len(seeds) < MIN_SEEDS:
+            notes.append(f"provisional: {len(seeds)} seeds, fewer than {MIN_SEEDS}")
+        not_plateaued = [f"{c.pe}" + (f" ({c.arm})" if len(study.arms) > 1 else "") for c in used
+                         if cell_plateaued(c, study.plateau_band) is False]
+        if not_plateaued:
+            notes.append(f"not plateaued: {', '.join(not_plateaued)} (a comparison of learning at the steps "
+                         f"trained, not of converged models)")
+        p_holm = adjusted.get(claim.id)
+        out.append(Verdict(claim=claim, word=_word(claim, result, p_holm), result=result, p_holm=p_holm,
+                           seeds=seeds, notes=tuple(notes)))
+    return out

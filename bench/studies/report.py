@@ -1,0 +1,244 @@
+"""A study's report, written whole from its study file and its runs: protocol, provenance per cell (commits, CPU
+models, wall time), convergence, tables with intervals, verdicts with raw and Holm-adjusted p, scope, and what
+changed from the previous report. Deterministic: the same files give the same bytes (``bench study check``)."""
+from __future__ import annotations
+
+import math
+import shlex
+from pathlib import Path
+from typing import Sequence
+
+from pebench.leaderboard.stats import TestResult, format_p, mean_test
+from pebench.leaderboard.text import encodable
+from pebench.studies.cells import Cell, plateau_gain
+from pebench.studies.claims import ALPHA, MIN_SEEDS, Verdict, cell_plateaued
+from pebench.studies.spec import TESTS, Study, sweep_argv
+
+__all__ = ["render_report"]
+
+
+def _num(v: float | None, percent: bool, signed: bool = False) -> str:
+    if v is None or not math.isfinite(v):
+        return "—"
+    x = 100.0 * v if percent else v
+    text = f"{x:+.1f}" if signed and percent else f"{x:.1f}" if percent else f"{x:+.3g}" if signed else f"{x:.3g}"
+    return text.replace("-", "−") if signed else text
+
+
+def _interval(r: TestResult | None, percent: bool, signed: bool = False) -> str:
+    if r is None or r.lo is None or r.hi is None:
+        return ""
+    return f"[{_num(r.lo, percent, signed)}, {_num(r.hi, percent, signed)}]"
+
+
+def _safe(s: object) -> str:
+    """File-borne text (a commit, a CPU model read from results.json) as an inert table cell: no pipe, no markup."""
+    text = " ".join(str(s).split())
+    for a, b in (("\\", "\\\\"), ("|", "\\|"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("`", "'"),
+                 ("](", "]\\(")):
+        text = text.replace(a, b)
+    return text
+
+
+def _source(study: Study) -> str:
+    """The study file as the report names it: its path in the repository for a shipped study, else its name."""
+    name = Path(study.source).name
+    shipped = Path(__file__).resolve().parent / "files" / name
+    return f"`bench/studies/files/{name}`" if shipped.is_file() and name == study.source else f"`{name}`"
+
+
+def _is_fraction(metric: str) -> bool:
+    leaf = metric.rsplit("/", 1)[-1]
+    return leaf.startswith(("acc", "map", "miou", "knn", "linear")) and "loss" not in leaf
+
+
+def _cell_label(study: Study, cell: Cell) -> str:
+    return f"{cell.arm} / {cell.pe}" if len(study.arms) > 1 else cell.pe
+
+
+def _protocol(study: Study, cells: dict, results_label: str) -> list[str]:
+    runs = [r for c in cells.values() for r in c.runs]
+    arms = "" if len(study.arms) == 1 else " × arms " + ", ".join(
+        f"`{a.name}`" + (f" (`{' '.join(a.flags)}`)" if a.flags else "") for a in study.arms)
+    other = sum(len(c.other) for c in cells.values())
+    missing = sum(len(c.missing) for c in cells.values())
+    evaluated = sorted({r.evaluated for r in runs})
+    lines = [
+        "## Protocol", "",
+        f"- Grid: datasets {', '.join(f'`{d}`' for d in study.datasets)} × PEs "
+        f"{', '.join(f'`{p}`' for p in study.pes)} × seeds {', '.join(map(str, study.seeds))}{arms}: "
+        f"{study.runs_planned} runs planned, **{len(runs)} complete** found"
+        + (f", {other} not complete" if other else "") + (f", {missing} missing" if missing else "") + ".",
+        f"- Runs: `bench study run {study.name}` runs "
+        + ("" if len(study.arms) == 1 else "one sweep per arm, ")
+        + "; ".join(f"`bench {shlex.join(sweep_argv(study, a, results_label))}`" for a in study.arms) + ".",
+    ]
+    lines += [f"- {p}" for p in study.protocol]
+    lines += [
+        f"- Evaluated weights: {', '.join(evaluated) or 'no runs'}. The independent unit is the seed: intervals "
+        f"are 95 % Student-t intervals over seeds (clipped to [0, 100] % for accuracies and mAP), paired claims "
+        f"pair the cells' runs by seed. Each family of claims is controlled by Holm–Bonferroni at "
+        f"{ALPHA * 100:g} % family-wise; every verdict shows its raw p and its Holm-adjusted p (p_Holm). A test that "
+        f"cannot be made (fewer than 2 seeds, zero variance) is *no test*, never p = 0; verdicts on fewer than "
+        f"{MIN_SEEDS} seeds per cell are provisional.",
+        "",
+    ]
+    return lines
+
+
+def _provenance(study: Study, cells: dict) -> list[str]:
+    lines = ["## Provenance", "", "| cell | dataset | seeds | commit | CPU model | wall time (min, sum) |",
+             "|---|---|---|---|---|---:|"]
+    commits, cpus = set(), set()
+    total = 0.0
+    for cell in cells.values():
+        if not cell.runs:
+            continue
+        commits.update(cell.commits)
+        cpus.update(cell.cpus)
+        total += cell.wall_time_s
+        lines.append(f"| {_cell_label(study, cell)} | `{cell.dataset}` | {','.join(map(str, cell.seeds))} | "
+                     f"{', '.join(f'`{_safe(c)}`' for c in cell.commits) or '—'} | {', '.join(map(_safe, cell.cpus)) or '—'} | "
+                     f"{cell.wall_time_s / 60:.1f} |")
+    lines += ["", f"The runs took {total / 60:.1f} min of wall time in all (the sum over runs; parallel workers "
+              f"shorten the elapsed time). "
+              + (f"They come from one commit (`{_safe(next(iter(commits)))}`)" if len(commits) == 1 else
+                 f"They come from {len(commits)} commits ({', '.join(f'`{_safe(c)}`' for c in sorted(commits))}): "
+                 f"a cell may mix code versions")
+              + (f" and one CPU model ({_safe(next(iter(cpus)))})." if len(cpus) == 1 else
+                 f" and {len(cpus)} CPU models ({', '.join(map(_safe, sorted(cpus)))}); the deterministic pins do not carry "
+                 f"across CPU models, so cells made on different ones differ by more than their seeds."), ""]
+    return lines
+
+
+def _convergence(study: Study, cells: dict) -> list[str]:
+    if study.plateau_metric is None or study.plateau_band is None:
+        return ["## Convergence", "", "The study file states no plateau band: the report says nothing about "
+                "whether training converged.", ""]
+    percent = _is_fraction(study.plateau_metric)
+    unit = " (points)" if percent else ""
+    lines = ["## Convergence", "",
+             f"A run plateaued when `{study.plateau_metric}` gained at most {_num(study.plateau_band, percent)}"
+             f"{' points' if percent else ''} over the last fifth of training (its last validation against the last "
+             f"one at or before 80 % of the steps, from the run's `metrics.csv`).", "",
+             f"| cell | dataset | steps | plateaued seeds | gain over the last fifth{unit}, per seed |", "|---|---|---:|---|---|"]
+    done = total = 0
+    for cell in cells.values():
+        if not cell.runs:
+            continue
+        gains = [plateau_gain(r.curve) for r in cell.runs]
+        steps = sorted({r.curve[-1][0] for r in cell.runs if r.curve})
+        ok = [g is not None and g <= study.plateau_band for g in gains]
+        verdict = cell_plateaued(cell, study.plateau_band)
+        total += 1
+        done += bool(verdict)
+        lines.append(f"| {_cell_label(study, cell)} | `{cell.dataset}` | {', '.join(map(str, steps)) or '—'} | "
+                     f"{sum(ok)} of {len(gains)} | "
+                     f"{', '.join(_num(g, percent, signed=True) for g in gains)} |")
+    lines += ["", f"**{done} of {total} cells plateaued** (every seed)."
+              + ("" if done == total else " Where a cell did not plateau, its comparisons rank learning at the "
+                 "steps trained, not converged models: the verdicts that read such a cell say so."), ""]
+    return lines
+
+
+def _tables(study: Study, cells: dict) -> list[str]:
+    lines = ["## Results", ""]
+    for dataset in study.datasets:
+        group = [c for c in cells.values() if c.dataset == dataset and c.runs]
+        if not group:
+            continue
+        resolutions: list[str] = []
+        if study.extrapolation:
+            for c in group:
+                for r in c.runs:
+                    resolutions += [k for k in r.extrapolation if k not in resolutions]
+        lines += [f"### `{dataset}`", ""]
+        head = ["PE" if len(study.arms) == 1 else "arm / PE", "seeds"]
+        head += [f"{m}{' %' if study.percent and _is_fraction(m) else ''} [95 % t-CI]" for m in study.metrics]
+        ext_pct = " %" if study.percent and study.extrapolation and _is_fraction(study.extrapolation) else ""
+        head += [f"{study.extrapolation}{ext_pct} at {res} (mean)" for res in resolutions]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---|" * len(study.metrics)
+                  + "---:|" * len(resolutions)]
+        for c in group:
+            row = [_cell_label(study, c), ",".join(map(str, c.seeds))]
+            for m in study.metrics:
+                vals = list(c.values(m).values())
+                pct = study.percent and _is_fraction(m)
+                r = mean_test(vals, bounds=(0.0, 1.0) if _is_fraction(m) else None) if len(vals) >= 1 else None
+                row.append(f"{_num(r.estimate if r else None, pct)} {_interval(r, pct)}".strip() if vals else "—")
+            for res in resolutions:
+                vals = [run.extrapolation[res][study.extrapolation] for run in c.runs
+                        if res in run.extrapolation and study.extrapolation in run.extrapolation[res]]
+                pct = study.percent and _is_fraction(study.extrapolation)
+                row.append(_num(math.fsum(vals) / len(vals), pct) if vals else "—")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return lines
+
+
+def _verdict_line(study: Study, v: Verdict) -> str:
+    c, r = v.claim, v.result
+    if c.test == "not-informative":
+        return f"- {c.sentence}: **not informative** ({c.reason})."
+    pct = study.percent and c.metric is not None and _is_fraction(c.metric)
+    if r is None:
+        return f"- {c.sentence}: **no test**."
+    if c.test == "correlation":
+        est = f"Spearman ρ = {r.estimate:+.2f} over {r.n} PEs, 95 % CI [{r.lo:+.2f}, {r.hi:+.2f}]" \
+            if r.lo is not None and r.hi is not None else f"Spearman ρ = {r.estimate:+.2f} over {r.n} PEs"
+    elif c.test == "equivalence":
+        est = (f"{c.metric} {_num(r.estimate, pct, signed=True)}{' points' if pct else ''}, "
+               f"{r.level:.0%} t-CI {_interval(r, pct, signed=True)} against ±{_num(c.margin, pct)}")
+    else:
+        what = f"{c.metric} {_num(r.estimate, pct, signed=True)}{' points' if pct else ''}"
+        if c.test == "mean":
+            what += f" against {c.null or 0:g}"
+        est = f"{what}, 95 % t-CI {_interval(r, pct, signed=True)}" if r.lo is not None else what
+    parts = [est, f"{r.procedure} {format_p(r.p, r.p_floor)}"]
+    if r.tested:
+        parts.append(f"p_Holm {format_p(v.p_holm).removeprefix('p ')}")
+    if v.seeds:
+        parts.append(f"seeds {','.join(map(str, v.seeds))}")
+    parts += list(v.notes)
+    return f"- {c.sentence}: **{v.word}** ({'; '.join(parts)})."
+
+
+def _verdicts(study: Study, verdicts: Sequence[Verdict]) -> list[str]:
+    if not verdicts:
+        return []
+    lines = ["## Verdicts", ""]
+    for family in study.families:
+        members = [v for v in verdicts if v.claim.family == family and v.claim.test != "not-informative"]
+        tested = sum(1 for v in members if v.result is not None and v.result.tested)
+        lines += [f"Family `{family}`: {tested} test{'s' if tested != 1 else ''} (the claims below that could be "
+                  f"tested), Holm–Bonferroni at {ALPHA * 100:g} % family-wise.", ""]
+        lines += [_verdict_line(study, v) for v in members] + [""]
+    rest = [v for v in verdicts if v.claim.test == "not-informative"]
+    if rest:
+        lines += ["Claims the design already guarantees (reported, not tested):", ""]
+        lines += [_verdict_line(study, v) for v in rest] + [""]
+    lines += ["Tests: " + "; ".join(f"*{k}*: {TESTS[k]}" for k in dict.fromkeys(v.claim.test for v in verdicts))
+              + ".", ""]
+    return lines
+
+
+def render_report(study: Study, cells: dict[tuple[str, str, str], Cell], verdicts: Sequence[Verdict],
+                  problems: Sequence[str], results_label: str) -> str:
+    """The report's markdown (``results_label``: the results folder as the report names it, no machine path)."""
+    lines = [f"# {study.title}", "",
+             f"Written by `bench study report {study.name}` from the study file "
+             f"{_source(study)} and the runs under `{results_label}`; `bench study check "
+             f"{study.name}` regenerates it byte for byte. Nothing in it is written by hand.", "",
+             "## Question", "", study.question, ""]
+    lines += _protocol(study, cells, results_label)
+    lines += _provenance(study, cells)
+    lines += _convergence(study, cells)
+    lines += _tables(study, cells)
+    lines += _verdicts(study, verdicts)
+    if study.scope:
+        lines += ["## Scope", ""] + [f"- {s}" for s in study.scope] + [""]
+    if study.changes:
+        lines += ["## Changed from the previous report", ""] + [f"- {s}" for s in study.changes] + [""]
+    if problems:
+        lines += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
+    return encodable("\n".join(lines).rstrip("\n") + "\n")

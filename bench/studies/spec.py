@@ -1,0 +1,323 @@
+"""A study file: one declarative YAML file per study, validated here into a :class:`Study`.
+
+A study says what it asks and how it is answered, and nothing else (the engine decides every number):
+
+```yaml
+study: detection                 # the name `bench study` knows it by (the file's stem)
+version: 1                       # the file format (STUDY_FORMAT); the engine refuses others
+title: ...                       # the report's heading
+question: ...                    # one paragraph: what the study asks
+results: results/embedded        # where its runs live (relative to the repository root, or --results)
+report: DETECTION_REPORT.md      # the report's file name inside `results`
+arms:                            # optional: runs of one grid made with different flags, each in its own folder
+  - {name: frames, out: frames, flags: []}
+grid: {datasets: [...], pes: [...], seeds: [0, 1, 2]}
+recipe: [--model, vit-nano, --epochs, "6"]     # every `bench sweep` / `bench run` flag besides the grid
+workers: 2
+table:                           # the per-dataset table: metrics (results.json `metrics` keys) and extrapolation
+  metrics: [val/map, test/map]
+  extrapolation: map             # optional: the key of results.json's extrapolation rows shown per resolution
+  percent: true                  # fractions shown as percent
+plateau: {metric: val/map, band: 0.01}   # convergence: gain over the last fifth of training at most `band`
+claims:                          # named comparisons, each with its test, family and sentence
+  - id: shapes-det-pape-none
+    sentence: pape beats none on test mAP
+    test: paired                 # paired | equivalence | mean | correlation | not-informative
+    metric: test/map
+    dataset: shapes-det
+    a: {pe: pape}
+    b: {pe: none}
+    direction: greater           # what the claim predicts (held / contradicted / inconclusive)
+    family: main
+scope: [...]                     # sentences the verdicts may be read under
+changes: [...]                   # "changed from the previous report" (procedure changes, said once)
+```
+
+Every key is checked (unknown keys, wrong types, unknown test names, claims naming cells outside the grid):
+one line naming the file and the key, :class:`~pebench.core.errors.ConfigError` (exit code 2). The files are
+read through :func:`pebench.core.io.load_yaml_untrusted` (a study file may come from anyone).
+"""
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from pebench.core.errors import ConfigError, UnknownNameError
+from pebench.core.io import UnreadableYAML, load_yaml_untrusted
+
+__all__ = ["STUDY_FORMAT", "TESTS", "DIRECTIONS", "Arm", "CellRef", "Claim", "Study", "load_study", "list_studies",
+           "study_path", "parse_study", "sweep_argv"]
+
+#: the study file format this engine reads (``version:``)
+STUDY_FORMAT = 1
+#: claim tests: what each compares (:mod:`pebench.studies.claims` evaluates them)
+TESTS = {
+    "paired": "a against b, paired by seed: paired t-test of the per-seed differences (two-sided)",
+    "equivalence": "a against b, paired by seed: TOST of the per-seed differences against +-margin",
+    "mean": "one cell's values against a null value: one-sample t-test (two-sided)",
+    "correlation": "across the grid's PEs: Spearman correlation of two per-PE means, permutation p",
+    "not-informative": "a bound the design already guarantees (a symmetry, a chance ceiling): reported, not tested",
+}
+#: what a paired / mean / correlation claim predicts
+DIRECTIONS = ("greater", "less")
+
+_TOP_KEYS = {"study", "version", "title", "question", "results", "report", "arms", "grid", "recipe", "workers",
+             "table", "plateau", "claims", "scope", "changes", "protocol"}
+_CLAIM_KEYS = {"id", "sentence", "test", "metric", "dataset", "a", "b", "direction", "family", "margin", "null",
+               "x", "y", "reason", "arm"}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """Runs of the grid made with extra flags, in their own folder ``<results>/<out>``."""
+
+    name: str
+    out: str
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CellRef:
+    """One cell of the grid a claim names: a PE (variant) in an arm (``None``: the claim's own arm)."""
+
+    pe: str
+    arm: str | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    sentence: str
+    test: str
+    family: str
+    metric: str | None = None
+    dataset: str | None = None
+    arm: str | None = None
+    a: CellRef | None = None
+    b: CellRef | None = None
+    direction: str | None = None
+    margin: float | None = None
+    null: float | None = None
+    x: str | None = None          # correlation: metric of the first per-PE mean
+    y: str | None = None          # correlation: metric of the second
+    reason: str | None = None     # not-informative: what guarantees the bound
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    title: str
+    question: str
+    results: str
+    report: str
+    datasets: tuple[str, ...]
+    pes: tuple[str, ...]
+    seeds: tuple[int, ...]
+    recipe: tuple[str, ...]
+    workers: int
+    arms: tuple[Arm, ...]
+    metrics: tuple[str, ...]
+    extrapolation: str | None
+    percent: bool
+    plateau_metric: str | None
+    plateau_band: float | None
+    claims: tuple[Claim, ...]
+    scope: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
+    protocol: tuple[str, ...] = ()
+    source: str = ""              # where the file was read from (for messages)
+    families: tuple[str, ...] = field(default=())
+
+    @property
+    def runs_planned(self) -> int:
+        return len(self.datasets) * len(self.pes) * len(self.seeds) * len(self.arms)
+
+    def arm(self, name: str | None) -> Arm:
+        if name is None:
+            return self.arms[0]
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+
+def _files() -> Any:
+    return importlib.resources.files("pebench.studies") / "files"
+
+
+def list_studies() -> list[str]:
+    """The names of the studies shipped with pebench (``pebench/studies/files/<name>.yaml``)."""
+    return sorted(p.name[:-5] for p in _files().iterdir() if p.name.endswith(".yaml"))
+
+
+def study_path(name_or_path: str) -> tuple[str, str]:
+    """(text, source) of a shipped study by name, or of a study file by path (a user's own study)."""
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        p = Path(name_or_path)
+        if not p.is_file():
+            raise ConfigError(f"study file {name_or_path!r} does not exist")
+        try:
+            return p.read_text(encoding="utf-8"), str(p)
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read study file {name_or_path!r}: {type(e).__name__}") from None
+    names = list_studies()
+    if name_or_path not in names:
+        raise UnknownNameError(f"unknown study {name_or_path!r}; available: {', '.join(names)} "
+                               f"(or the path of a study file)")
+    return (_files() / f"{name_or_path}.yaml").read_text(encoding="utf-8"), f"{name_or_path}.yaml"
+
+
+def load_study(name_or_path: str) -> Study:
+    """The validated :class:`Study` of a shipped name or a file path (one-line ConfigError otherwise)."""
+    text, source = study_path(name_or_path)
+    return parse_study(text, source)
+
+
+def _need(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in data:
+        raise ConfigError(f"{where}: missing key {key!r}")
+    v = data[key]
+    if not isinstance(v, kind) or isinstance(v, bool) and kind is not bool:
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ConfigError(f"{where}: {key!r} should be a {names}, got {type(v).__name__}")
+    return v
+
+
+def _strings(v: Any, key: str, where: str) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(s, (str, int, float)) and not isinstance(s, bool) for s in v):
+        raise ConfigError(f"{where}: {key!r} should be a list of strings")
+    return tuple(str(s) for s in v)
+
+
+def _cell(v: Any, key: str, where: str) -> CellRef:
+    if not isinstance(v, dict) or not isinstance(v.get("pe"), str) or set(v) - {"pe", "arm"}:
+        raise ConfigError(f"{where}: {key!r} should be a mapping {{pe: NAME[, arm: NAME]}}")
+    arm = v.get("arm")
+    if arm is not None and not isinstance(arm, str):
+        raise ConfigError(f"{where}: {key}.arm should be a string")
+    return CellRef(pe=v["pe"], arm=arm)
+
+
+def _claim(raw: Any, i: int, source: str) -> Claim:
+    where = f"{source}: claims[{i}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} should be a mapping")
+    unknown = sorted(set(raw) - _CLAIM_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(sorted(_CLAIM_KEYS))}")
+    cid = _need(raw, "id", str, where)
+    where = f"{source}: claim {cid!r}"
+    test = _need(raw, "test", str, where)
+    if test not in TESTS:
+        raise ConfigError(f"{where}: unknown test {test!r}; available: {', '.join(TESTS)}")
+    direction = raw.get("direction")
+    if direction is not None and direction not in DIRECTIONS:
+        raise ConfigError(f"{where}: direction should be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    claim = Claim(id=cid, sentence=_need(raw, "sentence", str, where), test=test,
+                  family=str(raw.get("family", "main")), metric=raw.get("metric"), dataset=raw.get("dataset"),
+                  arm=raw.get("arm"), a=_cell(raw["a"], "a", where) if "a" in raw else None,
+                  b=_cell(raw["b"], "b", where) if "b" in raw else None, direction=direction,
+                  margin=float(raw["margin"]) if "margin" in raw else None,
+                  null=float(raw["null"]) if "null" in raw else None, x=raw.get("x"), y=raw.get("y"),
+                  reason=raw.get("reason"))
+    needs = {"paired": ("metric", "dataset", "a", "b", "direction"),
+             "equivalence": ("metric", "dataset", "a", "b", "margin"),
+             "mean": ("metric", "dataset", "a", "direction"),
+             "correlation": ("dataset", "x", "y", "direction"),
+             "not-informative": ("reason",)}[test]
+    for key in needs:
+        if getattr(claim, key) is None:
+            raise ConfigError(f"{where}: a {test!r} claim needs {key!r}")
+    if claim.margin is not None and not claim.margin > 0:
+        raise ConfigError(f"{where}: margin should be > 0, got {claim.margin}")
+    return claim
+
+
+def parse_study(text: str, source: str) -> Study:
+    """Validate a study file's text (module docstring) into a :class:`Study`."""
+    try:
+        data = load_yaml_untrusted(text)
+    except UnreadableYAML as e:
+        raise ConfigError(f"study file {source}: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"study file {source}: expected a mapping at top level")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"study file {source}: unknown key {unknown[0]!r}; known: {', '.join(sorted(_TOP_KEYS))}")
+    version = data.get("version")
+    if version != STUDY_FORMAT:
+        raise ConfigError(f"study file {source}: version {version!r}; this pebench reads study files of version "
+                          f"{STUDY_FORMAT}")
+    grid = _need(data, "grid", dict, source)
+    if set(grid) - {"datasets", "pes", "seeds"}:
+        raise ConfigError(f"study file {source}: grid takes datasets, pes and seeds")
+    datasets = _strings(grid.get("datasets"), "grid.datasets", source)
+    pes = _strings(grid.get("pes"), "grid.pes", source)
+    seeds_raw = grid.get("seeds")
+    if not isinstance(seeds_raw, list) or not seeds_raw or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds_raw):
+        raise ConfigError(f"study file {source}: grid.seeds should be a non-empty list of integers >= 0")
+    if not datasets or not pes:
+        raise ConfigError(f"study file {source}: grid.datasets and grid.pes must not be empty")
+    arms_raw = data.get("arms") or [{"name": "default", "out": ".", "flags": []}]
+    if not isinstance(arms_raw, list):
+        raise ConfigError(f"study file {source}: arms should be a list")
+    arms = []
+    for i, a in enumerate(arms_raw):
+        if not isinstance(a, dict) or set(a) - {"name", "out", "flags"} or not isinstance(a.get("name"), str):
+            raise ConfigError(f"study file {source}: arms[{i}] should be {{name, out, flags}}")
+        out = str(a.get("out", "."))
+        if out.startswith("/") or ".." in Path(out).parts:
+            raise ConfigError(f"study file {source}: arms[{i}].out must be a folder inside results, got {out!r}")
+        arms.append(Arm(name=a["name"], out=out, flags=_strings(a.get("flags", []), f"arms[{i}].flags", source)))
+    table = data.get("table") or {}
+    if not isinstance(table, dict) or set(table) - {"metrics", "extrapolation", "percent"}:
+        raise ConfigError(f"study file {source}: table takes metrics, extrapolation and percent")
+    plateau = data.get("plateau")
+    if plateau is not None and (not isinstance(plateau, dict) or set(plateau) != {"metric", "band"}
+                                or not isinstance(plateau["band"], (int, float)) or plateau["band"] < 0):
+        raise ConfigError(f"study file {source}: plateau should be {{metric: NAME, band: NUMBER >= 0}}")
+    claims = tuple(_claim(c, i, source) for i, c in enumerate(data.get("claims") or []))
+    ids = [c.id for c in claims]
+    if len(ids) != len(set(ids)):
+        raise ConfigError(f"study file {source}: claim ids must be unique")
+    arm_names = {a.name for a in arms}
+    for c in claims:
+        for ref in (c.a, c.b):
+            if ref is not None and ref.pe not in pes:
+                raise ConfigError(f"study file {source}: claim {c.id!r} names PE {ref.pe!r}, not in grid.pes")
+            if ref is not None and ref.arm is not None and ref.arm not in arm_names:
+                raise ConfigError(f"study file {source}: claim {c.id!r} names arm {ref.arm!r}; arms: "
+                                  f"{', '.join(sorted(arm_names))}")
+        if c.dataset is not None and c.dataset not in datasets:
+            raise ConfigError(f"study file {source}: claim {c.id!r} names dataset {c.dataset!r}, not in grid.datasets")
+        if c.arm is not None and c.arm not in arm_names:
+            raise ConfigError(f"study file {source}: claim {c.id!r} names arm {c.arm!r}")
+    workers = data.get("workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ConfigError(f"study file {source}: workers should be an integer >= 1")
+    families = tuple(dict.fromkeys(c.family for c in claims if c.test != "not-informative"))
+    return Study(
+        name=_need(data, "study", str, source), title=_need(data, "title", str, source),
+        question=" ".join(_need(data, "question", str, source).split()),
+        results=_need(data, "results", str, source), report=_need(data, "report", str, source),
+        datasets=datasets, pes=pes, seeds=tuple(seeds_raw), recipe=_strings(data.get("recipe", []), "recipe", source),
+        workers=workers, arms=tuple(arms), metrics=_strings(table.get("metrics", []), "table.metrics", source),
+        extrapolation=table.get("extrapolation"), percent=bool(table.get("percent", False)),
+        plateau_metric=plateau["metric"] if plateau else None,
+        plateau_band=float(plateau["band"]) if plateau else None, claims=claims,
+        scope=tuple(" ".join(str(s).split()) for s in data.get("scope") or []),
+        changes=tuple(" ".join(str(s).split()) for s in data.get("changes") or []),
+        protocol=tuple(" ".join(str(s).split()) for s in data.get("protocol") or []),
+        source=source, families=families)
+
+
+def sweep_argv(study: Study, arm: Arm, results: str, pes: Sequence[str] | None = None,
+               seeds: Sequence[int] | None = None, workers: int | None = None) -> list[str]:
+    """The ``bench sweep`` command line of one arm (``results``: the folder the study's runs go to)."""
+    out = str(Path(results) / arm.out) if arm.out not in ("", ".") else str(results)
+    return ["sweep", "--datasets", ",".join(study.datasets), "--pes", ",".join(pes or study.pes),
+            "--seeds", ",".join(str(s) for s in (seeds or study.seeds)), "--out", out,
+            "--workers", str(workers or study.workers), *study.recipe, *arm.flags]

@@ -1,0 +1,207 @@
+"""The study engine (pebench.studies, `bench study`): study files, cells, verdicts, reports.
+
+Synthetic result folders (results.json + metrics.csv as `bench run` writes them) check every number the engine
+prints against scipy; the committed studies converted to study files regenerate byte for byte through
+`bench study check`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pebench.cli import main
+from pebench.core.errors import ConfigError
+from pebench.leaderboard.stats import holm_adjust
+from pebench.studies.cells import collect, plateau_gain
+from pebench.studies.claims import evaluate
+from pebench.studies.spec import list_studies, load_study, parse_study
+
+REPO = Path(__file__).resolve().parents[2]
+
+STUDY = """
+study: toy
+version: 1
+title: Toy study
+question: Does pe-a beat none?
+results: {results}
+report: REPORT.md
+grid: {{datasets: [shapes], pes: [none, ape, sincos], seeds: [0, 1, 2, 3]}}
+recipe: [--model, vit-nano, --epochs, "2"]
+table: {{metrics: [val/acc1, test/acc1], percent: true}}
+plateau: {{metric: val/acc1, band: 0.01}}
+claims:
+  - {{id: ape, sentence: ape beats none, test: paired, metric: test/acc1, dataset: shapes,
+      a: {{pe: ape}}, b: {{pe: none}}, direction: greater}}
+  - {{id: sincos, sentence: sincos beats none, test: paired, metric: test/acc1, dataset: shapes,
+      a: {{pe: sincos}}, b: {{pe: none}}, direction: greater}}
+  - {{id: same, sentence: sincos equals ape, test: equivalence, metric: test/acc1, dataset: shapes,
+      a: {{pe: sincos}}, b: {{pe: ape}}, margin: 0.05, family: equivalence}}
+  - {{id: bound, sentence: none at most chance on rotation, test: not-informative,
+      reason: "its symmetry guarantees it"}}
+scope: [Toy scope sentence.]
+"""
+
+#: test accuracy per (pe, seed); sincos - none is +0.10 in every seed (zero variance: no test)
+TEST_ACC = {"none": [0.50, 0.52, 0.47, 0.55], "ape": [0.60, 0.58, 0.62, 0.63], "sincos": [0.60, 0.62, 0.57, 0.65]}
+
+
+def _write_run(root: Path, pe: str, seed: int, test: float, curve: list[tuple[int, float]], status="complete",
+               cpu="Test CPU", sha="a" * 40) -> None:
+    d = root / "shapes" / pe / "vit-nano" / f"seed{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "results.json").write_text(json.dumps({
+        "status": status, "dataset": "shapes", "pe": pe, "seed": seed, "git_sha": sha, "wall_time_s": 60.0,
+        "numerics": {"cpu_model": cpu}, "metrics": {"test/acc1": test, "val/acc1": curve[-1][1]}}))
+    rows = ["epoch,step,train/loss_step,val/acc1"]
+    for step, v in curve:
+        rows.append(f"0,{step - 1},0.5,")
+        rows.append(f"0,{step - 1},,{v}")
+    (d / "metrics.csv").write_text("\n".join(rows) + "\n")
+
+
+@pytest.fixture()
+def toy(tmp_path):
+    results = tmp_path / "runs"
+    for pe, accs in TEST_ACC.items():
+        for seed, acc in enumerate(accs):
+            rising = pe == "none" and seed == 0  # one run still rising over its last fifth
+            curve = [(100, 0.3), (200, 0.4), (400, 0.45 if rising else 0.5), (500, 0.5 if rising else 0.505)]
+            _write_run(results, pe, seed, acc, curve)
+    path = tmp_path / "toy.yaml"
+    path.write_text(STUDY.format(results=results.as_posix()))
+    return load_study(str(path)), results, path
+
+
+def test_verdicts_match_scipy_and_holm(toy):
+    study, results, _ = toy
+    cells, problems = collect(study, results)
+    assert problems == []
+    verdicts = {v.claim.id: v for v in evaluate(study, cells)}
+    ape = verdicts["ape"]
+    ref = stats.ttest_rel(TEST_ACC["ape"], TEST_ACC["none"])
+    assert ape.result.p == pytest.approx(ref.pvalue, rel=1e-12)
+    assert ape.result.estimate == pytest.approx(np.mean(np.subtract(TEST_ACC["ape"], TEST_ACC["none"])))
+    # sincos - none is +0.10 in every seed: zero variance is no test, never p = 0, and it leaves the family
+    sincos = verdicts["sincos"]
+    assert sincos.word == "no test" and sincos.result.p is None and sincos.p_holm is None
+    assert "zero variance" in " ".join(sincos.notes)
+    # the family of the tested claim is itself alone: Holm of one p is that p
+    assert ape.p_holm == pytest.approx(holm_adjust([ref.pvalue])[0])
+    assert ape.word == ("held" if ref.pvalue < 0.05 else "inconclusive")
+    assert verdicts["bound"].word == "not informative"
+    assert verdicts["same"].word in ("equivalent", "not shown equivalent")
+    # the cell with a rising seed did not plateau, and the claims reading it say so
+    assert any("not plateaued: none" in n for n in ape.notes)
+
+
+def test_plateau_gain_reads_the_last_fifth():
+    assert plateau_gain([(100, 0.3), (400, 0.5), (500, 0.51)]) == pytest.approx(0.01)
+    assert plateau_gain([(500, 0.5)]) is None
+    assert plateau_gain([(450, 0.4), (500, 0.5)]) is None  # no validation at or before 80 % of the steps
+
+
+def test_report_is_deterministic_and_names_provenance(toy, tmp_path, capsys):
+    study, results, path = toy
+    out = tmp_path / "R.md"
+    assert main(["study", "report", str(path), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert main(["study", "report", str(path), "--out", str(tmp_path / "R2.md")]) == 0
+    assert (tmp_path / "R2.md").read_text() == text
+    assert "Test CPU" in text and "`aaaaaaa`" in text
+    assert "**2 of 3 cells plateaued**" in text
+    sincos_line = next(ln for ln in text.splitlines() if ln.startswith("- sincos beats none"))
+    assert "**no test**" in sincos_line and "p =" not in sincos_line and "zero variance" in sincos_line
+    assert "## Scope" in text and "Toy scope sentence." in text
+    assert str(tmp_path) not in text.replace(results.as_posix(), "")  # only the results folder named
+    # check: the written report regenerates; a changed run makes it differ (exit 1, the line named)
+    (results / "REPORT.md").write_text(text)
+    assert main(["study", "check", str(path)]) == 0
+    _write_run(results, "ape", 0, 0.99, [(100, 0.3), (500, 0.5)])
+    capsys.readouterr()
+    assert main(["study", "check", str(path)]) == 1
+    assert "differs from its regeneration" in capsys.readouterr().err
+
+
+def test_hostile_run_strings_are_inert_in_the_report(toy, tmp_path):
+    study, results, path = toy
+    _write_run(results, "ape", 0, 0.6, [(100, 0.3), (500, 0.5)], cpu="<script>x</script>|`", sha="b" * 40)
+    (results / "shapes" / "none" / "vit-nano" / "seed1" / "results.json").write_text("[" * 100_000)
+    out = tmp_path / "R.md"
+    assert main(["study", "report", str(path), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert "## Problems" in text and "nested deeper" in text
+
+
+@pytest.mark.parametrize("edit, expect", [
+    (("version: 1", "version: 2"), "version 2"),
+    (("title: Toy study", "title: Toy study\nbogus: 1"), "unknown key 'bogus'"),
+    (("test: paired, metric: test/acc1, dataset: shapes,\n      a: {pe: ape}",
+      "test: ttest, metric: test/acc1, dataset: shapes,\n      a: {pe: ape}"), "unknown test 'ttest'"),
+    (("a: {pe: ape}", "a: {pe: rope}"), "names PE 'rope', not in grid.pes"),
+    (("margin: 0.05", "margin: -1"), "margin should be > 0"),
+])
+def test_bad_study_files_are_one_line(toy, edit, expect):
+    _, _, path = toy
+    text = path.read_text().replace(*edit, 1)
+    with pytest.raises(ConfigError, match=expect.replace("(", r"\(").replace(")", r"\)")):
+        parse_study(text, "toy.yaml")
+
+
+def test_unknown_study_is_one_line_and_exit_2(capsys):
+    assert main(["study", "report", "no-such-study"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown study 'no-such-study'; available:" in err[0]
+
+
+def test_run_is_one_sweep_per_arm(monkeypatch):
+    from pebench.cli.commands import study as study_command
+
+    calls = []
+    monkeypatch.setattr(study_command, "run_sweep", lambda argv: calls.append(list(argv)) or 0)
+    assert main(["study", "run", "event-tokens", "--results", "out", "--pe", "mype", "--seeds", "5"]) == 0
+    assert [c[c.index("--out") + 1] for c in calls] == ["out/frames", "out/spiking"]
+    assert all(c[0] == "sweep" and c[c.index("--pes") + 1] == "mype" and c[c.index("--seeds") + 1] == "5"
+               for c in calls)
+    assert calls[1][-2:] == ["--data-option", "tokens=spiking"]
+
+
+@pytest.mark.parametrize("name", ["detection", "event-tokens"])
+def test_committed_study_reports_regenerate(name, monkeypatch, capsys):
+    """The committed reports of the studies converted to study files are what the engine writes."""
+    monkeypatch.chdir(REPO)
+    assert name in list_studies()
+    assert main(["study", "check", name]) == 0, capsys.readouterr().err
+
+
+def test_study_list_names_every_shipped_study_and_its_cost(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    assert main(["study", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in list_studies():
+        assert f"{name}: " in out
+    assert "min of runs measured" in out
+
+
+def test_the_guide_study_file_is_valid_and_runs_through_the_engine(tmp_path):
+    """docs/studies.md's example study, read from the page, reports on runs shaped like `bench run`'s."""
+    page = (REPO / "docs" / "studies.md").read_text(encoding="utf-8")
+    block = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    study = parse_study(block.replace("results: runs/my-study", f"results: {(tmp_path / 'runs').as_posix()}"),
+                        "guide")
+    assert study.name == "my-study" and study.runs_planned == 30
+    rng = np.random.default_rng(0)
+    for pe in study.pes:
+        for seed in study.seeds:
+            _write_run(tmp_path / "runs", pe, seed, float(rng.uniform(0.4, 0.6)), [(100, 0.4), (500, 0.5)])
+    cells, problems = collect(study, tmp_path / "runs")
+    assert problems == [] and all(len(c.runs) == 10 for c in cells.values())
+    words = [v.word for v in evaluate(study, cells)]
+    assert words[0] in ("held", "contradicted", "inconclusive") and words[1] in ("equivalent", "not shown equivalent")
+    for line in page.splitlines():  # every command the page shows exists
+        if line.startswith("bench study "):
+            assert line.split()[2] in ("list", "run", "report", "check")
