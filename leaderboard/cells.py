@@ -38,7 +38,7 @@ from .render import (
     reference_note,
     tokens_suffix,
 )
-from .stats import paired_differences, paired_t_interval, sign_flip_p, t_mean_ci
+from .stats import paired_differences, paired_summary, sign_flip_p, t_mean_ci
 
 __all__ = ["Cell", "leaderboard_cells", "reference_note"]
 
@@ -183,12 +183,12 @@ def _dataset_cells(runs: list[RunRecord], reference: str | None,
         else:
             ref = {r.seed: r.metrics.get(primary) for r in groups[ref_key]}  # type: ignore[misc]
             diffs = paired_differences(values, ref)
-            res = paired_t_interval(diffs)
+            res = paired_summary(diffs)
             if res is None:
                 note = "fewer than 2 paired seeds"
-            else:
-                delta = {"mean": res[0], "lo": res[1], "hi": res[2], "p": sign_flip_p(diffs), "t_p": res[3],
-                         "significant": res[4], "n_pairs": len(diffs)}
+            else:  # t_p None: zero variance, no test (pebench.leaderboard.stats.paired_summary)
+                delta = {"mean": res.mean, "lo": res.lo, "hi": res.hi, "p": sign_flip_p(diffs), "t_p": res.p,
+                         "significant": res.significant, "n_pairs": len(diffs)}
         metric_names = sorted({m for r in members for m in r.metrics})
         fs = {s: _fs_values(members, s) for s in shifts}
         columns = _columns(members, resolutions, shifts)

@@ -134,6 +134,11 @@ def _primary_td(c: Cell) -> str:
     return f'<td{attrs}>{text}<span class="sub">{ci} · n={n_val}</span></td>'
 
 
+def _tp(d: dict) -> str:
+    """The paired t-test p of a Δ, or ``no test`` (zero variance: pebench.leaderboard.stats.paired_summary)."""
+    return "no test" if d.get("t_p") is None else f"{d['t_p']:.3f}"
+
+
 def _delta_td(c: Cell) -> str:
     if c.is_reference:
         return _td('<span class="badge">reference</span>', "", "delta")
@@ -143,7 +148,7 @@ def _delta_td(c: Cell) -> str:
     d = c.delta
     sign = "+" if d["mean"] * scale >= 0.5 * 10 ** -dec else ""
     text = f"{sign}{format_number(d['mean'] * scale, dec)}" + ("*" if d["significant"] else "")
-    sub = (f"[{format_number(d['lo'] * scale, dec)}, {format_number(d['hi'] * scale, dec)}] p={d['p']:.3f} t-p={d['t_p']:.3f} "
+    sub = (f"[{format_number(d['lo'] * scale, dec)}, {format_number(d['hi'] * scale, dec)}] p={d['p']:.3f} t-p={_tp(d)} "
            f"· {d['n_pairs']} pairs")
     attrs = f' data-v="{_v(d["mean"])}" data-k="delta" data-lo="{_v(d["lo"])}" data-hi="{_v(d["hi"])}"'
     cls = ' class="sig"' if d["significant"] else ""
@@ -202,7 +207,7 @@ def _entry(c: Cell, link: str) -> Entry:
         d = c.delta
         tip = (f"{c.primary_metric}: Δ vs {c.reference} {format_number(d['mean'] * scale, dec)} "
                f"[{format_number(d['lo'] * scale, dec)}, {format_number(d['hi'] * scale, dec)}] "
-               f"p={d['p']:.3f} t-p={d['t_p']:.3f} · {d['n_pairs']} pairs")
+               f"p={d['p']:.3f} t-p={_tp(d)} · {d['n_pairs']} pairs")
     return Entry(dataset=c.dataset, model=c.model, pe=c.pe, label=c.label, tag=c.tag, metric=c.primary_metric,
                  percent=c.percent, mean_text=MISSING if c.mean is None else format_number(c.mean * scale, dec),
                  n=sum(1 for v in c.values.values() if v is not None),

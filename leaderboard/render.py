@@ -57,7 +57,7 @@ from pebench.core.io import atomic_write_text
 
 from .collect import RunRecord, collect_results, finite, to_float
 from .overview import Entry, Overview, build_overview, overview_note, section_anchors
-from .stats import paired_differences, paired_t_interval, sign_flip_p, t_mean_ci
+from .stats import PairedSummary, paired_differences, paired_summary, sign_flip_p, t_mean_ci
 from .text import encodable
 
 __all__ = ["CANONICAL_PE_ORDER", "render_leaderboard", "write_leaderboard", "pe_sort_key", "format_number",
@@ -207,23 +207,23 @@ def _ci_cell(values: list[float | None], frac: bool) -> str:
 
 
 def _paired(row: dict[int, float | None], ref: dict[int, float | None] | None
-            ) -> tuple[list[float], tuple[float, float, float, float, bool] | None]:
-    """The per-seed differences of ``row`` to ``ref`` and their :func:`.stats.paired_t_interval` (None: below 2
-    pairs or no reference): what a Δ cell prints, its ``*`` the last item."""
+            ) -> tuple[list[float], PairedSummary | None]:
+    """The per-seed differences of ``row`` to ``ref`` and their :func:`.stats.paired_summary` (None: below 2
+    pairs or no reference): what a Δ cell prints, its ``*`` the ``significant`` field."""
     diffs = paired_differences(row, ref) if ref is not None else []
-    return diffs, paired_t_interval(diffs)
+    return diffs, paired_summary(diffs)
 
 
-def _delta_text(diffs: list[float], res: tuple[float, float, float, float, bool] | None, scale: float,
-                decimals: int) -> str:
-    """A Δ cell from :func:`_paired`: mean [interval] p t-p, ``*`` when ``res`` says significant."""
+def _delta_text(diffs: list[float], res: PairedSummary | None, scale: float, decimals: int) -> str:
+    """A Δ cell from :func:`_paired`: mean [interval] p t-p, ``*`` when ``res`` says significant; ``t-p=no test``
+    where every seed's difference is the same (zero variance is no test)."""
     if res is None:
         return MISSING
-    mean, lo, hi, pt, significant = res
     p = sign_flip_p(diffs)
-    sign = "+" if mean * scale >= 0.5 * 10 ** -decimals else ""
-    return (f"{sign}{format_number(mean * scale, decimals)} [{format_number(lo * scale, decimals)}, {format_number(hi * scale, decimals)}] "
-            f"p={p:.3f} t-p={pt:.3f}" + ("*" if significant else ""))
+    sign = "+" if res.mean * scale >= 0.5 * 10 ** -decimals else ""
+    pt = "no test" if res.p is None else f"{res.p:.3f}"
+    return (f"{sign}{format_number(res.mean * scale, decimals)} [{format_number(res.lo * scale, decimals)}, "
+            f"{format_number(res.hi * scale, decimals)}] p={p:.3f} t-p={pt}" + ("*" if res.significant else ""))
 
 
 def reference_note(reference: str) -> str:
@@ -360,7 +360,7 @@ def _table(runs: list[RunRecord], reference: str | None = None,
             paired = _paired({r.seed: r.metrics.get(m) for r in members}, ref)  # type: ignore[misc]
             row.append(_delta_text(*paired, 100.0 if frac else 1.0, 1 if frac else 4))
             if m == own:  # the overview's mark: this very cell's `*`
-                significant = paired[1] is not None and paired[1][4]
+                significant = paired[1] is not None and paired[1].significant
         if entries is not None:
             frac = is_fraction_metric(own)  # type: ignore[arg-type]
             values = [r.metrics.get(own) for r in members]  # type: ignore[arg-type]
@@ -452,7 +452,8 @@ def render_leaderboard(runs: Sequence[RunRecord], problems: Sequence[str], resul
         f"`Δ vs {reference}` is the mean per-seed difference to the `{reference}` row of the same model"
         f"{' (the first of these rows that a table has)' if reference and ',' in reference else ''}, paired "
         "by seed, with its paired Student-t 95 % interval, the exact two-sided sign-flip p-value (`p`) and the "
-        "paired t-test p-value (`t-p`); `*`: the interval excludes 0 and t-p < 0.05 (the sign-flip test cannot "
+        "paired t-test p-value (`t-p`; `no test` where every seed's difference is the same: zero variance is no "
+        "test, never p = 0 or 1); `*`: the interval excludes 0 and t-p < 0.05 (the sign-flip test cannot "
         "reach p < 0.05 below 6 seeds). Top-k accuracy columns with k ≥ the number of classes (100 % by "
         "construction) are left out. The peak SSDC_RPI column is a maximum over layers (a selection).",
         "",

@@ -706,3 +706,32 @@ def format_p(p: float | None, p_floor: float | None = None) -> str:
     if p < 1e-4:
         return "p < 0.0001"
     return f"p = {p:.4f}"
+
+
+class PairedSummary(NamedTuple):
+    """What the leaderboard prints for a row against its reference: the mean per-seed difference, its 95 %
+    Student-t interval, the paired t-test p (``None``: no test, e.g. zero variance) and whether the difference is
+    significant (the interval excludes 0 and p < 0.05; never from a p that does not exist)."""
+
+    mean: float
+    lo: float
+    hi: float
+    p: float | None
+    significant: bool
+    reason: str | None
+
+
+def paired_summary(diffs: Sequence[float], level: float = 0.95) -> PairedSummary | None:
+    """:func:`mean_test` of per-seed differences against 0, as the leaderboard's Δ cells print it; None below 2
+    finite differences. Zero variance is no test (``p`` None, not significant), unlike :func:`paired_t_interval`,
+    which the scripts not yet converted to study files still use."""
+    d = [float(x) for x in diffs if x is not None and math.isfinite(x)]
+    if len(d) < 2:
+        return None
+    r = mean_test(d, level=level)
+    assert r.lo is not None and r.hi is not None
+    significant = r.p is not None and r.p < 1.0 - level and (r.lo > 0.0 or r.hi < 0.0)
+    return PairedSummary(r.estimate, r.lo, r.hi, r.p, significant, r.reason)
+
+
+__all__ += ["PairedSummary", "paired_summary"]
