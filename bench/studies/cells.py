@@ -25,7 +25,16 @@ from typing import Any, Iterable
 from pebench.core.io import UnreadableJSON, read_json
 from pebench.studies.spec import Arm, Study
 
-__all__ = ["Run", "Cell", "collect", "plateau_gain", "read_curve", "MAX_METRICS_BYTES"]
+__all__ = ["Run", "Cell", "collect", "plateau_gain", "read_curve", "MAX_METRICS_BYTES", "METRIC_FORMS"]
+
+#: the metric names a study file may use (claims, tables, the learned rule)
+METRIC_FORMS = {
+    "NAME": "a key of results.json's metrics, e.g. test/acc1",
+    "extrapolation:RES:KEY": "KEY of the extrapolation row at RES, e.g. extrapolation:48:acc1",
+    "drop:RES:BASE:KEY": "extrapolation KEY at RES minus at BASE, per seed, e.g. drop:48:24:acc1 (the change a scale "
+                         "change costs that run)",
+    "geometry:NAME:LAYER": "a per-layer geometry list at LAYER (an index, or last), e.g. geometry:ssdc_rpi:last",
+}
 
 #: the largest metrics.csv read (a 10,000-step run logging every 10 steps is well under 1 MB)
 MAX_METRICS_BYTES = 32 * 1024 * 1024
@@ -48,8 +57,28 @@ class Run:
     last_step: int | None = None
     evaluated: str = "last-step weights"
 
+    geometry: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per-layer lists (ssdc, ssdc_rpi, ...)
+
     def value(self, metric: str) -> float | None:
-        v = self.metrics.get(metric)
+        """The run's value of ``metric`` (:data:`METRIC_FORMS`); ``None`` where the run does not have it."""
+        parts = metric.split(":")
+        v: float | None
+        if parts[0] == "extrapolation" and len(parts) == 3:
+            v = self.extrapolation.get(parts[1], {}).get(parts[2])
+        elif parts[0] == "drop" and len(parts) == 4:
+            hi, lo = self.extrapolation.get(parts[1], {}), self.extrapolation.get(parts[2], {})
+            v = hi[parts[3]] - lo[parts[3]] if parts[3] in hi and parts[3] in lo else None
+        elif parts[0] == "geometry" and len(parts) == 3:
+            layers = self.geometry.get(parts[1], ())
+            if parts[2] == "last":
+                v = layers[-1] if layers else None
+            else:
+                try:
+                    v = layers[int(parts[2])]
+                except (ValueError, IndexError):
+                    v = None
+        else:
+            v = self.metrics.get(metric)
         return v if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
@@ -68,6 +97,11 @@ class Cell:
 
     def values(self, metric: str) -> dict[int, float]:
         return {r.seed: v for r in self.runs if (v := r.value(metric)) is not None}
+
+    def learned(self, metric: str, above: float, share: float) -> bool:
+        """Whether at least ``share`` of the cell's complete runs reached ``above`` on ``metric``."""
+        vals = [r.value(metric) for r in self.runs]
+        return bool(vals) and sum(v is not None and v >= above for v in vals) >= share * len(vals)
 
     @property
     def commits(self) -> list[str]:
@@ -166,11 +200,14 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
     wall = res.get("wall_time_s")
     ev = res.get("evaluated_checkpoint")
     curve, last = read_curve(path.parent, plateau_metric) if plateau_metric else ((), None)
+    geo = res.get("geometry") if isinstance(res.get("geometry"), dict) else {}
+    geometry = {k: tuple(float(x) for x in v) for k, v in geo.items()
+                if isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)}
     return Run(arm=arm.name, dataset=dataset, pe=pe, seed=seed, path=rel, status=str(res.get("status")),
                metrics=metrics, extrapolation=extra, commit=sha if isinstance(sha, str) and sha else None,
                cpu=numerics.get("cpu_model") if isinstance(numerics.get("cpu_model"), str) else None,
                wall_time_s=float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None,
-               curve=curve, last_step=last,
+               curve=curve, last_step=last, geometry=geometry,
                evaluated="best-validation checkpoint" if isinstance(ev, dict) and ev.get("which") == "best"
                else "last-step weights")
 

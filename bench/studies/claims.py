@@ -10,7 +10,8 @@ seeds, a correlation claim reads one mean per PE (the PEs present). The verdict 
 * ``equivalence``: *equivalent* when the TOST p (Holm-adjusted) is below :data:`ALPHA`, else *not shown
   equivalent* (never "held" from a non-significant difference);
 * a test that cannot be made (fewer than two units, zero variance) is *no test* with its reason, and does not
-  enter its family; ``not-informative`` claims (a bound the design guarantees) are reported as *not informative*
+  enter its family; a claim that reads a cell that did not learn (the study's ``learned`` rule) is *not
+  testable*: nothing is said about a PE that did not learn; ``not-informative`` claims (a bound the design guarantees) are reported as *not informative*
   with the reason the study file gives, and never tested.
 
 A verdict on fewer than :data:`MIN_SEEDS` seeds per cell is marked provisional; a claim that reads a cell whose
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from pebench.leaderboard.stats import (
     TestResult,
@@ -32,7 +34,7 @@ from pebench.leaderboard.stats import (
 from pebench.studies.cells import Cell, plateau_gain
 from pebench.studies.spec import Claim, Study
 
-__all__ = ["ALPHA", "MIN_SEEDS", "Verdict", "evaluate", "cell_plateaued"]
+__all__ = ["ALPHA", "MIN_SEEDS", "Verdict", "evaluate", "cell_plateaued", "not_learned"]
 
 #: family-wise error rate of every family (Holm-Bonferroni)
 ALPHA = 0.05
@@ -99,10 +101,20 @@ def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
     return spearman_test(xs, ys), (), used
 
 
+def not_learned(study: Study, cells: Sequence[Cell]) -> list[Cell]:
+    """The cells among ``cells`` that did not learn by the study's ``learned`` rule (none without a rule)."""
+    if study.learned_metric is None or study.learned_above is None or study.learned_share is None:
+        return []
+    return [c for c in cells if c.runs and not c.learned(study.learned_metric, study.learned_above,
+                                                           study.learned_share)]
+
+
 def _word(claim: Claim, result: TestResult | None, p_holm: float | None) -> str:
     if claim.test == "not-informative":
         return "not informative"
-    if result is None or p_holm is None:
+    if result is None:
+        return "not testable"
+    if p_holm is None:
         return "no test"
     if claim.test == "equivalence":
         return "equivalent" if p_holm < ALPHA else "not shown equivalent"
@@ -114,7 +126,12 @@ def _word(claim: Claim, result: TestResult | None, p_holm: float | None) -> str:
 
 def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verdict]:
     """Every claim of ``study`` on ``cells``, in the file's order, with Holm within each family."""
-    raw = [(claim, *_test(study, claim, cells)) for claim in study.claims]
+    raw = []
+    for claim in study.claims:
+        result, seeds, used = _test(study, claim, cells)
+        if claim.test != "correlation" and not_learned(study, used):
+            result = None  # nothing is said about a PE that did not learn: no test, out of the family
+        raw.append((claim, result, seeds, used))
     adjusted: dict[str, float | None] = {}
     for family in study.families:
         members = [(c.id, r) for c, r, _, _ in raw if c.family == family and c.test != "not-informative"]
@@ -123,6 +140,10 @@ def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verd
     out = []
     for claim, result, seeds, used in raw:
         notes = []
+        dull = not_learned(study, used) if claim.test != "correlation" else []
+        if dull:
+            notes.append(f"not testable: {', '.join(c.pe for c in dull)} did not learn ({study.learned_metric} "
+                         f"≥ {study.learned_above:g} in fewer than {study.learned_share:.0%} of seeds)")
         if result is not None and not result.tested and result.reason:
             notes.append(result.reason)
         if claim.test != "correlation" and used and seeds and len(seeds) < MIN_SEEDS:

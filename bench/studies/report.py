@@ -11,7 +11,7 @@ from typing import Sequence
 from pebench.leaderboard.stats import TestResult, format_p, mean_test
 from pebench.leaderboard.text import encodable
 from pebench.studies.cells import Cell, plateau_gain
-from pebench.studies.claims import ALPHA, MIN_SEEDS, Verdict, cell_plateaued
+from pebench.studies.claims import ALPHA, MIN_SEEDS, Verdict, cell_plateaued, not_learned
 from pebench.studies.spec import TESTS, Study, sweep_argv
 
 __all__ = ["render_report"]
@@ -135,9 +135,21 @@ def _convergence(study: Study, cells: dict) -> list[str]:
         lines.append(f"| {_cell_label(study, cell)} | `{cell.dataset}` | {', '.join(map(str, steps)) or '—'} | "
                      f"{sum(ok)} of {len(gains)} | "
                      f"{', '.join(_num(g, percent, signed=True) for g in gains)} |")
+    if study.learned_metric is not None and study.learned_above is not None and study.learned_share is not None:
+        dull = not_learned(study, [c for c in cells.values() if c.runs])
+        learned_line = (f"A cell *learned* when at least {study.learned_share:.0%} of its seeds reached "
+                        f"`{study.learned_metric}` ≥ {_num(study.learned_above, _is_fraction(study.learned_metric))}"
+                        f"{' %' if _is_fraction(study.learned_metric) else ''}: "
+                        + ("every cell did." if not dull else "not learned: " + ", ".join(
+                            f"{_cell_label(study, c)} on `{c.dataset}`" for c in dull)
+                           + ". Nothing is said about a cell that did not learn: its claims are *not testable*."))
+    else:
+        learned_line = ""
     lines += ["", f"**{done} of {total} cells plateaued** (every seed)."
               + ("" if done == total else " Where a cell did not plateau, its comparisons rank learning at the "
                  "steps trained, not converged models: the verdicts that read such a cell say so."), ""]
+    if learned_line:
+        lines += [learned_line, ""]
     return lines
 
 
@@ -182,7 +194,7 @@ def _verdict_line(study: Study, v: Verdict) -> str:
         return f"- {c.sentence}: **not informative** ({c.reason})."
     pct = study.percent and c.metric is not None and _is_fraction(c.metric)
     if r is None:
-        return f"- {c.sentence}: **no test**."
+        return f"- {c.sentence}: **{v.word}**" + (f" ({'; '.join(v.notes)})." if v.notes else ".")
     if c.test == "correlation":
         est = f"Spearman ρ = {r.estimate:+.2f} over {r.n} PEs, 95 % CI [{r.lo:+.2f}, {r.hi:+.2f}]" \
             if r.lo is not None and r.hi is not None else f"Spearman ρ = {r.estimate:+.2f} over {r.n} PEs"

@@ -19,6 +19,7 @@ table:                           # the per-dataset table: metrics (results.json 
   extrapolation: map             # optional: the key of results.json's extrapolation rows shown per resolution
   percent: true                  # fractions shown as percent
 plateau: {metric: val/map, band: 0.01}   # convergence: gain over the last fifth of training at most `band`
+learned: {metric: test/acc1, above: 0.5, share: 0.8}   # optional: a cell learned when 80 % of its seeds reach 0.5
 claims:                          # named comparisons, each with its test, family and sentence
   - id: shapes-det-pape-none
     sentence: pape beats none on test mAP
@@ -64,7 +65,7 @@ TESTS = {
 DIRECTIONS = ("greater", "less")
 
 _TOP_KEYS = {"study", "version", "title", "question", "results", "report", "arms", "grid", "recipe", "workers",
-             "table", "plateau", "claims", "scope", "changes", "protocol"}
+             "table", "plateau", "learned", "claims", "scope", "changes", "protocol"}
 _CLAIM_KEYS = {"id", "sentence", "test", "metric", "dataset", "a", "b", "direction", "family", "margin", "null",
                "x", "y", "reason", "arm"}
 
@@ -124,6 +125,9 @@ class Study:
     plateau_metric: str | None
     plateau_band: float | None
     claims: tuple[Claim, ...]
+    learned_metric: str | None = None     # a cell learned when `learned_share` of its seeds reach `learned_above`
+    learned_above: float | None = None
+    learned_share: float | None = None
     scope: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()
     protocol: tuple[str, ...] = ()
@@ -279,6 +283,13 @@ def parse_study(text: str, source: str) -> Study:
     if plateau is not None and (not isinstance(plateau, dict) or set(plateau) != {"metric", "band"}
                                 or not isinstance(plateau["band"], (int, float)) or plateau["band"] < 0):
         raise ConfigError(f"study file {source}: plateau should be {{metric: NAME, band: NUMBER >= 0}}")
+    learned = data.get("learned")
+    if learned is not None and (not isinstance(learned, dict) or set(learned) != {"metric", "above", "share"}
+                                or not isinstance(learned["metric"], str)
+                                or not all(isinstance(learned[k], (int, float)) and not isinstance(learned[k], bool)
+                                           for k in ("above", "share"))
+                                or not 0 < learned["share"] <= 1):
+        raise ConfigError(f"study file {source}: learned should be {{metric: NAME, above: NUMBER, share: (0, 1]}}")
     claims = tuple(_claim(c, i, source) for i, c in enumerate(data.get("claims") or []))
     ids = [c.id for c in claims]
     if len(ids) != len(set(ids)):
@@ -308,6 +319,9 @@ def parse_study(text: str, source: str) -> Study:
         extrapolation=table.get("extrapolation"), percent=bool(table.get("percent", False)),
         plateau_metric=plateau["metric"] if plateau else None,
         plateau_band=float(plateau["band"]) if plateau else None, claims=claims,
+        learned_metric=learned["metric"] if learned else None,
+        learned_above=float(learned["above"]) if learned else None,
+        learned_share=float(learned["share"]) if learned else None,
         scope=tuple(" ".join(str(s).split()) for s in data.get("scope") or []),
         changes=tuple(" ".join(str(s).split()) for s in data.get("changes") or []),
         protocol=tuple(" ".join(str(s).split()) for s in data.get("protocol") or []),

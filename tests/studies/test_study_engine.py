@@ -205,3 +205,30 @@ def test_the_guide_study_file_is_valid_and_runs_through_the_engine(tmp_path):
     for line in page.splitlines():  # every command the page shows exists
         if line.startswith("bench study "):
             assert line.split()[2] in ("list", "run", "report", "check")
+
+
+def test_a_cell_that_did_not_learn_makes_its_claims_not_testable(toy):
+    study, results, path = toy
+    text = path.read_text().replace("plateau: {metric: val/acc1, band: 0.01}",
+                                    "plateau: {metric: val/acc1, band: 0.01}\n"
+                                    "learned: {metric: test/acc1, above: 0.55, share: 0.8}")
+    study = parse_study(text, "toy.yaml")
+    cells, _ = collect(study, results)
+    verdicts = {v.claim.id: v for v in evaluate(study, cells)}
+    for cid in ("ape", "sincos"):  # both read none: 1 of 4 seeds reached 55 %
+        assert verdicts[cid].word == "not testable" and verdicts[cid].p_holm is None
+        assert any("none did not learn" in n for n in verdicts[cid].notes)
+    assert verdicts["same"].word in ("equivalent", "not shown equivalent")  # ape and sincos learned
+
+
+def test_metric_forms_read_extrapolation_drops_and_geometry(tmp_path):
+    from pebench.studies.cells import Run
+
+    run = Run(arm="a", dataset="d", pe="p", seed=0, path="x", status="complete", metrics={"test/acc1": 0.8},
+              extrapolation={"24": {"acc1": 0.8}, "48": {"acc1": 0.5}}, commit=None, cpu=None, wall_time_s=None,
+              geometry={"ssdc_rpi": (0.1, 0.2, 0.3)})
+    assert run.value("test/acc1") == 0.8
+    assert run.value("extrapolation:48:acc1") == 0.5
+    assert run.value("drop:48:24:acc1") == pytest.approx(-0.3)
+    assert run.value("geometry:ssdc_rpi:last") == 0.3 and run.value("geometry:ssdc_rpi:0") == 0.1
+    assert run.value("drop:96:24:acc1") is None and run.value("geometry:ssdc:last") is None
