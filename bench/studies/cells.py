@@ -33,6 +33,7 @@ METRIC_FORMS = {
     "extrapolation:RES:KEY": "KEY of the extrapolation row at RES, e.g. extrapolation:48:acc1",
     "drop:RES:BASE:KEY": "extrapolation KEY at RES minus at BASE, per seed, e.g. drop:48:24:acc1 (the change a scale "
                          "change costs that run)",
+    "rule:RULE:RES:KEY": "KEY of the extrapolation-rules analysis' row at RES under RULE, e.g. rule:ntk:48:acc1",
     "geometry:NAME:LAYER": "a per-layer geometry list at LAYER (an index, or last), e.g. geometry:ssdc_rpi:last",
 }
 
@@ -58,6 +59,7 @@ class Run:
     evaluated: str = "last-step weights"
 
     geometry: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per-layer lists (ssdc, ssdc_rpi, ...)
+    rules: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # rule -> resolution -> row
 
     def value(self, metric: str) -> float | None:
         """The run's value of ``metric`` (:data:`METRIC_FORMS`); ``None`` where the run does not have it."""
@@ -68,6 +70,8 @@ class Run:
         elif parts[0] == "drop" and len(parts) == 4:
             hi, lo = self.extrapolation.get(parts[1], {}), self.extrapolation.get(parts[2], {})
             v = hi[parts[3]] - lo[parts[3]] if parts[3] in hi and parts[3] in lo else None
+        elif parts[0] == "rule" and len(parts) == 4:
+            v = self.rules.get(parts[1], {}).get(parts[2], {}).get(parts[3])
         elif parts[0] == "geometry" and len(parts) == 3:
             layers = self.geometry.get(parts[1], ())
             if parts[2] == "last":
@@ -178,6 +182,17 @@ def _model(study: Study) -> str | None:
     return r[r.index("--model") + 1] if "--model" in r and r.index("--model") + 1 < len(r) else None
 
 
+def _rows(rows: Any) -> dict[str, dict[str, float]]:
+    """Extrapolation rows (a list of dicts with ``resolution``) as resolution -> {key: number}."""
+    out: dict[str, dict[str, float]] = {}
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and isinstance(row.get("resolution"), (str, int)) and not isinstance(
+                row.get("resolution"), bool):
+            out[str(row["resolution"])] = {k: float(v) for k, v in row.items()
+                                           if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return out
+
+
 def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plateau_metric: str | None,
          problems: list[str]) -> Run | None:
     try:
@@ -190,11 +205,9 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
         return None
     metrics = res.get("metrics") if isinstance(res.get("metrics"), dict) else {}
     metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    extra: dict[str, dict[str, float]] = {}
-    for row in res.get("extrapolation") or []:
-        if isinstance(row, dict) and isinstance(row.get("resolution"), (str, int)):
-            extra[str(row["resolution"])] = {k: float(v) for k, v in row.items()
-                                             if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    extra = _rows(res.get("extrapolation"))
+    rules_raw = res.get("extrapolation_rules") if isinstance(res.get("extrapolation_rules"), dict) else {}
+    rules = {str(rule): _rows(rows) for rule, rows in rules_raw.items()}
     numerics = res.get("numerics") if isinstance(res.get("numerics"), dict) else {}
     sha = res.get("git_sha")
     wall = res.get("wall_time_s")
@@ -207,7 +220,7 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
                metrics=metrics, extrapolation=extra, commit=sha if isinstance(sha, str) and sha else None,
                cpu=numerics.get("cpu_model") if isinstance(numerics.get("cpu_model"), str) else None,
                wall_time_s=float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None,
-               curve=curve, last_step=last, geometry=geometry,
+               curve=curve, last_step=last, geometry=geometry, rules=rules,
                evaluated="best-validation checkpoint" if isinstance(ev, dict) and ev.get("which") == "best"
                else "last-step weights")
 

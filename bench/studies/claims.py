@@ -76,7 +76,7 @@ def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
     if claim.test in ("paired", "equivalence"):
         assert claim.a is not None and claim.b is not None and claim.metric is not None
         ca, cb = _cell(cells, study, claim, claim.a.pe, claim.a.arm), _cell(cells, study, claim, claim.b.pe, claim.b.arm)
-        va, vb = ca.values(claim.metric), cb.values(claim.metric)
+        va, vb = ca.values(claim.metric), cb.values(claim.b_metric or claim.metric)
         seeds = tuple(sorted(set(va) & set(vb)))
         a, b = [va[s] for s in seeds], [vb[s] for s in seeds]
         if claim.test == "paired":

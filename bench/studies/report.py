@@ -12,7 +12,7 @@ from pebench.leaderboard.stats import TestResult, format_p, mean_test
 from pebench.leaderboard.text import encodable
 from pebench.studies.cells import Cell, plateau_gain
 from pebench.studies.claims import ALPHA, MIN_SEEDS, Verdict, cell_plateaued, not_learned
-from pebench.studies.spec import TESTS, Study, sweep_argv
+from pebench.studies.spec import TESTS, Study, sweep_argvs
 
 __all__ = ["render_report"]
 
@@ -48,8 +48,15 @@ def _source(study: Study) -> str:
 
 
 def _is_fraction(metric: str) -> bool:
-    leaf = metric.rsplit("/", 1)[-1]
+    leaf = metric.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
     return leaf.startswith(("acc", "map", "miou", "knn", "linear")) and "loss" not in leaf
+
+
+def _bounds(metric: str) -> tuple[float, float] | None:
+    """The range a metric cannot leave: a fraction [0, 1], a difference of two fractions [-1, 1]."""
+    if not _is_fraction(metric):
+        return None
+    return (-1.0, 1.0) if metric.startswith("drop:") else (0.0, 1.0)
 
 
 def _cell_label(study: Study, cell: Cell) -> str:
@@ -71,7 +78,8 @@ def _protocol(study: Study, cells: dict, results_label: str) -> list[str]:
         + (f", {other} not complete" if other else "") + (f", {missing} missing" if missing else "") + ".",
         f"- Runs: `bench study run {study.name}` runs "
         + ("" if len(study.arms) == 1 else "one sweep per arm, ")
-        + "; ".join(f"`bench {shlex.join(sweep_argv(study, a, results_label))}`" for a in study.arms) + ".",
+        + "; ".join(f"`bench {shlex.join(argv)}`" for a in study.arms for argv in sweep_argvs(study, a, results_label))
+        + ".",
     ]
     lines += [f"- {p}" for p in study.protocol]
     lines += [
@@ -176,7 +184,7 @@ def _tables(study: Study, cells: dict) -> list[str]:
             for m in study.metrics:
                 vals = list(c.values(m).values())
                 pct = study.percent and _is_fraction(m)
-                r = mean_test(vals, bounds=(0.0, 1.0) if _is_fraction(m) else None) if len(vals) >= 1 else None
+                r = mean_test(vals, bounds=_bounds(m)) if len(vals) >= 1 else None
                 row.append(f"{_num(r.estimate if r else None, pct)} {_interval(r, pct)}".strip() if vals else "—")
             for res in resolutions:
                 vals = [run.extrapolation[res][study.extrapolation] for run in c.runs

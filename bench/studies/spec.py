@@ -13,6 +13,7 @@ arms:                            # optional: runs of one grid made with differen
   - {name: frames, out: frames, flags: []}
 grid: {datasets: [...], pes: [...], seeds: [0, 1, 2]}
 recipe: [--model, vit-nano, --epochs, "6"]     # every `bench sweep` / `bench run` flag besides the grid
+pe_flags: {ape: [--analyses, "geometry,alpha"]}  # optional: flags added for some PEs (a later flag wins)
 workers: 2
 table:                           # the per-dataset table: metrics (results.json `metrics` keys) and extrapolation
   metrics: [val/map, test/map]
@@ -49,7 +50,7 @@ from pebench.core.errors import ConfigError, UnknownNameError
 from pebench.core.io import UnreadableYAML, load_yaml_untrusted
 
 __all__ = ["STUDY_FORMAT", "TESTS", "DIRECTIONS", "Arm", "CellRef", "Claim", "Study", "load_study", "list_studies",
-           "study_path", "parse_study", "sweep_argv"]
+           "study_path", "parse_study", "sweep_argv", "sweep_argvs"]
 
 #: the study file format this engine reads (``version:``)
 STUDY_FORMAT = 1
@@ -65,9 +66,9 @@ TESTS = {
 DIRECTIONS = ("greater", "less")
 
 _TOP_KEYS = {"study", "version", "title", "question", "results", "report", "arms", "grid", "recipe", "workers",
-             "table", "plateau", "learned", "claims", "scope", "changes", "protocol"}
-_CLAIM_KEYS = {"id", "sentence", "test", "metric", "dataset", "a", "b", "direction", "family", "margin", "null",
-               "x", "y", "reason", "arm"}
+             "table", "plateau", "learned", "claims", "scope", "changes", "protocol", "pe_flags"}
+_CLAIM_KEYS = {"id", "sentence", "test", "metric", "b_metric", "dataset", "a", "b", "direction", "family", "margin",
+               "null", "x", "y", "reason", "arm"}
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class Claim:
     x: str | None = None          # correlation: metric of the first per-PE mean
     y: str | None = None          # correlation: metric of the second
     reason: str | None = None     # not-informative: what guarantees the bound
+    b_metric: str | None = None   # paired / equivalence: b's metric when it differs from a's (e.g. another rule)
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class Study:
     scope: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()
     protocol: tuple[str, ...] = ()
+    pe_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (PE, flags added after the recipe for it)
     source: str = ""              # where the file was read from (for messages)
     families: tuple[str, ...] = field(default=())
 
@@ -225,7 +228,7 @@ def _claim(raw: Any, i: int, source: str) -> Claim:
                   b=_cell(raw["b"], "b", where) if "b" in raw else None, direction=direction,
                   margin=float(raw["margin"]) if "margin" in raw else None,
                   null=float(raw["null"]) if "null" in raw else None, x=raw.get("x"), y=raw.get("y"),
-                  reason=raw.get("reason"))
+                  reason=raw.get("reason"), b_metric=raw.get("b_metric"))
     needs = {"paired": ("metric", "dataset", "a", "b", "direction"),
              "equivalence": ("metric", "dataset", "a", "b", "margin"),
              "mean": ("metric", "dataset", "a", "direction"),
@@ -306,6 +309,13 @@ def parse_study(text: str, source: str) -> Study:
             raise ConfigError(f"study file {source}: claim {c.id!r} names dataset {c.dataset!r}, not in grid.datasets")
         if c.arm is not None and c.arm not in arm_names:
             raise ConfigError(f"study file {source}: claim {c.id!r} names arm {c.arm!r}")
+    pe_flags_raw = data.get("pe_flags") or {}
+    if not isinstance(pe_flags_raw, dict):
+        raise ConfigError(f"study file {source}: pe_flags should be a mapping PE -> list of flags")
+    for pe_name in pe_flags_raw:
+        if pe_name not in pes:
+            raise ConfigError(f"study file {source}: pe_flags names PE {pe_name!r}, not in grid.pes")
+    pe_flags = tuple((str(k), _strings(v, f"pe_flags.{k}", source)) for k, v in pe_flags_raw.items())
     workers = data.get("workers", 1)
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ConfigError(f"study file {source}: workers should be an integer >= 1")
@@ -325,13 +335,28 @@ def parse_study(text: str, source: str) -> Study:
         scope=tuple(" ".join(str(s).split()) for s in data.get("scope") or []),
         changes=tuple(" ".join(str(s).split()) for s in data.get("changes") or []),
         protocol=tuple(" ".join(str(s).split()) for s in data.get("protocol") or []),
-        source=source, families=families)
+        pe_flags=pe_flags, source=source, families=families)
+
+
+def sweep_argvs(study: Study, arm: Arm, results: str, pes: Sequence[str] | None = None,
+                seeds: Sequence[int] | None = None, workers: int | None = None) -> list[list[str]]:
+    """The ``bench sweep`` command lines of one arm (``results``: the folder the study's runs go to): one per group
+    of PEs that share their ``pe_flags``, in the grid's order."""
+    out = str(Path(results) / arm.out) if arm.out not in ("", ".") else str(results)
+    extra = dict(study.pe_flags)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for pe in pes or study.pes:
+        groups.setdefault(extra.get(pe, ()), []).append(pe)
+    return [["sweep", "--datasets", ",".join(study.datasets), "--pes", ",".join(group),
+             "--seeds", ",".join(str(s) for s in (seeds or study.seeds)), "--out", out,
+             "--workers", str(workers or study.workers), *study.recipe, *arm.flags, *flags]
+            for flags, group in groups.items()]
 
 
 def sweep_argv(study: Study, arm: Arm, results: str, pes: Sequence[str] | None = None,
                seeds: Sequence[int] | None = None, workers: int | None = None) -> list[str]:
-    """The ``bench sweep`` command line of one arm (``results``: the folder the study's runs go to)."""
-    out = str(Path(results) / arm.out) if arm.out not in ("", ".") else str(results)
-    return ["sweep", "--datasets", ",".join(study.datasets), "--pes", ",".join(pes or study.pes),
-            "--seeds", ",".join(str(s) for s in (seeds or study.seeds)), "--out", out,
-            "--workers", str(workers or study.workers), *study.recipe, *arm.flags]
+    """The one ``bench sweep`` command line of an arm whose PEs share their flags (:func:`sweep_argvs`)."""
+    argvs = sweep_argvs(study, arm, results, pes, seeds, workers)
+    if len(argvs) != 1:
+        raise ValueError("this arm runs one sweep per group of pe_flags: use sweep_argvs")
+    return argvs[0]

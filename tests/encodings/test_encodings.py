@@ -54,6 +54,16 @@ def rotate_ref(t: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     return torch.stack([z.real, z.imag], dim=-1).flatten(-2)
 
 
+def rotate_half_ref(t: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """DINOv3's channel layout: channel j rotated with channel j + d/2 by theta_j, t (B,H,N,d), theta (B|1,1,N,F)."""
+    d = t.shape[-1]
+    z = torch.complex(t[..., : d // 2], t[..., d // 2:])  # (B, H, N, d/2)
+    full = torch.zeros(*theta.shape[:-1], d // 2, dtype=t.dtype)
+    full[..., : theta.shape[-1]] = theta
+    z = z * torch.exp(1j * full)
+    return torch.cat([z.real, z.imag], dim=-1)
+
+
 def pe_terms(name, pe, layer_idx, q, k, x, coords, P):
     """(q, k, bias) for the reference attention; bias (B|1, H, N, N) over patch tokens or None."""
     H, d = q.shape[1], q.shape[-1]
@@ -76,6 +86,16 @@ def pe_terms(name, pe, layer_idx, q, k, x, coords, P):
             theta = sum(c[:, None, :, a:a + 1] * f[a][None, :, None, :] for a in range(p))  # (B|1,H,N,d/2)
         q = torch.cat([q[:, :, :P], rotate_ref(qp, theta)], dim=2)
         k = torch.cat([k[:, :, :P], rotate_ref(kp, theta)], dim=2)
+        return q, k, None
+    if name == "rope-dinov3":  # DINOv3: patch centres over the grid the coords span -> [-1, 1], periods 100^(k/F)
+        F_ = d // (2 * p)
+        flat = c.reshape(-1, p)
+        extent = (flat.amax(0) - flat.amin(0)).round() + 1  # (p,): a layer called on its own
+        u = 2 * (c + 0.5) / extent - 1  # (B|1, N, p)
+        period = 100.0 ** (torch.arange(F_, dtype=q.dtype) / F_)
+        theta = (2 * math.pi * u[..., None] / period).flatten(-2)[:, None]  # (B|1, 1, N, pF), axis-major
+        q = torch.cat([q[:, :, :P], rotate_half_ref(qp, theta)], dim=2)
+        k = torch.cat([k[:, :, :P], rotate_half_ref(kp, theta)], dim=2)
         return q, k, None
     if name == "fire":  # Li et al. 2024 on Euclidean distances: f(psi(|r_j - r_i|) / psi(max(L, R_i)))
         L = pe.layers[layer_idx]

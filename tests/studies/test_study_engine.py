@@ -232,3 +232,43 @@ def test_metric_forms_read_extrapolation_drops_and_geometry(tmp_path):
     assert run.value("drop:48:24:acc1") == pytest.approx(-0.3)
     assert run.value("geometry:ssdc_rpi:last") == 0.3 and run.value("geometry:ssdc_rpi:0") == 0.1
     assert run.value("drop:96:24:acc1") is None and run.value("geometry:ssdc:last") is None
+
+
+def test_pe_flags_split_an_arm_into_one_sweep_per_flag_set():
+    from pebench.studies.spec import sweep_argvs
+
+    study = load_study("fashion-mnist")
+    argvs = sweep_argvs(study, study.arms[0], "out")
+    by_pes = {a[a.index("--pes") + 1]: a for a in argvs}
+    assert sorted(p for a in argvs for p in a[a.index("--pes") + 1].split(",")) == sorted(study.pes)
+    rope = by_pes["rope-axial"]
+    assert rope[-2:] == ["--analyses", "geometry,robustness,extrapolation,extrapolation-rules"]  # the last one wins
+    assert "extrapolation-rules" not in " ".join(by_pes[next(k for k in by_pes if k.startswith("none"))])
+
+
+def test_rule_claims_compare_two_rules_of_one_run(tmp_path):
+    """A claim with b_metric pairs two metrics of the same cell (rope-axial's ntk rule against its native rule)."""
+    results = tmp_path / "runs"
+    for seed, (native, ntk) in enumerate([(0.50, 0.55), (0.52, 0.58), (0.47, 0.50), (0.55, 0.57)]):
+        d = results / "shapes" / "rope-axial" / "vit-nano" / f"seed{seed}"
+        d.mkdir(parents=True)
+        rows = {rule: [{"resolution": "48", "acc1": v}] for rule, v in (("native", native), ("ntk", ntk))}
+        (d / "results.json").write_text(json.dumps({"status": "complete", "metrics": {"test/acc1": 0.6},
+                                                    "extrapolation_rules": rows}))
+    study = parse_study(f"""
+study: rules
+version: 1
+title: t
+question: q
+results: {results.as_posix()}
+report: R.md
+grid: {{datasets: [shapes], pes: [rope-axial], seeds: [0, 1, 2, 3]}}
+recipe: [--model, vit-nano]
+claims:
+  - {{id: ntk, sentence: ntk beats native, test: paired, metric: "rule:ntk:48:acc1", b_metric: "rule:native:48:acc1",
+      dataset: shapes, a: {{pe: rope-axial}}, b: {{pe: rope-axial}}, direction: greater}}
+""", "rules.yaml")
+    cells, _ = collect(study, results)
+    (v,) = evaluate(study, cells)
+    ref = stats.ttest_rel([0.55, 0.58, 0.50, 0.57], [0.50, 0.52, 0.47, 0.55])
+    assert v.result.p == pytest.approx(ref.pvalue, rel=1e-12)

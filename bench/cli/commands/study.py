@@ -55,7 +55,7 @@ def _tracked(path: Path) -> bool:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from pebench.studies.spec import list_studies, load_study, sweep_argv  # deferred: start-up time (bench --help)
+    from pebench.studies.spec import list_studies, load_study, sweep_argvs  # deferred: start-up time (bench --help)
 
     if args.action == "list":
         if args.name is not None:
@@ -84,11 +84,12 @@ def cmd_study(args: argparse.Namespace) -> int:
         if args.workers is not None and args.workers < 1:
             raise ConfigError(f"--workers must be >= 1, got {args.workers}")
         for arm in study.arms:
-            argv = sweep_argv(study, arm, str(results), pes=pes, seeds=seeds, workers=args.workers)
-            print(f"bench study: {study.name}, arm {arm.name}: bench {' '.join(argv)}", file=sys.stderr, flush=True)
-            rc = run_sweep(argv)
-            if rc != 0:
-                return rc
+            for argv in sweep_argvs(study, arm, str(results), pes=pes, seeds=seeds, workers=args.workers):
+                print(f"bench study: {study.name}, arm {arm.name}: bench {' '.join(argv)}", file=sys.stderr,
+                      flush=True)
+                rc = run_sweep(argv)
+                if rc != 0:
+                    return rc
         print(f"bench study: report it with: bench study report {args.name}"
               + (f" --results {results}" if args.results else ""), file=sys.stderr)
         return 0
