@@ -583,6 +583,21 @@ def _stat_value(statistic: Callable[[list[Any]], float], units: list[Any], where
     return v
 
 
+def _units_start(units: Sequence[Any], statistic: Callable[[list[Any]], float], level: float, null: float | None,
+                 proc: str) -> TestResult | tuple[list[Any], int, float, float | None]:
+    """What :func:`jackknife_test` and :func:`bootstrap_test` do first: check ``level`` and ``null``, put the units in
+    their canonical order and take the estimate; fewer than 2 units is the finished result (no interval, no test)."""
+    _check_level(level)
+    if null is not None:
+        null = _check_finite_scalar(null, "null")
+    us = _canonical_units(units)
+    n = len(us)
+    if n < 2:
+        est = _stat_value(statistic, us, "the units") if n else float("nan")
+        return TestResult(proc, est, None, None, level, None, n, reason="fewer than 2 units")
+    return us, n, _stat_value(statistic, us, "the units"), null
+
+
 def jackknife_test(units: Sequence[Any], statistic: Callable[[list[Any]], float], level: float = 0.95,
                    null: float | None = None) -> TestResult:
     """Delete-one-unit jackknife (Efron & Tibshirani 1993, *An Introduction to the Bootstrap*, ch. 11).
@@ -597,16 +612,11 @@ def jackknife_test(units: Sequence[Any], statistic: Callable[[list[Any]], float]
     test."""
     from scipy import stats  # deferred: scipy.stats takes about 1 s to import; `bench runs` never needs it
 
-    _check_level(level)
-    if null is not None:
-        null = _check_finite_scalar(null, "null")
-    us = _canonical_units(units)
-    n = len(us)
     proc = "jackknife"
-    if n < 2:
-        est = _stat_value(statistic, us, "the units") if n else float("nan")
-        return TestResult(proc, est, None, None, level, None, n, reason="fewer than 2 units")
-    est = _stat_value(statistic, us, "the units")
+    start = _units_start(units, statistic, level, null, proc)
+    if isinstance(start, TestResult):
+        return start
+    us, n, est, null = start
     loo = np.array([_stat_value(statistic, us[:i] + us[i + 1:], f"the units without unit {i}") for i in range(n)])
     if _rounding_spread(loo):
         return TestResult(proc, est, est, est, level, None, n,
@@ -645,19 +655,14 @@ def bootstrap_test(units: Sequence[Any], statistic: Callable[[list[Any]], float]
     ``null`` given: two-sided bootstrap p ``= min(1, 2 min(#(theta* <= null) + 1, #(theta* >= null) + 1) / (B + 1))``
     with ``B = resamples``, so ``p_floor = 2 / (B + 1)``. Every resampled statistic equal (up to rounding): no test.
     Fewer than 2 units: no interval, no test."""
-    _check_level(level)
     if int(resamples) < 1:
         raise ValueError(f"resamples must be at least 1, got {resamples!r}")
     resamples = int(resamples)
-    if null is not None:
-        null = _check_finite_scalar(null, "null")
-    us = _canonical_units(units)
-    n = len(us)
     proc = "bootstrap (percentile)"
-    if n < 2:
-        est = _stat_value(statistic, us, "the units") if n else float("nan")
-        return TestResult(proc, est, None, None, level, None, n, reason="fewer than 2 units")
-    est = _stat_value(statistic, us, "the units")
+    start = _units_start(units, statistic, level, null, proc)
+    if isinstance(start, TestResult):
+        return start
+    us, n, est, null = start
     idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
     theta = np.array([_stat_value(statistic, [us[i] for i in row], "a resample") for row in idx.tolist()])
     a = (1.0 - level) / 2.0
