@@ -45,7 +45,7 @@ CANVAS_CUE = ("the background tokens of the canvas are an absolute cue that an e
 #: the predictions' groups, each a subset of the PEs whose declarations (``relative``, ``rotation_invariant``,
 #: ``distance_decay`` in pebench.encodings) say so; tests/studies/test_probe_study_scripts.py checks the two agree and
 #: that every registered PE is in a group or in :data:`MEASURED_ONLY`
-RELATIVE = ("rope-axial", "rope-mixed", "pape", "lookhere", "comrope", "string", "rpb")
+RELATIVE = ("rope-axial", "rope-mixed", "pape", "lookhere", "comrope", "string", "rpb", "rope-dinov3")
 ABSOLUTE = ("ape", "sincos")
 DISTANCE_ONLY = ("alibi", "pape-ri", "fire")
 #: PEs with a monotone distance decay of the attention logit (ALiBi's fixed slopes, LookHere's, PaPE's learned one)
@@ -56,17 +56,17 @@ DECAY = ("alibi", "lookhere", "pape", "pape-ri")
 MEASURED_ONLY = ("liere", "cpe")
 #: PEs whose logits read directions, measured on probe-rotation without a prediction
 DIRECTIONAL = ("rope-axial", "rope-mixed", "pape", "lookhere", "sincos", "ape", "liere", "comrope", "string", "cpe",
-               "rpb")
+               "rpb", "rope-dinov3")
 #: PEs without a designed decay, measured on probe-decay without a prediction (RoPE's long-range decay is weak
 #: and not monotone; the learned rotations and CPE have none by design; FIRE's and the offset table's are learned,
 #: not designed)
-NO_DECAY = ("rope-axial", "rope-mixed", "liere", "comrope", "string", "cpe", "fire", "rpb")
+NO_DECAY = ("rope-axial", "rope-mixed", "liere", "comrope", "string", "cpe", "fire", "rpb", "rope-dinov3")
 #: on the set probes (a scene is its glyph tokens at their coordinates: no canvas, no border, no zero padding for
 #: CPE's convolution to see) every PE that declares itself relative is exactly relative: a test scene and its
-#: shifted twin get the same float64 logits (tests/datamodules/test_probe_sets.py); rpb needs the grid and does not
-#: apply. The distance-only PEs cannot represent these labels (a mirror image), nor can any relative PE
+#: shifted twin get the same float64 logits (tests/datamodules/test_probe_sets.py); rpb and rope-dinov3 need the grid
+#: and do not apply. The distance-only PEs cannot represent these labels (a mirror image), nor can any relative PE
 #: probe-set-anchoring's (a 4-row shift): pebench.analysis.probe_capacity says so per cell
-SET_RELATIVE = tuple(pe for pe in RELATIVE if pe != "rpb") + ("cpe",)
+SET_RELATIVE = tuple(pe for pe in RELATIVE if pe not in ("rpb", "rope-dinov3")) + ("cpe",)
 #: not exactly relative on a set either (LieRE's generators do not commute): measured, no prediction
 SET_MEASURED_ONLY = ("liere",)
 

@@ -34,12 +34,27 @@ each pair to an axis; pair ``k`` of axis ``a`` is rotated by ``c_a * w_k``:
   index, ``(t', y + t', x + t')``; adjustable temporal spacing ``t' = 2 t``. As read from the official
   code (Wiselnn570/VideoRoPE: Qwen2-VL's sections, ``t`` on the last quarter, scale factor 2.0 in its
   evaluation scripts); its centring of ``y`` and ``x`` on the frame adds a constant, which cancels.
+* ``hope`` (Li et al., NeurIPS 2025, "HoPE: Hybrid of Position Embedding for Long Context Vision-Language
+  Models", arXiv 2505.20444; official code hrlics/HoPE, ``modeling_hope.py``): VideoRoPE's pairs and diagonal
+  layout with two changes. Hybrid frequency allocation: the lowest ``F // 4`` pairs, VideoRoPE's temporal ones,
+  get frequency zero (they are not rotated: NoPE channels), the rest alternate ``y, x, y, x, ...`` from pair 0;
+  time reaches the logits only through the diagonal offset ``(y + g t, x + g t)``. Dynamic temporal scaling:
+  the temporal spacing ``g`` is drawn in training for each sample (each video) from the set of option
+  ``hope_scales``, default the official ``{0.5, 0.75, 1, 1.25, 1.5}`` (uniformly, torch's global generator,
+  once per forward in :meth:`AxialRoPE.encode_tokens`, shared by all blocks as the official position ids
+  are; a layer given other coords, e.g. attention windows, uses ``hope_eval_scale``); evaluation uses the
+  fixed ``hope_eval_scale``. The official inference code makes the user choose
+  that value (its retrieval script uses 0.75); pebench's default 1 is the middle of the training set, the
+  unscaled frame index. Its centring of ``y`` and ``x`` and the text offset add constants, which cancel.
+  For images (no time axis) ``hope`` equals ``videorope``: the zeroed pairs are the ones ``videorope``
+  leaves unrotated there.
 
 With 2-D coords (images: ``y``, ``x``) the ``t`` pairs are not rotated (the time index of a single
 frame is constant, so its relative angle is 0). Qwen's code rotates half-split channel pairs
 (``rotate_half``); pebench pairs adjacent channels, a fixed channel permutation that the qkv
 projection absorbs. ``base`` stays pebench's 100 for every layout (the LLMs' 10^6 is for text
-positions in the thousands). Every layout is linear in the coords, hence exactly relative.
+positions in the thousands). Every layout is linear in the coords, hence exactly relative (``hope``
+in training: for each drawn temporal spacing).
 
 p-RoPE (option ``p``; Barbero et al., ICLR 2025, "Round and Round We Go! What makes Rotary Positional
 Encodings useful?", Sec. 6.1): ``p`` is the fraction of RoPE's frequencies kept; the lowest ``1 - p``
@@ -50,6 +65,17 @@ public Gemma code (``rope_proportion``: ``int(p * F)`` frequencies, the rest zer
 truncates each axis's own ladder of ``F = d // (2 * axes)`` pairs; the other layouts truncate their one
 ladder of ``d/2`` pairs (whichever axis owns the dropped pairs). Still linear in the coords, so
 exactly relative. The default ``p = 1`` leaves rope-axial unchanged.
+
+PointROPE (LitePT, arXiv 2512.13689; code prs-eth/LitePT, ``libs/pointrope``) is this PE's ``axial`` layout
+with ``p = 3`` axes (``x, y, z``, ``F = d // 6`` frequencies each, leftover channels unrotated) and its ``freq``
+as ``base`` (100 in every LitePT config, pebench's default), applied to LitePT's *integer* voxel coordinates
+(Pointcept's ``grid_coord = floor(c / s) - min``, divided by 2 per pooling stage). Its channels differ by a fixed
+permutation (axis ``a`` owns the block ``[2aF, 2aF + 2F)``, pair ``k`` rotating channel ``2aF + k`` with
+``2aF + F + k``; here pair ``aF + k`` is ``(2(aF + k), 2(aF + k) + 1)``), which a q/k projection absorbs. So it
+equals rope-axial on coordinates in voxel-cell units exactly when they lie on the voxel grid; on pebench's
+continuous token coordinates (patch centres) rope-axial on ``c / s`` is PointROPE without the rounding to cells
+(tested against a port of its CPU kernel in ``tests/encodings/test_pointrope.py``). The presets
+``<dataset>-pointrope`` set the unit.
 
 Extrapolation rules (option ``extrapolation``, :mod:`~pebench.encodings.extrapolation`): ``native`` (the
 default: the rotation of the new coordinates, as always), ``pi``, ``ntk``, ``yarn``, ``normalized``; they
@@ -71,12 +97,20 @@ from . import extrapolation as extrap
 from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .registry import register_pe
 
-__all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "rope_phasors", "rotate_pairs", "apply_rope", "LAYOUTS", "layout_frequencies", "kept_frequencies"]
+__all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "rope_phasors", "rotate_pairs", "apply_rope", "LAYOUTS",
+           "layout_frequencies", "kept_frequencies", "HOPE_SCALES"]
 
 #: Frequency layouts of ``rope-axial`` (see the module docstring).
-LAYOUTS = ("axial", "mrope", "mrope-interleaved", "videorope")
+LAYOUTS = ("axial", "mrope", "mrope-interleaved", "videorope", "hope")
 #: VideoRoPE's adjustable temporal spacing (its delta).
 VIDEOROPE_TIME_SCALE = 2.0
+#: HoPE's dynamic temporal scaling: the training set of temporal spacings (official ``scale_factors``)
+HOPE_SCALES = (0.5, 0.75, 1.0, 1.25, 1.5)
+
+
+def _version(t: Tensor) -> int:
+    """``t._version``; -2 for an inference tensor (no version counter: matched by identity alone)."""
+    return -2 if t.is_inference() else t._version
 
 
 def rope_sin_cos(angles: Tensor, head_dim: int, num_prefix_tokens: int) -> tuple[Tensor, Tensor]:
@@ -102,7 +136,7 @@ def _pair_axes(layout: str, n_pairs: int) -> list[int]:
     if layout == "mrope-interleaved":
         y = 5 * F_ // 16
         return [k % 3 if k < 3 * y else 0 for k in range(F_)]
-    if layout == "videorope":
+    if layout in ("videorope", "hope"):  # hope: the same pairs, its t pairs get frequency 0 (layout_frequencies)
         t = F_ // 4
         return [1 + k % 2 for k in range(F_ - t)] + [0] * t
     raise ValueError(f"no pair assignment for layout {layout!r}")
@@ -128,6 +162,9 @@ def layout_frequencies(layout: str, head_dim: int, spatial_dims: int, base: floa
         m[a, k] = omega[k]
     if layout == "videorope":  # t' = 2 t drives its own pairs and, by the diagonal offset, the spatial ones
         m[0] = VIDEOROPE_TIME_SCALE * omega
+    if layout == "hope":  # t pairs: frequency 0; t' = g t drives the spatial pairs by the diagonal offset (g = 1
+        m[0] = 0.0        # here: the layer scales the time coordinate by the forward's g)
+        m[0, : n_pairs - n_pairs // 4] = omega[: n_pairs - n_pairs // 4]
     if p < 1:
         m[:, kept_frequencies(p, n_pairs):] = 0.0  # p-RoPE: the lowest frequencies are not rotated
     return m if spatial_dims == 3 else m[1:]  # images: no time axis (its pairs stay unrotated)
@@ -177,6 +214,10 @@ class AxialRoPELayer(LayerPE):
         self.rule = "native"
         self.train_grid: tuple[int, ...] | None = None
         self._extent = CoordsCache()
+        #: HoPE's temporal spacing in evaluation (None: the layout scales no time axis); the training draws
+        #: of the current forward are recorded by :meth:`AxialRoPE.encode_tokens` in ``_time_draw``
+        self.eval_time_scale: float | None = None
+        self._time_draw: tuple[Tensor, int, Tensor, int] | None = None  # (coords, version, g (B,), serial)
 
     def omega(self, device: torch.device, dtype: torch.dtype) -> Tensor:
         """Frequencies ``w_k = base^(-k/F)``: ``(F,)`` (computed on the fly, in float32 or wider); with
@@ -186,10 +227,25 @@ class AxialRoPELayer(LayerPE):
             w = torch.cat([w[:self.n_rot], w.new_zeros(self.n_freq - self.n_rot)])
         return w
 
+    def time_scales(self, coords: Tensor) -> Tensor | None:
+        """HoPE's temporal spacing for ``coords``: the per-sample draws ``(B,)`` of the current training forward
+        when these are its coords, else ``None`` (the evaluation value, or no time scaling)."""
+        d = self._time_draw
+        if d is not None and self.training and d[0] is coords and d[1] == _version(coords):
+            return d[2]
+        return None
+
+    def _scale_time(self, c: Tensor, draws: Tensor | None) -> Tensor:
+        """``c (B, N, p)`` with the time axis (0) times HoPE's spacing (the draws ``(B,)`` or the evaluation value)."""
+        if self.eval_time_scale is None or c.shape[-1] != 3:
+            return c
+        g = draws.to(c.dtype)[:, None, None] if draws is not None else self.eval_time_scale
+        return torch.cat([c[..., :1] * g, c[..., 1:]], dim=-1)
+
     def angles(self, coords: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
         """Pair angles ``(B, 1, N, p * F)``, axis-major (a non-axial layout: ``(B, 1, N, d/2)``)."""
         dt = torch.promote_types(dtype, torch.float32)
-        c = batch_coords(coords, batch_size).to(dt)  # (B, N, p)
+        c = self._scale_time(batch_coords(coords, batch_size).to(dt), self.time_scales(coords))  # (B, N, p)
         if self.freq_matrix is not None:
             m = self.freq_matrix.to(device=c.device, dtype=dt)  # (p, d/2); elementwise, not matmul: no autocast
             return (c.unsqueeze(-1) * m).sum(-2).unsqueeze(1)  # (B, 1, N, d/2)
@@ -199,16 +255,23 @@ class AxialRoPELayer(LayerPE):
     def sin_cos(self, coords: Tensor, batch_size: int, dtype: torch.dtype, head_dim: int) -> tuple[Tensor, Tensor]:
         """The sin/cos tables ``(B | 1, 1, P + N, d)``, cached per coords tensor (the layer is shared
         by all blocks, so a forward computes them once; see :class:`~pebench.encodings.base.CoordsCache`)."""
-        b = 1 if coords.dim() == 2 else batch_size  # broadcast (N, p) coords: one table row for the batch
-        key = (b, dtype, head_dim, coords.shape, coords.device)
+        b, tkey = self._batch_and_key(coords, batch_size)  # broadcast (N, p) coords: one table row for the batch
+        key = (b, dtype, head_dim, coords.shape, coords.device, tkey)
         return self._tables.get(coords, key, lambda: rope_sin_cos(self.angles(coords, b, dtype), head_dim,
                                                                    self.num_prefix_tokens))
+
+    def _batch_and_key(self, coords: Tensor, batch_size: int) -> tuple[int, tuple]:
+        """Table rows (1 for broadcast coords, unless HoPE drew a spacing per sample) and the time-scale key."""
+        d = self.time_scales(coords)
+        if d is not None:
+            return batch_size, ("draw", self._time_draw[3] if self._time_draw is not None else -1)
+        return (1 if coords.dim() == 2 else batch_size), ("eval", self.eval_time_scale)
 
     def phasors(self, coords: Tensor, batch_size: int, dtype: torch.dtype, head_dim: int) -> Tensor:
         """The complex phasor table ``(B | 1, 1, P + N, d/2)`` (:func:`rope_phasors`), cached per coords tensor
         like :meth:`sin_cos`."""
-        b = 1 if coords.dim() == 2 else batch_size
-        key = ("phasors", b, dtype, head_dim, coords.shape, coords.device)
+        b, tkey = self._batch_and_key(coords, batch_size)
+        key = ("phasors", b, dtype, head_dim, coords.shape, coords.device, tkey)
         return self._tables.get(coords, key, lambda: rope_phasors(self.angles(coords, b, dtype), head_dim,
                                                                    self.num_prefix_tokens))
 
@@ -239,6 +302,7 @@ class AxialRoPELayer(LayerPE):
         """q, k rotated under ``self.rule`` on a grid of ``extent`` (see :mod:`~pebench.encodings.extrapolation`)."""
         dt = torch.promote_types(q.dtype, torch.float32)
         c = batch_coords(coords, 1 if coords.dim() == 2 else q.shape[0]).to(dt)  # (B|1, N, p)
+        c = self._scale_time(c, None)  # hope: the evaluation spacing (rules act in evaluation only)
         m, ladder, n_ladder = self.pair_frequencies(c.shape[-1], q.shape[-1])  # (p, d/2), (d/2,)
         scales = extrap.axis_scales(self.train_grid, extent)
         if self.rule in ("pi", "normalized"):
@@ -260,7 +324,8 @@ class AxialRoPELayer(LayerPE):
 @register_pe("rope-axial", order=30)
 class AxialRoPE(PositionalEncoding):
     """Axial RoPE (no parameters). Options: ``base`` (default 100), ``layout`` (default ``axial``), ``p``
-    (p-RoPE's fraction of frequencies rotated, default 1)."""
+    (p-RoPE's fraction of frequencies rotated, default 1), ``hope_scales`` / ``hope_eval_scale`` (``layout=hope``'s
+    temporal spacings in training / evaluation)."""
 
     relative = True
     rotation_invariant = False
@@ -268,16 +333,22 @@ class AxialRoPE(PositionalEncoding):
     learned = False
     options = (Option("base", "float", 100.0, "frequency base: frequencies base^(-k/F) per axis"),
                Option("layout", "str", "axial", "frequency layout over t/y/x: axial (per-axis ladders), mrope "
-                      "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope", choices=LAYOUTS),
+                      "(Qwen2-VL), mrope-interleaved (Qwen3-VL), videorope, hope (HoPE: lowest quarter unrotated, "
+                      "dynamic temporal scaling)", choices=LAYOUTS),
                Option("p", "float", 1.0, "p-RoPE (Barbero et al. 2024): fraction of each frequency ladder rotated, "
                       "the highest; the lowest 1-p stay unrotated (1: RoPE, 0: no rotation)"),
                Option("extrapolation", "str", "native", "rule on an unseen grid, in evaluation: native (the new "
                       "coords), pi, ntk, yarn, normalized (pebench.encodings.extrapolation)",
-                      choices=extrap.ROPE_RULES))
+                      choices=extrap.ROPE_RULES),
+               Option("hope_scales", "floats", HOPE_SCALES, "layout=hope, training: temporal spacings drawn per "
+                      "sample (HoPE's dynamic temporal scaling)", minimum=0.0, minimum_inclusive=False),
+               Option("hope_eval_scale", "float", 1.0, "layout=hope, evaluation: the temporal spacing (HoPE leaves "
+                      "it to the user)", minimum=0.0, minimum_inclusive=False))
 
     def __init__(self, dim: int, num_heads: int, depth: int, spatial_dims: int,
                  num_prefix_tokens: int = 0, grid: Sequence[int] | None = None, base: float = 100.0,
-                 layout: str = "axial", p: float = 1.0, extrapolation: str = "native") -> None:
+                 layout: str = "axial", p: float = 1.0, extrapolation: str = "native",
+                 hope_scales: Sequence[float] = HOPE_SCALES, hope_eval_scale: float = 1.0) -> None:
         super().__init__(dim, num_heads, depth, spatial_dims, num_prefix_tokens, grid)
         if self.head_dim % 2:
             raise PEConfigError(f"rope-axial needs an even head dim, got {self.head_dim}")
@@ -300,6 +371,26 @@ class AxialRoPE(PositionalEncoding):
         self.extrapolation = extrap.check_rule("rope-axial", extrapolation, extrap.ROPE_RULES, self.train_grid)
         if self.extrapolation == "ntk" and n_freq < 2 and layout == "axial":
             raise PEConfigError("rope-axial extrapolation=ntk needs at least 2 frequencies per axis")
+        scales = tuple(float(g) for g in hope_scales)
+        if not scales or not all(math.isfinite(g) and g > 0 for g in scales + (float(hope_eval_scale),)):
+            raise PEConfigError(f"rope-axial hope_scales and hope_eval_scale must be finite numbers > 0, got "
+                                f"{list(scales)} and {hope_eval_scale}")
+        if layout != "hope" and (scales != HOPE_SCALES or float(hope_eval_scale) != 1.0):
+            raise PEConfigError(f"rope-axial hope_scales / hope_eval_scale apply to layout=hope only, not {layout!r}")
+        self.hope_scales, self.hope_eval_scale = scales, float(hope_eval_scale)
+        if layout == "hope":
+            self.rope.eval_time_scale = self.hope_eval_scale
+        self._draws = 0
+
+    def encode_tokens(self, x: Tensor, coords: Tensor, grid: Sequence[int] | None) -> Tensor:
+        """``layout=hope`` in training, video: draw each sample's temporal spacing from ``hope_scales`` (one
+        draw per forward, shared by all blocks) for these coords; ``x`` unchanged."""
+        if self.layout == "hope" and self.training and coords.shape[-1] == 3:
+            idx = torch.randint(len(self.hope_scales), (x.shape[0],), device=coords.device)  # (B,)
+            g = torch.tensor(self.hope_scales, dtype=torch.float64, device=coords.device)[idx]
+            self._draws += 1
+            self.rope._time_draw = (coords, _version(coords), g, self._draws)
+        return x
 
     @property
     def extrapolation(self) -> str:

@@ -21,11 +21,13 @@ from pebench.encodings import PEConfigError, build_pe, pe_options, variant_label
 from pebench.encodings.rope_axial import LAYOUTS
 from pebench.models import Attention, build_backbone, grid_coords
 
-#: (PE, options) pairs under test: every new PE and variant, and the non-axial rope-axial layouts
+#: (PE, options) pairs under test: every new PE and variant, and the non-axial rope-axial layouts (``hope``, whose
+#: temporal spacing is drawn in training, against the paper and the official code in test_rope_hope.py)
 CASES = [("liere", {}), ("liere", {"block_size": 8, "per_layer": False}), ("comrope", {}),
          ("comrope", {"variant": "ap", "block_size": 4}),
          ("comrope", {"block_size": 4, "coord_scale": [0.5, 0.25, 1.0]}), ("string", {}),
-         ("string", {"p_form": "circulant"})] + [("rope-axial", {"layout": lay}) for lay in LAYOUTS[1:]] + \
+         ("string", {"p_form": "circulant"})] + \
+        [("rope-axial", {"layout": lay}) for lay in LAYOUTS[1:] if lay != "hope"] + \
         [("rope-axial", {"p": 0.75}), ("rope-axial", {"p": 0.5, "layout": "videorope"})]  # p-RoPE
 IDS = [variant_label(n, o) for n, o in CASES]
 RELATIVE = [(n, o) for n, o in CASES if n != "liere"]
