@@ -98,7 +98,7 @@ from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch
 from .registry import register_pe
 
 __all__ = ["AxialRoPE", "AxialRoPELayer", "rope_sin_cos", "rope_phasors", "rotate_pairs", "apply_rope", "LAYOUTS",
-           "layout_frequencies", "kept_frequencies", "HOPE_SCALES"]
+           "layout_frequencies", "kept_frequencies", "HOPE_SCALES", "tensor_version"]
 
 #: Frequency layouts of ``rope-axial`` (see the module docstring).
 LAYOUTS = ("axial", "mrope", "mrope-interleaved", "videorope", "hope")
@@ -108,7 +108,7 @@ VIDEOROPE_TIME_SCALE = 2.0
 HOPE_SCALES = (0.5, 0.75, 1.0, 1.25, 1.5)
 
 
-def _version(t: Tensor) -> int:
+def tensor_version(t: Tensor) -> int:
     """``t._version``; -2 for an inference tensor (no version counter: matched by identity alone)."""
     return -2 if t.is_inference() else t._version
 
@@ -231,7 +231,7 @@ class AxialRoPELayer(LayerPE):
         """HoPE's temporal spacing for ``coords``: the per-sample draws ``(B,)`` of the current training forward
         when these are its coords, else ``None`` (the evaluation value, or no time scaling)."""
         d = self._time_draw
-        if d is not None and self.training and d[0] is coords and d[1] == _version(coords):
+        if d is not None and self.training and d[0] is coords and d[1] == tensor_version(coords):
             return d[2]
         return None
 
@@ -389,7 +389,7 @@ class AxialRoPE(PositionalEncoding):
             idx = torch.randint(len(self.hope_scales), (x.shape[0],), device=coords.device)  # (B,)
             g = torch.tensor(self.hope_scales, dtype=torch.float64, device=coords.device)[idx]
             self._draws += 1
-            self.rope._time_draw = (coords, _version(coords), g, self._draws)
+            self.rope._time_draw = (coords, tensor_version(coords), g, self._draws)
         return x
 
     @property

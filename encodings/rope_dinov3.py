@@ -77,7 +77,7 @@ from pebench.core.options import Option
 from .base import CoordsCache, LayerPE, PEConfigError, PositionalEncoding, batch_coords
 from .extrapolation import grid_extent
 from .registry import register_pe
-from .rope_axial import _version, rope_phasors, rotate_pairs
+from .rope_axial import rope_phasors, rotate_pairs, tensor_version
 
 __all__ = ["DinoV3RoPE", "DinoV3RoPELayer", "NORMALIZE_MODES", "AUG_DRAWS", "dinov3_periods", "dinov3_denominators",
            "rotate_halves"]
@@ -164,7 +164,7 @@ class DinoV3RoPELayer(LayerPE):
     def _setting(self, coords: Tensor) -> tuple[tuple[float, ...], Draw | None, Any, int]:
         """(denominators, augmentation draw or None, cache key, cache slot) for ``coords``."""
         st = self.state
-        if st.coords is coords and st.version == _version(coords):
+        if st.coords is coords and st.version == tensor_version(coords):
             if st.draws is None or not self.training:  # evaluation never augments, whatever was recorded
                 return st.denominators, None, ("grid", st.denominators), 0
             slot = self.block if len(st.draws) > 1 else 0
@@ -310,7 +310,7 @@ class DinoV3RoPE(PositionalEncoding):
         st = self._forward
         p = coords.shape[-1]
         extent = tuple(int(g) for g in grid) if grid is not None and len(grid) == p else grid_extent(coords)
-        st.coords, st.version = coords, _version(coords)
+        st.coords, st.version = coords, tensor_version(coords)
         st.denominators = dinov3_denominators(extent, self.normalize_coords)
         st.draws = None
         if self.training and self.augments:
