@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pebench.core.io import UnreadableJSON, read_json
-from pebench.studies.spec import Arm, Study
+from pebench.studies.spec import Arm, LearnedRule, Study
 
 __all__ = ["Run", "Cell", "collect", "plateau_gain", "read_curve", "MAX_METRICS_BYTES", "METRIC_FORMS"]
 
@@ -60,6 +60,7 @@ class Run:
 
     geometry: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per-layer lists (ssdc, ssdc_rpi, ...)
     rules: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # rule -> resolution -> row
+    no_pe_bound: float | None = None  # results.json's dataset_info.no_pe_bound (a probe's exact no-PE ceiling)
 
     def value(self, metric: str) -> float | None:
         """The run's value of ``metric`` (:data:`METRIC_FORMS`); ``None`` where the run does not have it."""
@@ -106,6 +107,14 @@ class Cell:
         """Whether at least ``share`` of the cell's complete runs reached ``above`` on ``metric``."""
         vals = [r.value(metric) for r in self.runs]
         return bool(vals) and sum(v is not None and v >= above for v in vals) >= share * len(vals)
+
+    def learned_by(self, rule: LearnedRule) -> bool:
+        """:meth:`learned` under a :class:`~pebench.studies.spec.LearnedRule` (its threshold per run's bound)."""
+        hits = 0
+        for r in self.runs:
+            v, threshold = r.value(rule.metric), rule.threshold(r.no_pe_bound)
+            hits += v is not None and threshold is not None and v >= threshold
+        return bool(self.runs) and hits >= rule.share * len(self.runs)
 
     @property
     def commits(self) -> list[str]:
@@ -212,6 +221,8 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
     sha = res.get("git_sha")
     wall = res.get("wall_time_s")
     ev = res.get("evaluated_checkpoint")
+    info = res.get("dataset_info") if isinstance(res.get("dataset_info"), dict) else {}
+    bound = info.get("no_pe_bound")
     curve, last = read_curve(path.parent, plateau_metric) if plateau_metric else ((), None)
     geo = res.get("geometry") if isinstance(res.get("geometry"), dict) else {}
     geometry = {k: tuple(float(x) for x in v) for k, v in geo.items()
@@ -221,24 +232,37 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
                cpu=numerics.get("cpu_model") if isinstance(numerics.get("cpu_model"), str) else None,
                wall_time_s=float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None,
                curve=curve, last_step=last, geometry=geometry, rules=rules,
+               no_pe_bound=float(bound) if isinstance(bound, (int, float)) and not isinstance(bound, bool) else None,
                evaluated="best-validation checkpoint" if isinstance(ev, dict) and ev.get("which") == "best"
                else "last-step weights")
 
 
 def collect(study: Study, results: str | Path, pes: Iterable[str] | None = None
             ) -> tuple[dict[tuple[str, str, str], Cell], list[str]]:
-    """Every cell of ``study`` (keyed ``(arm, dataset, pe)``) read from ``results``, and the problems found."""
-    root = Path(results)
-    model = _model(study)
+    """Every cell of ``study`` (keyed ``(arm, dataset, pe)``) read from ``results``, and the problems found; the cells
+    of its ``references`` (read from their own folders, relative to the current directory) are keyed
+    ``("ref:<name>", dataset, pe)``."""
     problems: list[str] = []
     cells: dict[tuple[str, str, str], Cell] = {}
-    for arm in study.arms:
+    pe_list = list(pes) if pes is not None else list(study.pes)
+    _collect_into(cells, problems, Path(results), study.arms, study.datasets, pe_list, study.seeds, _model(study),
+                  study.plateau_metric)
+    for ref in study.references:
+        _collect_into(cells, problems, Path(ref.results), (Arm(name=f"ref:{ref.name}", out="."),), ref.datasets,
+                      pe_list, ref.seeds, ref.model, None)
+    return cells, problems
+
+
+def _collect_into(cells: dict[tuple[str, str, str], Cell], problems: list[str], root: Path, arms: Iterable[Arm],
+                  datasets: Iterable[str], pes: list[str], seeds: Iterable[int], model: str | None,
+                  plateau_metric: str | None) -> None:
+    for arm in arms:
         base = root if arm.out in ("", ".") else root / arm.out
-        for dataset in study.datasets:
-            for pe in (list(pes) if pes is not None else study.pes):
+        for dataset in datasets:
+            for pe in pes:
                 cell = cells.setdefault((arm.name, dataset, pe), Cell(arm.name, dataset, pe))
                 folder = base / dataset / _variant_folder(pe, arm)
-                for seed in study.seeds:
+                for seed in seeds:
                     found = sorted(folder.glob(f"*/seed{seed}/results.json"))
                     if model is not None:
                         found = [p for p in found if p.parent.parent.name == model]
@@ -249,7 +273,7 @@ def collect(study: Study, results: str | Path, pes: Iterable[str] | None = None
                         problems.append(f"{folder.relative_to(root)}: seed {seed} found under several models; "
                                         f"the study's recipe names none (--model)")
                     path = found[0]
-                    run = _run(path, path.relative_to(root).as_posix(), arm, dataset, pe, seed, study.plateau_metric,
+                    run = _run(path, path.relative_to(root).as_posix(), arm, dataset, pe, seed, plateau_metric,
                                problems)
                     if run is None:
                         cell.other[seed] = "unreadable"
@@ -257,7 +281,6 @@ def collect(study: Study, results: str | Path, pes: Iterable[str] | None = None
                         cell.runs.append(run)
                     else:
                         cell.other[seed] = run.status
-    return cells, problems
 
 
 def runs_of(cells: dict[Any, Cell]) -> list[Run]:

@@ -32,7 +32,7 @@ from pebench.leaderboard.stats import (
     spearman_test,
 )
 from pebench.studies.cells import Cell, plateau_gain
-from pebench.studies.spec import Claim, Study
+from pebench.studies.spec import Claim, Reference, Study
 
 __all__ = ["ALPHA", "MIN_SEEDS", "Verdict", "evaluate", "cell_plateaued", "not_learned"]
 
@@ -89,16 +89,38 @@ def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
         va = ca.values(claim.metric)
         seeds = tuple(sorted(va))
         return mean_test([va[s] for s in seeds], null=claim.null or 0.0), seeds, [ca]
-    # correlation across the PEs of one dataset (and arm): one mean per PE, the PEs with both values
+    # correlation across PEs: one mean per PE on each side (a side "NAME:DATASET:METRIC" reads a reference's cells),
+    # the PEs with both values (and, with learned_only, whose cells learned on both sides)
     xs, ys, used = [], [], []
     for pe in study.pes:
-        c = _cell(cells, study, claim, pe, None)
-        vx, vy = c.values(str(claim.x)), c.values(str(claim.y))
-        if vx and vy:
-            xs.append(math.fsum(vx.values()) / len(vx))
-            ys.append(math.fsum(vy.values()) / len(vy))
-            used.append(c)
+        (cx, mx, rx), (cy, my, ry) = (_side(study, claim, cells, str(side), pe) for side in (claim.x, claim.y))
+        vx, vy = cx.values(mx), cy.values(my)
+        if not (vx and vy):
+            continue
+        if claim.learned_only and not (_learned(study, cx, rx) and _learned(study, cy, ry)):
+            continue
+        xs.append(math.fsum(vx.values()) / len(vx))
+        ys.append(math.fsum(vy.values()) / len(vy))
+        used.append(cy if cy.arm in {a.name for a in study.arms} else cx)
     return spearman_test(xs, ys), (), used
+
+
+def _side(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell], side: str, pe: str
+          ) -> tuple[Cell, str, Reference | None]:
+    """(cell, metric, reference) of one side of a correlation claim for ``pe``."""
+    refs = {r.name: r for r in study.references}
+    name, _, rest = side.partition(":")
+    if name in refs and rest.count(":") >= 1:
+        dataset, metric = rest.split(":", 1)
+        return cells.get((f"ref:{name}", dataset, pe), Cell(f"ref:{name}", dataset, pe)), metric, refs[name]
+    return _cell(cells, study, claim, pe, None), side, None
+
+
+def _learned(study: Study, cell: Cell, ref: Reference | None) -> bool:
+    """Whether ``cell`` learned by its own rule: the reference's, or the study's (no rule: it counts as learned)."""
+    if ref is not None:
+        return ref.learned is None or cell.learned_by(ref.learned)
+    return not not_learned(study, [cell])
 
 
 def not_learned(study: Study, cells: Sequence[Cell]) -> list[Cell]:

@@ -60,6 +60,8 @@ def _bounds(metric: str) -> tuple[float, float] | None:
 
 
 def _cell_label(study: Study, cell: Cell) -> str:
+    if cell.arm.startswith("ref:"):  # a reference's cell (read for a correlation, never run by this study)
+        return f"{cell.pe} ({cell.arm[4:]}, reference)"
     return f"{cell.arm} / {cell.pe}" if len(study.arms) > 1 else cell.pe
 
 
@@ -99,12 +101,18 @@ def _provenance(study: Study, cells: dict) -> list[str]:
              "|---|---|---|---|---|---:|"]
     commits, cpus = set(), set()
     total = 0.0
+    ref_commits: set[str] = set()
+    ref_cpus: set[str] = set()
     for cell in cells.values():
         if not cell.runs:
             continue
-        commits.update(cell.commits)
-        cpus.update(cell.cpus)
-        total += cell.wall_time_s
+        if cell.arm.startswith("ref:"):
+            ref_commits.update(cell.commits)
+            ref_cpus.update(cell.cpus)
+        else:
+            commits.update(cell.commits)
+            cpus.update(cell.cpus)
+            total += cell.wall_time_s
         lines.append(f"| {_cell_label(study, cell)} | `{cell.dataset}` | {','.join(map(str, cell.seeds))} | "
                      f"{', '.join(f'`{_safe(c)}`' for c in cell.commits) or '—'} | {', '.join(map(_safe, cell.cpus)) or '—'} | "
                      f"{cell.wall_time_s / 60:.1f} |")
@@ -115,8 +123,12 @@ def _provenance(study: Study, cells: dict) -> list[str]:
                  f"a cell may mix code versions")
               + (f" and one CPU model ({_safe(next(iter(cpus)))})." if len(cpus) == 1 else
                  f" and {len(cpus)} CPU models ({', '.join(map(_safe, sorted(cpus)))}); the deterministic pins do not carry "
-                 f"across CPU models, so cells made on different ones differ by more than their seeds."), ""]
-    return lines
+                 f"across CPU models, so cells made on different ones differ by more than their seeds.")]
+    if ref_commits or ref_cpus:
+        lines += ["", f"The reference cells (another study's runs, read for the correlations, never run by this one) "
+                  f"come from commit(s) {', '.join(f'`{_safe(c)}`' for c in sorted(ref_commits))} and CPU model(s) "
+                  f"{', '.join(map(_safe, sorted(ref_cpus)))}, and are not counted in the wall time above."]
+    return lines + [""]
 
 
 def _convergence(study: Study, cells: dict) -> list[str]:
@@ -132,7 +144,7 @@ def _convergence(study: Study, cells: dict) -> list[str]:
              f"| cell | dataset | steps | plateaued seeds | gain over the last fifth{unit}, per seed |", "|---|---|---:|---|---|"]
     done = total = 0
     for cell in cells.values():
-        if not cell.runs:
+        if not cell.runs or cell.arm.startswith("ref:"):
             continue
         gains = [plateau_gain(r.curve) for r in cell.runs]
         steps = sorted({r.curve[-1][0] for r in cell.runs if r.curve})
@@ -144,7 +156,7 @@ def _convergence(study: Study, cells: dict) -> list[str]:
                      f"{sum(ok)} of {len(gains)} | "
                      f"{', '.join(_num(g, percent, signed=True) for g in gains)} |")
     if study.learned_metric is not None and study.learned_above is not None and study.learned_share is not None:
-        dull = not_learned(study, [c for c in cells.values() if c.runs])
+        dull = not_learned(study, [c for c in cells.values() if c.runs and not c.arm.startswith("ref:")])
         learned_line = (f"A cell *learned* when at least {study.learned_share:.0%} of its seeds reached "
                         f"`{study.learned_metric}` ≥ {_num(study.learned_above, _is_fraction(study.learned_metric))}"
                         f"{' %' if _is_fraction(study.learned_metric) else ''}: "
@@ -204,8 +216,10 @@ def _verdict_line(study: Study, v: Verdict) -> str:
     if r is None:
         return f"- {c.sentence}: **{v.word}**" + (f" ({'; '.join(v.notes)})." if v.notes else ".")
     if c.test == "correlation":
-        est = f"Spearman ρ = {r.estimate:+.2f} over {r.n} PEs, 95 % CI [{r.lo:+.2f}, {r.hi:+.2f}]" \
-            if r.lo is not None and r.hi is not None else f"Spearman ρ = {r.estimate:+.2f} over {r.n} PEs"
+        over = f"{r.n} PEs" + (" whose cells learned on both sides" if c.learned_only else "")
+        rho = f"{r.estimate:+.2f}" if math.isfinite(r.estimate) else "undefined"
+        est = f"Spearman ρ = {rho} over {over}, 95 % CI [{r.lo:+.2f}, {r.hi:+.2f}]" \
+            if r.lo is not None and r.hi is not None else f"Spearman ρ = {rho} over {over}"
     elif c.test == "equivalence":
         est = (f"{c.metric} {_num(r.estimate, pct, signed=True)}{' points' if pct else ''}, "
                f"{r.level:.0%} t-CI {_interval(r, pct, signed=True)} against ±{_num(c.margin, pct)}")

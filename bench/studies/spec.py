@@ -49,7 +49,8 @@ from typing import Any, Mapping, Sequence
 from pebench.core.errors import ConfigError, UnknownNameError
 from pebench.core.io import UnreadableYAML, load_yaml_untrusted
 
-__all__ = ["STUDY_FORMAT", "TESTS", "DIRECTIONS", "Arm", "CellRef", "Claim", "Study", "load_study", "list_studies",
+__all__ = ["STUDY_FORMAT", "TESTS", "DIRECTIONS", "Arm", "CellRef", "Claim", "Study", "Reference", "LearnedRule",
+           "load_study", "list_studies",
            "study_path", "parse_study", "sweep_argv", "sweep_argvs"]
 
 #: the study file format this engine reads (``version:``)
@@ -66,9 +67,9 @@ TESTS = {
 DIRECTIONS = ("greater", "less")
 
 _TOP_KEYS = {"study", "version", "title", "question", "results", "report", "arms", "grid", "recipe", "workers",
-             "table", "plateau", "learned", "claims", "scope", "changes", "protocol", "pe_flags"}
+             "table", "plateau", "learned", "claims", "scope", "changes", "protocol", "pe_flags", "references"}
 _CLAIM_KEYS = {"id", "sentence", "test", "metric", "b_metric", "dataset", "a", "b", "direction", "family", "margin",
-               "null", "x", "y", "reason", "arm"}
+               "null", "x", "y", "reason", "arm", "learned_only"}
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,41 @@ class Claim:
     y: str | None = None          # correlation: metric of the second
     reason: str | None = None     # not-informative: what guarantees the bound
     b_metric: str | None = None   # paired / equivalence: b's metric when it differs from a's (e.g. another rule)
+    learned_only: bool = False    # correlation: only the PEs whose cells learned on both sides
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Runs of another study a correlation claim reads (``x: "NAME:DATASET:METRIC"``): read, never run."""
+
+    name: str
+    results: str
+    model: str | None
+    datasets: tuple[str, ...]
+    seeds: tuple[int, ...]
+    learned: "LearnedRule | None" = None
+
+
+@dataclass(frozen=True)
+class LearnedRule:
+    """A cell learned when at least ``share`` of its seeds reached the threshold on ``metric``: ``above``, or, with
+    ``above_bound``, the run's exact no-PE bound plus ``above_bound`` of the way from it to 1 (results.json's
+    ``dataset_info.no_pe_bound``: a probe's ceiling)."""
+
+    metric: str
+    share: float
+    above: float | None = None
+    above_bound: float | None = None
+
+    def threshold(self, bound: float | None) -> float | None:
+        if self.above_bound is not None and bound is not None:
+            return bound + self.above_bound * (1.0 - bound)
+        return self.above
+
+    def describe(self) -> str:
+        what = (f"its no-PE bound plus {self.above_bound:g} of the way to 1" if self.above_bound is not None
+                else f"{self.above:g}")
+        return f"`{self.metric}` ≥ {what} in at least {self.share:.0%} of its seeds"
 
 
 @dataclass(frozen=True)
@@ -130,6 +166,7 @@ class Study:
     learned_metric: str | None = None     # a cell learned when `learned_share` of its seeds reach `learned_above`
     learned_above: float | None = None
     learned_share: float | None = None
+    references: tuple[Reference, ...] = ()
     scope: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()
     protocol: tuple[str, ...] = ()
@@ -228,7 +265,8 @@ def _claim(raw: Any, i: int, source: str) -> Claim:
                   b=_cell(raw["b"], "b", where) if "b" in raw else None, direction=direction,
                   margin=float(raw["margin"]) if "margin" in raw else None,
                   null=float(raw["null"]) if "null" in raw else None, x=raw.get("x"), y=raw.get("y"),
-                  reason=raw.get("reason"), b_metric=raw.get("b_metric"))
+                  reason=raw.get("reason"), b_metric=raw.get("b_metric"),
+                  learned_only=bool(raw.get("learned_only", False)))
     needs = {"paired": ("metric", "dataset", "a", "b", "direction"),
              "equivalence": ("metric", "dataset", "a", "b", "margin"),
              "mean": ("metric", "dataset", "a", "direction"),
@@ -240,6 +278,32 @@ def _claim(raw: Any, i: int, source: str) -> Claim:
     if claim.margin is not None and not claim.margin > 0:
         raise ConfigError(f"{where}: margin should be > 0, got {claim.margin}")
     return claim
+
+
+def _learned_rule(raw: Any, where: str) -> LearnedRule:
+    if (not isinstance(raw, dict) or not set(raw) <= {"metric", "share", "above", "above_bound"}
+            or not isinstance(raw.get("metric"), str) or ("above" in raw) == ("above_bound" in raw)
+            or not all(isinstance(raw.get(k), (int, float)) and not isinstance(raw.get(k), bool)
+                       for k in ("share", "above" if "above" in raw else "above_bound"))
+            or not 0 < raw["share"] <= 1):
+        raise ConfigError(f"{where}: learned should be {{metric: NAME, share: (0, 1], above: NUMBER or above_bound: "
+                          f"NUMBER}}")
+    return LearnedRule(metric=raw["metric"], share=float(raw["share"]),
+                       above=float(raw["above"]) if "above" in raw else None,
+                       above_bound=float(raw["above_bound"]) if "above_bound" in raw else None)
+
+
+def _reference(raw: Any, i: int, source: str) -> Reference:
+    where = f"study file {source}: references[{i}]"
+    if not isinstance(raw, dict) or set(raw) - {"name", "results", "model", "datasets", "seeds", "learned"}:
+        raise ConfigError(f"{where} should be {{name, results, model, datasets, seeds[, learned]}}")
+    seeds = raw.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and not isinstance(x, bool) for x in seeds):
+        raise ConfigError(f"{where}: seeds should be a non-empty list of integers")
+    return Reference(name=_need(raw, "name", str, where), results=_need(raw, "results", str, where),
+                     model=raw.get("model"), datasets=_strings(raw.get("datasets"), "datasets", where),
+                     seeds=tuple(seeds),
+                     learned=_learned_rule(raw["learned"], where) if "learned" in raw else None)
 
 
 def parse_study(text: str, source: str) -> Study:
@@ -293,7 +357,16 @@ def parse_study(text: str, source: str) -> Study:
                                            for k in ("above", "share"))
                                 or not 0 < learned["share"] <= 1):
         raise ConfigError(f"study file {source}: learned should be {{metric: NAME, above: NUMBER, share: (0, 1]}}")
+    references = tuple(_reference(r, i, source) for i, r in enumerate(data.get("references") or []))
     claims = tuple(_claim(c, i, source) for i, c in enumerate(data.get("claims") or []))
+    ref_names = {r.name: r for r in references}
+    for c in claims:
+        for side in (c.x, c.y):
+            if side is not None and side.count(":") >= 2 and side.split(":", 1)[0] in ref_names:
+                ref = ref_names[side.split(":", 1)[0]]
+                if side.split(":")[1] not in ref.datasets:
+                    raise ConfigError(f"study file {source}: claim {c.id!r} reads dataset {side.split(':')[1]!r} of "
+                                      f"reference {ref.name!r}, which lists {', '.join(ref.datasets)}")
     ids = [c.id for c in claims]
     if len(ids) != len(set(ids)):
         raise ConfigError(f"study file {source}: claim ids must be unique")
@@ -331,7 +404,7 @@ def parse_study(text: str, source: str) -> Study:
         plateau_band=float(plateau["band"]) if plateau else None, claims=claims,
         learned_metric=learned["metric"] if learned else None,
         learned_above=float(learned["above"]) if learned else None,
-        learned_share=float(learned["share"]) if learned else None,
+        learned_share=float(learned["share"]) if learned else None, references=references,
         scope=tuple(" ".join(str(s).split()) for s in data.get("scope") or []),
         changes=tuple(" ".join(str(s).split()) for s in data.get("changes") or []),
         protocol=tuple(" ".join(str(s).split()) for s in data.get("protocol") or []),

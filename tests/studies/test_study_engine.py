@@ -272,3 +272,48 @@ claims:
     (v,) = evaluate(study, cells)
     ref = stats.ttest_rel([0.55, 0.58, 0.50, 0.57], [0.50, 0.52, 0.47, 0.55])
     assert v.result.p == pytest.approx(ref.pvalue, rel=1e-12)
+
+
+def test_correlation_with_a_reference_study_with_and_without_the_pes_that_did_not_learn(tmp_path):
+    """x from another study's runs (a probe), y from this study's; learned_only drops PEs at their probe's bound."""
+    own, probes = tmp_path / "own", tmp_path / "probes"
+    probe_acc = {"none": 0.50, "ape": 0.90, "sincos": 0.80, "rope": 0.95, "alibi": 0.51}
+    real_acc = {"none": 0.70, "ape": 0.84, "sincos": 0.85, "rope": 0.86, "alibi": 0.60}
+    for pe in probe_acc:
+        for seed in range(3):
+            jitter = 0.001 * seed
+            d = probes / "probe-x" / pe / "vit-probe" / f"seed{seed}"
+            d.mkdir(parents=True)
+            (d / "results.json").write_text(json.dumps({"status": "complete", "metrics": {"test/acc1": probe_acc[pe]
+                                                        + jitter}, "dataset_info": {"no_pe_bound": 0.5}}))
+            _write_run(own, pe, seed, real_acc[pe] + jitter, [(100, 0.5), (500, 0.5)])
+    study = parse_study(f"""
+study: corr
+version: 1
+title: t
+question: q
+results: {own.as_posix()}
+report: R.md
+grid: {{datasets: [shapes], pes: [none, ape, sincos, rope, alibi], seeds: [0, 1, 2]}}
+recipe: [--model, vit-nano]
+references:
+  - {{name: probes, results: {probes.as_posix()}, model: vit-probe, datasets: [probe-x], seeds: [0, 1, 2],
+      learned: {{metric: test/acc1, share: 0.8, above_bound: 0.5}}}}
+claims:
+  - {{id: all, sentence: probe-x predicts shapes, test: correlation, dataset: shapes, x: "probes:probe-x:test/acc1",
+      y: test/acc1, direction: greater}}
+  - {{id: learned, sentence: probe-x predicts shapes among PEs that learned it, test: correlation, dataset: shapes,
+      x: "probes:probe-x:test/acc1", y: test/acc1, direction: greater, learned_only: true}}
+""", "corr.yaml")
+    cells, problems = collect(study, own)
+    assert problems == []
+    verdicts = {v.claim.id: v for v in evaluate(study, cells)}
+    means = lambda d, pes: [d[p] + 0.001 for p in pes]  # noqa: E731 - the mean of seeds 0..2 adds 0.001
+    everyone = ["none", "ape", "sincos", "rope", "alibi"]
+    assert verdicts["all"].result.estimate == pytest.approx(
+        stats.spearmanr(means(probe_acc, everyone), means(real_acc, everyone)).statistic)
+    assert verdicts["all"].result.n == 5
+    learned = ["ape", "sincos", "rope"]  # threshold 0.75: none and alibi sit at the bound
+    assert verdicts["learned"].result.n == 3
+    assert verdicts["learned"].result.estimate == pytest.approx(
+        stats.spearmanr(means(probe_acc, learned), means(real_acc, learned)).statistic)
