@@ -7,7 +7,8 @@ extrapolation one evaluation per input size. Each pass yields every layer of the
 pass per batch), so a pass, not a layer, is the unit a line reports.
 
 :func:`reporting` installs a reporter (a ``str -> None`` callable) for a block; :class:`Steps` counts an
-analysis' units and reports each as ``<analysis>: <unit> i/n (<what>) done in <t> s``. With no reporter
+analysis' units and reports each as ``<analysis>: <unit> i/n (<what>) done in <t> s``; the first line also says what
+the remaining units will take at that pace (``bench analyze``'s default protocol says its cost after one pass). With no reporter
 installed (``bench run``, the tests, ``bench analyze --no-progress-bar``) nothing is printed or formatted.
 """
 from __future__ import annotations
@@ -47,6 +48,19 @@ class Steps:
         self.count += 1
         now = time.perf_counter()
         if self.reporter is not None:
-            self.reporter(f"{self.analysis}: {self.unit} {self.count}/{self.total} ({what}) done in "
-                          f"{now - self.t0:.1f} s")
+            took = now - self.t0
+            line = f"{self.analysis}: {self.unit} {self.count}/{self.total} ({what}) done in {took:.1f} s"
+            left = self.total - self.count
+            if self.count == 1 and left > 0:  # the cost, said once the first unit has measured it
+                line += f"; the other {left} {self.unit}(s) will take about {_duration(took * left)}"
+            self.reporter(line)
         self.t0 = now
+
+
+def _duration(seconds: float) -> str:
+    """``42 s`` / ``3.5 min`` / ``1.2 h``: an estimate's order of magnitude, not a promise."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -133,3 +133,15 @@ def test_a_signal_leaves_status_interrupted_and_the_command_to_rerun(command, ca
     again = build_parser().parse_args(words[1:])  # the command parses back to the same arguments
     first = build_parser().parse_args(command)
     assert vars(again) == vars(first)
+
+
+def test_the_first_unit_says_what_the_rest_will_take():
+    from pebench.analysis.progress import Steps, reporting
+
+    lines: list[str] = []
+    with reporting(lines.append):
+        steps = Steps("geometry", 17, "pass")
+        steps.done("clean")
+        steps.done("RPI permutation 1/8, trained")
+    assert "; the other 16 pass(s) will take about" in lines[0]
+    assert "will take" not in lines[1]
