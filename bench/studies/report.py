@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 from typing import Sequence
 
+from pebench.core.io import read_json
 from pebench.leaderboard.stats import TestResult, format_p, mean_test
 from pebench.leaderboard.text import encodable
 from pebench.studies.cells import Cell, plateau_gain
@@ -129,6 +130,45 @@ def _provenance(study: Study, cells: dict) -> list[str]:
                   f"come from commit(s) {', '.join(f'`{_safe(c)}`' for c in sorted(ref_commits))} and CPU model(s) "
                   f"{', '.join(map(_safe, sorted(ref_cpus)))}, and are not counted in the wall time above."]
     return lines + [""]
+
+
+def _reruns(study: Study, cells: dict, results_label: str) -> list[str]:
+    """One sentence on the study's runs rerun from their ``config.yaml`` (the study file's ``reruns`` records, each
+    of a run this study holds and made at the commit the run records); nothing without a ``reruns`` file."""
+    if study.reruns is None:
+        return []
+    try:
+        records = read_json(study.reruns)
+    except (OSError, ValueError):
+        records = None
+    if not isinstance(records, list):
+        return [f"The rerun records `{_safe(study.reruns)}` cannot be read.", ""]
+    ours = {}
+    for c in cells.values():
+        if c.arm.startswith("ref:"):
+            continue
+        arm = study.arm(c.arm)
+        folder = results_label if arm.out in ("", ".") else f"{results_label}/{arm.out}"
+        for r in c.runs:  # a run's path is relative to the study's results folder: the record's, to its arm's
+            rel = r.path.removesuffix("/results.json")
+            ours[(folder, rel.removeprefix(f"{arm.out}/") if arm.out not in ("", ".") else rel)] = r
+    recs = [rec for rec in records if isinstance(rec, dict)
+            and (run := ours.get((str(rec.get("results")), str(rec.get("run"))))) is not None
+            and run.commit is not None and str(rec.get("commit", "")) == run.commit[:len(str(rec.get("commit", "")))]]
+    if not recs:
+        return [f"None of these runs has a rerun record in `{_safe(study.reruns)}`.", ""]
+    same = sum(rec.get("status") == "identical" for rec in recs)
+    at = sorted({str(rec.get("rerun_commit", "?")) for rec in recs})
+    other = [rec for rec in recs if rec.get("cpu_model") and rec.get("rerun_cpu_model")
+             and rec["cpu_model"] != rec["rerun_cpu_model"]]
+    worst = max((rec for rec in recs if rec.get("status") == "differs"),
+                key=lambda rec: float(rec.get("max_abs_diff") or 0.0), default=None)
+    return [f"**Reruns:** {len(recs)} of these runs were rerun from their `config.yaml` in fresh processes, at "
+            f"commit(s) {', '.join(f'`{_safe(c)}`' for c in at)} (`{_safe(study.reruns)}`): **{same} of {len(recs)} "
+            f"gave identical metrics**"
+            + (f"; the largest difference was {float(worst.get('max_abs_diff') or 0):.3g} in "
+               f"`{_safe(worst.get('metric'))}`" if worst else "")
+            + (f"; {len(other)} reran on another CPU model than their run's" if other else "") + ".", ""]
 
 
 def _convergence(study: Study, cells: dict) -> list[str]:
@@ -266,6 +306,7 @@ def render_report(study: Study, cells: dict[tuple[str, str, str], Cell], verdict
              "## Question", "", study.question, ""]
     lines += _protocol(study, cells, results_label)
     lines += _provenance(study, cells)
+    lines += _reruns(study, cells, results_label)
     lines += _convergence(study, cells)
     lines += _tables(study, cells)
     lines += _verdicts(study, verdicts)

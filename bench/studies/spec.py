@@ -31,6 +31,7 @@ claims:                          # named comparisons, each with its test, family
     b: {pe: none}
     direction: greater           # what the claim predicts (held / contradicted / inconclusive)
     family: main
+reruns: results/rerun_check.json # optional: reruns of its runs from their config.yaml (the report counts them)
 scope: [...]                     # sentences the verdicts may be read under
 changes: [...]                   # "changed from the previous report" (procedure changes, said once)
 ```
@@ -67,7 +68,8 @@ TESTS = {
 DIRECTIONS = ("greater", "less")
 
 _TOP_KEYS = {"study", "version", "title", "question", "results", "report", "arms", "grid", "recipe", "workers",
-             "table", "plateau", "learned", "claims", "scope", "changes", "protocol", "pe_flags", "references"}
+             "table", "plateau", "learned", "claims", "scope", "changes", "protocol", "pe_flags", "references",
+             "reruns"}
 _CLAIM_KEYS = {"id", "sentence", "test", "metric", "b_metric", "dataset", "a", "b", "direction", "family", "margin",
                "null", "x", "y", "reason", "arm", "learned_only"}
 
@@ -167,6 +169,7 @@ class Study:
     learned_above: float | None = None
     learned_share: float | None = None
     references: tuple[Reference, ...] = ()
+    reruns: str | None = None     # a rerun_check JSON (records of runs rerun from their config.yaml) the report reads
     scope: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()
     protocol: tuple[str, ...] = ()
@@ -405,6 +408,7 @@ def parse_study(text: str, source: str) -> Study:
         learned_metric=learned["metric"] if learned else None,
         learned_above=float(learned["above"]) if learned else None,
         learned_share=float(learned["share"]) if learned else None, references=references,
+        reruns=str(data["reruns"]) if data.get("reruns") is not None else None,
         scope=tuple(" ".join(str(s).split()) for s in data.get("scope") or []),
         changes=tuple(" ".join(str(s).split()) for s in data.get("changes") or []),
         protocol=tuple(" ".join(str(s).split()) for s in data.get("protocol") or []),

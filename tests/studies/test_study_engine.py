@@ -317,3 +317,10 @@ claims:
     assert verdicts["learned"].result.n == 3
     assert verdicts["learned"].result.estimate == pytest.approx(
         stats.spearmanr(means(probe_acc, learned), means(real_acc, learned)).statistic)
+
+
+def test_committed_reports_count_their_reruns(monkeypatch):
+    monkeypatch.chdir(REPO)
+    for report in ("results/embedded/DETECTION_REPORT.md", "results/event-tokens/REPORT.md"):
+        text = (REPO / report).read_text(encoding="utf-8")
+        assert "**Reruns:** 4 of these runs were rerun" in text and "**4 of 4 gave identical metrics**" in text
