@@ -34,6 +34,7 @@ METRIC_FORMS = {
     "drop:RES:BASE:KEY": "extrapolation KEY at RES minus at BASE, per seed, e.g. drop:48:24:acc1 (the change a scale "
                          "change costs that run)",
     "rule:RULE:RES:KEY": "KEY of the extrapolation-rules analysis' row at RES under RULE, e.g. rule:ntk:48:acc1",
+    "robustness:SHIFT:KEY": "KEY of the robustness analysis under SHIFT, e.g. robustness:jpeg:fs (the fragility score)",
     "geometry:NAME:LAYER": "a per-layer geometry list at LAYER (an index, or last), e.g. geometry:ssdc_rpi:last",
 }
 
@@ -61,6 +62,7 @@ class Run:
     geometry: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per-layer lists (ssdc, ssdc_rpi, ...)
     rules: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # rule -> resolution -> row
     no_pe_bound: float | None = None  # results.json's dataset_info.no_pe_bound (a probe's exact no-PE ceiling)
+    robustness: dict[str, dict[str, float]] = field(default_factory=dict)  # shift -> {acc, fs, ...}
 
     def value(self, metric: str) -> float | None:
         """The run's value of ``metric`` (:data:`METRIC_FORMS`); ``None`` where the run does not have it."""
@@ -71,6 +73,8 @@ class Run:
         elif parts[0] == "drop" and len(parts) == 4:
             hi, lo = self.extrapolation.get(parts[1], {}), self.extrapolation.get(parts[2], {})
             v = hi[parts[3]] - lo[parts[3]] if parts[3] in hi and parts[3] in lo else None
+        elif parts[0] == "robustness" and len(parts) == 3:
+            v = self.robustness.get(parts[1], {}).get(parts[2])
         elif parts[0] == "rule" and len(parts) == 4:
             v = self.rules.get(parts[1], {}).get(parts[2], {}).get(parts[3])
         elif parts[0] == "geometry" and len(parts) == 3:
@@ -221,6 +225,10 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
     sha = res.get("git_sha")
     wall = res.get("wall_time_s")
     ev = res.get("evaluated_checkpoint")
+    rob = res.get("robustness") if isinstance(res.get("robustness"), dict) else {}
+    robustness = {str(k): {kk: float(vv) for kk, vv in v.items()
+                           if isinstance(vv, (int, float)) and not isinstance(vv, bool)}
+                  for k, v in rob.items() if isinstance(v, dict)}
     info = res.get("dataset_info") if isinstance(res.get("dataset_info"), dict) else {}
     bound = info.get("no_pe_bound")
     curve, last = read_curve(path.parent, plateau_metric) if plateau_metric else ((), None)
@@ -231,7 +239,7 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
                metrics=metrics, extrapolation=extra, commit=sha if isinstance(sha, str) and sha else None,
                cpu=numerics.get("cpu_model") if isinstance(numerics.get("cpu_model"), str) else None,
                wall_time_s=float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None,
-               curve=curve, last_step=last, geometry=geometry, rules=rules,
+               curve=curve, last_step=last, geometry=geometry, rules=rules, robustness=robustness,
                no_pe_bound=float(bound) if isinstance(bound, (int, float)) and not isinstance(bound, bool) else None,
                evaluated="best-validation checkpoint" if isinstance(ev, dict) and ev.get("which") == "best"
                else "last-step weights")

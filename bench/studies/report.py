@@ -245,7 +245,25 @@ def _tables(study: Study, cells: dict) -> list[str]:
                 row.append(_num(math.fsum(vals) / len(vals), pct) if vals else "—")
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+        lines += _layer_table(study, group)
     return lines
+
+
+def _layer_table(study: Study, group: list[Cell]) -> list[str]:
+    """Per-layer geometry (``table.layers``): per PE, each list's mean over seeds, layer by layer (``a / b / c``)."""
+    if not study.layers:
+        return []
+    lines = ["Per layer (means over seeds, first layer first):", "",
+             "| " + " | ".join(["PE" if len(study.arms) == 1 else "arm / PE", *study.layers]) + " |",
+             "|---|" + "---|" * len(study.layers)]
+    for c in group:
+        row = [_cell_label(study, c)]
+        for key in study.layers:
+            lists = [r.geometry.get(key, ()) for r in c.runs if r.geometry.get(key)]
+            depth = min((len(x) for x in lists), default=0)
+            row.append(" / ".join(f"{math.fsum(x[i] for x in lists) / len(lists):.2f}" for i in range(depth)) or "—")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + [""]
 
 
 def _verdict_line(study: Study, v: Verdict) -> str:

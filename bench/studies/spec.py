@@ -15,7 +15,7 @@ grid: {datasets: [...], pes: [...], seeds: [0, 1, 2]}
 recipe: [--model, vit-nano, --epochs, "6"]     # every `bench sweep` / `bench run` flag besides the grid
 pe_flags: {ape: [--analyses, "geometry,alpha"]}  # optional: flags added for some PEs (a later flag wins)
 workers: 2
-table:                           # the per-dataset table: metrics (results.json `metrics` keys) and extrapolation
+table:                           # the per-dataset table: metrics, extrapolation, and per-layer geometry (`layers`)
   metrics: [val/map, test/map]
   extrapolation: map             # optional: the key of results.json's extrapolation rows shown per resolution
   percent: true                  # fractions shown as percent
@@ -169,6 +169,7 @@ class Study:
     learned_above: float | None = None
     learned_share: float | None = None
     references: tuple[Reference, ...] = ()
+    layers: tuple[str, ...] = ()  # per-layer geometry lists shown per PE (means over seeds, layer by layer)
     reruns: str | None = None     # a rerun_check JSON (records of runs rerun from their config.yaml) the report reads
     scope: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()
@@ -347,8 +348,8 @@ def parse_study(text: str, source: str) -> Study:
             raise ConfigError(f"study file {source}: arms[{i}].out must be a folder inside results, got {out!r}")
         arms.append(Arm(name=a["name"], out=out, flags=_strings(a.get("flags", []), f"arms[{i}].flags", source)))
     table = data.get("table") or {}
-    if not isinstance(table, dict) or set(table) - {"metrics", "extrapolation", "percent"}:
-        raise ConfigError(f"study file {source}: table takes metrics, extrapolation and percent")
+    if not isinstance(table, dict) or set(table) - {"metrics", "extrapolation", "percent", "layers"}:
+        raise ConfigError(f"study file {source}: table takes metrics, extrapolation, percent and layers")
     plateau = data.get("plateau")
     if plateau is not None and (not isinstance(plateau, dict) or set(plateau) != {"metric", "band"}
                                 or not isinstance(plateau["band"], (int, float)) or plateau["band"] < 0):
@@ -409,6 +410,7 @@ def parse_study(text: str, source: str) -> Study:
         learned_above=float(learned["above"]) if learned else None,
         learned_share=float(learned["share"]) if learned else None, references=references,
         reruns=str(data["reruns"]) if data.get("reruns") is not None else None,
+        layers=_strings(table.get("layers", []), "table.layers", source),
         scope=tuple(" ".join(str(s).split()) for s in data.get("scope") or []),
         changes=tuple(" ".join(str(s).split()) for s in data.get("changes") or []),
         protocol=tuple(" ".join(str(s).split()) for s in data.get("protocol") or []),

@@ -324,3 +324,31 @@ def test_committed_reports_count_their_reruns(monkeypatch):
     for report in ("results/embedded/DETECTION_REPORT.md", "results/event-tokens/REPORT.md"):
         text = (REPO / report).read_text(encoding="utf-8")
         assert "**Reruns:** 4 of these runs were rerun" in text and "**4 of 4 gave identical metrics**" in text
+
+
+def test_robustness_metrics_and_per_layer_tables(tmp_path):
+    results = tmp_path / "runs"
+    for seed, (fs, layers) in enumerate([(0.2, [0.1, 0.3]), (0.4, [0.3, 0.5])]):
+        d = results / "shapes" / "ape" / "vit-nano" / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "results.json").write_text(json.dumps({
+            "status": "complete", "metrics": {"test/acc1": 0.9}, "robustness": {"jpeg": {"fs": fs, "acc": 0.7}},
+            "geometry": {"ssdc": layers}}))
+    study = parse_study(f"""
+study: geo
+version: 1
+title: t
+question: q
+results: {results.as_posix()}
+report: R.md
+grid: {{datasets: [shapes], pes: [ape], seeds: [0, 1]}}
+recipe: [--model, vit-nano]
+table: {{metrics: ["robustness:jpeg:fs"], layers: [ssdc]}}
+""", "geo.yaml")
+    cells, _ = collect(study, results)
+    (cell,) = cells.values()
+    assert cell.values("robustness:jpeg:fs") == {0: 0.2, 1: 0.4}
+    from pebench.studies.report import render_report
+
+    text = render_report(study, cells, [], [], "runs")
+    assert "| ape | 0.20 / 0.40 |" in text
