@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from benchmarks import (
-    findings,
     perf_findings,
     probe_findings,
     probe_recipe,
@@ -103,18 +102,6 @@ def test_ssdc_report_regenerates_from_the_committed_results(tmp_path):
     report = tmp_path / "REPORT.md"
     assert ssdc_findings.main(["--results", str(REPO / RESULTS), "--report", str(report)]) == 0
     committed = REPO / RESULTS / "probe-anchoring" / "REPORT.md"
-    assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
-
-
-@pytest.mark.skipif(not (REPO / RESULTS / "shapes").exists(), reason="no committed shapes results")
-def test_shapes_report_regenerates_from_the_committed_results(tmp_path):
-    """results/embedded/shapes/REPORT.md (the SSDC / EED claims on shapes) is exactly what benchmarks/findings.py
-    makes of the committed results."""
-    report = tmp_path / "REPORT.md"
-    assert findings.main(["--results", str(REPO / RESULTS), "--report", str(report), "--time-file",
-                          str(REPO / "results" / "shapes_sweep_time.txt"), "--rerun-check",
-                          str(REPO / "results" / "rerun_check.json")]) == 0
-    committed = REPO / RESULTS / "shapes" / "REPORT.md"
     assert report.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
 
 
