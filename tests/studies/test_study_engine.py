@@ -63,6 +63,12 @@ def _write_run(root: Path, pe: str, seed: int, test: float, curve: list[tuple[in
     (d / "metrics.csv").write_text("\n".join(rows) + "\n")
 
 
+def _small_study(name: str, results: Path, grid: str, body: str) -> "object":
+    """A study file with the header every small test study shares, then ``body`` (claims, table, references)."""
+    return parse_study(f"study: {name}\nversion: 1\ntitle: t\nquestion: q\nresults: {results.as_posix()}\n"
+                       f"report: R.md\ngrid: {{{grid}}}\nrecipe: [--model, vit-nano]\n" + body, f"{name}.yaml")
+
+
 @pytest.fixture()
 def toy(tmp_path):
     results = tmp_path / "runs"
@@ -255,19 +261,11 @@ def test_rule_claims_compare_two_rules_of_one_run(tmp_path):
         rows = {rule: [{"resolution": "48", "acc1": v}] for rule, v in (("native", native), ("ntk", ntk))}
         (d / "results.json").write_text(json.dumps({"status": "complete", "metrics": {"test/acc1": 0.6},
                                                     "extrapolation_rules": rows}))
-    study = parse_study(f"""
-study: rules
-version: 1
-title: t
-question: q
-results: {results.as_posix()}
-report: R.md
-grid: {{datasets: [shapes], pes: [rope-axial], seeds: [0, 1, 2, 3]}}
-recipe: [--model, vit-nano]
+    study = _small_study("rules", results, "datasets: [shapes], pes: [rope-axial], seeds: [0, 1, 2, 3]", """
 claims:
-  - {{id: ntk, sentence: ntk beats native, test: paired, metric: "rule:ntk:48:acc1", b_metric: "rule:native:48:acc1",
-      dataset: shapes, a: {{pe: rope-axial}}, b: {{pe: rope-axial}}, direction: greater}}
-""", "rules.yaml")
+  - {id: ntk, sentence: ntk beats native, test: paired, metric: "rule:ntk:48:acc1", b_metric: "rule:native:48:acc1",
+      dataset: shapes, a: {pe: rope-axial}, b: {pe: rope-axial}, direction: greater}
+""")
     cells, _ = collect(study, results)
     (v,) = evaluate(study, cells)
     ref = stats.ttest_rel([0.55, 0.58, 0.50, 0.57], [0.50, 0.52, 0.47, 0.55])
@@ -287,15 +285,7 @@ def test_correlation_with_a_reference_study_with_and_without_the_pes_that_did_no
             (d / "results.json").write_text(json.dumps({"status": "complete", "metrics": {"test/acc1": probe_acc[pe]
                                                         + jitter}, "dataset_info": {"no_pe_bound": 0.5}}))
             _write_run(own, pe, seed, real_acc[pe] + jitter, [(100, 0.5), (500, 0.5)])
-    study = parse_study(f"""
-study: corr
-version: 1
-title: t
-question: q
-results: {own.as_posix()}
-report: R.md
-grid: {{datasets: [shapes], pes: [none, ape, sincos, rope, alibi], seeds: [0, 1, 2]}}
-recipe: [--model, vit-nano]
+    study = _small_study("corr", own, "datasets: [shapes], pes: [none, ape, sincos, rope, alibi], seeds: [0, 1, 2]", f"""
 references:
   - {{name: probes, results: {probes.as_posix()}, model: vit-probe, datasets: [probe-x], seeds: [0, 1, 2],
       learned: {{metric: test/acc1, share: 0.8, above_bound: 0.5}}}}
@@ -304,7 +294,7 @@ claims:
       y: test/acc1, direction: greater}}
   - {{id: learned, sentence: probe-x predicts shapes among PEs that learned it, test: correlation, dataset: shapes,
       x: "probes:probe-x:test/acc1", y: test/acc1, direction: greater, learned_only: true}}
-""", "corr.yaml")
+""")
     cells, problems = collect(study, own)
     assert problems == []
     verdicts = {v.claim.id: v for v in evaluate(study, cells)}
@@ -334,17 +324,9 @@ def test_robustness_metrics_and_per_layer_tables(tmp_path):
         (d / "results.json").write_text(json.dumps({
             "status": "complete", "metrics": {"test/acc1": 0.9}, "robustness": {"jpeg": {"fs": fs, "acc": 0.7}},
             "geometry": {"ssdc": layers}}))
-    study = parse_study(f"""
-study: geo
-version: 1
-title: t
-question: q
-results: {results.as_posix()}
-report: R.md
-grid: {{datasets: [shapes], pes: [ape], seeds: [0, 1]}}
-recipe: [--model, vit-nano]
-table: {{metrics: ["robustness:jpeg:fs"], layers: [ssdc]}}
-""", "geo.yaml")
+    study = _small_study("geo", results, "datasets: [shapes], pes: [ape], seeds: [0, 1]", """
+table: {metrics: ["robustness:jpeg:fs"], layers: [ssdc]}
+""")
     cells, _ = collect(study, results)
     (cell,) = cells.values()
     assert cell.values("robustness:jpeg:fs") == {0: 0.2, 1: 0.4}
