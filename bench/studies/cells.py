@@ -290,6 +290,3 @@ def _collect_into(cells: dict[tuple[str, str, str], Cell], problems: list[str], 
                     else:
                         cell.other[seed] = run.status
 
-
-def runs_of(cells: dict[Any, Cell]) -> list[Run]:
-    return [r for c in cells.values() for r in c.runs]
