@@ -48,7 +48,7 @@ from pebench.models.set_tokenizer import SetPatchTokenizer
 from pebench.models.tokenizers import ImageTokenizer
 from pebench.models.vit import build_backbone, model_config
 
-__all__ = ["Capacity", "capacity", "capacity_table", "BREAKERS", "TOL", "CHECK_SCENES", "CAPACITY_PROBES"]
+__all__ = ["Capacity", "capacity", "capacity_table", "cannot_represent", "BREAKERS", "TOL", "CHECK_SCENES", "CAPACITY_PROBES"]
 
 #: logits closer than this (float64) count as equal
 TOL = 1e-9
@@ -260,3 +260,22 @@ def capacity(probe: str, pe: str) -> Capacity:
 def capacity_table(probes: list[str] | None = None, pes: list[str] | None = None) -> dict[tuple[str, str], Capacity]:
     """:func:`capacity` of every probe x PE (defaults: :data:`CAPACITY_PROBES` x every registered PE)."""
     return {(p, e): capacity(p, e) for p in (probes or list(CAPACITY_PROBES)) for e in (pes or list_pes())}
+
+
+def cannot_represent(probe: str, pe: str) -> str | None:
+    """The symmetry name ("relative", "rotation-invariant", "position-blind") that puts the label of ``probe`` out of
+    reach of ``pe`` (a grid variant such as ``sincos+rpt`` is its PE), None when it can represent it, or when the probe
+    is not one :func:`capacity` covers. Only the PEs such a symmetry could stop are checked (each check builds a
+    model): those without learned parameters (the position-blind check) and those declaring a symmetry the probe
+    lists; for any other PE :func:`capacity` finds no symmetry to apply. The study engine's ``capacity.checker:
+    probe-capacity`` (``bench study report probes --pe MY-PE``) and the test of the probe study's declared cells
+    call this."""
+    name = pe.split("+", 1)[0]
+    cls = get_pe_class(name)
+    if probe not in BREAKERS or (cls.learned is not False
+                                 and not any(getattr(cls, sym, False) for sym, _, _ in BREAKERS[probe])):
+        return None
+    c = capacity(probe, name)
+    if c.representable or not c.reason.startswith("cannot represent ("):
+        return None
+    return c.reason[len("cannot represent ("):].split(")", 1)[0]

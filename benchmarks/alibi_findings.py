@@ -19,7 +19,7 @@ from typing import Any
 from .reports import reproduced, shown
 
 CEILING = {"probe-decay": 0.5, "probe-context": 1 / 3}
-LEARNED_SHARE = 0.5  # as benchmarks/probe_findings.py: half way from the no-PE ceiling to 100 %
+LEARNED_SHARE = 0.5  # as the probe study (bench/studies/files/probes.yaml): half way from the no-PE ceiling to 100 %
 #: variant folder -> what it is
 VARIANTS = {"default": "published slopes (no option)", "scale8": "`slope_scale=8`",
             "learnable": "`learnable_slopes=true`", "scale8-learnable": "`slope_scale=8`, `learnable_slopes=true`",

@@ -9,7 +9,7 @@ bimodal (some seeds learned, some stayed at chance) under each candidate recipe,
 each run's ``results.json`` and ``metrics.csv`` and, per recipe x probe x PE, reports
 
 * how many seeds *learned* the probe: final validation accuracy at least halfway from the probe's no-PE
-  ceiling to 100 % (the rule of ``benchmarks/probe_findings.py``), decided per seed;
+  ceiling to 100 % (the rule of the probe study, ``bench study report probes``), decided per seed;
 * each seed's *steps to learn*: the first validation step at which it crossed that line (``—``: never
   within the run's budget), a property of the PE under the recipe in its own right;
 * the optimizer steps the seed trained (``--stop-at`` ends a run at its validation target) and the run's
@@ -29,8 +29,16 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from .probe_cells import CEILING, LEARNED_SHARE
 from .reports import emit, fill, read_metrics, reproduced, shown
+
+#: the exact no-PE ceilings of the probes' test splits (results.json's dataset_info.no_pe_bound; the probe study's
+#: learned rule reads them from there)
+CEILING = {"probe-translation": 0.25, "probe-rotation": 0.25, "probe-decay": 0.5, "probe-context": 1 / 3,
+           "probe-extrapolation": 0.25, "probe-anchoring": 0.5,
+           "probe-set-translation": 0.25, "probe-set-extrapolation": 0.25, "probe-set-anchoring": 0.5}
+#: a seed learned a probe when its best validation accuracy is at least this share of the way from the no-PE
+#: ceiling to 100 % (the probe study's rule: bench/studies/files/probes.yaml, ``learned.above_bound``)
+LEARNED_SHARE = 0.5
 
 REPORT = """\
 # Probe recipe study (`results/probe-recipe`)
@@ -54,7 +62,7 @@ were taken on a 2-core machine shared with other jobs (and the previous sweep's 
 loads), so they are not comparable across recipes. The recipe `sweep-200-steps` below is that
 previous sweep's.
 
-The committed sweep (`benchmarks/probe_sweep.sh`, [`../embedded/REPORT.md`](../embedded/REPORT.md))
+The committed sweep (`bench study run probes`, [`../embedded/REPORT.md`](../embedded/REPORT.md))
 adopts `constant-5e-3`, cut to its 2.5 h budget (at most 400 steps, target 95 %), and adds two rules
 this study motivates: a run still within 5 points of the no-PE ceiling at step 200 stops (`--give-up`;
 the plateau section below shows when the seeds that learned had left it), and the test split reads the

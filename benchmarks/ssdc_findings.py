@@ -6,7 +6,7 @@
 ``probe-anchoring`` is the setting the SSDC study needs: the glyph kind (content) alone gives 50 %,
 the marker's half of the canvas (absolute position) the rest, so a model without a PE, an RPT-trained
 model (random permutation of tokens against positions during training) and an alpha-scaled model
-all keep a defined accuracy and a defined fragility score. The sweep (benchmarks/probe_sweep.sh)
+all keep a defined accuracy and a defined fragility score. The sweep (bench study run probes)
 trains every PE, ``none`` and ``<pe>+rpt`` variants with 5 seeds and runs geometry (SSDC, SSDC under
 random permutation at inference (RPI) averaged over K permutations, the untrained twin's null band,
 EED), robustness (FS = 1 - A_shift / A_clean under JPEG q5 and blur sigma 2.5) and, for additive PEs,
@@ -46,7 +46,7 @@ from pebench.leaderboard.stats import paired_t_interval, tost_paired
 from .reports import SeedRuns, fill, seed_ci, seed_mean, write_report
 from .verdicts import FWER, Family, basis, fmt_p, two_pass
 
-#: a variant learned the position bit when at least this share of its seeds did (4 of 5), as in probe_findings
+#: a variant learned the position bit when at least this share of its seeds did (4 of 5), as in the probe study (bench/studies/files/probes.yaml)
 MIN_LEARNED = 0.8
 
 DATASET = "probe-anchoring"

@@ -140,7 +140,7 @@ def benchmarks_uses(path: Path) -> list[str]:
 def test_the_check_finds_every_way_of_importing_the_studies(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("import benchmarks.reports\nfrom benchmarks import findings\nimport benchmarks_other\n"
-                      "importlib.import_module('benchmarks.probe_findings')\n"
+                      "importlib.import_module('benchmarks.probe_recipe')\n"
                       "spec_from_file_location('x', ROOT / 'benchmarks' / 'x.py')\n"
                       "subprocess.run([sys.executable, '-m', 'benchmarks.ddp_findings'])\n"
                       "print('benchmarks.x')  # printing a name is no import\n", encoding="utf-8")

@@ -63,6 +63,13 @@ class Run:
     rules: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # rule -> resolution -> row
     no_pe_bound: float | None = None  # results.json's dataset_info.no_pe_bound (a probe's exact no-PE ceiling)
     robustness: dict[str, dict[str, float]] = field(default_factory=dict)  # shift -> {acc, fs, ...}
+    learn_curve: tuple[tuple[int, float], ...] = ()  # (step, the learned rule's metric), for the steps to learn
+    stop: str | None = None        # how a run with a stop rule ended: "reached" its target, "gave up", "budget"
+    steps: int | None = None       # the optimizer steps it trained (a stop rule's record)
+
+    def steps_to(self, threshold: float) -> int | None:
+        """The first validation step at or above ``threshold`` on the learned metric's curve (None: never)."""
+        return next((step for step, v in self.learn_curve if v >= threshold), None)
 
     def value(self, metric: str) -> float | None:
         """The run's value of ``metric`` (:data:`METRIC_FORMS`); ``None`` where the run does not have it."""
@@ -112,13 +119,20 @@ class Cell:
         vals = [r.value(metric) for r in self.runs]
         return bool(vals) and sum(v is not None and v >= above for v in vals) >= share * len(vals)
 
-    def learned_by(self, rule: LearnedRule) -> bool:
-        """:meth:`learned` under a :class:`~pebench.studies.spec.LearnedRule` (its threshold per run's bound)."""
-        hits = 0
+    def learned_seeds(self, rule: LearnedRule) -> list[int]:
+        """The seeds whose run reached the rule's threshold (its own, from the run's no-PE bound) on its metric."""
+        out = []
         for r in self.runs:
             v, threshold = r.value(rule.metric), rule.threshold(r.no_pe_bound)
-            hits += v is not None and threshold is not None and v >= threshold
-        return bool(self.runs) and hits >= rule.share * len(self.runs)
+            if v is not None and threshold is not None and v >= threshold:
+                out.append(r.seed)
+        return out
+
+    def learned_by(self, rule: LearnedRule) -> bool:
+        """:meth:`learned` under a :class:`~pebench.studies.spec.LearnedRule` (its threshold per run's bound): at
+        least ``share`` of the runs (rounded up, so 8 of 10 at 0.8) learned."""
+        n = len(self.runs)
+        return bool(self.runs) and len(self.learned_seeds(rule)) >= math.ceil(rule.share * n - 1e-9)
 
     @property
     def commits(self) -> list[str]:
@@ -207,7 +221,7 @@ def _rows(rows: Any) -> dict[str, dict[str, float]]:
 
 
 def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plateau_metric: str | None,
-         problems: list[str]) -> Run | None:
+         problems: list[str], learned_metric: str | None = None) -> Run | None:
     try:
         res = read_json(path)
     except (OSError, UnreadableJSON) as e:
@@ -232,6 +246,12 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
     info = res.get("dataset_info") if isinstance(res.get("dataset_info"), dict) else {}
     bound = info.get("no_pe_bound")
     curve, last = read_curve(path.parent, plateau_metric) if plateau_metric else ((), None)
+    learn_curve = curve if learned_metric == plateau_metric else (
+        read_curve(path.parent, learned_metric)[0] if learned_metric else ())
+    stopped = res.get("stopped_at_target") if isinstance(res.get("stopped_at_target"), dict) else {}
+    stop = ("reached" if stopped.get("reached") is True else "gave up" if stopped.get("gave_up") is True
+            else "budget") if stopped else None
+    steps = stopped.get("global_step")
     geo = res.get("geometry") if isinstance(res.get("geometry"), dict) else {}
     geometry = {k: tuple(float(x) for x in v) for k, v in geo.items()
                 if isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)}
@@ -242,32 +262,42 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
                curve=curve, last_step=last, geometry=geometry, rules=rules, robustness=robustness,
                no_pe_bound=float(bound) if isinstance(bound, (int, float)) and not isinstance(bound, bool) else None,
                evaluated="best-validation checkpoint" if isinstance(ev, dict) and ev.get("which") == "best"
-               else "last-step weights")
+               else "last-step weights", learn_curve=learn_curve, stop=stop,
+               steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else None)
 
 
-def collect(study: Study, results: str | Path, pes: Iterable[str] | None = None
+def collect(study: Study, results: str | Path, pes: Iterable[str] | None = None, baseline: str | Path | None = None
             ) -> tuple[dict[tuple[str, str, str], Cell], list[str]]:
-    """Every cell of ``study`` (keyed ``(arm, dataset, pe)``) read from ``results``, and the problems found; the cells
-    of its ``references`` (read from their own folders, relative to the current directory) are keyed
-    ``("ref:<name>", dataset, pe)``."""
+    """Every planned cell of ``study`` (keyed ``(arm, dataset, pe)``) read from ``results``, and the problems found;
+    ``pes``: only these PEs; with ``baseline``, the PEs in ``pes`` are read from ``results`` and every other PE of the
+    grid from ``baseline`` (a user's own PE against the committed runs). The cells of its ``references`` (read from
+    their own folders, relative to the current directory) are keyed ``("ref:<name>", dataset, pe)``."""
     problems: list[str] = []
     cells: dict[tuple[str, str, str], Cell] = {}
     pe_list = list(pes) if pes is not None else list(study.pes)
+    learned = study.learned.metric if study.learned is not None else None
     _collect_into(cells, problems, Path(results), study.arms, study.datasets, pe_list, study.seeds, _model(study),
-                  study.plateau_metric)
+                  study.plateau_metric, learned, study)
+    if baseline is not None:
+        rest = [pe for pe in study.pes if pe not in pe_list]
+        _collect_into(cells, problems, Path(baseline), study.arms, study.datasets, rest, study.seeds, _model(study),
+                      study.plateau_metric, learned, study)
+        pe_list = list(study.pes)
     for ref in study.references:
         _collect_into(cells, problems, Path(ref.results), (Arm(name=f"ref:{ref.name}", out="."),), ref.datasets,
-                      pe_list, ref.seeds, ref.model, None)
+                      pe_list, ref.seeds, ref.model, None, ref.learned.metric if ref.learned else None, None)
     return cells, problems
 
 
 def _collect_into(cells: dict[tuple[str, str, str], Cell], problems: list[str], root: Path, arms: Iterable[Arm],
                   datasets: Iterable[str], pes: list[str], seeds: Iterable[int], model: str | None,
-                  plateau_metric: str | None) -> None:
+                  plateau_metric: str | None, learned_metric: str | None, study: Study | None) -> None:
     for arm in arms:
         base = root if arm.out in ("", ".") else root / arm.out
         for dataset in datasets:
             for pe in pes:
+                if study is not None and pe in study.pes and not study.planned(dataset, pe):
+                    continue
                 cell = cells.setdefault((arm.name, dataset, pe), Cell(arm.name, dataset, pe))
                 folder = base / dataset / _variant_folder(pe, arm)
                 for seed in seeds:
@@ -282,11 +312,10 @@ def _collect_into(cells: dict[tuple[str, str, str], Cell], problems: list[str], 
                                         f"the study's recipe names none (--model)")
                     path = found[0]
                     run = _run(path, path.relative_to(root).as_posix(), arm, dataset, pe, seed, plateau_metric,
-                               problems)
+                               problems, learned_metric)
                     if run is None:
                         cell.other[seed] = "unreadable"
                     elif run.status == "complete":
                         cell.runs.append(run)
                     else:
                         cell.other[seed] = run.status
-

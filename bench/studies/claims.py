@@ -32,9 +32,9 @@ from pebench.leaderboard.stats import (
     spearman_test,
 )
 from pebench.studies.cells import Cell, plateau_gain
-from pebench.studies.spec import Claim, Reference, Study
+from pebench.studies.spec import Claim, LearnedRule, Reference, Study
 
-__all__ = ["ALPHA", "MIN_SEEDS", "Verdict", "evaluate", "cell_plateaued", "not_learned"]
+__all__ = ["ALPHA", "MIN_SEEDS", "Verdict", "evaluate", "cell_plateaued", "not_learned", "cannot_represent"]
 
 #: family-wise error rate of every family (Holm-Bonferroni)
 ALPHA = 0.05
@@ -45,7 +45,7 @@ MIN_SEEDS = 10
 @dataclass
 class Verdict:
     claim: Claim
-    word: str                       # held | contradicted | inconclusive | equivalent | not shown equivalent | no test | not informative
+    word: str                       # held | contradicted | inconclusive | equivalent | not shown equivalent | no test | not informative | not testable | not run
     result: TestResult | None
     p_holm: float | None = None
     seeds: tuple[int, ...] = ()
@@ -53,12 +53,13 @@ class Verdict:
 
 
 def cell_plateaued(cell: Cell, band: float | None) -> bool | None:
-    """Whether every complete run of ``cell`` plateaued (gain over the last fifth <= ``band``); ``None`` when the
-    study states no band or a run's curve cannot tell."""
+    """Whether every complete run of ``cell`` plateaued (gain over the last fifth <= ``band``) or stopped at its
+    target (``--stop-at``: trained until it reached it); ``None`` when the study states no band or a run's curve
+    cannot tell."""
     if band is None or not cell.runs:
         return None
-    gains = [plateau_gain(r.curve) for r in cell.runs]
-    if any(g is None for g in gains):
+    gains = [None if r.stop == "reached" else plateau_gain(r.curve) for r in cell.runs]
+    if any(g is None and r.stop != "reached" for r, g in zip(cell.runs, gains)):
         return None
     return all(g <= band for g in gains if g is not None)
 
@@ -66,6 +67,24 @@ def cell_plateaued(cell: Cell, band: float | None) -> bool | None:
 def _cell(cells: dict[tuple[str, str, str], Cell], study: Study, claim: Claim, pe: str, arm: str | None) -> Cell:
     arm_name = arm or claim.arm or study.arms[0].name
     return cells[(arm_name, str(claim.dataset), pe)]
+
+
+def _rule(study: Study, claim: Claim) -> LearnedRule | None:
+    """The learned rule a claim reads: its own threshold (``learned_above``) on the study's metric, or the study's."""
+    rule = study.learned
+    if rule is not None and claim.learned_above is not None:
+        return LearnedRule(metric=rule.metric, share=rule.share, above=claim.learned_above)
+    return rule
+
+
+def _learned_values(study: Study, claim: Claim, cell: Cell, metric: str) -> dict[int, float]:
+    """The cell's values of ``metric``; with ``learned_seeds``, only on the seeds that learned (post-selection)."""
+    values = cell.values(metric)
+    rule = _rule(study, claim)
+    if not claim.learned_seeds or rule is None:
+        return values
+    keep = set(cell.learned_seeds(rule))
+    return {s: v for s, v in values.items() if s in keep}
 
 
 def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
@@ -76,17 +95,20 @@ def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
     if claim.test in ("paired", "equivalence"):
         assert claim.a is not None and claim.b is not None and claim.metric is not None
         ca, cb = _cell(cells, study, claim, claim.a.pe, claim.a.arm), _cell(cells, study, claim, claim.b.pe, claim.b.arm)
-        va, vb = ca.values(claim.metric), cb.values(claim.b_metric or claim.metric)
+        va = _learned_values(study, claim, ca, claim.metric)
+        vb = _learned_values(study, claim, cb, claim.b_metric or claim.metric)
         seeds = tuple(sorted(set(va) & set(vb)))
         a, b = [va[s] for s in seeds], [vb[s] for s in seeds]
         if claim.test == "paired":
+            if claim.null is not None:  # the mean difference against a stated shift (e.g. "loses more than 5 points")
+                return mean_test([x - y for x, y in zip(a, b)], null=claim.null), seeds, [ca, cb]
             return paired_test(a, b), seeds, [ca, cb]
         assert claim.margin is not None
         return equivalence_test([x - y for x, y in zip(a, b)], claim.margin, alpha=ALPHA), seeds, [ca, cb]
     if claim.test == "mean":
         assert claim.a is not None and claim.metric is not None
         ca = _cell(cells, study, claim, claim.a.pe, claim.a.arm)
-        va = ca.values(claim.metric)
+        va = _learned_values(study, claim, ca, claim.metric)
         seeds = tuple(sorted(va))
         return mean_test([va[s] for s in seeds], null=claim.null or 0.0), seeds, [ca]
     # correlation across PEs: one mean per PE on each side (a side "NAME:DATASET:METRIC" reads a reference's cells),
@@ -123,12 +145,26 @@ def _learned(study: Study, cell: Cell, ref: Reference | None) -> bool:
     return not not_learned(study, [cell])
 
 
-def not_learned(study: Study, cells: Sequence[Cell]) -> list[Cell]:
-    """The cells among ``cells`` that did not learn by the study's ``learned`` rule (none without a rule)."""
-    if study.learned_metric is None or study.learned_above is None or study.learned_share is None:
+def not_learned(study: Study, cells: Sequence[Cell], claim: Claim | None = None) -> list[Cell]:
+    """The cells among ``cells`` that did not learn by the study's ``learned`` rule (or the claim's own threshold;
+    none without a rule)."""
+    rule = study.learned if claim is None else _rule(study, claim)
+    if rule is None:
         return []
-    return [c for c in cells if c.runs and not c.learned(study.learned_metric, study.learned_above,
-                                                           study.learned_share)]
+    return [c for c in cells if c.runs and not c.learned_by(rule)]
+
+
+def cannot_represent(study: Study, cells: Sequence[Cell], claim: Claim | None = None) -> list[tuple[Cell, str]]:
+    """The cells among ``cells`` whose PE cannot represent the dataset's label (the study's ``capacity``), with the
+    symmetry; none for a claim with its own threshold (a claim about the part of the label the PE can represent)."""
+    if claim is not None and claim.learned_above is not None:
+        return []
+    out = []
+    for c in cells:
+        sym = study.cannot(c.dataset, c.pe) if not c.arm.startswith("ref:") else None
+        if sym is not None:
+            out.append((c, sym))
+    return out
 
 
 def _word(claim: Claim, result: TestResult | None, p_holm: float | None) -> str:
@@ -142,7 +178,8 @@ def _word(claim: Claim, result: TestResult | None, p_holm: float | None) -> str:
         return "equivalent" if p_holm < ALPHA else "not shown equivalent"
     if p_holm >= ALPHA:
         return "inconclusive"
-    predicted = result.estimate > 0 if claim.direction == "greater" else result.estimate < 0
+    shift = result.estimate - (claim.null or 0.0) if claim.test in ("paired", "mean") else result.estimate
+    predicted = shift > 0 if claim.direction == "greater" else shift < 0
     return "held" if predicted else "contradicted"
 
 
@@ -151,7 +188,10 @@ def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verd
     raw = []
     for claim in study.claims:
         result, seeds, used = _test(study, claim, cells)
-        if claim.test != "correlation" and not_learned(study, used):
+        used = list({id(c): c for c in used}.values())  # a claim may compare one cell with itself (test - val)
+        if claim.test != "correlation" and [c for c in used if not c.runs]:
+            result = None  # a cell of the grid that has no complete run yet: not run, out of the family
+        elif claim.test != "correlation" and (not_learned(study, used, claim) or cannot_represent(study, used, claim)):
             result = None  # nothing is said about a PE that did not learn: no test, out of the family
         raw.append((claim, result, seeds, used))
     adjusted: dict[str, float | None] = {}
@@ -162,10 +202,22 @@ def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verd
     out = []
     for claim, result, seeds, used in raw:
         notes = []
-        dull = not_learned(study, used) if claim.test != "correlation" else []
-        if dull:
-            notes.append(f"not testable: {', '.join(c.pe for c in dull)} did not learn ({study.learned_metric} "
-                         f"≥ {study.learned_above:g} in fewer than {study.learned_share:.0%} of seeds)")
+        unrun = [c for c in used if not c.runs] if claim.test != "correlation" else []
+        if unrun:
+            notes.append("not run: " + ", ".join(f"{c.pe} has no complete run on `{c.dataset}`" for c in unrun))
+        out_of_reach = cannot_represent(study, used, claim) if claim.test != "correlation" else []
+        if out_of_reach:
+            notes.append("not testable: " + ", ".join(f"{c.pe} cannot represent the label ({sym})"
+                                                      for c, sym in out_of_reach))
+        dull = [c for c in not_learned(study, used, claim) if c not in [x for x, _ in out_of_reach]] \
+            if claim.test != "correlation" else []
+        rule = _rule(study, claim)
+        if dull and rule is not None:
+            notes.append(f"not testable: {', '.join(c.pe for c in dull)} did not learn ({rule.describe()} fails: "
+                         + "; ".join(f"{c.pe} learned in {len(c.learned_seeds(rule))} of {len(c.runs)} seeds"
+                                     for c in dull) + ")")
+        if result is not None and claim.learned_seeds and seeds:
+            notes.append("only the seeds that learned (post-selection)")
         if result is not None and not result.tested and result.reason:
             notes.append(result.reason)
         if claim.test != "correlation" and used and seeds and len(seeds) < MIN_SEEDS:
@@ -176,6 +228,7 @@ def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verd
             notes.append(f"not plateaued: {', '.join(not_plateaued)} (a comparison of learning at the steps "
                          f"trained, not of converged models)")
         p_holm = adjusted.get(claim.id)
-        out.append(Verdict(claim=claim, word=_word(claim, result, p_holm), result=result, p_holm=p_holm,
+        word = "not run" if unrun else _word(claim, result, p_holm)
+        out.append(Verdict(claim=claim, word=word, result=result, p_holm=p_holm,
                            seeds=seeds, notes=tuple(notes)))
     return out

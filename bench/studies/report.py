@@ -115,7 +115,7 @@ def _provenance(study: Study, cells: dict) -> list[str]:
             cpus.update(cell.cpus)
             total += cell.wall_time_s
         lines.append(f"| {_cell_label(study, cell)} | `{cell.dataset}` | {','.join(map(str, cell.seeds))} | "
-                     f"{', '.join(f'`{_safe(c)}`' for c in cell.commits) or '—'} | {', '.join(map(_safe, cell.cpus)) or '—'} | "
+                     f"{', '.join(f'`{_safe(c)}`' for c in cell.commits) or '—'} | {_cpu_seeds(cell)} | "
                      f"{cell.wall_time_s / 60:.1f} |")
     lines += ["", f"The runs took {total / 60:.1f} min of wall time in all (the sum over runs; parallel workers "
               f"shorten the elapsed time). "
@@ -130,6 +130,27 @@ def _provenance(study: Study, cells: dict) -> list[str]:
                   f"come from commit(s) {', '.join(f'`{_safe(c)}`' for c in sorted(ref_commits))} and CPU model(s) "
                   f"{', '.join(map(_safe, sorted(ref_cpus)))}, and are not counted in the wall time above."]
     return lines + [""]
+
+
+def _cpu_seeds(cell: Cell) -> str:
+    """The cell's CPU model(s); with several, the seeds each one ran ("AMD EPYC (seeds 0-4); Intel Xeon (5-9)")."""
+    cpus = cell.cpus
+    if len(cpus) <= 1:
+        return _safe(cpus[0]) if cpus else "—"
+    return "; ".join(f"{_safe(cpu)} (seeds {_span([r.seed for r in cell.runs if r.cpu == cpu])})" for cpu in cpus)
+
+
+def _span(seeds: list[int]) -> str:
+    """Seeds as ranges: 0-4,7."""
+    out, xs = [], sorted(seeds)
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(f"{xs[i]}–{xs[j]}" if j > i else f"{xs[i]}")
+        i = j + 1
+    return ",".join(out)
 
 
 def _reruns(study: Study, cells: dict, results_label: str) -> list[str]:
@@ -188,18 +209,22 @@ def _convergence(study: Study, cells: dict) -> list[str]:
             continue
         gains = [plateau_gain(r.curve) for r in cell.runs]
         steps = sorted({r.curve[-1][0] for r in cell.runs if r.curve})
-        ok = [g is not None and g <= study.plateau_band for g in gains]
+        ok = [r.stop == "reached" or g is not None and g <= study.plateau_band for r, g in zip(cell.runs, gains)]
+        reached = sum(r.stop == "reached" for r in cell.runs)
         verdict = cell_plateaued(cell, study.plateau_band)
         total += 1
         done += bool(verdict)
         lines.append(f"| {_cell_label(study, cell)} | `{cell.dataset}` | {', '.join(map(str, steps)) or '—'} | "
-                     f"{sum(ok)} of {len(gains)} | "
+                     f"{sum(ok)} of {len(gains)}" + (f" ({reached} reached the target)" if reached else "") + " | "
                      f"{', '.join(_num(g, percent, signed=True) for g in gains)} |")
-    if study.learned_metric is not None and study.learned_above is not None and study.learned_share is not None:
-        dull = not_learned(study, [c for c in cells.values() if c.runs and not c.arm.startswith("ref:")])
-        learned_line = (f"A cell *learned* when at least {study.learned_share:.0%} of its seeds reached "
-                        f"`{study.learned_metric}` ≥ {_num(study.learned_above, _is_fraction(study.learned_metric))}"
-                        f"{' %' if _is_fraction(study.learned_metric) else ''}: "
+    rule = study.learned
+    if rule is not None:
+        dull = not_learned(study, [c for c in cells.values() if c.runs and not c.arm.startswith("ref:")
+                                   and study.cannot(c.dataset, c.pe) is None])
+        what = (f"`{rule.metric}` ≥ {_num(rule.above, _is_fraction(rule.metric))}"
+                f"{' %' if _is_fraction(rule.metric) else ''}" if rule.above is not None else
+                f"`{rule.metric}` at least {rule.above_bound:g} of the way from the dataset's exact no-PE bound to 100 %")
+        learned_line = (f"A cell *learned* when at least {rule.share:.0%} of its seeds reached {what}: "
                         + ("every cell did." if not dull else "not learned: " + ", ".join(
                             f"{_cell_label(study, c)} on `{c.dataset}`" for c in dull)
                            + ". Nothing is said about a cell that did not learn: its claims are *not testable*."))
@@ -211,6 +236,54 @@ def _convergence(study: Study, cells: dict) -> list[str]:
     if learned_line:
         lines += [learned_line, ""]
     return lines
+
+
+def _learned_table(study: Study, cells: dict) -> list[str]:
+    """Per PE and dataset: how many seeds learned (bold: the cell learned), the median steps to learn over them (the
+    first validation at or above the threshold), or *cannot represent (<symmetry>)*; one table per arm."""
+    rule = study.learned
+    if rule is None or len(study.datasets) < 2:
+        return []
+    lines = ["## What each cell learned", "",
+             f"Seeds that learned ({rule.describe()} marks a learned cell, **bold**) and, in brackets, the median "
+             f"steps to learn over them (the first validation at or above the threshold); *cannot represent "
+             f"(<symmetry>)*: an exact symmetry of the PE gives inputs of different labels the same logits "
+             + (f"(the study's capacity check, `{_safe(study.capacity_checker)}`)" if study.capacity_checker else "")
+             + ", so the cell is no failure to learn and is left out of the count; —: not in the grid.", ""]
+    for arm in study.arms:
+        if len(study.arms) > 1:
+            lines += [f"Arm `{arm.name}`:", ""]
+        lines += ["| PE | " + " | ".join(f"`{d}`" for d in study.datasets) + " | learned |",
+                  "|---|" + "---:|" * (len(study.datasets) + 1)]
+        for pe in study.pes:
+            row, learned, can = [pe], 0, 0
+            for d in study.datasets:
+                cell = cells.get((arm.name, d, pe))
+                if cell is None or not cell.runs:
+                    row.append("—")
+                    continue
+                seeds = cell.learned_seeds(rule)
+                text = f"{len(seeds)}/{len(cell.runs)}"
+                sym = study.cannot(d, pe)
+                if sym is not None:
+                    row.append(f"cannot represent ({_safe(sym)}) ({text})")
+                    continue
+                can += 1
+                ok = cell.learned_by(rule)
+                learned += ok
+                steps = [st for r in cell.runs if r.seed in seeds
+                         and (st := r.steps_to(rule.threshold(r.no_pe_bound) or math.inf)) is not None]
+                med = f" ({_median(steps):.0f})" if steps else ""
+                row.append((f"**{text}**" if ok else text) + med)
+            lines.append("| " + " | ".join(row) + f" | {learned} of {can} |")
+        lines.append("")
+    return lines
+
+
+def _median(v: list[int]) -> float:
+    x = sorted(v)
+    n = len(x)
+    return float(x[n // 2]) if n % 2 else (x[n // 2 - 1] + x[n // 2]) / 2.0
 
 
 def _tables(study: Study, cells: dict) -> list[str]:
@@ -266,6 +339,15 @@ def _layer_table(study: Study, group: list[Cell]) -> list[str]:
     return lines + [""]
 
 
+def _compared(c) -> str:
+    """What a paired or equivalence claim's difference is: the metric, or ``a's metric − b's`` of one cell."""
+    if c.b_metric and c.b_metric != c.metric and c.a is not None and c.b is not None and c.a.pe == c.b.pe:
+        return f"{c.metric} − {c.b_metric}"
+    if c.b_metric and c.b_metric != c.metric:
+        return f"{c.metric} (a) − {c.b_metric} (b)"
+    return str(c.metric)
+
+
 def _verdict_line(study: Study, v: Verdict) -> str:
     c, r = v.claim, v.result
     if c.test == "not-informative":
@@ -279,12 +361,16 @@ def _verdict_line(study: Study, v: Verdict) -> str:
         est = f"Spearman ρ = {rho} over {over}, 95 % CI [{r.lo:+.2f}, {r.hi:+.2f}]" \
             if r.lo is not None and r.hi is not None else f"Spearman ρ = {rho} over {over}"
     elif c.test == "equivalence":
-        est = (f"{c.metric} {_num(r.estimate, pct, signed=True)}{' points' if pct else ''}, "
-               f"{r.level:.0%} t-CI {_interval(r, pct, signed=True)} against ±{_num(c.margin, pct)}")
+        est = (f"{_compared(c)} {_num(r.estimate, pct, signed=True)}{' points' if pct else ''}, "
+               f"{100 * r.level:g} % t-CI {_interval(r, pct, signed=True)} against ±{_num(c.margin, pct)}")
+    elif c.test == "mean":
+        unit = " %" if pct else ""
+        what = f"{c.metric} {_num(r.estimate, pct)}{unit} against {_num(c.null or 0.0, pct)}{unit}"
+        est = f"{what}, 95 % t-CI {_interval(r, pct)}" if r.lo is not None else what
     else:
-        what = f"{c.metric} {_num(r.estimate, pct, signed=True)}{' points' if pct else ''}"
-        if c.test == "mean":
-            what += f" against {c.null or 0:g}"
+        what = f"{_compared(c)} {_num(r.estimate, pct, signed=True)}{' points' if pct else ''}"
+        if c.null is not None:
+            what += f" against {_num(c.null, pct, signed=True)}"
         est = f"{what}, 95 % t-CI {_interval(r, pct, signed=True)}" if r.lo is not None else what
     parts = [est, f"{r.procedure} {format_p(r.p, r.p_floor)}"]
     if r.tested:
@@ -326,6 +412,7 @@ def render_report(study: Study, cells: dict[tuple[str, str, str], Cell], verdict
     lines += _provenance(study, cells)
     lines += _reruns(study, cells, results_label)
     lines += _convergence(study, cells)
+    lines += _learned_table(study, cells)
     lines += _tables(study, cells)
     lines += _verdicts(study, verdicts)
     if study.scope:

@@ -32,9 +32,18 @@ claims:                          # named comparisons, each with its test, family
     direction: greater           # what the claim predicts (held / contradicted / inconclusive)
     family: main
 reruns: results/rerun_check.json # optional: reruns of its runs from their config.yaml (the report counts them)
+flags:                           # optional: flags added for some datasets and / or PEs (all matching rules, in order)
+  - {datasets: [probe-extrapolation], flags: [--analyses, extrapolation]}
+groups:                          # optional: named PE groups a claim ranges over (`each: GROUP`, `{pe}` in its text)
+  relative: {pes: [rope-axial, pape], declaration: relative}   # a user's PE joins when it declares `relative`
+capacity:                        # optional: cells an exact symmetry of the PE puts out of reach ("cannot represent")
+  checker: probe-capacity        # what decides it for a PE the file does not list (pebench.analysis.probe_capacity)
+  cannot_represent: {probe-rotation: {alibi: distance-only}}
 scope: [...]                     # sentences the verdicts may be read under
 changes: [...]                   # "changed from the previous report" (procedure changes, said once)
 ```
+
+A grid PE may be run on some of the datasets only: ``pes: [ape, {pe: none, datasets: [probe-anchoring]}]``.
 
 Every key is checked (unknown keys, wrong types, unknown test names, claims naming cells outside the grid):
 one line naming the file and the key, :class:`~pebench.core.errors.ConfigError` (exit code 2). The files are
@@ -43,16 +52,16 @@ read through :func:`pebench.core.io.load_yaml_untrusted` (a study file may come 
 from __future__ import annotations
 
 import importlib.resources
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pebench.core.errors import ConfigError, UnknownNameError
 from pebench.core.io import UnreadableYAML, load_yaml_untrusted
 
-__all__ = ["STUDY_FORMAT", "TESTS", "DIRECTIONS", "Arm", "CellRef", "Claim", "Study", "Reference", "LearnedRule",
-           "load_study", "list_studies",
-           "study_path", "parse_study", "sweep_argv", "sweep_argvs"]
+__all__ = ["STUDY_FORMAT", "TESTS", "DIRECTIONS", "DECLARATIONS", "Arm", "CellRef", "Claim", "Study", "Reference",
+           "LearnedRule", "FlagRule", "Group", "load_study", "list_studies", "study_path", "parse_study", "sweep_argv",
+           "sweep_argvs", "with_pes"]
 
 #: the study file format this engine reads (``version:``)
 STUDY_FORMAT = 1
@@ -66,12 +75,15 @@ TESTS = {
 }
 #: what a paired / mean / correlation claim predicts
 DIRECTIONS = ("greater", "less")
+#: the PE declarations a group may admit a PE by (class attributes of pebench.encodings.base.PositionalEncoding)
+DECLARATIONS = ("relative", "rotation_invariant", "distance_decay")
 
 _TOP_KEYS = {"study", "version", "title", "question", "results", "report", "arms", "grid", "recipe", "workers",
              "table", "plateau", "learned", "claims", "scope", "changes", "protocol", "pe_flags", "references",
-             "reruns"}
+             "reruns", "flags", "groups", "capacity"}
 _CLAIM_KEYS = {"id", "sentence", "test", "metric", "b_metric", "dataset", "a", "b", "direction", "family", "margin",
-               "null", "x", "y", "reason", "arm", "learned_only"}
+               "null", "x", "y", "reason", "arm", "learned_only", "learned_seeds",
+               "learned_above", "each"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,32 @@ class Claim:
     reason: str | None = None     # not-informative: what guarantees the bound
     b_metric: str | None = None   # paired / equivalence: b's metric when it differs from a's (e.g. another rule)
     learned_only: bool = False    # correlation: only the PEs whose cells learned on both sides
+    learned_seeds: bool = False   # paired / equivalence / mean: only the seeds that learned (post-selection)
+    learned_above: float | None = None  # this claim's own "learned" threshold on the study's learned metric: a claim
+    #                                     about the part of a label the PE can represent (its cell's "cannot
+    #                                     represent" does not block it)
+    each: str | None = None       # the group this claim was expanded from (one claim per PE of the group)
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    """Flags added to the runs of some datasets and / or PEs (an empty filter matches every one)."""
+
+    flags: tuple[str, ...]
+    datasets: tuple[str, ...] = ()
+    pes: tuple[str, ...] = ()
+
+    def matches(self, dataset: str, pe: str) -> bool:
+        return (not self.datasets or dataset in self.datasets) and (not self.pes or pe in self.pes)
+
+
+@dataclass(frozen=True)
+class Group:
+    """PEs a claim template ranges over; ``declaration``: a user's PE (``--pe``) joins when it declares it true."""
+
+    name: str
+    pes: tuple[str, ...]
+    declaration: str | None = None
 
 
 @dataclass(frozen=True)
@@ -165,9 +203,7 @@ class Study:
     plateau_metric: str | None
     plateau_band: float | None
     claims: tuple[Claim, ...]
-    learned_metric: str | None = None     # a cell learned when `learned_share` of its seeds reach `learned_above`
-    learned_above: float | None = None
-    learned_share: float | None = None
+    learned: LearnedRule | None = None    # when a cell counts as having learned (claims on the others: not testable)
     references: tuple[Reference, ...] = ()
     layers: tuple[str, ...] = ()  # per-layer geometry lists shown per PE (means over seeds, layer by layer)
     reruns: str | None = None     # a rerun_check JSON (records of runs rerun from their config.yaml) the report reads
@@ -177,10 +213,38 @@ class Study:
     pe_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (PE, flags added after the recipe for it)
     source: str = ""              # where the file was read from (for messages)
     families: tuple[str, ...] = field(default=())
+    pe_datasets: tuple[tuple[str, tuple[str, ...]], ...] = ()  # PEs run on some datasets only
+    flag_rules: tuple[FlagRule, ...] = ()
+    groups: tuple[Group, ...] = ()
+    templates: tuple[tuple[int, Mapping[str, Any]], ...] = ()  # (index, raw claim with `each`), for with_pes
+    cannot_represent: tuple[tuple[str, str, str], ...] = ()    # (dataset, PE, symmetry)
+    capacity_checker: str | None = None
+
+    def datasets_of(self, pe: str) -> tuple[str, ...]:
+        """The datasets ``pe`` runs on (every one unless the grid names some)."""
+        return dict(self.pe_datasets).get(pe, self.datasets)
+
+    def planned(self, dataset: str, pe: str) -> bool:
+        return pe in self.pes and dataset in self.datasets_of(pe)
+
+    def cannot(self, dataset: str, pe: str) -> str | None:
+        """The symmetry that puts the label of ``dataset`` out of reach of ``pe`` (None: it can represent it)."""
+        for d, p, sym in self.cannot_represent:
+            if d == dataset and p == pe:
+                return sym
+        return None
+
+    def flags_for(self, dataset: str, pe: str) -> tuple[str, ...]:
+        """The flags added to the runs of (``dataset``, ``pe``): ``pe_flags``, then each matching ``flags`` rule."""
+        out = list(dict(self.pe_flags).get(pe, ()))
+        for rule in self.flag_rules:
+            if rule.matches(dataset, pe):
+                out += rule.flags
+        return tuple(out)
 
     @property
     def runs_planned(self) -> int:
-        return len(self.datasets) * len(self.pes) * len(self.seeds) * len(self.arms)
+        return sum(len(self.datasets_of(pe)) for pe in self.pes) * len(self.seeds) * len(self.arms)
 
     def arm(self, name: str | None) -> Arm:
         if name is None:
@@ -270,7 +334,9 @@ def _claim(raw: Any, i: int, source: str) -> Claim:
                   margin=float(raw["margin"]) if "margin" in raw else None,
                   null=float(raw["null"]) if "null" in raw else None, x=raw.get("x"), y=raw.get("y"),
                   reason=raw.get("reason"), b_metric=raw.get("b_metric"),
-                  learned_only=bool(raw.get("learned_only", False)))
+                  learned_only=bool(raw.get("learned_only", False)),
+                  learned_seeds=bool(raw.get("learned_seeds", False)),
+                  learned_above=_number(raw, "learned_above", where), each=raw.get("each"))
     needs = {"paired": ("metric", "dataset", "a", "b", "direction"),
              "equivalence": ("metric", "dataset", "a", "b", "margin"),
              "mean": ("metric", "dataset", "a", "direction"),
@@ -282,6 +348,41 @@ def _claim(raw: Any, i: int, source: str) -> Claim:
     if claim.margin is not None and not claim.margin > 0:
         raise ConfigError(f"{where}: margin should be > 0, got {claim.margin}")
     return claim
+
+
+def _number(raw: Mapping[str, Any], key: str, where: str) -> float | None:
+    v = raw.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise ConfigError(f"{where}: {key!r} should be a number")
+    return float(v)
+
+
+def _substitute(v: Any, pe: str) -> Any:
+    """``v`` with ``{pe}`` replaced by ``pe`` in every string (a claim template's expansion)."""
+    if isinstance(v, str):
+        return v.replace("{pe}", pe)
+    if isinstance(v, dict):
+        return {k: _substitute(x, pe) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_substitute(x, pe) for x in v]
+    return v
+
+
+def _expand(raw: Any, i: int, source: str, groups: Mapping[str, "Group"],
+            datasets_of: Any) -> list[tuple[Any, int]]:
+    """A claim, or a template (``each: GROUP``) as one claim per PE of the group that runs on its dataset."""
+    if not isinstance(raw, dict) or "each" not in raw:
+        return [(raw, i)]
+    group = raw["each"]
+    if group not in groups:
+        raise ConfigError(f"{source}: claims[{i}]: each names group {group!r}; groups: "
+                          f"{', '.join(sorted(groups)) or 'none'}")
+    if "{pe}" not in str(raw.get("id", "")):
+        raise ConfigError(f"{source}: claims[{i}]: a template's id must hold {{pe}}")
+    return [(_substitute(raw, pe), i) for pe in groups[group].pes
+            if raw.get("dataset") is None or raw.get("dataset") in datasets_of(pe)]
 
 
 def _learned_rule(raw: Any, where: str) -> LearnedRule:
@@ -329,7 +430,24 @@ def parse_study(text: str, source: str) -> Study:
     if set(grid) - {"datasets", "pes", "seeds"}:
         raise ConfigError(f"study file {source}: grid takes datasets, pes and seeds")
     datasets = _strings(grid.get("datasets"), "grid.datasets", source)
-    pes = _strings(grid.get("pes"), "grid.pes", source)
+    pes_list, pe_datasets = [], []
+    for i, entry in enumerate(grid.get("pes") if isinstance(grid.get("pes"), list) else []):
+        if isinstance(entry, dict):
+            if set(entry) != {"pe", "datasets"} or not isinstance(entry["pe"], str):
+                raise ConfigError(f"study file {source}: grid.pes[{i}] should be a name or {{pe: NAME, datasets: "
+                                  f"[...]}}")
+            only = _strings(entry["datasets"], f"grid.pes[{i}].datasets", source)
+            if not only or set(only) - set(datasets):
+                raise ConfigError(f"study file {source}: grid.pes[{i}].datasets should be some of grid.datasets")
+            pes_list.append(entry["pe"])
+            pe_datasets.append((entry["pe"], tuple(d for d in datasets if d in only)))
+        else:
+            pes_list += list(_strings([entry], f"grid.pes[{i}]", source))
+    if not isinstance(grid.get("pes"), list):
+        _strings(grid.get("pes"), "grid.pes", source)
+    pes = tuple(pes_list)
+    if len(set(pes)) != len(pes):
+        raise ConfigError(f"study file {source}: grid.pes names a PE twice")
     seeds_raw = grid.get("seeds")
     if not isinstance(seeds_raw, list) or not seeds_raw or not all(
             isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds_raw):
@@ -354,15 +472,19 @@ def parse_study(text: str, source: str) -> Study:
     if plateau is not None and (not isinstance(plateau, dict) or set(plateau) != {"metric", "band"}
                                 or not isinstance(plateau["band"], (int, float)) or plateau["band"] < 0):
         raise ConfigError(f"study file {source}: plateau should be {{metric: NAME, band: NUMBER >= 0}}")
-    learned = data.get("learned")
-    if learned is not None and (not isinstance(learned, dict) or set(learned) != {"metric", "above", "share"}
-                                or not isinstance(learned["metric"], str)
-                                or not all(isinstance(learned[k], (int, float)) and not isinstance(learned[k], bool)
-                                           for k in ("above", "share"))
-                                or not 0 < learned["share"] <= 1):
-        raise ConfigError(f"study file {source}: learned should be {{metric: NAME, above: NUMBER, share: (0, 1]}}")
+    learned = _learned_rule(data["learned"], f"study file {source}") if data.get("learned") is not None else None
     references = tuple(_reference(r, i, source) for i, r in enumerate(data.get("references") or []))
-    claims = tuple(_claim(c, i, source) for i, c in enumerate(data.get("claims") or []))
+    groups = _groups(data.get("groups"), source, pes)
+    datasets_of = dict(pe_datasets)
+    raw_claims = data.get("claims") or []
+    if not isinstance(raw_claims, list):
+        raise ConfigError(f"study file {source}: claims should be a list")
+    expanded = [e for i, c in enumerate(raw_claims)
+                for e in _expand(c, i, source, groups, lambda pe: datasets_of.get(pe, datasets))]
+    claims = tuple(_claim(c, i, source) for c, i in expanded)
+    templates = tuple((i, c) for i, c in enumerate(raw_claims) if isinstance(c, dict) and "each" in c)
+    flag_rules = _flag_rules(data.get("flags"), source, datasets, pes)
+    cannot, checker = _capacity(data.get("capacity"), source, datasets, pes)
     ref_names = {r.name: r for r in references}
     for c in claims:
         for side in (c.x, c.y):
@@ -376,14 +498,18 @@ def parse_study(text: str, source: str) -> Study:
         raise ConfigError(f"study file {source}: claim ids must be unique")
     arm_names = {a.name for a in arms}
     for c in claims:
-        for ref in (c.a, c.b):
-            if ref is not None and ref.pe not in pes:
-                raise ConfigError(f"study file {source}: claim {c.id!r} names PE {ref.pe!r}, not in grid.pes")
-            if ref is not None and ref.arm is not None and ref.arm not in arm_names:
-                raise ConfigError(f"study file {source}: claim {c.id!r} names arm {ref.arm!r}; arms: "
+        for cref in (c.a, c.b):
+            if cref is not None and cref.pe not in pes:
+                raise ConfigError(f"study file {source}: claim {c.id!r} names PE {cref.pe!r}, not in grid.pes")
+            if cref is not None and cref.arm is not None and cref.arm not in arm_names:
+                raise ConfigError(f"study file {source}: claim {c.id!r} names arm {cref.arm!r}; arms: "
                                   f"{', '.join(sorted(arm_names))}")
         if c.dataset is not None and c.dataset not in datasets:
             raise ConfigError(f"study file {source}: claim {c.id!r} names dataset {c.dataset!r}, not in grid.datasets")
+        for cref in (c.a, c.b):
+            if cref is not None and c.dataset is not None and c.dataset not in datasets_of.get(cref.pe, datasets):
+                raise ConfigError(f"study file {source}: claim {c.id!r} names PE {cref.pe!r} on {c.dataset!r}, where "
+                                  f"the grid does not run it")
         if c.arm is not None and c.arm not in arm_names:
             raise ConfigError(f"study file {source}: claim {c.id!r} names arm {c.arm!r}")
     pe_flags_raw = data.get("pe_flags") or {}
@@ -406,30 +532,123 @@ def parse_study(text: str, source: str) -> Study:
         extrapolation=table.get("extrapolation"), percent=bool(table.get("percent", False)),
         plateau_metric=plateau["metric"] if plateau else None,
         plateau_band=float(plateau["band"]) if plateau else None, claims=claims,
-        learned_metric=learned["metric"] if learned else None,
-        learned_above=float(learned["above"]) if learned else None,
-        learned_share=float(learned["share"]) if learned else None, references=references,
+        learned=learned, references=references,
         reruns=str(data["reruns"]) if data.get("reruns") is not None else None,
         layers=_strings(table.get("layers", []), "table.layers", source),
         scope=tuple(" ".join(str(s).split()) for s in data.get("scope") or []),
         changes=tuple(" ".join(str(s).split()) for s in data.get("changes") or []),
         protocol=tuple(" ".join(str(s).split()) for s in data.get("protocol") or []),
-        pe_flags=pe_flags, source=source, families=families)
+        pe_flags=pe_flags, source=source, families=families, pe_datasets=tuple(pe_datasets), flag_rules=flag_rules,
+        groups=tuple(groups.values()), templates=templates, cannot_represent=cannot, capacity_checker=checker)
+
+
+def _groups(raw: Any, source: str, pes: Sequence[str]) -> dict[str, Group]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"study file {source}: groups should be a mapping NAME -> {{pes: [...], declaration: NAME}}")
+    out = {}
+    for name, g in raw.items():
+        if not isinstance(g, dict) or set(g) - {"pes", "declaration"}:
+            raise ConfigError(f"study file {source}: groups.{name} should be {{pes: [...][, declaration: NAME]}}")
+        members = _strings(g.get("pes", []), f"groups.{name}.pes", source)
+        stray = [pe for pe in members if pe not in pes]
+        if stray:
+            raise ConfigError(f"study file {source}: groups.{name} names PE {stray[0]!r}, not in grid.pes")
+        decl = g.get("declaration")
+        if decl is not None and decl not in DECLARATIONS:
+            raise ConfigError(f"study file {source}: groups.{name}.declaration should be one of "
+                              f"{', '.join(DECLARATIONS)}, got {decl!r}")
+        out[str(name)] = Group(name=str(name), pes=members, declaration=decl)
+    return out
+
+
+def _flag_rules(raw: Any, source: str, datasets: Sequence[str], pes: Sequence[str]) -> tuple[FlagRule, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError(f"study file {source}: flags should be a list of {{datasets, pes, flags}}")
+    out = []
+    for i, r in enumerate(raw):
+        if not isinstance(r, dict) or "flags" not in r or set(r) - {"datasets", "pes", "flags"}:
+            raise ConfigError(f"study file {source}: flags[{i}] should be {{[datasets: [...]], [pes: [...]], flags: "
+                              f"[...]}}")
+        ds = _strings(r.get("datasets", []), f"flags[{i}].datasets", source)
+        ps = _strings(r.get("pes", []), f"flags[{i}].pes", source)
+        if set(ds) - set(datasets) or set(ps) - set(pes):
+            raise ConfigError(f"study file {source}: flags[{i}] names a dataset or PE outside the grid")
+        out.append(FlagRule(flags=_strings(r["flags"], f"flags[{i}].flags", source), datasets=ds, pes=ps))
+    return tuple(out)
+
+
+def _capacity(raw: Any, source: str, datasets: Sequence[str], pes: Sequence[str]
+              ) -> tuple[tuple[tuple[str, str, str], ...], str | None]:
+    if raw is None:
+        return (), None
+    if not isinstance(raw, dict) or set(raw) - {"checker", "cannot_represent"}:
+        raise ConfigError(f"study file {source}: capacity should be {{checker: NAME, cannot_represent: {{DATASET: "
+                          f"{{PE: SYMMETRY}}}}}}")
+    cells = raw.get("cannot_represent") or {}
+    if not isinstance(cells, dict):
+        raise ConfigError(f"study file {source}: capacity.cannot_represent should be a mapping")
+    out = []
+    for dataset, by_pe in cells.items():
+        if dataset not in datasets or not isinstance(by_pe, dict):
+            raise ConfigError(f"study file {source}: capacity.cannot_represent.{dataset} should be a dataset of the "
+                              f"grid mapping PE -> symmetry")
+        for pe, sym in by_pe.items():
+            if pe not in pes or not isinstance(sym, str):
+                raise ConfigError(f"study file {source}: capacity.cannot_represent.{dataset}.{pe}: a grid PE -> a "
+                                  f"symmetry name")
+            out.append((str(dataset), str(pe), sym))
+    checker = raw.get("checker")
+    if checker is not None and not isinstance(checker, str):
+        raise ConfigError(f"study file {source}: capacity.checker should be a name")
+    return tuple(out), checker
+
+
+def with_pes(study: Study, extra: Mapping[str, Sequence[str]],
+             cannot: Mapping[tuple[str, str], str] | None = None, only_new: bool = False) -> Study:
+    """``study`` with PEs added to its grid (a user's own PE, ``--pe``): ``extra`` maps each new PE to the groups
+    it joins (the CLI decides them from the PE's declarations); its claims are the templates of those groups;
+    ``cannot``: (dataset, PE) -> symmetry for the new cells the capacity checker found out of reach; ``only_new``:
+    keep only the new PEs' claims (their own Holm families: the committed verdicts are not re-adjusted)."""
+    new = [pe for pe in extra if pe not in study.pes]
+    if not new:
+        return study
+    groups = {g.name: Group(g.name, g.pes + tuple(pe for pe in new if g.name in extra[pe]), g.declaration)
+              for g in study.groups}
+    claims = list(study.claims)
+    for i, raw in study.templates:
+        group = groups[str(raw["each"])]
+        for pe in new:
+            if pe in group.pes and (raw.get("dataset") is None or raw.get("dataset") in study.datasets):
+                claims.append(_claim(_substitute(raw, pe), i, study.source))
+    if only_new:
+        claims = [c for c in claims[len(study.claims):]]
+    families = tuple(dict.fromkeys(c.family for c in claims if c.test != "not-informative"))
+    return replace(study, pes=study.pes + tuple(new), groups=tuple(groups.values()), claims=tuple(claims),
+                   families=families, cannot_represent=study.cannot_represent + tuple(
+                       (d, p, sym) for (d, p), sym in sorted((cannot or {}).items())))
 
 
 def sweep_argvs(study: Study, arm: Arm, results: str, pes: Sequence[str] | None = None,
                 seeds: Sequence[int] | None = None, workers: int | None = None) -> list[list[str]]:
     """The ``bench sweep`` command lines of one arm (``results``: the folder the study's runs go to): one per group
-    of PEs that share their ``pe_flags``, in the grid's order."""
+    of PEs that run on the same datasets with the same added flags (``pe_flags``, ``flags``), in the grid's order; a
+    PE whose flags differ between its datasets runs one sweep per set of datasets that share its flags."""
     out = str(Path(results) / arm.out) if arm.out not in ("", ".") else str(results)
-    extra = dict(study.pe_flags)
-    groups: dict[tuple[str, ...], list[str]] = {}
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for pe in pes or study.pes:
-        groups.setdefault(extra.get(pe, ()), []).append(pe)
-    return [["sweep", "--datasets", ",".join(study.datasets), "--pes", ",".join(group),
+        by_flags: dict[tuple[str, ...], list[str]] = {}
+        for d in study.datasets_of(pe) if pe in study.pes else study.datasets:
+            by_flags.setdefault(study.flags_for(d, pe), []).append(d)
+        for flags, ds in by_flags.items():
+            groups.setdefault((tuple(ds), flags), []).append(pe)
+    return [["sweep", "--datasets", ",".join(ds), "--pes", ",".join(group),
              "--seeds", ",".join(str(s) for s in (seeds or study.seeds)), "--out", out,
              "--workers", str(workers or study.workers), *study.recipe, *arm.flags, *flags]
-            for flags, group in groups.items()]
+            for (ds, flags), group in groups.items()]
 
 
 def sweep_argv(study: Study, arm: Arm, results: str, pes: Sequence[str] | None = None,

@@ -1,5 +1,5 @@
 """Training to a validation target: ``--lr-schedule constant``, ``--val-every N``, ``--stop-at X``
-(the probe recipe, benchmarks/probe_sweep.sh)."""
+(the probe recipe, bench study run probes)."""
 from __future__ import annotations
 
 import csv

@@ -27,16 +27,47 @@ def _results(args: argparse.Namespace, study) -> Path:
     return Path(args.results if args.results is not None else study.results)
 
 
-def build_report(study, results: Path, pes: list[str] | None = None) -> str:
-    """The report text of ``study`` on the runs under ``results`` (torch-free)."""
+def build_report(study, results: Path, pes: list[str] | None = None, baseline: Path | None = None) -> str:
+    """The report text of ``study`` on the runs under ``results`` (torch-free). ``pes`` inside the grid: only their
+    cells, no verdicts; ``baseline``: ``study`` holds a user's own PEs (``pes``, read from ``results``) beside the
+    grid's, read from ``baseline`` (:func:`with_own_pes`), and the report gives the new PEs' verdicts."""
     from pebench.studies.cells import collect  # deferred: start-up time (scipy, via the statistics module)
     from pebench.studies.claims import evaluate  # deferred: start-up time (scipy)
     from pebench.studies.report import render_report  # deferred: start-up time (scipy)
 
-    cells, problems = collect(study, results, pes)
-    verdicts = evaluate(study, cells) if pes is None else []
+    cells, problems = collect(study, results, pes, baseline=baseline)
+    verdicts = evaluate(study, cells) if pes is None or baseline is not None else []
     label = results.as_posix() if not results.is_absolute() else results.name
     return render_report(study, cells, verdicts, problems, label)
+
+
+def with_own_pes(study, pes: list[str]):
+    """``study`` with the PEs of ``pes`` that its grid does not hold added (a user's own PE): each joins the groups
+    whose declaration it makes (``relative``, ``rotation_invariant``, ``distance_decay`` of its class), so it gets
+    those groups' claims; with ``capacity.checker: probe-capacity`` its cells are checked for capacity
+    (:func:`pebench.analysis.probe_capacity.cannot_represent`, float64 on the untrained model)."""
+    from pebench.encodings.registry import get_pe_class  # deferred: torch
+    from pebench.studies.spec import with_pes  # deferred: start-up time (bench --help)
+
+    new = [pe for pe in pes if pe not in study.pes]
+    if not new:
+        return study
+    joins = {}
+    for pe in new:
+        cls = get_pe_class(pe.split("+", 1)[0])  # an unknown PE: the registry's one-line error listing the names
+        joins[pe] = [g.name for g in study.groups if g.declaration and getattr(cls, g.declaration, None) is True]
+    cannot: dict[tuple[str, str], str] = {}
+    if study.capacity_checker == "probe-capacity":
+        from pebench.analysis.probe_capacity import CAPACITY_PROBES, cannot_represent  # deferred: torch
+
+        for pe in new:
+            for dataset in study.datasets:
+                if dataset in CAPACITY_PROBES and (sym := cannot_represent(dataset, pe)) is not None:
+                    cannot[(dataset, pe)] = sym
+    elif study.capacity_checker is not None:
+        raise ConfigError(f"study {study.name!r} names capacity checker {study.capacity_checker!r}; this pebench "
+                          f"knows probe-capacity")
+    return with_pes(study, joins, cannot, only_new=True)
 
 
 def run_sweep(argv: list[str]) -> int:
@@ -80,6 +111,11 @@ def cmd_study(args: argparse.Namespace) -> int:
     results = _results(args, study)
     pes = csv_list(args.pe) or None
     if args.action == "run":
+        own = [pe for pe in pes or [] if pe not in study.pes]
+        if own and args.results is None:
+            raise ConfigError(f"--pe {','.join(own)}: a PE outside the study's grid runs into its own folder: pass "
+                              f"--results DIR (bench study report {args.name} --pe {','.join(own)} --results DIR "
+                              f"then compares it with the study's runs under {study.results})")
         seeds = [int(s) for s in csv_list(args.seeds)] if args.seeds else None
         if args.workers is not None and args.workers < 1:
             raise ConfigError(f"--workers must be >= 1, got {args.workers}")
@@ -96,7 +132,15 @@ def cmd_study(args: argparse.Namespace) -> int:
     if not results.is_dir():
         raise ConfigError(f"results folder {str(results)!r} of study {study.name!r} does not exist; run it first "
                           f"(bench study run {args.name}) or pass --results")
-    text = build_report(study, results, pes)
+    own = [pe for pe in pes or [] if pe not in study.pes]
+    baseline = None
+    if own:
+        if results.resolve() == Path(study.results).resolve():
+            raise ConfigError(f"--pe {','.join(own)}: a PE outside the study's grid is read from its own --results "
+                              f"folder (the study's runs under {study.results} are its baselines)")
+        baseline = Path(study.results)
+        study = with_own_pes(study, pes or [])
+    text = build_report(study, results, pes, baseline=baseline)
     target = results / study.report
     if args.action == "check":
         if not target.is_file():
