@@ -36,6 +36,9 @@ METRIC_FORMS = {
     "rule:RULE:RES:KEY": "KEY of the extrapolation-rules analysis' row at RES under RULE, e.g. rule:ntk:48:acc1",
     "robustness:SHIFT:KEY": "KEY of the robustness analysis under SHIFT, e.g. robustness:jpeg:fs (the fragility score)",
     "geometry:NAME:LAYER": "a per-layer geometry list at LAYER (an index, or last), e.g. geometry:ssdc_rpi:last",
+    "alpha-rho:KEY[:LAYER]": "Spearman's rho, over the run's alpha sweep (the alpha analysis' rows), between alpha and KEY "
+                             "(a per-layer list at LAYER), e.g. alpha-rho:ssdc_rpi:last, alpha-rho:fs; none where KEY "
+                             "or alpha is constant over the grid",
 }
 
 #: the largest metrics.csv read (a 10,000-step run logging every 10 steps is well under 1 MB)
@@ -66,6 +69,7 @@ class Run:
     learn_curve: tuple[tuple[int, float], ...] = ()  # (step, the learned rule's metric), for the steps to learn
     stop: str | None = None        # how a run with a stop rule ended: "reached" its target, "gave up", "budget"
     steps: int | None = None       # the optimizer steps it trained (a stop rule's record)
+    alpha_rows: tuple[dict[str, Any], ...] = ()  # the alpha analysis' rows (alpha, acc, fs, ssdc_rpi per layer, ...)
 
     def steps_to(self, threshold: float) -> int | None:
         """The first validation step at or above ``threshold`` on the learned metric's curve (None: never)."""
@@ -93,9 +97,52 @@ class Run:
                     v = layers[int(parts[2])]
                 except (ValueError, IndexError):
                     v = None
+        elif parts[0] == "alpha-rho" and len(parts) in (2, 3):
+            v = self._alpha_rho(parts[1], parts[2] if len(parts) == 3 else None)
         else:
             v = self.metrics.get(metric)
         return v if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    def _alpha_rho(self, key: str, layer: str | None) -> float | None:
+        """Spearman's rho between alpha and ``key`` over the alpha sweep's rows (each a value, or a per-layer list
+        read at ``layer``): the Pearson correlation of the average ranks (``scipy.stats.spearmanr``'s definition,
+        computed here so that reading a study needs no scipy); None with fewer than 3 rows or a constant side."""
+        xs, ys = [], []
+        for row in self.alpha_rows:
+            a, v = row.get("alpha"), row.get(key)
+            if isinstance(v, list) and layer is not None and v:
+                try:
+                    v = v[-1] if layer == "last" else v[int(layer)]
+                except (ValueError, IndexError):
+                    v = None
+            if isinstance(a, (int, float)) and isinstance(v, (int, float)) and not isinstance(v, bool) \
+                    and math.isfinite(a) and math.isfinite(v):
+                xs.append(float(a))
+                ys.append(float(v))
+        if len(xs) < 3:
+            return None
+        rx, ry = _average_ranks(xs), _average_ranks(ys)
+        mx, my = math.fsum(rx) / len(rx), math.fsum(ry) / len(ry)
+        sxy = math.fsum((a - mx) * (b - my) for a, b in zip(rx, ry))
+        sxx, syy = math.fsum((a - mx) ** 2 for a in rx), math.fsum((b - my) ** 2 for b in ry)
+        if sxx == 0.0 or syy == 0.0:
+            return None
+        return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+
+
+def _average_ranks(v: list[float]) -> list[float]:
+    """1-based ranks, ties given their average rank."""
+    order = sorted(range(len(v)), key=lambda i: v[i])
+    ranks = [0.0] * len(v)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
 
 
 @dataclass
@@ -252,6 +299,8 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
     stop = ("reached" if stopped.get("reached") is True else "gave up" if stopped.get("gave_up") is True
             else "budget") if stopped else None
     steps = stopped.get("global_step")
+    alpha_raw = res.get("alpha_sweep") if isinstance(res.get("alpha_sweep"), list) else []
+    alpha_rows = tuple(r for r in alpha_raw if isinstance(r, dict))
     geo = res.get("geometry") if isinstance(res.get("geometry"), dict) else {}
     geometry = {k: tuple(float(x) for x in v) for k, v in geo.items()
                 if isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)}
@@ -263,7 +312,7 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
                no_pe_bound=float(bound) if isinstance(bound, (int, float)) and not isinstance(bound, bool) else None,
                evaluated="best-validation checkpoint" if isinstance(ev, dict) and ev.get("which") == "best"
                else "last-step weights", learn_curve=learn_curve, stop=stop,
-               steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else None)
+               steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else None, alpha_rows=alpha_rows)
 
 
 def collect(study: Study, results: str | Path, pes: Iterable[str] | None = None, baseline: str | Path | None = None

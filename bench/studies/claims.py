@@ -69,6 +69,11 @@ def _cell(cells: dict[tuple[str, str, str], Cell], study: Study, claim: Claim, p
     return cells[(arm_name, str(claim.dataset), pe)]
 
 
+def metric_bounds(metric: str | None) -> tuple[float, float] | None:
+    """The range a claim's metric cannot leave, to clip its interval: a rank correlation's [-1, 1]."""
+    return (-1.0, 1.0) if metric is not None and metric.startswith("alpha-rho:") else None
+
+
 def _rule(study: Study, claim: Claim) -> LearnedRule | None:
     """The learned rule a claim reads: its own threshold (``learned_above``) on the study's metric, or the study's."""
     rule = study.learned
@@ -92,11 +97,19 @@ def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
     """The claim's test result, the seeds (or PE count) it used and the cells it read."""
     if claim.test == "not-informative":
         return None, (), []
+    if claim.test == "equivalence" and claim.b is None:  # one cell's values against null, inside +-margin
+        assert claim.a is not None and claim.metric is not None and claim.margin is not None
+        ca = _cell(cells, study, claim, claim.a.pe, claim.a.arm)
+        va = _learned_values(study, claim, ca, claim.metric)
+        seeds = tuple(sorted(va))
+        null = claim.null or 0.0
+        return equivalence_test([va[s] - null for s in seeds], claim.margin, alpha=ALPHA), seeds, [ca]
     if claim.test in ("paired", "equivalence"):
         assert claim.a is not None and claim.b is not None and claim.metric is not None
         ca, cb = _cell(cells, study, claim, claim.a.pe, claim.a.arm), _cell(cells, study, claim, claim.b.pe, claim.b.arm)
         va = _learned_values(study, claim, ca, claim.metric)
-        vb = _learned_values(study, claim, cb, claim.b_metric or claim.metric)
+        vb = (cb.values(claim.b_metric or claim.metric) if claim.control
+              else _learned_values(study, claim, cb, claim.b_metric or claim.metric))
         seeds = tuple(sorted(set(va) & set(vb)))
         a, b = [va[s] for s in seeds], [vb[s] for s in seeds]
         if claim.test == "paired":
@@ -110,13 +123,20 @@ def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
         ca = _cell(cells, study, claim, claim.a.pe, claim.a.arm)
         va = _learned_values(study, claim, ca, claim.metric)
         seeds = tuple(sorted(va))
-        return mean_test([va[s] for s in seeds], null=claim.null or 0.0), seeds, [ca]
+        return mean_test([va[s] for s in seeds], null=claim.null or 0.0, bounds=metric_bounds(claim.metric)), seeds, [ca]
     # correlation across PEs: one mean per PE on each side (a side "NAME:DATASET:METRIC" reads a reference's cells),
     # the PEs with both values (and, with learned_only, whose cells learned on both sides)
     xs, ys, used = [], [], []
     for pe in study.pes:
         (cx, mx, rx), (cy, my, ry) = (_side(study, claim, cells, str(side), pe) for side in (claim.x, claim.y))
         vx, vy = cx.values(mx), cy.values(my)
+        if claim.learned_seeds:  # each side's mean over the seeds that learned (by that side's rule)
+            for cell, ref, vals in ((cx, rx, vx), (cy, ry, vy)):
+                rule = ref.learned if ref is not None else study.learned
+                if rule is not None:
+                    keep = set(cell.learned_seeds(rule))
+                    for seed in [s for s in vals if s not in keep]:
+                        del vals[seed]
         if not (vx and vy):
             continue
         if claim.learned_only and not (_learned(study, cx, rx) and _learned(study, cy, ry)):
@@ -189,9 +209,10 @@ def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verd
     for claim in study.claims:
         result, seeds, used = _test(study, claim, cells)
         used = list({id(c): c for c in used}.values())  # a claim may compare one cell with itself (test - val)
+        judged = used[:1] if claim.control else used  # a control cell (b) is read, not judged by the learned rule
         if claim.test != "correlation" and [c for c in used if not c.runs]:
             result = None  # a cell of the grid that has no complete run yet: not run, out of the family
-        elif claim.test != "correlation" and (not_learned(study, used, claim) or cannot_represent(study, used, claim)):
+        elif claim.test != "correlation" and (not_learned(study, judged, claim) or cannot_represent(study, judged, claim)):
             result = None  # nothing is said about a PE that did not learn: no test, out of the family
         raw.append((claim, result, seeds, used))
     adjusted: dict[str, float | None] = {}
@@ -202,14 +223,15 @@ def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verd
     out = []
     for claim, result, seeds, used in raw:
         notes = []
+        judged = used[:1] if claim.control else used
         unrun = [c for c in used if not c.runs] if claim.test != "correlation" else []
         if unrun:
             notes.append("not run: " + ", ".join(f"{c.pe} has no complete run on `{c.dataset}`" for c in unrun))
-        out_of_reach = cannot_represent(study, used, claim) if claim.test != "correlation" else []
+        out_of_reach = cannot_represent(study, judged, claim) if claim.test != "correlation" else []
         if out_of_reach:
             notes.append("not testable: " + ", ".join(f"{c.pe} cannot represent the label ({sym})"
                                                       for c, sym in out_of_reach))
-        dull = [c for c in not_learned(study, used, claim) if c not in [x for x, _ in out_of_reach]] \
+        dull = [c for c in not_learned(study, judged, claim) if c not in [x for x, _ in out_of_reach]] \
             if claim.test != "correlation" else []
         rule = _rule(study, claim)
         if dull and rule is not None:
@@ -218,6 +240,8 @@ def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verd
                                      for c in dull) + ")")
         if result is not None and claim.learned_seeds and seeds:
             notes.append("only the seeds that learned (post-selection)")
+        if result is not None and claim.learned_seeds and claim.test == "correlation":
+            notes.append("each PE's means over its seeds that learned (post-selection)")
         if result is not None and not result.tested and result.reason:
             notes.append(result.reason)
         if claim.test != "correlation" and used and seeds and len(seeds) < MIN_SEEDS:

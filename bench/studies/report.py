@@ -49,12 +49,16 @@ def _source(study: Study) -> str:
 
 
 def _is_fraction(metric: str) -> bool:
+    if metric.startswith("alpha-rho:"):
+        return False  # a rank correlation, whatever it correlates
     leaf = metric.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
     return leaf.startswith(("acc", "map", "miou", "knn", "linear")) and "loss" not in leaf
 
 
 def _bounds(metric: str) -> tuple[float, float] | None:
     """The range a metric cannot leave: a fraction [0, 1], a difference of two fractions [-1, 1]."""
+    if metric.startswith("alpha-rho:"):
+        return (-1.0, 1.0)  # a rank correlation
     if not _is_fraction(metric):
         return None
     return (-1.0, 1.0) if metric.startswith("drop:") else (0.0, 1.0)
@@ -360,6 +364,10 @@ def _verdict_line(study: Study, v: Verdict) -> str:
         rho = f"{r.estimate:+.2f}" if math.isfinite(r.estimate) else "undefined"
         est = f"Spearman ρ = {rho} over {over}, 95 % CI [{r.lo:+.2f}, {r.hi:+.2f}]" \
             if r.lo is not None and r.hi is not None else f"Spearman ρ = {rho} over {over}"
+    elif c.test == "equivalence" and c.b is None:
+        est = (f"{c.metric} − {_num(c.null or 0.0, pct)} {_num(r.estimate, pct, signed=True)}"
+               f"{' points' if pct else ''}, {100 * r.level:g} % t-CI {_interval(r, pct, signed=True)} against "
+               f"±{_num(c.margin, pct)}")
     elif c.test == "equivalence":
         est = (f"{_compared(c)} {_num(r.estimate, pct, signed=True)}{' points' if pct else ''}, "
                f"{100 * r.level:g} % t-CI {_interval(r, pct, signed=True)} against ±{_num(c.margin, pct)}")

@@ -67,15 +67,18 @@ __all__ = ["STUDY_FORMAT", "TESTS", "DIRECTIONS", "DECLARATIONS", "Arm", "CellRe
 STUDY_FORMAT = 1
 #: claim tests: what each compares (:mod:`pebench.studies.claims` evaluates them)
 TESTS = {
-    "paired": "a against b, paired by seed: paired t-test of the per-seed differences (two-sided)",
-    "equivalence": "a against b, paired by seed: TOST of the per-seed differences against +-margin",
+    "paired": "a against b, paired by seed: t-test of the per-seed differences against 0, or against a stated shift "
+              "(null), two-sided",
+    "equivalence": "a against b, paired by seed (or a's values against null): TOST of the per-seed differences "
+                   "against +-margin",
     "mean": "one cell's values against a null value: one-sample t-test (two-sided)",
     "correlation": "across the grid's PEs: Spearman correlation of two per-PE means, permutation p",
     "not-informative": "a bound the design already guarantees (a symmetry, a chance ceiling): reported, not tested",
 }
 #: what a paired / mean / correlation claim predicts
 DIRECTIONS = ("greater", "less")
-#: the PE declarations a group may admit a PE by (class attributes of pebench.encodings.base.PositionalEncoding)
+#: the PE declarations a group may admit a PE by (class attributes of pebench.encodings.base.PositionalEncoding;
+#: ``any``: every PE joins)
 DECLARATIONS = ("relative", "rotation_invariant", "distance_decay")
 
 _TOP_KEYS = {"study", "version", "title", "question", "results", "report", "arms", "grid", "recipe", "workers",
@@ -83,7 +86,7 @@ _TOP_KEYS = {"study", "version", "title", "question", "results", "report", "arms
              "reruns", "flags", "groups", "capacity"}
 _CLAIM_KEYS = {"id", "sentence", "test", "metric", "b_metric", "dataset", "a", "b", "direction", "family", "margin",
                "null", "x", "y", "reason", "arm", "learned_only", "learned_seeds",
-               "learned_above", "each"}
+               "learned_above", "each", "control"}
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ class Claim:
     #                                     about the part of a label the PE can represent (its cell's "cannot
     #                                     represent" does not block it)
     each: str | None = None       # the group this claim was expanded from (one claim per PE of the group)
+    control: bool = False         # b is a control (e.g. none): the learned rule and capacity apply to a only
 
 
 @dataclass(frozen=True)
@@ -336,9 +340,10 @@ def _claim(raw: Any, i: int, source: str) -> Claim:
                   reason=raw.get("reason"), b_metric=raw.get("b_metric"),
                   learned_only=bool(raw.get("learned_only", False)),
                   learned_seeds=bool(raw.get("learned_seeds", False)),
-                  learned_above=_number(raw, "learned_above", where), each=raw.get("each"))
+                  learned_above=_number(raw, "learned_above", where), each=raw.get("each"),
+                  control=bool(raw.get("control", False)))
     needs = {"paired": ("metric", "dataset", "a", "b", "direction"),
-             "equivalence": ("metric", "dataset", "a", "b", "margin"),
+             "equivalence": ("metric", "dataset", "a", "margin"),
              "mean": ("metric", "dataset", "a", "direction"),
              "correlation": ("dataset", "x", "y", "direction"),
              "not-informative": ("reason",)}[test]
@@ -556,7 +561,7 @@ def _groups(raw: Any, source: str, pes: Sequence[str]) -> dict[str, Group]:
         if stray:
             raise ConfigError(f"study file {source}: groups.{name} names PE {stray[0]!r}, not in grid.pes")
         decl = g.get("declaration")
-        if decl is not None and decl not in DECLARATIONS:
+        if decl is not None and decl not in DECLARATIONS + ("any",):
             raise ConfigError(f"study file {source}: groups.{name}.declaration should be one of "
                               f"{', '.join(DECLARATIONS)}, got {decl!r}")
         out[str(name)] = Group(name=str(name), pes=members, declaration=decl)

@@ -254,3 +254,72 @@ def test_bad_grid_entries_and_templates_are_one_line(probes):
             continue
         with pytest.raises(ConfigError, match=expect):
             parse_study(text.replace(old, new, 1), "t.yaml")
+
+
+def test_alpha_rho_is_spearman_over_the_alpha_grid():
+    from pebench.studies.cells import Run
+
+    rng = np.random.default_rng(3)
+    alphas = [1.0, 0.8, 0.7, 0.6, 0.5, 0.4, 0.2, 0.0]
+    for _ in range(20):
+        vals = rng.integers(0, 4, size=len(alphas)).astype(float)  # ties on purpose
+        rows = tuple({"alpha": a, "fs": float(v), "ssdc_rpi": [0.0, float(v) * 2]} for a, v in zip(alphas, vals))
+        run = Run(arm="a", dataset="d", pe="p", seed=0, path="x", status="complete", metrics={}, extrapolation={},
+                  commit=None, cpu=None, wall_time_s=None, alpha_rows=rows)
+        if np.ptp(vals) == 0:
+            assert run.value("alpha-rho:fs") is None  # a constant side: no correlation
+            continue
+        want = stats.spearmanr(alphas, vals).statistic
+        assert run.value("alpha-rho:fs") == pytest.approx(want, abs=1e-12)
+        assert run.value("alpha-rho:ssdc_rpi:last") == pytest.approx(want, abs=1e-12)
+    assert run.value("alpha-rho:nothing") is None
+
+
+def test_control_cells_one_sample_equivalence_and_rho_claims(tmp_path):
+    """b as a control (none: judged by neither the learned rule nor capacity), a one-sample TOST, and the mean of
+    per-seed rho with its interval clipped to [-1, 1] and zero variance as no test."""
+    results = tmp_path / "runs"
+    rho_rows = {0: [1.0, 0.9, 0.5, 0.1], 1: [1.0, 0.8, 0.6, 0.2], 2: [0.9, 0.95, 0.4, 0.0], 3: [1.0, 0.7, 0.3, 0.1]}
+    for seed in range(4):
+        for pe, val, ssdc in (("ape", 0.97, 0.3 + 0.01 * seed), ("none", 0.5, 0.01 * (seed % 2))):
+            _probe_run(results, "probe-b", pe, seed, val, val, 0.5)
+            path = results / "probe-b" / pe / "vit-probe" / f"seed{seed}" / "results.json"
+            res = json.loads(path.read_text())
+            res["geometry"] = {"ssdc": [0.0, ssdc]}
+            res["alpha_sweep"] = [{"alpha": a, "ssdc_rpi": [0.0, v], "acc": 0.9}
+                                  for a, v in zip((1.0, 0.7, 0.4, 0.0), rho_rows[seed])]
+            path.write_text(json.dumps(res))
+    study = parse_study(f"""
+study: ctl
+version: 1
+title: t
+question: q
+results: {results.as_posix()}
+report: R.md
+grid: {{datasets: [probe-b], pes: [none, ape], seeds: [0, 1, 2, 3]}}
+recipe: [--model, vit-probe]
+learned: {{metric: val/acc1, share: 0.8, above_bound: 0.5}}
+capacity: {{cannot_represent: {{probe-b: {{none: position-blind}}}}}}
+claims:
+  - {{id: structure, test: paired, dataset: probe-b, metric: "geometry:ssdc:last", a: {{pe: ape}}, b: {{pe: none}},
+     control: true, direction: greater, learned_seeds: true, sentence: s}}
+  - {{id: null-none, test: equivalence, dataset: probe-b, metric: "geometry:ssdc:last", a: {{pe: none}}, "null": 0.0,
+     margin: 0.1, learned_above: 0.0, sentence: s}}
+  - {{id: rho, test: mean, dataset: probe-b, metric: "alpha-rho:ssdc_rpi:last", a: {{pe: ape}}, "null": 0.0,
+     direction: greater, sentence: s}}
+  - {{id: acc-rho, test: mean, dataset: probe-b, metric: "alpha-rho:acc", a: {{pe: ape}}, "null": 0.0,
+     direction: greater, sentence: s}}
+""", "ctl.yaml")
+    cells, _ = collect(study, results)
+    v = {x.claim.id: x for x in evaluate(study, cells)}
+    ape = [0.3 + 0.01 * s for s in range(4)]
+    none = [0.01 * (s % 2) for s in range(4)]
+    assert v["structure"].result.p == pytest.approx(stats.ttest_rel(ape, none).pvalue, rel=1e-12)
+    lower = stats.ttest_1samp(none, -0.1, alternative="greater").pvalue
+    upper = stats.ttest_1samp(none, 0.1, alternative="less").pvalue
+    assert v["null-none"].result.p == pytest.approx(max(lower, upper), rel=1e-9) and v["null-none"].word == "equivalent"
+    rhos = [stats.spearmanr((1.0, 0.7, 0.4, 0.0), rho_rows[s]).statistic for s in range(4)]
+    r = v["rho"].result
+    assert r.estimate == pytest.approx(np.mean(rhos)) and r.p == pytest.approx(stats.ttest_1samp(rhos, 0).pvalue)
+    assert -1.0 <= r.lo <= r.estimate <= r.hi <= 1.0
+    assert v["acc-rho"].word == "not testable" or v["acc-rho"].result.p is None  # accuracy constant: no rho at all

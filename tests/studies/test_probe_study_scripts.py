@@ -1,6 +1,6 @@
 """The probe scripts that are not yet study files, on constructed runs: benchmarks/probe_recipe.py (per-recipe cells,
-steps to learn, the computed comparison) and benchmarks/ssdc_findings.py ("learned" = at least 4 of 5 seeds, verdicts
-on the seeds that learned). The probe sweep itself is the study `probes` (tests/studies/test_probe_study.py)."""
+steps to learn, the computed comparison) and the verdict family of benchmarks/verdicts.py. The probe sweep and the
+SSDC claims on probe-anchoring are the studies `probes` and `anchoring` (tests/studies/test_probe_study.py)."""
 from __future__ import annotations
 
 import csv
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import probe_recipe, ssdc_findings
+from benchmarks import probe_recipe
 from benchmarks.verdicts import basis, two_pass
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,15 +58,6 @@ def test_recipe_study_counts_learned_seeds_and_steps_and_compares_recipes(tmp_pa
     assert probe_recipe.main(["--results", str(tmp_path / "missing")]) == 2
 
 
-def test_ssdc_findings_use_the_same_four_of_five_rule_and_read_the_seeds_that_learned():
-    """benchmarks/ssdc_findings.py decides "learned the position bit" per seed, 4 of 5, like probe_findings."""
-    vs = ssdc_findings.load(str(REPO / "results" / "probe-sweep-200-steps"))
-    v = vs["rope-axial"]  # 4 of its 5 seeds learned the position bit in that sweep
-    assert v.learned_seeds == 4 and v.learned
-    assert len(v.learned_only().runs) == 4 and all(x >= 0.75 for x in v.learned_only().metric("val/acc1").values())
-    assert not vs["rope-axial+rpt"].learned  # RPT reads content only: 50 %
-
-
 def test_two_pass_refuses_a_second_pass_that_computes_other_tests():
     calls = iter([[0.01, 0.2], [0.01, 0.3]])
 
@@ -78,18 +69,5 @@ def test_two_pass_refuses_a_second_pass_that_computes_other_tests():
     assert basis(12, "best-val checkpoint", False) == "best-val checkpoint; 12 seeds"
     assert basis(5, "best-val checkpoint", True) == \
         "best-val checkpoint; 5 seeds that learned (post-selection); provisional: < 10 seeds"
-
-
-def test_ssdc_rpt_claim_is_not_testable_when_the_rpt_model_reads_content_only():
-    """RPT variants at the content-only 50 % learned no position: "RPT removes anchoring" is not testable on them
-    (it would be true of any model that never used position), and the fragility correlation reads only the
-    variants that learned the position bit."""
-    vs = ssdc_findings.load(str(REPO / "results" / "probe-sweep-200-steps"))
-    assert "content-only 50 %" in ssdc_findings._rpt_untestable(vs["rope-axial+rpt"], vs["rope-axial"])
-    learned = ssdc_findings.Variant("rope-axial+rpt", list(vs["rope-axial"].runs.values()))
-    assert ssdc_findings._rpt_untestable(learned, vs["rope-axial"]) is None
-    alpha, rhos = ssdc_findings.alpha_rows(vs)
-    text, fam = two_pass("t", lambda f: ssdc_findings.claims(vs, rhos, f))
-    assert "all variants" not in "\n".join(text) and fam.m == len(fam.adjusted) > 0
 
 

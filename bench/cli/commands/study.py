@@ -55,7 +55,8 @@ def with_own_pes(study, pes: list[str]):
     joins = {}
     for pe in new:
         cls = get_pe_class(pe.split("+", 1)[0])  # an unknown PE: the registry's one-line error listing the names
-        joins[pe] = [g.name for g in study.groups if g.declaration and getattr(cls, g.declaration, None) is True]
+        joins[pe] = [g.name for g in study.groups if g.declaration == "any"
+                     or g.declaration and getattr(cls, g.declaration, None) is True]
     cannot: dict[tuple[str, str], str] = {}
     if study.capacity_checker == "probe-capacity":
         from pebench.analysis.probe_capacity import CAPACITY_PROBES, cannot_represent  # deferred: torch
