@@ -97,7 +97,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         for name in list_studies():
             study = load_study(name)
             cells, _ = collect(study, Path(study.results))
-            runs = [r for c in cells.values() for r in c.runs]
+            runs = [r for c in cells.values() for r in c.runs if not c.arm.startswith("ref:")]  # not references
             cost = (f"{sum(r.wall_time_s or 0 for r in runs) / 60:.0f} min of runs measured ({len(runs)} of "
                     f"{study.runs_planned} found under {study.results})" if runs else f"not run here "
                     f"({study.runs_planned} runs)")
