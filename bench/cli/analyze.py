@@ -115,8 +115,32 @@ def _fingerprint(config: dict[str, Any], sha: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+#: the stated protocols of ``bench analyze --protocol``: the values each sets unless the command line gives them
+#: (``analyses``, ``probe_samples``, and analysis options). ``quick``: SSDC / SSDC under RPI / EED on 256 probe images
+#: with K = 2 shared RPI permutations and no untrained twin (3 passes over the probe instead of 17), the linear
+#: probe fitted on 256 samples; docs/analyze.md gives its precision against the default's, from the rpi-draw study
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    "default": {"analyses": "all", "probe_samples": 1024, "analysis_options": {}},
+    "quick": {"analyses": "geometry", "probe_samples": 256,
+              "analysis_options": {"probe_size": 256, "rpi_permutations": 2, "rpi_draw": "shared", "rpi_null": False}},
+}
+
+
+def apply_protocol(args: argparse.Namespace) -> None:
+    """Fill ``args`` from ``--protocol``: what the command line leaves unset takes the protocol's value."""
+    proto = PROTOCOLS[str(getattr(args, "protocol", None) or "default")]
+    if getattr(args, "analyses", None) is None:
+        args.analyses = proto["analyses"]
+    if getattr(args, "probe_samples", None) is None:
+        args.probe_samples = proto["probe_samples"]
+    given = {k for k, _ in args.analysis_option}
+    args.analysis_option = [(k, v) for k, v in proto["analysis_options"].items() if k not in given] + list(
+        args.analysis_option)
+
+
 def _prepare(args: argparse.Namespace) -> dict[str, Any]:
     """Everything checkable before anything is written: model, checkpoint, dataset, sizes, options, --out."""
+    apply_protocol(args)
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise ConfigError(f"--out {str(args.out)!r} is a file; expected a directory to hold the run directories")
     spec = str(args.model)
@@ -180,7 +204,8 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
               "task": "analysis", "resolution": "x".join(map(str, dm.resolution)), "data": dict(args.data_option),
               "data_root": args.data_root, "analyses": names, "analysis_options": analysis_options,
               "extrapolation_resolutions": resolutions, "head": args.head, "probe_samples": args.probe_samples,
-              "batch_size": args.batch_size, "model_options": dict(args.model_option)}
+              "batch_size": args.batch_size, "model_options": dict(args.model_option),
+              "protocol": str(getattr(args, "protocol", None) or "default")}
     if member is not None:  # another member of the same archive is another checkpoint (the fingerprint)
         config["checkpoint_member"] = member
     return {"task": task, "dm": dm, "name": name, "pe": pe, "config": config, "sha": ckpt.file_sha256,
@@ -189,7 +214,8 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
 
 #: ``bench analyze`` flags in the order :func:`analyze_command` writes them: (flag, args attribute)
 _FLAGS = (("--model", "model"), ("--checkpoint", "checkpoint"), ("--checkpoint-member", "checkpoint_member"),
-          ("--dataset", "dataset"), ("--analyses", "analyses"), ("--out", "out"), ("--resolution", "resolution"),
+          ("--dataset", "dataset"), ("--protocol", "protocol"), ("--analyses", "analyses"), ("--out", "out"),
+          ("--resolution", "resolution"),
           ("--seed", "seed"), ("--head", "head"), ("--probe-samples", "probe_samples"),
           ("--resolutions", "resolutions"), ("--batch-size", "batch_size"), ("--data-root", "data_root"))
 

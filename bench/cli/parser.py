@@ -153,16 +153,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-member", default=None, metavar="PATH",
                    help="the model file inside a --checkpoint zip archive or wheel, e.g. pkg/models/model.onnx")
     p.add_argument("--dataset", required=True, metavar="NAME", help="pebench image dataset (bench list datasets)")
-    p.add_argument("--analyses", default="all", metavar="LIST",
-                   help="comma list of geometry, robustness, alpha, extrapolation, or all / none (default: all)")
+    p.add_argument("--analyses", default=None, metavar="LIST",
+                   help="comma list of geometry, robustness, alpha, extrapolation, or all / none (default: all; "
+                        "with --protocol quick: geometry)")
+    p.add_argument("--protocol", default="default", choices=["default", "quick"],
+                   help="default: K = 8 RPI permutations and the untrained twin's null band (17 geometry passes); "
+                        "quick: geometry only, K = 2 permutations, no twin, 256 probe images, a 256-sample linear "
+                        "probe (3 passes; its RPI standard error is twice the default's: docs/analyze.md); "
+                        "--analyses, --probe-samples and --analysis-option override its values")
     p.add_argument("--out", default="runs", metavar="DIR", help="root of run directories (default: runs)")
     p.add_argument("--resolution", default=None, metavar="R", help="input size (default: the dataset's)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="data and RPI seed (default: 0)")
     p.add_argument("--head", default="probe", choices=["probe", "native"],
                    help="classifier of the accuracy analyses: a ridge linear probe fitted on the training split "
                         "(default) or the checkpoint's own head (needs the dataset's class count)")
-    p.add_argument("--probe-samples", type=int, default=1024, metavar="N",
-                   help="training samples the probe is fitted on (default: 1024)")
+    p.add_argument("--probe-samples", type=int, default=None, metavar="N",
+                   help="training samples the probe is fitted on (default: 1024; --protocol quick: 256)")
     p.add_argument("--resolutions", default=None, metavar="LIST",
                    help="extrapolation sizes, e.g. 32,64 (default: 1, 1.5, 2, 3, 4 x the input size, rounded to "
                         "the model's patch size)")

@@ -145,3 +145,37 @@ def test_the_first_unit_says_what_the_rest_will_take():
         steps.done("RPI permutation 1/8, trained")
     assert "; the other 16 pass(s) will take about" in lines[0]
     assert "will take" not in lines[1]
+
+
+def test_quick_protocol_is_stated_and_overridable(command, capsys, tmp_path):
+    """--protocol quick: geometry only, K = 2 shared permutations, no untrained twin (3 passes), 256 probe images and
+    a 256-sample probe unless the command line says otherwise; results.json names the protocol."""
+    base = [a for a in command if a not in ("--analyses", "geometry,robustness")]
+    base = _drop_option(_drop_option(base, "--probe-samples"), "--analysis-option", "rpi_permutations=2")
+    assert main([*base, "--protocol", "quick", "--analysis-option", "probe_size=8"]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("bench analyze: geometry: pass")]
+    assert [ln.split(": ", 2)[2].split(" done in ")[0] for ln in err] == [
+        "pass 1/3 (clean tokens, 2 layers)", "pass 2/3 (RPI permutation 1/2)", "pass 3/3 (RPI permutation 2/2)"]
+    res = json.loads(next((tmp_path / "out").glob("**/results.json")).read_text())
+    cfg = res["config"]
+    assert cfg["protocol"] == "quick" and cfg["analyses"] == ["geometry"] and cfg["probe_samples"] == 256
+    assert {k: cfg["analysis_options"][k] for k in ("probe_size", "rpi_permutations", "rpi_draw", "rpi_null")} == {
+        "probe_size": 8, "rpi_permutations": 2, "rpi_draw": "shared", "rpi_null": False}
+    assert res["geometry"]["rpi_permutations"] == 2 and not res["geometry"].get("ssdc_rpi_gain")  # no twin, no gain
+    # an explicit value wins over the protocol's
+    assert main([*base, "--protocol", "quick", "--analysis-option", "probe_size=8", "--analysis-option",
+                 "rpi_permutations=3", "--out", str(tmp_path / "o2")]) == 0
+    res = json.loads(next((tmp_path / "o2").glob("**/results.json")).read_text())
+    assert res["config"]["analysis_options"]["rpi_permutations"] == 3
+
+
+def _drop_option(argv: list[str], flag: str, value: str | None = None) -> list[str]:
+    """``argv`` without ``flag`` and its value (only the pair whose value is ``value``, when given)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == flag and i + 1 < len(argv) and (value is None or argv[i + 1] == value):
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
