@@ -13,6 +13,7 @@ from pebench.leaderboard.stats import TestResult, format_p, mean_test
 from pebench.leaderboard.text import encodable
 from pebench.studies.cells import Cell, plateau_gain
 from pebench.studies.claims import ALPHA, MIN_SEEDS, Verdict, cell_plateaued, not_learned
+from pebench.studies.plots import curves_name
 from pebench.studies.spec import TESTS, Study, sweep_argvs
 
 __all__ = ["render_report"]
@@ -234,6 +235,8 @@ def _convergence(study: Study, cells: dict) -> list[str]:
                            + ". Nothing is said about a cell that did not learn: its claims are *not testable*."))
     else:
         learned_line = ""
+    lines += ["", f"![{_safe(study.plateau_metric)} during training, per PE: mean over seeds, range shaded]"
+                  f"({curves_name(study.report)})"]
     lines += ["", f"**{done} of {total} cells plateaued** (every seed)."
               + ("" if done == total else " Where a cell did not plateau, its comparisons rank learning at the "
                  "steps trained, not converged models: the verdicts that read such a cell say so."), ""]

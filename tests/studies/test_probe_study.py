@@ -323,3 +323,14 @@ claims:
     assert r.estimate == pytest.approx(np.mean(rhos)) and r.p == pytest.approx(stats.ttest_1samp(rhos, 0).pvalue)
     assert -1.0 <= r.lo <= r.estimate <= r.hi <= 1.0
     assert v["acc-rho"].word == "not testable" or v["acc-rho"].result.p is None  # accuracy constant: no rho at all
+
+
+def test_report_links_its_curves_and_writes_them(probes, tmp_path):
+    """`bench study report` writes <stem>_curves.png beside the report, and the report links it (the text does not
+    depend on the image, so `bench study check` compares text only)."""
+    _, _, path = probes
+    out = tmp_path / "R.md"
+    assert main(["study", "report", str(path), "--out", str(out)]) == 0
+    png = tmp_path / "R_curves.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "](R_curves.png)" in out.read_text()

@@ -41,6 +41,15 @@ def build_report(study, results: Path, pes: list[str] | None = None, baseline: P
     return render_report(study, cells, verdicts, problems, label)
 
 
+def study_curves(study, results: Path, pes: list[str] | None = None, baseline: Path | None = None) -> bytes | None:
+    """The PNG of the study's validation curves (:mod:`pebench.studies.plots`), None without a plateau metric."""
+    from pebench.studies.cells import collect  # deferred: start-up time
+    from pebench.studies.plots import curves_png  # deferred: matplotlib
+
+    cells, _ = collect(study, results, pes, baseline=baseline)
+    return curves_png(study, {k: c for k, c in cells.items() if not k[0].startswith("ref:")})
+
+
 def with_own_pes(study, pes: list[str]):
     """``study`` with the PEs of ``pes`` that its grid does not hold added (a user's own PE): each joins the groups
     whose declaration it makes (``relative``, ``rotation_invariant``, ``distance_decay`` of its class), so it gets
@@ -162,4 +171,11 @@ def cmd_study(args: argparse.Namespace) -> int:
         raise ConfigError(f"{str(out)!r} is tracked by git; pass --out {out} to overwrite it (or --out elsewhere)")
     atomic_write_text(out, text)
     print(f"bench study: wrote {out}")
+    png = study_curves(study, results, pes, baseline)
+    if png is not None:
+        from pebench.core.io import atomic_write_bytes  # deferred: only a report with curves writes one
+        from pebench.studies.plots import curves_name  # deferred: start-up time
+
+        atomic_write_bytes(out.with_name(curves_name(out.name)), png)
+        print(f"bench study: wrote {out.with_name(curves_name(out.name))}")
     return 0
