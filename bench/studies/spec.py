@@ -613,27 +613,31 @@ def _capacity(raw: Any, source: str, datasets: Sequence[str], pes: Sequence[str]
 
 
 def with_pes(study: Study, extra: Mapping[str, Sequence[str]],
-             cannot: Mapping[tuple[str, str], str] | None = None, only_new: bool = False) -> Study:
+             cannot: Mapping[tuple[str, str], str] | None = None, only_new: bool = False,
+             datasets: Mapping[str, Sequence[str]] | None = None) -> Study:
     """``study`` with PEs added to its grid (a user's own PE, ``--pe``): ``extra`` maps each new PE to the groups
     it joins (the CLI decides them from the PE's declarations); its claims are the templates of those groups;
     ``cannot``: (dataset, PE) -> symmetry for the new cells the capacity checker found out of reach; ``only_new``:
-    keep only the new PEs' claims (their own Holm families: the committed verdicts are not re-adjusted)."""
+    keep only the new PEs' claims (their own Holm families: the committed verdicts are not re-adjusted);
+    ``datasets``: the datasets a new PE runs on, when not all (a PE that needs a grid skips the token-set datasets)."""
     new = [pe for pe in extra if pe not in study.pes]
     if not new:
         return study
     groups = {g.name: Group(g.name, g.pes + tuple(pe for pe in new if g.name in extra[pe]), g.declaration)
               for g in study.groups}
     claims = list(study.claims)
+    own = {pe: tuple(d for d in study.datasets if d in (datasets or {}).get(pe, study.datasets)) for pe in new}
     for i, raw in study.templates:
         group = groups[str(raw["each"])]
         for pe in new:
-            if pe in group.pes and (raw.get("dataset") is None or raw.get("dataset") in study.datasets):
+            if pe in group.pes and (raw.get("dataset") is None or raw.get("dataset") in own[pe]):
                 claims.append(_claim(_substitute(raw, pe), i, study.source))
     if only_new:
         claims = [c for c in claims[len(study.claims):]]
     families = tuple(dict.fromkeys(c.family for c in claims if c.test != "not-informative"))
+    pe_datasets = study.pe_datasets + tuple((pe, ds) for pe, ds in own.items() if ds != study.datasets)
     return replace(study, pes=study.pes + tuple(new), groups=tuple(groups.values()), claims=tuple(claims),
-                   families=families, cannot_represent=study.cannot_represent + tuple(
+                   families=families, pe_datasets=pe_datasets, cannot_represent=study.cannot_represent + tuple(
                        (d, p, sym) for (d, p), sym in sorted((cannot or {}).items())))
 
 

@@ -334,3 +334,23 @@ def test_report_links_its_curves_and_writes_them(probes, tmp_path):
     png = tmp_path / "R_curves.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "](R_curves.png)" in out.read_text()
+
+
+def test_a_users_pe_that_needs_a_grid_skips_the_token_set_probes():
+    """A user's PE joins the groups it declares; one that needs a grid (as rope-dinov3 does) gets no set-probe cells
+    and no set-probe claims, and the capacity checker runs on its own cells only."""
+    from dataclasses import replace
+
+    from pebench.cli.commands.study import with_own_pes
+
+    study = load_study("probes")
+    without = replace(study, pes=tuple(p for p in study.pes if p != "rope-dinov3"),
+                      pe_datasets=tuple(x for x in study.pe_datasets if x[0] != "rope-dinov3"),
+                      groups=tuple(replace(g, pes=tuple(p for p in g.pes if p != "rope-dinov3")) for g in study.groups))
+    ext = with_own_pes(without, ["rope-dinov3"])
+    assert [c.id for c in ext.claims] == ["translation-keeps-rope-dinov3", "translation-beats-sincos-rope-dinov3",
+                                          "extrapolation-keeps-rope-dinov3", "extrapolation-beats-sincos-rope-dinov3"]
+    argvs = sweep_argvs(ext, ext.arms[0], "mine", pes=["rope-dinov3"])
+    ran = {d for a in argvs for d in a[a.index("--datasets") + 1].split(",")}
+    assert ran == {d for d in study.datasets if not d.startswith("probe-set-")}
+    assert all(ext.cannot(d, "rope-dinov3") is None for d in ran)  # relative, but nothing breaks these labels

@@ -61,9 +61,11 @@ def with_own_pes(study, pes: list[str]):
     new = [pe for pe in pes if pe not in study.pes]
     if not new:
         return study
-    joins = {}
+    joins, datasets = {}, {}
     for pe in new:
         cls = get_pe_class(pe.split("+", 1)[0])  # an unknown PE: the registry's one-line error listing the names
+        if cls.needs_grid:  # a PE on a raster: not the token-set datasets (tokens at coordinates, no grid)
+            datasets[pe] = [d for d in study.datasets if not _token_sets(d)]
         joins[pe] = [g.name for g in study.groups if g.declaration == "any"
                      or g.declaration and getattr(cls, g.declaration, None) is True]
     cannot: dict[tuple[str, str], str] = {}
@@ -71,13 +73,24 @@ def with_own_pes(study, pes: list[str]):
         from pebench.analysis.probe_capacity import CAPACITY_PROBES, cannot_represent  # deferred: torch
 
         for pe in new:
-            for dataset in study.datasets:
+            for dataset in datasets.get(pe, study.datasets):
                 if dataset in CAPACITY_PROBES and (sym := cannot_represent(dataset, pe)) is not None:
                     cannot[(dataset, pe)] = sym
     elif study.capacity_checker is not None:
         raise ConfigError(f"study {study.name!r} names capacity checker {study.capacity_checker!r}; this pebench "
                           f"knows probe-capacity")
-    return with_pes(study, joins, cannot, only_new=True)
+    return with_pes(study, joins, cannot, only_new=True, datasets=datasets)
+
+
+def _token_sets(dataset: str) -> bool:
+    """Whether ``dataset`` gives its samples as token sets without a grid (the set probes)."""
+    from pebench.datamodules import get_datamodule_class  # deferred: torch
+
+    try:
+        cls = get_datamodule_class(dataset)
+    except Exception:  # noqa: BLE001 - an unknown dataset is the sweep's error to report, with the valid names
+        return False
+    return getattr(cls, "tokens", "frames") == "occupied"
 
 
 def run_sweep(argv: list[str]) -> int:
@@ -126,6 +139,8 @@ def cmd_study(args: argparse.Namespace) -> int:
             raise ConfigError(f"--pe {','.join(own)}: a PE outside the study's grid runs into its own folder: pass "
                               f"--results DIR (bench study report {args.name} --pe {','.join(own)} --results DIR "
                               f"then compares it with the study's runs under {study.results})")
+        if own:
+            study = with_own_pes(study, pes or [])
         seeds = [int(s) for s in csv_list(args.seeds)] if args.seeds else None
         if args.workers is not None and args.workers < 1:
             raise ConfigError(f"--workers must be >= 1, got {args.workers}")
