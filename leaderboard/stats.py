@@ -1,9 +1,9 @@
 """Statistics of the leaderboard and the study reports: intervals over seeds and paired comparisons.
 
 The intervals every table and verdict uses are Student-t intervals (:func:`t_mean_ci`,
-:func:`paired_t_interval`): with the 3-5 seeds of the committed studies the percentile bootstrap
-below cannot reach outside the seeds' own range (with 3 seeds its 95 % interval is the [min, max]
-of the seeds), so it is kept only for comparison and is never printed as a 95 % interval.
+:func:`paired_t_interval`): with the 3-5 seeds of the committed studies a percentile bootstrap over seeds
+cannot reach outside the seeds' own range (with 3 seeds its 95 % interval is the [min, max] of the seeds), so
+none is printed as one. The study engine's procedures (:class:`TestResult` and the functions after it) are below.
 
 * :func:`t_mean_ci`: ``mean ± t_{0.975, n-1} · sd / sqrt(n)`` (sd with ddof = 1), None below 2 values;
   clipped to a bounded metric's range when given one (accuracies, mAP: [0, 1]).
@@ -11,22 +11,10 @@ of the seeds), so it is kept only for comparison and is never printed as a 95 % 
   t-test of the same differences; ``significant`` needs both (the interval excludes 0 *and* p < 0.05,
   which for the two-sided t at the same level is the same condition, asserted rather than assumed).
 
-* :func:`bootstrap_mean_ci`: percentile bootstrap interval of the mean over seeds (Efron &
-  Tibshirani 1993, ch. 13): resample the ``n`` seed values with replacement ``resamples`` times,
-  take the 2.5 % and 97.5 % quantiles (numpy's linear interpolation) of the resampled means.
-  The generator is ``numpy.random.default_rng(seed)`` with a fixed seed, so equal inputs give
-  equal bytes.
-* :func:`paired_bootstrap`: the same interval for the mean of per-seed *differences*. With few
-  seeds the percentile bootstrap is liberal (it cannot see tails it never sampled); kept for
-  comparison, not used by the leaderboard or the reports.
 * :func:`sign_flip_p`: exact two-sided sign-flip permutation test of the mean per-seed difference
   (under H0 each difference is symmetric about 0): the fraction of the ``2^n`` sign patterns
   whose |mean| is at least the observed one. Its smallest possible value is ``2 / 2^n``, i.e.
   0.0625 with 5 seeds, so at 5 % it needs at least 6 paired seeds.
-* :func:`paired_t_p`: two-sided paired t-test of the mean per-seed difference (``scipy.stats.ttest_1samp``
-  on the differences). It assumes roughly normal differences but, unlike the sign-flip test, can
-  reach p < 0.05 with 5 seeds. :func:`paired_t_interval` pairs it with the t-interval; the leaderboard
-  marks a difference significant (``*``) only when both agree.
 
 Families and equivalence (issue #44; used by the reports):
 
@@ -50,9 +38,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "t_mean_ci", "paired_t_interval", "bootstrap_mean_ci",
-           "paired_differences", "paired_bootstrap", "sign_flip_p", "paired_t_p", "holm_adjust", "Tost",
-           "tost_paired"]
+__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "t_mean_ci", "paired_t_interval", "paired_differences",
+           "sign_flip_p", "holm_adjust", "Tost", "tost_paired"]
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
@@ -82,31 +69,17 @@ def t_mean_ci(values: Sequence[float], level: float = 0.95,
 
 def paired_t_interval(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float, float, float, bool] | None:
     """``(mean difference, lo, hi, t-test p, significant)`` of per-seed differences: the Student-t interval
-    of their mean and the two-sided paired t-test; significant when the interval excludes 0 and
-    p < 1 - level. None below 2 pairs."""
+    of their mean and the two-sided paired t-test (:func:`mean_test` of the differences against 0); significant
+    when the interval excludes 0 and p < 1 - level. None below 2 pairs. Every difference equal (zero variance): no
+    test, p is NaN and nothing is significant, never p = 0."""
     ci = t_mean_ci(diffs, level)
     if ci is None:
         return None
     lo, hi = ci
-    p = paired_t_p(diffs)
+    res = mean_test(diffs, 0.0, level=level)
+    p = float("nan") if res.p is None else res.p
     excludes = bool(lo > 0.0 or hi < 0.0)
-    return math.fsum(diffs) / len(diffs), lo, hi, p, excludes and p < 1.0 - level
-
-
-def bootstrap_mean_ci(values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
-                      seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean of ``values``; None when ``n < 2`` or a value is
-    not finite."""
-    x = np.asarray(list(values), dtype=np.float64)
-    n = x.size
-    if n < 2 or not np.all(np.isfinite(x)):
-        return None
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(resamples, n))  # (R, n) seed indices
-    means = x[idx].mean(axis=1)  # (R,)
-    a = (1.0 - level) / 2.0
-    lo, hi = np.quantile(means, [a, 1.0 - a])
-    return float(lo), float(hi)
+    return math.fsum(diffs) / len(diffs), lo, hi, p, excludes and res.p is not None and p < 1.0 - level
 
 
 def paired_differences(row: Mapping[int, float | None], reference: Mapping[int, float | None]) -> list[float]:
@@ -117,17 +90,6 @@ def paired_differences(row: Mapping[int, float | None], reference: Mapping[int, 
         if a is not None and b is not None and math.isfinite(a) and math.isfinite(b):
             out.append(a - b)
     return out
-
-
-def paired_bootstrap(diffs: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
-                     seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float, bool] | None:
-    """``(mean difference, lo, hi, significant)``: percentile bootstrap interval of the mean of
-    per-seed differences; significant when it excludes 0. None below 2 pairs."""
-    ci = bootstrap_mean_ci(diffs, level, resamples, seed)
-    if ci is None:
-        return None
-    lo, hi = ci
-    return math.fsum(diffs) / len(diffs), lo, hi, bool(lo > 0.0 or hi < 0.0)
 
 
 def sign_flip_p(diffs: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> float:
@@ -144,19 +106,6 @@ def sign_flip_p(diffs: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, se
         signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(resamples, n))
     stats = np.abs((signs * d).mean(axis=1))
     return float(np.mean(stats >= obs - tol))
-
-
-def paired_t_p(diffs: Sequence[float]) -> float:
-    """Two-sided paired t-test p-value of ``mean(diffs) = 0``; NaN below 2 pairs. All differences equal:
-    0 when they are non-zero (no spread to doubt them), 1 when they are 0."""
-    from scipy import stats  # deferred: scipy.stats takes about 1 s to import; `bench runs` never needs it
-
-    d = np.asarray(list(diffs), dtype=np.float64)
-    if d.size < 2:
-        return float("nan")
-    if np.ptp(d) == 0.0:
-        return 0.0 if d[0] != 0.0 else 1.0
-    return float(stats.ttest_1samp(d, 0.0).pvalue)
 
 
 def holm_adjust(pvalues: Sequence[float]) -> list[float]:
