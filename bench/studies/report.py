@@ -130,6 +130,19 @@ def _provenance(study: Study, cells: dict) -> list[str]:
               + (f" and one CPU model ({_safe(next(iter(cpus)))})." if len(cpus) == 1 else
                  f" and {len(cpus)} CPU models ({', '.join(map(_safe, sorted(cpus)))}); the deterministic pins do not carry "
                  f"across CPU models, so cells made on different ones differ by more than their seeds.")]
+    own = [c for c in cells.values() if c.runs and c.pe in study.own_pes and not c.arm.startswith("ref:")]
+    if own:
+        base = [c for c in cells.values() if c.runs and c.pe not in study.own_pes and not c.arm.startswith("ref:")]
+        oc, ocpu = sorted({x for c in own for x in c.commits}), sorted({x for c in own for x in c.cpus})
+        bc, bcpu = sorted({x for c in base for x in c.commits}), sorted({x for c in base for x in c.cpus})
+        same = oc == bc and ocpu == bcpu and len(oc) == 1 and len(ocpu) == 1
+        lines += ["", f"**Your PE against the study's runs:** {', '.join(study.own_pes)} ran at commit(s) "
+                  f"{', '.join(f'`{_safe(c)}`' for c in oc)} on {', '.join(map(_safe, ocpu)) or 'an unrecorded CPU'}; "
+                  f"the baselines at commit(s) {', '.join(f'`{_safe(c)}`' for c in bc)} on "
+                  f"{', '.join(map(_safe, bcpu)) or 'an unrecorded CPU'}. "
+                  + ("Both come from one commit and one CPU model." if same else
+                     "They differ: a difference between your PE and a baseline includes the code and CPU differences "
+                     "(results/thread-spread/REPORT.md measures how far a rerun on other threads moves a cell).")]
     if ref_commits or ref_cpus:
         lines += ["", f"The reference cells (another study's runs, read for the correlations, never run by this one) "
                   f"come from commit(s) {', '.join(f'`{_safe(c)}`' for c in sorted(ref_commits))} and CPU model(s) "

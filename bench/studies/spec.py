@@ -223,6 +223,7 @@ class Study:
     templates: tuple[tuple[int, Mapping[str, Any]], ...] = ()  # (index, raw claim with `each`), for with_pes
     cannot_represent: tuple[tuple[str, str, str], ...] = ()    # (dataset, PE, symmetry)
     capacity_checker: str | None = None
+    own_pes: tuple[str, ...] = ()  # PEs added to the grid by a user (with_pes): the report compares their provenance
 
     def datasets_of(self, pe: str) -> tuple[str, ...]:
         """The datasets ``pe`` runs on (every one unless the grid names some)."""
@@ -637,7 +638,7 @@ def with_pes(study: Study, extra: Mapping[str, Sequence[str]],
     families = tuple(dict.fromkeys(c.family for c in claims if c.test != "not-informative"))
     pe_datasets = study.pe_datasets + tuple((pe, ds) for pe, ds in own.items() if ds != study.datasets)
     return replace(study, pes=study.pes + tuple(new), groups=tuple(groups.values()), claims=tuple(claims),
-                   families=families, pe_datasets=pe_datasets, cannot_represent=study.cannot_represent + tuple(
+                   families=families, pe_datasets=pe_datasets, own_pes=study.own_pes + tuple(new), cannot_represent=study.cannot_represent + tuple(
                        (d, p, sym) for (d, p), sym in sorted((cannot or {}).items())))
 
 

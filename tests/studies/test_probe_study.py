@@ -229,6 +229,8 @@ def test_a_users_own_pe_is_reported_against_the_study_runs(probes, tmp_path, cap
     text = out.read_text()
     assert "rope-mixed keeps it: **" in text and "ape loses it" not in text  # only the new PE's claims
     assert "`ccccccc`" in text and "`ddddddd`" in text  # both commits named: baselines from another commit
+    assert "**Your PE against the study's runs:** rope-mixed ran at commit(s) `ddddddd`" in text
+    assert "They differ: a difference between your PE and a baseline includes the code and CPU differences" in text
     ext = with_pes(study, {"rope-mixed": ["relative"]}, only_new=True)
     assert [c.id for c in ext.claims] == ["keeps-rope-mixed"] and ext.families == ("main",)
 

@@ -169,9 +169,9 @@ def test_run_is_one_sweep_per_arm(monkeypatch):
 
     calls = []
     monkeypatch.setattr(study_command, "run_sweep", lambda argv: calls.append(list(argv)) or 0)
-    assert main(["study", "run", "event-tokens", "--results", "out", "--pe", "mype", "--seeds", "5"]) == 0
+    assert main(["study", "run", "event-tokens", "--results", "out", "--pe", "rope-axial", "--seeds", "5"]) == 0
     assert [c[c.index("--out") + 1] for c in calls] == ["out/frames", "out/spiking"]
-    assert all(c[0] == "sweep" and c[c.index("--pes") + 1] == "mype" and c[c.index("--seeds") + 1] == "5"
+    assert all(c[0] == "sweep" and c[c.index("--pes") + 1] == "rope-axial" and c[c.index("--seeds") + 1] == "5"
                for c in calls)
     assert calls[1][-2:] == ["--data-option", "tokens=spiking"]
 
