@@ -234,6 +234,24 @@ def zero_content_logits(m: torch.nn.Module) -> None:
             mod.qkv.bias.register_hook(lambda g, k=keep_b: g * k)
 
 
+def train_step(m: torch.nn.Module, opt: Any, sched: Any, forward: Any, train: tuple[torch.Tensor, ...],
+               order: list[int], g: torch.Generator, batch: int) -> float:
+    """One optimizer step of the readout loops on the next ``batch`` scenes of a seeded per-epoch permutation
+    (``order`` is consumed and refilled in place); the batch loss."""
+    X, Y, T = train
+    if len(order) < batch:
+        order += torch.randperm(len(X), generator=g).tolist()
+    idx = order[:batch]
+    del order[:batch]
+    m.train()
+    loss = F.cross_entropy(forward(X[idx], T[idx]), Y[idx])
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    sched.step()
+    return float(loss.item())
+
+
 def readout_trace(run: tuple, data: dict[str, tuple[torch.Tensor, ...]]) -> dict[str, Any]:
     label, pe, readout, k, lr, zero_content, seed = run
     m = build(pe, {}, seed)
@@ -265,15 +283,7 @@ def readout_trace(run: tuple, data: dict[str, tuple[torch.Tensor, ...]]) -> dict
                           "acc": (o.argmax(1) == Y[:2 * FIXED]).float().mean().item()})
         if step == READOUT_STEPS:
             break
-        if len(order) < 64:
-            order += torch.randperm(len(X), generator=g).tolist()
-        idx, order = order[:64], order[64:]
-        m.train()
-        loss = F.cross_entropy(forward(X[idx], T[idx]), Y[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
+        train_step(m, opt, sched, forward, (X, Y, T), order, g, 64)
     Xv, Yv, Tv = data["val"]
     m.eval()
     with torch.no_grad():

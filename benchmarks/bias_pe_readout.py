@@ -208,7 +208,8 @@ def _optimiser(m, lr: float):
 
 def readout_run(run: tuple, data: dict[str, tuple], steps: int) -> dict[str, Any]:
     import torch
-    import torch.nn.functional as F
+
+    from .alibi_diagnosis import train_step
 
     probe, pe, opts, readout, lr, seed = run
     m = build(probe, pe, opts, seed)
@@ -238,16 +239,7 @@ def readout_run(run: tuple, data: dict[str, tuple], steps: int) -> dict[str, Any
             window = []
         if step == steps:
             break
-        if len(order) < BATCH:
-            order += torch.randperm(len(X), generator=g).tolist()
-        idx, order = order[:BATCH], order[BATCH:]
-        m.train()
-        loss = F.cross_entropy(forward(X[idx], T[idx]), Y[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        window.append(loss.item())
+        window.append(train_step(m, opt, sched, forward, (X, Y, T), order, g, BATCH))
         if step == 0:
             first_loss = window[0]
     Xv, Yv, Tv = data["val"]
