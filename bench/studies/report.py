@@ -72,6 +72,7 @@ def _cell_label(study: Study, cell: Cell) -> str:
 
 
 def _protocol(study: Study, cells: dict, results_label: str) -> list[str]:
+    cells = {k: c for k, c in cells.items() if not c.arm.startswith("ref:")}  # the study's own cells, no references
     runs = [r for c in cells.values() for r in c.runs]
     arms = "" if len(study.arms) == 1 else " × arms " + ", ".join(
         f"`{a.name}`" + (f" (`{' '.join(a.flags)}`)" if a.flags else "") for a in study.arms)
