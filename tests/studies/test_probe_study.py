@@ -356,3 +356,9 @@ def test_a_users_pe_that_needs_a_grid_skips_the_token_set_probes():
     ran = {d for a in argvs for d in a[a.index("--datasets") + 1].split(",")}
     assert ran == {d for d in study.datasets if not d.startswith("probe-set-")}
     assert all(ext.cannot(d, "rope-dinov3") is None for d in ran)  # relative, but nothing breaks these labels
+
+
+def test_an_unknown_own_pe_is_one_line_naming_the_valid_ones(tmp_path, capsys):
+    assert main(["study", "report", "probes", "--pe", "no-such-pe", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no-such-pe" in err[0] and "rope-axial" in err[0]
