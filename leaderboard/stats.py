@@ -140,8 +140,8 @@ class Tost(NamedTuple):
 def tost_paired(diffs: Sequence[float], margin: float | tuple[float, float], alpha: float = 0.05) -> Tost | None:
     """TOST equivalence test of per-seed differences against the margin (module docstring): ``margin`` a
     positive number (the interval ``(-margin, margin)``) or ``(low, high)`` with ``low < high``. None below 2
-    finite differences. All differences equal (no spread): the mean is known exactly, so ``p`` is 0 inside the
-    margin and 1 outside."""
+    finite differences. All differences equal (zero variance, up to rounding as in :func:`mean_test`): no test, the
+    p-values are NaN and ``equivalent`` is False, never p = 0 (:func:`equivalence_test` is the engine's form)."""
     from scipy import stats  # deferred: scipy.stats takes about 1 s to import; `bench runs` never needs it
 
     low, high = (-float(margin), float(margin)) if np.isscalar(margin) else (float(margin[0]), float(margin[1]))
@@ -154,9 +154,8 @@ def tost_paired(diffs: Sequence[float], margin: float | tuple[float, float], alp
         return None
     n = d.size
     mean = math.fsum(d.tolist()) / n
-    if np.ptp(d) == 0.0:
-        p_lo, p_hi = (0.0 if mean > low else 1.0), (0.0 if mean < high else 1.0)
-        return Tost(mean, mean, mean, p_lo, p_hi, max(p_lo, p_hi), max(p_lo, p_hi) < alpha)
+    if _rounding_spread(d):
+        return Tost(mean, mean, mean, math.nan, math.nan, math.nan, False)
     se = float(d.std(ddof=1)) / math.sqrt(n)
     t = stats.t(n - 1)
     p_lo = float(t.sf((mean - low) / se))    # H0: mean <= low
