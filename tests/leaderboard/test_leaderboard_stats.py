@@ -136,3 +136,14 @@ def test_top_k_at_or_above_the_class_count_is_left_out(tmp_path):
     runs, problems = collect_results(tmp_path)
     text = render_leaderboard(runs, problems)
     assert "test/acc4" not in text and "test/acc5 (%)" in text
+
+
+def test_monte_carlo_sign_flip_is_never_zero_and_order_free():
+    from pebench.leaderboard.stats import sign_flip_p
+
+    d = [0.5 + 0.01 * i for i in range(30)]  # far from 0: no random pattern reaches it
+    p = sign_flip_p(d, resamples=999)
+    assert p == pytest.approx(1 / 1000) and p > 0
+    rng = np.random.default_rng(1)
+    e = rng.normal(0.1, 1.0, 25).tolist()
+    assert sign_flip_p(e) == sign_flip_p(list(reversed(e))) == sign_flip_p(sorted(e))
