@@ -191,6 +191,7 @@ def test_study_list_names_every_shipped_study_and_its_cost(monkeypatch, capsys):
     for name in list_studies():
         assert f"{name}: " in out
     assert "min of runs measured" in out
+    assert out.count("    asks: ") == len(list_studies())
 
 
 def test_the_guide_study_file_is_valid_and_runs_through_the_engine(tmp_path):

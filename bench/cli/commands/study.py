@@ -124,6 +124,8 @@ def cmd_study(args: argparse.Namespace) -> int:
                     f"{study.runs_planned} found under {study.results})" if runs else f"not run here "
                     f"({study.runs_planned} runs)")
             print(f"{name}: {study.title}")
+            asks = study.question.split("? ")[0].rstrip("?") + "?"  # the question's first sentence
+            print(f"    asks: {terminal_safe(asks)}")
             print(f"    grid: {len(study.datasets)} dataset(s) x {len(study.pes)} PE(s) x {len(study.seeds)} seed(s)"
                   + (f" x {len(study.arms)} arms" if len(study.arms) > 1 else "")
                   + f"; {len(study.claims)} claim(s) in {len(study.families)} family(ies); cost: {cost}")
