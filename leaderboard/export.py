@@ -106,6 +106,17 @@ def _field(v: Any) -> str:
     return str(v)
 
 
+#: a CSV field a spreadsheet would read as a formula starts with one of these (OWASP, "CSV Injection")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _text(v: Any) -> str:
+    """A text field read from result files (a dataset, PE, tag or path name), inert in a spreadsheet: one that would
+    start a formula gets a leading apostrophe, which spreadsheets show as text and do not evaluate."""
+    t = _field(v)
+    return "'" + t if t.startswith(_FORMULA_START) else t
+
+
 def cells_csv(cells: Sequence[Cell]) -> str:
     """The CSV table (see the module docstring); ``\\n`` line ends."""
     resolutions = sorted({res for c in cells for res in c.extrapolation}, key=natural_sort_key)
@@ -118,11 +129,12 @@ def cells_csv(cells: Sequence[Cell]) -> str:
     writer.writerow(header)
     for c in cells:
         d = c.delta or {}
-        row = [c.dataset, c.task, c.model, c.pe, c.label, c.tag, c.primary_metric, c.percent, len(c.runs),
+        row = [*(_text(v) for v in (c.dataset, c.task, c.model, c.pe, c.label, c.tag, c.primary_metric)), c.percent,
+               len(c.runs),
                ";".join(str(s) for s in c.seeds), ";".join(_field(c.values[s]) for s in c.seeds),
-               c.mean, c.std, *(c.ci or (None, None)), c.reference, d.get("mean"), d.get("lo"), d.get("hi"),
-               d.get("p"), d.get("t_p"), d.get("significant"), c.delta_note, c.eed_min, c.ssdc_rpi_peak, c.ssdc_last,
+               c.mean, c.std, *(c.ci or (None, None)), _text(c.reference), d.get("mean"), d.get("lo"), d.get("hi"),
+               d.get("p"), d.get("t_p"), d.get("significant"), _text(c.delta_note), c.eed_min, c.ssdc_rpi_peak, c.ssdc_last,
                *(c.extrapolation.get(r) for r in resolutions), *(c.fs.get(s) for s in shifts),
-               c.git_sha, c.fingerprint, ";".join(r.path for r in c.runs)]
+               _text(c.git_sha), _text(c.fingerprint), _text(";".join(r.path for r in c.runs))]
         writer.writerow([_field(v) for v in row])
     return encodable(buf.getvalue())

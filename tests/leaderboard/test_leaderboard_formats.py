@@ -149,3 +149,21 @@ def test_non_finite_values_are_null_in_json_and_empty_in_csv(results: Path, tmp_
     row = list(csv.DictReader(io.StringIO(_render(results, "csv", tmp_path / "LB.csv"))))[1]
     assert row["values"].startswith(";") and row["mean"] == ""
     assert not math.isnan(cell["values"][1])
+
+
+def test_csv_text_fields_cannot_start_a_spreadsheet_formula(results: Path, tmp_path: Path) -> None:
+    """A dataset, tag or fingerprint read from a results.json that would start a formula (=, +, -, @, tab, CR) is
+    written with a leading apostrophe, so a spreadsheet shows it as text; numbers, negative ones included, stay
+    numbers."""
+    for s in SEEDS:  # one cell whose fingerprint and git_sha are formulas
+        p = results / "a" / "ape" / "vit-nano" / f"seed{s}" / "results.json"
+        r = json.loads(p.read_text(encoding="utf-8"))
+        r["fingerprint"] = '=HYPERLINK("http://x","y")'
+        r["git_sha"] = "@SUM(A1)"
+        p.write_text(json.dumps(r), encoding="utf-8")
+    rows = list(csv.DictReader(io.StringIO(_render(results, "csv", tmp_path / "LB.csv"))))
+    ape = next(r for r in rows if r["dataset"] == "a" and r["variant"] == "ape")
+    assert ape["fingerprint"] == "'=HYPERLINK(\"http://x\",\"y\")" and ape["git_sha"] == "'@SUM(A1)"
+    none = next(r for r in rows if r["dataset"] == "a" and r["variant"] == "none")
+    assert not none["fingerprint"].startswith("'") and float(ape["delta_mean"]) == pytest.approx(0.1, abs=1e-9)
+    assert all(not v.startswith(("=", "+", "@")) for r in rows for v in r.values() if v)
