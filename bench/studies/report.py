@@ -8,6 +8,8 @@ import shlex
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from pebench.core.io import read_json
 from pebench.leaderboard.stats import TestResult, format_p, mean_test
 from pebench.leaderboard.text import encodable
@@ -24,6 +26,9 @@ def _num(v: float | None, percent: bool, signed: bool = False) -> str:
         return "—"
     x = 100.0 * v if percent else v
     text = f"{x:+.1f}" if signed and percent else f"{x:.1f}" if percent else f"{x:+.3g}" if signed else f"{x:.3g}"
+    if "e" in text:  # 3 significant digits without an exponent: "7.11e-05" reads as two numbers to a reader's eye
+        text = ("+" if signed and x >= 0 else "") + np.format_float_positional(x, precision=3, unique=False,
+                                                                             fractional=False, trim="-")
     return text.replace("-", "−") if signed else text
 
 
@@ -96,7 +101,7 @@ def _protocol(study: Study, cells: dict, results_label: str) -> list[str]:
         f"are 95 % Student-t intervals over seeds (clipped to [0, 100] % for accuracies and mAP), paired claims "
         f"pair the cells' runs by seed. Each family of claims is controlled by Holm–Bonferroni at "
         f"{ALPHA * 100:g} % family-wise; every verdict shows its raw p and its Holm-adjusted p (p_Holm). A test that "
-        f"cannot be made (fewer than 2 seeds, zero variance) is *no test*, never p = 0; verdicts on fewer than "
+        f"cannot be made (fewer than 2 seeds, zero variance) is *no test*, never a zero p-value; verdicts on fewer than "
         f"{MIN_SEEDS} seeds per cell are provisional.",
         "",
     ]

@@ -27,27 +27,26 @@ def _results(args: argparse.Namespace, study) -> Path:
     return Path(args.results if args.results is not None else study.results)
 
 
-def build_report(study, results: Path, pes: list[str] | None = None, baseline: Path | None = None) -> str:
-    """The report text of ``study`` on the runs under ``results`` (torch-free). ``pes`` inside the grid: only their
-    cells, no verdicts; ``baseline``: ``study`` holds a user's own PEs (``pes``, read from ``results``) beside the
-    grid's, read from ``baseline`` (:func:`with_own_pes`), and the report gives the new PEs' verdicts."""
+def build_report(study, results: Path, pes: list[str] | None = None, baseline: Path | None = None,
+                 curves: bool = False) -> tuple[str, bytes | None]:
+    """The report text of ``study`` on the runs under ``results`` and the PNG of its validation curves
+    (:mod:`pebench.studies.plots`; drawn only with ``curves``, None without a plateau metric), from one reading of the
+    runs (torch-free).
+    ``pes`` inside the grid: only their cells, no verdicts; ``baseline``: ``study`` holds a user's own PEs (``pes``,
+    read from ``results``) beside the grid's, read from ``baseline`` (:func:`with_own_pes`), and the report gives the
+    new PEs' verdicts."""
     from pebench.studies.cells import collect  # deferred: start-up time (scipy, via the statistics module)
     from pebench.studies.claims import evaluate  # deferred: start-up time (scipy)
+    from pebench.studies.plots import curves_png  # deferred: matplotlib, only when a report is written
     from pebench.studies.report import render_report  # deferred: start-up time (scipy)
 
     cells, problems = collect(study, results, pes, baseline=baseline)
     verdicts = evaluate(study, cells) if pes is None or baseline is not None else []
     label = results.as_posix() if not results.is_absolute() else results.name
-    return render_report(study, cells, verdicts, problems, label)
-
-
-def study_curves(study, results: Path, pes: list[str] | None = None, baseline: Path | None = None) -> bytes | None:
-    """The PNG of the study's validation curves (:mod:`pebench.studies.plots`), None without a plateau metric."""
-    from pebench.studies.cells import collect  # deferred: start-up time
-    from pebench.studies.plots import curves_png  # deferred: matplotlib
-
-    cells, _ = collect(study, results, pes, baseline=baseline)
-    return curves_png(study, {k: c for k, c in cells.items() if not k[0].startswith("ref:")})
+    text = render_report(study, cells, verdicts, problems, label)
+    if not curves:
+        return text, None
+    return text, curves_png(study, {k: c for k, c in cells.items() if not k[0].startswith("ref:")})
 
 
 def with_own_pes(study, pes: list[str]):
@@ -167,7 +166,7 @@ def cmd_study(args: argparse.Namespace) -> int:
                               f"folder (the study's runs under {study.results} are its baselines)")
         baseline = Path(study.results)
         study = with_own_pes(study, pes or [])
-    text = build_report(study, results, pes, baseline=baseline)
+    text, png = build_report(study, results, pes, baseline=baseline, curves=args.action == "report")
     target = results / study.report
     if args.action == "check":
         if not target.is_file():
@@ -188,7 +187,6 @@ def cmd_study(args: argparse.Namespace) -> int:
         raise ConfigError(f"{str(out)!r} is tracked by git; pass --out {out} to overwrite it (or --out elsewhere)")
     atomic_write_text(out, text)
     print(f"bench study: wrote {out}")
-    png = study_curves(study, results, pes, baseline)
     if png is not None:
         from pebench.core.io import atomic_write_bytes  # deferred: only a report with curves writes one
         from pebench.studies.plots import curves_name  # deferred: start-up time
