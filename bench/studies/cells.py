@@ -39,6 +39,14 @@ METRIC_FORMS = {
     "alpha-rho:KEY[:LAYER]": "Spearman's rho, over the run's alpha sweep (the alpha analysis' rows), between alpha and KEY "
                              "(a per-layer list at LAYER), e.g. alpha-rho:ssdc_rpi:last, alpha-rho:fs; none where KEY "
                              "or alpha is constant over the grid",
+    "delta:NAME:BASE": "metrics NAME minus metrics BASE of the same run, e.g. delta:test/knn_top1:test/knn_top1_init "
+                       "(what training added to the model at initialisation)",
+    "checkpoint:WHICH:NAME[:LAYER]": "NAME of the run's geometry record at checkpoint WHICH (first, last or an index into "
+                                     "results.json's eed_checkpoints, e.g. the DINO task's, whose first is at "
+                                     "initialisation), a per-layer list read at LAYER, e.g. checkpoint:last:eed_percent:0",
+    "dip:LIST": "the mid-depth dip of a per-layer list, min(first layer, last layer) - min(the layers between), e.g. "
+                "dip:checkpoint:last:eed_percent or dip:geometry:eed_percent (positive: U-shaped over depth; needs 3 "
+                "layers)",
 }
 
 #: the largest metrics.csv read (a 10,000-step run logging every 10 steps is well under 1 MB)
@@ -70,6 +78,7 @@ class Run:
     stop: str | None = None        # how a run with a stop rule ended: "reached" its target, "gave up", "budget"
     steps: int | None = None       # the optimizer steps it trained (a stop rule's record)
     alpha_rows: tuple[dict[str, Any], ...] = ()  # the alpha analysis' rows (alpha, acc, fs, ssdc_rpi per layer, ...)
+    checkpoints: tuple[dict[str, Any], ...] = ()  # geometry per checkpoint (results.json's eed_checkpoints)
 
     def steps_to(self, threshold: float) -> int | None:
         """The first validation step at or above ``threshold`` on the learned metric's curve (None: never)."""
@@ -84,24 +93,54 @@ class Run:
         elif parts[0] == "drop" and len(parts) == 4:
             hi, lo = self.extrapolation.get(parts[1], {}), self.extrapolation.get(parts[2], {})
             v = hi[parts[3]] - lo[parts[3]] if parts[3] in hi and parts[3] in lo else None
+        elif parts[0] == "delta" and len(parts) == 3:
+            a, b = self.metrics.get(parts[1]), self.metrics.get(parts[2])
+            v = a - b if a is not None and b is not None else None
         elif parts[0] == "robustness" and len(parts) == 3:
             v = self.robustness.get(parts[1], {}).get(parts[2])
         elif parts[0] == "rule" and len(parts) == 4:
             v = self.rules.get(parts[1], {}).get(parts[2], {}).get(parts[3])
         elif parts[0] == "geometry" and len(parts) == 3:
-            layers = self.geometry.get(parts[1], ())
-            if parts[2] == "last":
-                v = layers[-1] if layers else None
+            v = _at(self.layers(f"geometry:{parts[1]}"), parts[2])
+        elif parts[0] == "checkpoint" and len(parts) in (3, 4):
+            if len(parts) == 4:
+                v = _at(self.layers(":".join(parts[:3])), parts[3])
             else:
-                try:
-                    v = layers[int(parts[2])]
-                except (ValueError, IndexError):
-                    v = None
+                record = self._checkpoint(parts[1])
+                v = record.get(parts[2]) if record is not None else None
+        elif parts[0] == "dip" and len(parts) >= 2:
+            layers = self.layers(":".join(parts[1:]))
+            v = min(layers[0], layers[-1]) - min(layers[1:-1]) if len(layers) >= 3 else None
         elif parts[0] == "alpha-rho" and len(parts) in (2, 3):
             v = self._alpha_rho(parts[1], parts[2] if len(parts) == 3 else None)
         else:
             v = self.metrics.get(metric)
-        return v if isinstance(v, (int, float)) and math.isfinite(v) else None
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+    def layers(self, source: str) -> tuple[float, ...]:
+        """A per-layer list: ``geometry:NAME`` (or a bare ``NAME``: the geometry analysis after training) or
+        ``checkpoint:WHICH:NAME`` (the record of checkpoint WHICH); ``()`` where the run does not have it."""
+        parts = source.split(":")
+        if len(parts) == 1 or parts[0] == "geometry" and len(parts) == 2:
+            return self.geometry.get(parts[-1], ())
+        if parts[0] == "checkpoint" and len(parts) == 3:
+            record = self._checkpoint(parts[1])
+            values = record.get(parts[2]) if record is not None else None
+            if isinstance(values, list) and values and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in values):
+                return tuple(float(x) for x in values)
+        return ()
+
+    def _checkpoint(self, which: str) -> dict[str, Any] | None:
+        """The geometry record of checkpoint ``which``: ``first``, ``last`` or an index (None: no such record)."""
+        if not self.checkpoints:
+            return None
+        if which in ("first", "last"):
+            return self.checkpoints[0 if which == "first" else -1]
+        try:
+            return self.checkpoints[int(which)]
+        except (ValueError, IndexError):
+            return None
 
     def _alpha_rho(self, key: str, layer: str | None) -> float | None:
         """Spearman's rho between alpha and ``key`` over the alpha sweep's rows (each a value, or a per-layer list
@@ -128,6 +167,16 @@ class Run:
         if sxx == 0.0 or syy == 0.0:
             return None
         return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+
+
+def _at(layers: tuple[float, ...], layer: str) -> float | None:
+    """``layers`` at ``layer`` (an index, or ``last``); None where it has no such layer."""
+    if layer == "last":
+        return layers[-1] if layers else None
+    try:
+        return layers[int(layer)]
+    except (ValueError, IndexError):
+        return None
 
 
 def _average_ranks(v: list[float]) -> list[float]:
@@ -301,6 +350,8 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
     steps = stopped.get("global_step")
     alpha_raw = res.get("alpha_sweep") if isinstance(res.get("alpha_sweep"), list) else []
     alpha_rows = tuple(r for r in alpha_raw if isinstance(r, dict))
+    checkpoints = tuple(c for c in res.get("eed_checkpoints") or [] if isinstance(c, dict)) \
+        if isinstance(res.get("eed_checkpoints"), list) else ()
     geo = res.get("geometry") if isinstance(res.get("geometry"), dict) else {}
     geometry = {k: tuple(float(x) for x in v) for k, v in geo.items()
                 if isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)}
@@ -312,7 +363,8 @@ def _run(path: Path, rel: str, arm: Arm, dataset: str, pe: str, seed: int, plate
                no_pe_bound=float(bound) if isinstance(bound, (int, float)) and not isinstance(bound, bool) else None,
                evaluated="best-validation checkpoint" if isinstance(ev, dict) and ev.get("which") == "best"
                else "last-step weights", learn_curve=learn_curve, stop=stop,
-               steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else None, alpha_rows=alpha_rows)
+               steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else None, alpha_rows=alpha_rows,
+               checkpoints=checkpoints)
 
 
 def collect(study: Study, results: str | Path, pes: Iterable[str] | None = None, baseline: str | Path | None = None

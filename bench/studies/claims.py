@@ -64,9 +64,10 @@ def cell_plateaued(cell: Cell, band: float | None) -> bool | None:
     return all(g <= band for g in gains if g is not None)
 
 
-def _cell(cells: dict[tuple[str, str, str], Cell], study: Study, claim: Claim, pe: str, arm: str | None) -> Cell:
+def _cell(cells: dict[tuple[str, str, str], Cell], study: Study, claim: Claim, pe: str, arm: str | None,
+          dataset: str | None = None) -> Cell:
     arm_name = arm or claim.arm or study.arms[0].name
-    return cells[(arm_name, str(claim.dataset), pe)]
+    return cells[(arm_name, str(dataset or claim.dataset), pe)]
 
 
 def metric_bounds(metric: str | None) -> tuple[float, float] | None:
@@ -99,14 +100,15 @@ def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
         return None, (), []
     if claim.test == "equivalence" and claim.b is None:  # one cell's values against null, inside +-margin
         assert claim.a is not None and claim.metric is not None and claim.margin is not None
-        ca = _cell(cells, study, claim, claim.a.pe, claim.a.arm)
+        ca = _cell(cells, study, claim, claim.a.pe, claim.a.arm, claim.a.dataset)
         va = _learned_values(study, claim, ca, claim.metric)
         seeds = tuple(sorted(va))
         null = claim.null or 0.0
         return equivalence_test([va[s] - null for s in seeds], claim.margin, alpha=ALPHA), seeds, [ca]
     if claim.test in ("paired", "equivalence"):
         assert claim.a is not None and claim.b is not None and claim.metric is not None
-        ca, cb = _cell(cells, study, claim, claim.a.pe, claim.a.arm), _cell(cells, study, claim, claim.b.pe, claim.b.arm)
+        ca = _cell(cells, study, claim, claim.a.pe, claim.a.arm, claim.a.dataset)
+        cb = _cell(cells, study, claim, claim.b.pe, claim.b.arm, claim.b.dataset)
         va = _learned_values(study, claim, ca, claim.metric)
         vb = (cb.values(claim.b_metric or claim.metric) if claim.control
               else _learned_values(study, claim, cb, claim.b_metric or claim.metric))
@@ -120,7 +122,7 @@ def _test(study: Study, claim: Claim, cells: dict[tuple[str, str, str], Cell]
         return equivalence_test([x - y for x, y in zip(a, b)], claim.margin, alpha=ALPHA), seeds, [ca, cb]
     if claim.test == "mean":
         assert claim.a is not None and claim.metric is not None
-        ca = _cell(cells, study, claim, claim.a.pe, claim.a.arm)
+        ca = _cell(cells, study, claim, claim.a.pe, claim.a.arm, claim.a.dataset)
         va = _learned_values(study, claim, ca, claim.metric)
         seeds = tuple(sorted(va))
         return mean_test([va[s] for s in seeds], null=claim.null or 0.0, bounds=metric_bounds(claim.metric)), seeds, [ca]
@@ -169,7 +171,7 @@ def not_learned(study: Study, cells: Sequence[Cell], claim: Claim | None = None)
     """The cells among ``cells`` that did not learn by the study's ``learned`` rule (or the claim's own threshold;
     none without a rule)."""
     rule = study.learned if claim is None else _rule(study, claim)
-    if rule is None:
+    if rule is None or claim is not None and claim.tests_learning:
         return []
     return [c for c in cells if c.runs and not c.learned_by(rule)]
 
@@ -235,8 +237,11 @@ def evaluate(study: Study, cells: dict[tuple[str, str, str], Cell]) -> list[Verd
             if claim.test != "correlation" else []
         rule = _rule(study, claim)
         if dull and rule is not None:
-            notes.append(f"not testable: {', '.join(c.pe for c in dull)} did not learn ({rule.describe()} fails: "
-                         + "; ".join(f"{c.pe} learned in {len(c.learned_seeds(rule))} of {len(c.runs)} seeds"
+            several = len({c.dataset for c in used}) > 1  # name the dataset where a claim reads two
+            name = {id(c): f"{c.pe} on `{c.dataset}`" if several else c.pe for c in dull}
+            notes.append(f"not testable: {', '.join(name[id(c)] for c in dull)} did not learn ({rule.describe()} "
+                         "fails: " + "; ".join(f"{name[id(c)]} learned in {len(c.learned_seeds(rule))} of "
+                                               f"{len(c.runs)} seeds"
                                      for c in dull) + ")")
         if result is not None and claim.learned_seeds and seeds:
             notes.append("only the seeds that learned (post-selection)")

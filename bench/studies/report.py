@@ -67,7 +67,7 @@ def _bounds(metric: str) -> tuple[float, float] | None:
         return (-1.0, 1.0)  # a rank correlation
     if not _is_fraction(metric):
         return None
-    return (-1.0, 1.0) if metric.startswith("drop:") else (0.0, 1.0)
+    return (-1.0, 1.0) if metric.startswith(("drop:", "delta:")) else (0.0, 1.0)
 
 
 def _cell_label(study: Study, cell: Cell) -> str:
@@ -272,10 +272,13 @@ def _learned_table(study: Study, cells: dict) -> list[str]:
         return []
     lines = ["## What each cell learned", "",
              f"Seeds that learned ({rule.describe()} marks a learned cell, **bold**) and, in brackets, the median "
-             f"steps to learn over them (the first validation at or above the threshold); *cannot represent "
-             f"(<symmetry>)*: an exact symmetry of the PE gives inputs of different labels the same logits "
-             + (f"(the study's capacity check, `{_safe(study.capacity_checker)}`)" if study.capacity_checker else "")
-             + ", so the cell is no failure to learn and is left out of the count; —: not in the grid.", ""]
+             f"steps to learn over them (the first validation at or above the threshold)"
+             + ("; *cannot represent (<symmetry>)*: an exact symmetry of the PE gives inputs of different labels the "
+                "same logits " + (f"(the study's capacity check, `{_safe(study.capacity_checker)}`)"
+                                  if study.capacity_checker else "")
+                + ", so the cell is no failure to learn and is left out of the count"
+                if study.capacity_checker or study.cannot_represent else "")
+             + "; —: not in the grid.", ""]
     for arm in study.arms:
         if len(study.arms) > 1:
             lines += [f"Arm `{arm.name}`:", ""]
@@ -349,7 +352,8 @@ def _tables(study: Study, cells: dict) -> list[str]:
 
 
 def _layer_table(study: Study, group: list[Cell]) -> list[str]:
-    """Per-layer geometry (``table.layers``): per PE, each list's mean over seeds, layer by layer (``a / b / c``)."""
+    """Per-layer lists (``table.layers``: geometry names, or ``checkpoint:WHICH:NAME``): per PE, each list's mean over
+    seeds, layer by layer (``a / b / c``)."""
     if not study.layers:
         return []
     lines = ["Per layer (means over seeds, first layer first):", "",
@@ -358,7 +362,7 @@ def _layer_table(study: Study, group: list[Cell]) -> list[str]:
     for c in group:
         row = [_cell_label(study, c)]
         for key in study.layers:
-            lists = [r.geometry.get(key, ()) for r in c.runs if r.geometry.get(key)]
+            lists = [r.layers(key) for r in c.runs if r.layers(key)]
             depth = min((len(x) for x in lists), default=0)
             row.append(" / ".join(f"{math.fsum(x[i] for x in lists) / len(lists):.2f}" for i in range(depth)) or "—")
         lines.append("| " + " | ".join(row) + " |")
@@ -366,7 +370,10 @@ def _layer_table(study: Study, group: list[Cell]) -> list[str]:
 
 
 def _compared(c) -> str:
-    """What a paired or equivalence claim's difference is: the metric, or ``a's metric − b's`` of one cell."""
+    """What a paired or equivalence claim's difference is: the metric, or ``a's metric − b's`` of one cell, or one
+    metric on two datasets."""
+    if c.a is not None and c.b is not None and (c.a.dataset or c.dataset) != (c.b.dataset or c.dataset):
+        return f"{c.metric} on `{c.a.dataset or c.dataset}` − on `{c.b.dataset or c.dataset}`"
     if c.b_metric and c.b_metric != c.metric and c.a is not None and c.b is not None and c.a.pe == c.b.pe:
         return f"{c.metric} − {c.b_metric}"
     if c.b_metric and c.b_metric != c.metric:
@@ -447,6 +454,11 @@ def render_report(study: Study, cells: dict[tuple[str, str, str], Cell], verdict
     lines += _verdicts(study, verdicts)
     if study.scope:
         lines += ["## Scope", ""] + [f"- {s}" for s in study.scope] + [""]
+    if study.notes:
+        lines += ["## Notes", "", "The study file's own text: measurements from runs outside this study's folder are "
+                  "quoted there, not recomputed by this report.", ""]
+        for title, text in study.notes:
+            lines += [f"### {title}", "", text, ""]
     if study.changes:
         lines += ["## Changed from the previous report", ""] + [f"- {s}" for s in study.changes] + [""]
     if problems:

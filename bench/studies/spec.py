@@ -83,10 +83,10 @@ DECLARATIONS = ("relative", "rotation_invariant", "distance_decay")
 
 _TOP_KEYS = {"study", "version", "title", "question", "results", "report", "arms", "grid", "recipe", "workers",
              "table", "plateau", "learned", "claims", "scope", "changes", "protocol", "pe_flags", "references",
-             "reruns", "flags", "groups", "capacity"}
+             "reruns", "flags", "groups", "capacity", "notes"}
 _CLAIM_KEYS = {"id", "sentence", "test", "metric", "b_metric", "dataset", "a", "b", "direction", "family", "margin",
                "null", "x", "y", "reason", "arm", "learned_only", "learned_seeds",
-               "learned_above", "each", "control"}
+               "learned_above", "each", "control", "tests_learning"}
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,12 @@ class Arm:
 
 @dataclass(frozen=True)
 class CellRef:
-    """One cell of the grid a claim names: a PE (variant) in an arm (``None``: the claim's own arm)."""
+    """One cell of the grid a claim names: a PE (variant) in an arm and on a dataset (``None``: the claim's own arm,
+    dataset; a paired claim whose sides name two datasets pairs the seeds across them)."""
 
     pe: str
     arm: str | None = None
+    dataset: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,12 @@ class Claim:
     #                                     represent" does not block it)
     each: str | None = None       # the group this claim was expanded from (one claim per PE of the group)
     control: bool = False         # b is a control (e.g. none): the learned rule and capacity apply to a only
+    tests_learning: bool = False  # the claim tests whether its cells learned: the learned rule does not gate it
+
+    def datasets(self) -> tuple[str, ...]:
+        """The datasets the claim reads: its own, or its sides'."""
+        own = [self.dataset] if self.dataset is not None else []
+        return tuple(dict.fromkeys(own + [c.dataset for c in (self.a, self.b) if c is not None and c.dataset]))
 
 
 @dataclass(frozen=True)
@@ -224,6 +232,7 @@ class Study:
     cannot_represent: tuple[tuple[str, str, str], ...] = ()    # (dataset, PE, symmetry)
     capacity_checker: str | None = None
     own_pes: tuple[str, ...] = ()  # PEs added to the grid by a user (with_pes): the report compares their provenance
+    notes: tuple[tuple[str, str], ...] = ()  # (title, markdown): the file's own text, printed after the verdicts
 
     def datasets_of(self, pe: str) -> tuple[str, ...]:
         """The datasets ``pe`` runs on (every one unless the grid names some)."""
@@ -309,12 +318,12 @@ def _strings(v: Any, key: str, where: str) -> tuple[str, ...]:
 
 
 def _cell(v: Any, key: str, where: str) -> CellRef:
-    if not isinstance(v, dict) or not isinstance(v.get("pe"), str) or set(v) - {"pe", "arm"}:
-        raise ConfigError(f"{where}: {key!r} should be a mapping {{pe: NAME[, arm: NAME]}}")
-    arm = v.get("arm")
-    if arm is not None and not isinstance(arm, str):
-        raise ConfigError(f"{where}: {key}.arm should be a string")
-    return CellRef(pe=v["pe"], arm=arm)
+    if not isinstance(v, dict) or not isinstance(v.get("pe"), str) or set(v) - {"pe", "arm", "dataset"}:
+        raise ConfigError(f"{where}: {key!r} should be a mapping {{pe: NAME[, arm: NAME][, dataset: NAME]}}")
+    for k in ("arm", "dataset"):
+        if v.get(k) is not None and not isinstance(v.get(k), str):
+            raise ConfigError(f"{where}: {key}.{k} should be a string")
+    return CellRef(pe=v["pe"], arm=v.get("arm"), dataset=v.get("dataset"))
 
 
 def _claim(raw: Any, i: int, source: str) -> Claim:
@@ -342,13 +351,16 @@ def _claim(raw: Any, i: int, source: str) -> Claim:
                   learned_only=bool(raw.get("learned_only", False)),
                   learned_seeds=bool(raw.get("learned_seeds", False)),
                   learned_above=_number(raw, "learned_above", where), each=raw.get("each"),
-                  control=bool(raw.get("control", False)))
+                  control=bool(raw.get("control", False)), tests_learning=bool(raw.get("tests_learning", False)))
     needs = {"paired": ("metric", "dataset", "a", "b", "direction"),
              "equivalence": ("metric", "dataset", "a", "margin"),
              "mean": ("metric", "dataset", "a", "direction"),
              "correlation": ("dataset", "x", "y", "direction"),
              "not-informative": ("reason",)}[test]
+    sides_named = claim.a is not None and claim.a.dataset is not None and (claim.b is None or claim.b.dataset is not None)
     for key in needs:
+        if key == "dataset" and test != "correlation" and sides_named:
+            continue  # each side names its own dataset
         if getattr(claim, key) is None:
             raise ConfigError(f"{where}: a {test!r} claim needs {key!r}")
     if claim.margin is not None and not claim.margin > 0:
@@ -510,11 +522,13 @@ def parse_study(text: str, source: str) -> Study:
             if cref is not None and cref.arm is not None and cref.arm not in arm_names:
                 raise ConfigError(f"study file {source}: claim {c.id!r} names arm {cref.arm!r}; arms: "
                                   f"{', '.join(sorted(arm_names))}")
-        if c.dataset is not None and c.dataset not in datasets:
-            raise ConfigError(f"study file {source}: claim {c.id!r} names dataset {c.dataset!r}, not in grid.datasets")
+        for ds in c.datasets():
+            if ds not in datasets:
+                raise ConfigError(f"study file {source}: claim {c.id!r} names dataset {ds!r}, not in grid.datasets")
         for cref in (c.a, c.b):
-            if cref is not None and c.dataset is not None and c.dataset not in datasets_of.get(cref.pe, datasets):
-                raise ConfigError(f"study file {source}: claim {c.id!r} names PE {cref.pe!r} on {c.dataset!r}, where "
+            ds = cref.dataset or c.dataset if cref is not None else None
+            if cref is not None and ds is not None and ds not in datasets_of.get(cref.pe, datasets):
+                raise ConfigError(f"study file {source}: claim {c.id!r} names PE {cref.pe!r} on {ds!r}, where "
                                   f"the grid does not run it")
         if c.arm is not None and c.arm not in arm_names:
             raise ConfigError(f"study file {source}: claim {c.id!r} names arm {c.arm!r}")
@@ -545,7 +559,19 @@ def parse_study(text: str, source: str) -> Study:
         changes=tuple(" ".join(str(s).split()) for s in data.get("changes") or []),
         protocol=tuple(" ".join(str(s).split()) for s in data.get("protocol") or []),
         pe_flags=pe_flags, source=source, families=families, pe_datasets=tuple(pe_datasets), flag_rules=flag_rules,
-        groups=tuple(groups.values()), templates=templates, cannot_represent=cannot, capacity_checker=checker)
+        groups=tuple(groups.values()), templates=templates, cannot_represent=cannot, capacity_checker=checker,
+        notes=_notes(data.get("notes"), source))
+
+
+def _notes(raw: Any, source: str) -> tuple[tuple[str, str], ...]:
+    """``notes``: ``[{title, text}]``, the study file's own markdown sections (measurements from outside the study's
+    runs, quoted, not recomputed), printed after the verdicts under their titles."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(n, dict) and set(n) == {"title", "text"}
+                                            and all(isinstance(n[k], str) for k in n) for n in raw):
+        raise ConfigError(f"study file {source}: notes should be a list of {{title: TEXT, text: MARKDOWN}}")
+    return tuple((" ".join(n["title"].split()), n["text"].strip("\n")) for n in raw)
 
 
 def _groups(raw: Any, source: str, pes: Sequence[str]) -> dict[str, Group]:

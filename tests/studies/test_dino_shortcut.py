@@ -1,5 +1,6 @@
-"""benchmarks/dino_shortcut.py: the explained-variance share against independent formulas, and the
-whole diagnosis on a tiny DINO run (whose rebuilt initial model must match the run's recorded k-NN)."""
+"""benchmarks/dino_shortcut.py: the explained-variance share against independent formulas, the whole
+diagnosis on a tiny DINO run (whose rebuilt initial model must match the run's recorded k-NN), and its
+page results/dino/FEATURES.md, which regenerates byte for byte from the committed shares."""
 from __future__ import annotations
 
 import json
@@ -48,11 +49,12 @@ def test_diagnosis_of_a_tiny_objects_run(shortcut, tmp_path, capsys):
                "--out", str(out), "--no-progress-bar", "--analyses", "none", "--deterministic"])
     assert rc in (0, None)
     capsys.readouterr()
-    report = tmp_path / "REPORT.md"
+    report = tmp_path / "FEATURES.md"
     assert shortcut.main(["--results", str(out), "--report", str(report)]) == 0  # stops if the rebuilt init differs
     text = capsys.readouterr().out
     assert text.startswith("| set |") and text.endswith("|\n")
-    assert text.strip("\n") in report.read_text()  # the report carries the printed table
+    assert text.strip("\n") in report.read_text()  # the page carries the printed table
+    assert str(tmp_path) not in report.read_text()
     rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| objects")]
     assert [r[3] for r in rows] == list(shortcut.FACTORS)
     for r in rows:
@@ -74,10 +76,57 @@ def test_diagnosis_of_a_tiny_objects_run(shortcut, tmp_path, capsys):
 
 
 RESULTS = REPO / "results" / "dino"
+COMMITTED = sorted(RESULTS.glob("*/*/*/seed*/dino_shortcut.json"))
 
 
-@pytest.mark.skipif(not list(RESULTS.glob("*/*/*/seed*/dino_shortcut.json")), reason="no committed diagnosis")
-def test_dino_report_regenerates_from_the_committed_shares(shortcut, tmp_path):
-    report = tmp_path / "REPORT.md"
-    assert shortcut.main(["--results", str(RESULTS), "--report", str(report)]) == 0
-    assert report.read_text(encoding="utf-8") == (RESULTS / "REPORT.md").read_text(encoding="utf-8")
+@pytest.mark.skipif(not COMMITTED, reason="no committed diagnosis")
+def test_features_page_regenerates_from_the_committed_shares(shortcut, tmp_path, capsys):
+    page = tmp_path / "FEATURES.md"
+    assert shortcut.main(["--results", str(RESULTS), "--report", str(page)]) == 0
+    assert page.read_text(encoding="utf-8") == (RESULTS / "FEATURES.md").read_text(encoding="utf-8")
+    assert str(REPO) not in page.read_text(encoding="utf-8")  # no machine path
+    assert capsys.readouterr().out.strip("\n") in page.read_text(encoding="utf-8")  # the printed table
+
+
+@pytest.mark.skipif(not COMMITTED, reason="no committed diagnosis")
+def test_zero_variance_change_is_no_test(shortcut, tmp_path, capsys):
+    """Three seeds whose shares are the same: every change has zero variance, so no test (never p = 0)."""
+    runs = sorted((RESULTS / "objects" / "none").glob("*/seed*/results.json"))
+    assert len(runs) >= 2
+    shares = {"init": {f: 0.1 for f in shortcut.FACTORS}, "trained": {f: 0.25 for f in shortcut.FACTORS}}
+    for res in runs:
+        where = tmp_path / res.parent.relative_to(RESULTS)
+        where.mkdir(parents=True)
+        (where / "results.json").write_bytes(res.read_bytes())
+        (where / shortcut.CACHE).write_text(json.dumps(shares))
+    page = tmp_path / "FEATURES.md"
+    assert shortcut.main(["--results", str(tmp_path), "--report", str(page)]) == 0
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| objects")]
+    assert [r[3] for r in rows] == list(shortcut.FACTORS)
+    for r in rows:
+        assert r[6].startswith("+15.0, no test (zero variance") and "p =" not in r[6]
+        assert r[4] == "10.0 [10.0, 10.0]" and r[5] == "25.0 [25.0, 25.0]"
+    assert str(tmp_path) not in page.read_text(encoding="utf-8")
+
+
+def test_chance_levels_use_the_sets_classes_and_the_factors_columns(shortcut):
+    """The constants behind the chance paragraph: the sets' classes and default training split, and the columns of
+    each scene factor (scene_factors on a stand-in dataset)."""
+    import inspect
+
+    from pebench.datamodules.synthetic.objects import NUM_OBJECT_CLASSES, ObjectsDataModule
+    from pebench.datamodules.synthetic.textures import TEXTURE_CLASSES, TexturesDataModule
+
+    assert shortcut.CLASSES == {"objects": NUM_OBJECT_CLASSES, "textures": len(TEXTURE_CLASSES)}
+    for cls in (ObjectsDataModule, TexturesDataModule):
+        assert inspect.signature(cls.__init__).parameters["train_size"].default == shortcut.TRAIN_SIZE
+
+    class Scenes:
+        def scene(self, i):
+            return {"bg": np.full((2, 2), i / 10), "r": 1.0 + i, "centre": (i, 2 * i + i % 2), "colour": np.ones(3) * i}
+
+    factors = shortcut.scene_factors(Scenes(), np.arange(6) % 3, 3)
+    assert set(factors) == set(shortcut.FACTORS)
+    for name, z in factors.items():
+        if name != "class":
+            assert z.reshape(len(z), -1).shape[1] == shortcut.DOF[name]

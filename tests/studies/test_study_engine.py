@@ -176,7 +176,8 @@ def test_run_is_one_sweep_per_arm(monkeypatch):
     assert calls[1][-2:] == ["--data-option", "tokens=spiking"]
 
 
-@pytest.mark.parametrize("name", ["detection", "event-tokens", "shapes", "probes", "anchoring", "fashion-mnist-600-steps", "fashion-mnist"])
+@pytest.mark.parametrize("name", ["detection", "event-tokens", "shapes", "probes", "anchoring", "fashion-mnist-600-steps",
+                                  "fashion-mnist", "dino"])
 def test_committed_study_reports_regenerate(name, monkeypatch, capsys):
     """The committed reports of the studies converted to study files are what the engine writes."""
     monkeypatch.chdir(REPO)
