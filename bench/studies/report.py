@@ -15,8 +15,9 @@ from pebench.leaderboard.stats import TestResult, format_p, mean_test
 from pebench.leaderboard.text import encodable
 from pebench.studies.cells import Cell, plateau_gain
 from pebench.studies.claims import ALPHA, MIN_SEEDS, Verdict, cell_plateaued, not_learned
+from pebench.studies.plan import sweep_argvs
 from pebench.studies.plots import curves_name
-from pebench.studies.spec import TESTS, Study, sweep_argvs
+from pebench.studies.spec import TESTS, Study
 
 __all__ = ["render_report"]
 

@@ -52,7 +52,7 @@ read through :func:`pebench.core.io.load_yaml_untrusted` (a study file may come 
 from __future__ import annotations
 
 import importlib.resources
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -60,8 +60,8 @@ from pebench.core.errors import ConfigError, UnknownNameError
 from pebench.core.io import UnreadableYAML, load_yaml_untrusted
 
 __all__ = ["STUDY_FORMAT", "TESTS", "DIRECTIONS", "DECLARATIONS", "Arm", "CellRef", "Claim", "Study", "Reference",
-           "LearnedRule", "FlagRule", "Group", "load_study", "list_studies", "study_path", "parse_study", "sweep_argv",
-           "sweep_argvs", "with_pes"]
+           "LearnedRule", "FlagRule", "Group", "load_study", "list_studies", "study_path", "parse_study", "parse_claim",
+           "substitute_pe", "template_datasets"]
 
 #: the study file format this engine reads (``version:``)
 STUDY_FORMAT = 1
@@ -326,7 +326,7 @@ def _cell(v: Any, key: str, where: str) -> CellRef:
     return CellRef(pe=v["pe"], arm=v.get("arm"), dataset=v.get("dataset"))
 
 
-def _claim(raw: Any, i: int, source: str) -> Claim:
+def parse_claim(raw: Any, i: int, source: str) -> Claim:
     where = f"{source}: claims[{i}]"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} should be a mapping")
@@ -377,14 +377,14 @@ def _number(raw: Mapping[str, Any], key: str, where: str) -> float | None:
     return float(v)
 
 
-def _substitute(v: Any, pe: str) -> Any:
+def substitute_pe(v: Any, pe: str) -> Any:
     """``v`` with ``{pe}`` replaced by ``pe`` in every string (a claim template's expansion)."""
     if isinstance(v, str):
         return v.replace("{pe}", pe)
     if isinstance(v, dict):
-        return {k: _substitute(x, pe) for k, x in v.items()}
+        return {k: substitute_pe(x, pe) for k, x in v.items()}
     if isinstance(v, list):
-        return [_substitute(x, pe) for x in v]
+        return [substitute_pe(x, pe) for x in v]
     return v
 
 
@@ -399,8 +399,15 @@ def _expand(raw: Any, i: int, source: str, groups: Mapping[str, "Group"],
                           f"{', '.join(sorted(groups)) or 'none'}")
     if "{pe}" not in str(raw.get("id", "")):
         raise ConfigError(f"{source}: claims[{i}]: a template's id must hold {{pe}}")
-    return [(_substitute(raw, pe), i) for pe in groups[group].pes
-            if raw.get("dataset") is None or raw.get("dataset") in datasets_of(pe)]
+    return [(substitute_pe(raw, pe), i) for pe in groups[group].pes
+            if set(template_datasets(raw)) <= set(datasets_of(pe))]
+
+
+def template_datasets(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    """The datasets a claim template reads (its own and its sides'): a PE joins it only where it runs on all."""
+    sides = [raw.get(k) for k in ("a", "b")]
+    found = [raw.get("dataset")] + [side.get("dataset") for side in sides if isinstance(side, dict)]
+    return tuple(str(d) for d in found if d is not None)
 
 
 def _learned_rule(raw: Any, where: str) -> LearnedRule:
@@ -499,7 +506,7 @@ def parse_study(text: str, source: str) -> Study:
         raise ConfigError(f"study file {source}: claims should be a list")
     expanded = [e for i, c in enumerate(raw_claims)
                 for e in _expand(c, i, source, groups, lambda pe: datasets_of.get(pe, datasets))]
-    claims = tuple(_claim(c, i, source) for c, i in expanded)
+    claims = tuple(parse_claim(c, i, source) for c, i in expanded)
     templates = tuple((i, c) for i, c in enumerate(raw_claims) if isinstance(c, dict) and "each" in c)
     flag_rules = _flag_rules(data.get("flags"), source, datasets, pes)
     cannot, checker = _capacity(data.get("capacity"), source, datasets, pes)
@@ -637,60 +644,3 @@ def _capacity(raw: Any, source: str, datasets: Sequence[str], pes: Sequence[str]
     if checker is not None and not isinstance(checker, str):
         raise ConfigError(f"study file {source}: capacity.checker should be a name")
     return tuple(out), checker
-
-
-def with_pes(study: Study, extra: Mapping[str, Sequence[str]],
-             cannot: Mapping[tuple[str, str], str] | None = None, only_new: bool = False,
-             datasets: Mapping[str, Sequence[str]] | None = None) -> Study:
-    """``study`` with PEs added to its grid (a user's own PE, ``--pe``): ``extra`` maps each new PE to the groups
-    it joins (the CLI decides them from the PE's declarations); its claims are the templates of those groups;
-    ``cannot``: (dataset, PE) -> symmetry for the new cells the capacity checker found out of reach; ``only_new``:
-    keep only the new PEs' claims (their own Holm families: the committed verdicts are not re-adjusted);
-    ``datasets``: the datasets a new PE runs on, when not all (a PE that needs a grid skips the token-set datasets)."""
-    new = [pe for pe in extra if pe not in study.pes]
-    if not new:
-        return study
-    groups = {g.name: Group(g.name, g.pes + tuple(pe for pe in new if g.name in extra[pe]), g.declaration)
-              for g in study.groups}
-    claims = list(study.claims)
-    own = {pe: tuple(d for d in study.datasets if d in (datasets or {}).get(pe, study.datasets)) for pe in new}
-    for i, raw in study.templates:
-        group = groups[str(raw["each"])]
-        for pe in new:
-            if pe in group.pes and (raw.get("dataset") is None or raw.get("dataset") in own[pe]):
-                claims.append(_claim(_substitute(raw, pe), i, study.source))
-    if only_new:
-        claims = [c for c in claims[len(study.claims):]]
-    families = tuple(dict.fromkeys(c.family for c in claims if c.test != "not-informative"))
-    pe_datasets = study.pe_datasets + tuple((pe, ds) for pe, ds in own.items() if ds != study.datasets)
-    return replace(study, pes=study.pes + tuple(new), groups=tuple(groups.values()), claims=tuple(claims),
-                   families=families, pe_datasets=pe_datasets, own_pes=study.own_pes + tuple(new), cannot_represent=study.cannot_represent + tuple(
-                       (d, p, sym) for (d, p), sym in sorted((cannot or {}).items())))
-
-
-def sweep_argvs(study: Study, arm: Arm, results: str, pes: Sequence[str] | None = None,
-                seeds: Sequence[int] | None = None, workers: int | None = None) -> list[list[str]]:
-    """The ``bench sweep`` command lines of one arm (``results``: the folder the study's runs go to): one per group
-    of PEs that run on the same datasets with the same added flags (``pe_flags``, ``flags``), in the grid's order; a
-    PE whose flags differ between its datasets runs one sweep per set of datasets that share its flags."""
-    out = str(Path(results) / arm.out) if arm.out not in ("", ".") else str(results)
-    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
-    for pe in pes or study.pes:
-        by_flags: dict[tuple[str, ...], list[str]] = {}
-        for d in study.datasets_of(pe) if pe in study.pes else study.datasets:
-            by_flags.setdefault(study.flags_for(d, pe), []).append(d)
-        for flags, ds in by_flags.items():
-            groups.setdefault((tuple(ds), flags), []).append(pe)
-    return [["sweep", "--datasets", ",".join(ds), "--pes", ",".join(group),
-             "--seeds", ",".join(str(s) for s in (seeds or study.seeds)), "--out", out,
-             "--workers", str(workers or study.workers), *study.recipe, *arm.flags, *flags]
-            for (ds, flags), group in groups.items()]
-
-
-def sweep_argv(study: Study, arm: Arm, results: str, pes: Sequence[str] | None = None,
-               seeds: Sequence[int] | None = None, workers: int | None = None) -> list[str]:
-    """The one ``bench sweep`` command line of an arm whose PEs share their flags (:func:`sweep_argvs`)."""
-    argvs = sweep_argvs(study, arm, results, pes, seeds, workers)
-    if len(argvs) != 1:
-        raise ValueError("this arm runs one sweep per group of pe_flags: use sweep_argvs")
-    return argvs[0]

@@ -18,7 +18,8 @@ from pebench.cli import main
 from pebench.encodings.registry import get_pe_class
 from pebench.studies.cells import collect
 from pebench.studies.claims import evaluate
-from pebench.studies.spec import load_study, parse_study, sweep_argvs, with_pes
+from pebench.studies.plan import sweep_argvs, with_pes
+from pebench.studies.spec import load_study, parse_study
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -243,7 +243,7 @@ def test_metric_forms_read_extrapolation_drops_and_geometry(tmp_path):
 
 
 def test_pe_flags_split_an_arm_into_one_sweep_per_flag_set():
-    from pebench.studies.spec import sweep_argvs
+    from pebench.studies.plan import sweep_argvs
 
     study = load_study("fashion-mnist")
     argvs = sweep_argvs(study, study.arms[0], "out")

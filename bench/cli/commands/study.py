@@ -55,7 +55,7 @@ def with_own_pes(study, pes: list[str]):
     those groups' claims; with ``capacity.checker: probe-capacity`` its cells are checked for capacity
     (:func:`pebench.analysis.probe_capacity.cannot_represent`, float64 on the untrained model)."""
     from pebench.encodings.registry import get_pe_class  # deferred: torch
-    from pebench.studies.spec import with_pes  # deferred: start-up time (bench --help)
+    from pebench.studies.plan import with_pes  # deferred: start-up time (bench --help)
 
     new = [pe for pe in pes if pe not in study.pes]
     if not new:
@@ -108,7 +108,8 @@ def _tracked(path: Path) -> bool:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from pebench.studies.spec import list_studies, load_study, sweep_argvs  # deferred: start-up time (bench --help)
+    from pebench.studies.plan import sweep_argvs  # deferred: start-up time (bench --help)
+    from pebench.studies.spec import list_studies, load_study  # deferred: start-up time (bench --help)
 
     if args.action == "list":
         if args.name is not None:
