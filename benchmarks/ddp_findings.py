@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pebench.leaderboard.stats import paired_t_interval, tost_paired
+from pebench.leaderboard.stats import equivalence_test, format_p, paired_summary
 
 from .reports import emit, fill
 
@@ -139,14 +139,17 @@ ALPHA = 0.05
 
 def _equivalence(diffs: list[float]) -> str:
     """The TOST of the paired val/acc1 differences inside ± EQUIV_MARGIN, in one sentence."""
-    t = tost_paired(diffs, EQUIV_MARGIN, alpha=ALPHA)
-    if t is None:
+    if len(diffs) < 2:
         return f"{len(diffs)} seed(s) are too few for the equivalence test. "
+    t = equivalence_test(diffs, EQUIV_MARGIN, alpha=ALPHA)
+    if not t.tested:
+        return f"The equivalence test (TOST, margin ± {EQUIV_MARGIN:g} val/acc1) is no test: {t.reason}. "
+    assert t.p is not None and t.lo is not None and t.hi is not None
     head = (f"The equivalence test (TOST, margin ± {EQUIV_MARGIN:g} val/acc1, fixed in the script with its reason; "
-            f"the report's only verdict, so its family is this one test) gives p = {t.p:.2g} over {len(diffs)} paired "
-            f"seeds, 90 % t-interval [{t.lo:+.4f}, {t.hi:+.4f}]: ")
+            f"the report's only verdict, so its family is this one test) gives {format_p(t.p)} over {len(diffs)} "
+            f"paired seeds, 90 % t-interval [{t.lo:+.4f}, {t.hi:+.4f}]: ")
     verdict = (f"**equivalent**: the 2-process runs reach the single-process val/acc1 within ± {EQUIV_MARGIN:g}"
-               if t.equivalent else f"**not shown equivalent** within ± {EQUIV_MARGIN:g}")
+               if t.p < ALPHA else f"**not shown equivalent** within ± {EQUIV_MARGIN:g}")
     return head + verdict + (f" (last-epoch weights; provisional: {len(diffs)} < 10 seeds). " if len(diffs) < 10
                              else " (last-epoch weights). ")
 
@@ -228,7 +231,7 @@ def build(results: Path) -> str:
     alone = {m: {s: _metrics(r)[2] for s, r in runs.items()} for m, runs in (("one-process", one), ("ddp-2", two))}
     for name, vals, fmt in (("val/acc1", acc, "{:+.4f}"), ("val/loss", loss, "{:+.4f}")):
         diffs = [b - a for a, b in zip(vals["one-process"], vals["ddp-2"])]
-        pt = paired_t_interval(diffs)
+        pt = paired_summary(diffs)
         spread = {m: [float(f[name]) for f in alone[m].values()] for m in alone}
         spread_txt = "; ".join(f"across-seed sd in {MODES[m].split(' (')[0]} {_sd(v):.4f} (seeds "
                                f"{', '.join(map(str, sorted(alone[m])))})" if len(v) > 1 else
@@ -237,10 +240,10 @@ def build(results: Path) -> str:
             stats_lines.append(f"* **{name}**: {len(seeds)} paired seed(s), too few for an interval of the "
                                f"paired difference; {spread_txt}.")
             continue
-        mean, lo, hi, p, sig = pt
+        mean, lo, hi, p, sig, _ = pt
         stats_lines.append(
             f"* **{name}**: paired difference (2 − 1) mean {fmt.format(mean)}, 95 % t-interval "
-            f"[{fmt.format(lo)}, {fmt.format(hi)}] over {len(seeds)} seeds (paired t-test p = {p:.2f}); "
+            f"[{fmt.format(lo)}, {fmt.format(hi)}] over {len(seeds)} seeds (paired t-test {format_p(p)}); "
             f"{spread_txt}; sd of the paired differences {_sd(diffs):.4f}.")
         verdict_parts.append((name, lo, hi, sig))
     verdict = _verdict(verdict_parts, worst_first, acc, len(seeds))

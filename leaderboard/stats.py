@@ -1,31 +1,24 @@
-"""Statistics of the leaderboard and the study reports: intervals over seeds and paired comparisons.
+"""Statistics of the leaderboard, the study engine and the study scripts: one module, every procedure tested against
+scipy.stats (tests/leaderboard/test_study_statistics.py, test_stats_family.py, test_leaderboard_stats.py).
 
-The intervals every table and verdict uses are Student-t intervals (:func:`t_mean_ci`,
-:func:`paired_t_interval`): with the 3-5 seeds of the committed studies a percentile bootstrap over seeds
-cannot reach outside the seeds' own range (with 3 seeds its 95 % interval is the [min, max] of the seeds), so
-none is printed as one. The study engine's procedures (:class:`TestResult` and the functions after it) are below.
+Every interval and test is one of the procedures below :class:`TestResult` (:func:`mean_test`, :func:`paired_test`,
+:func:`equivalence_test`, :func:`spearman_test`, :func:`bootstrap_test`, :func:`jackknife_test`, :func:`holm`).
+The leaderboard reads them through three small forms:
 
-* :func:`t_mean_ci`: ``mean ± t_{0.975, n-1} · sd / sqrt(n)`` (sd with ddof = 1), None below 2 values;
-  clipped to a bounded metric's range when given one (accuracies, mAP: [0, 1]).
-* :func:`paired_t_interval`: the same interval for the mean of per-seed differences, with the paired
-  t-test of the same differences; ``significant`` needs both (the interval excludes 0 *and* p < 0.05,
-  which for the two-sided t at the same level is the same condition, asserted rather than assumed).
-
+* :func:`t_mean_ci`: :func:`mean_test`'s Student-t interval ``mean ± t_{0.975, n-1} · sd / sqrt(n)`` (sd with
+  ddof = 1), None below 2 values; clipped to a bounded metric's range when given one (accuracies, mAP: [0, 1]).
+  With the 3-5 seeds of the committed studies a percentile bootstrap over seeds cannot reach outside the seeds'
+  own range (with 3 seeds its 95 % interval is the [min, max] of the seeds), so none is printed as one.
+* :func:`paired_summary`: :func:`mean_test` of per-seed differences, as a Δ cell prints it.
 * :func:`sign_flip_p`: exact two-sided sign-flip permutation test of the mean per-seed difference
   (under H0 each difference is symmetric about 0): the fraction of the ``2^n`` sign patterns
   whose |mean| is at least the observed one. Its smallest possible value is ``2 / 2^n``, i.e.
   0.0625 with 5 seeds, so at 5 % it needs at least 6 paired seeds.
 
-Families and equivalence (issue #44; used by the reports):
-
-* :func:`holm_adjust`: Holm-Bonferroni adjusted p-values of a family of ``m`` tests (Holm 1979, "A simple
-  sequentially rejective multiple test procedure", Scand. J. Statist. 6): with the p-values sorted,
-  ``p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``; rejecting where ``p~ <= alpha`` is Holm's step-down
-  procedure at family-wise error rate ``alpha``.
-* :func:`tost_paired`: two one-sided tests (Schuirmann 1987, J. Pharmacokin. Biopharm. 15) that the mean of
-  per-seed differences lies inside the equivalence margin ``(-margin, +margin)``: Student-t tests of
-  ``H0: mean <= -margin`` and ``H0: mean >= +margin``; ``p = max`` of the two, equivalent when ``p < alpha``,
-  which is the same as the ``1 - 2 alpha`` t-interval lying inside the margin.
+:func:`holm_adjust`: Holm-Bonferroni adjusted p-values of a family of ``m`` tests (Holm 1979, "A simple sequentially
+rejective multiple test procedure", Scand. J. Statist. 6): with the p-values sorted,
+``p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``; rejecting where ``p~ <= alpha`` is Holm's step-down procedure at
+family-wise error rate ``alpha`` (:func:`holm` is it for families with untested members).
 """
 from __future__ import annotations
 
@@ -38,8 +31,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "t_mean_ci", "paired_t_interval", "paired_differences",
-           "sign_flip_p", "holm_adjust", "Tost", "tost_paired"]
+__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "t_mean_ci", "paired_differences", "sign_flip_p", "holm_adjust"]
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
@@ -48,38 +40,16 @@ _EXACT_MAX_N = 20  # 2^20 sign patterns; above, a Monte-Carlo estimate with the 
 
 def t_mean_ci(values: Sequence[float], level: float = 0.95,
               bounds: tuple[float, float] | None = None) -> tuple[float, float] | None:
-    """Student-t interval of the mean of ``values``; None when ``n < 2`` or a value is not finite.
-    All values equal: the point (no spread to widen it). ``bounds``: the range the metric cannot
-    leave (an accuracy's ``(0, 1)``); the interval is clipped to it, which keeps its coverage (the
-    true mean lies inside the range) and stops it from reading e.g. 101 %."""
-    from scipy import stats  # deferred: scipy.stats takes about 1 s to import; `bench runs` never needs it
-
-    x = np.asarray(list(values), dtype=np.float64)
-    n = x.size
-    if n < 2 or not np.all(np.isfinite(x)):
+    """The Student-t interval of :func:`mean_test` (one procedure for the leaderboard and the study engine); None when
+    ``n < 2`` or a value is not finite. All values equal (up to rounding): the point (no spread to widen it).
+    ``bounds``: the range the metric cannot leave (an accuracy's ``(0, 1)``); the interval is clipped to it, which
+    keeps its coverage (the true mean lies inside the range) and stops it from reading e.g. 101 %."""
+    x = [float(v) for v in values]
+    if len(x) < 2 or not all(math.isfinite(v) for v in x):
         return None
-    mean = math.fsum(x.tolist()) / n
-    if np.ptp(x) == 0.0:
-        return mean, mean
-    half = float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * float(x.std(ddof=1)) / math.sqrt(n)
-    if bounds is not None:
-        return max(mean - half, bounds[0]), min(mean + half, bounds[1])
-    return mean - half, mean + half
-
-
-def paired_t_interval(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float, float, float, bool] | None:
-    """``(mean difference, lo, hi, t-test p, significant)`` of per-seed differences: the Student-t interval
-    of their mean and the two-sided paired t-test (:func:`mean_test` of the differences against 0); significant
-    when the interval excludes 0 and p < 1 - level. None below 2 pairs. Every difference equal (zero variance): no
-    test, p is NaN and nothing is significant, never p = 0."""
-    ci = t_mean_ci(diffs, level)
-    if ci is None:
-        return None
-    lo, hi = ci
-    res = mean_test(diffs, 0.0, level=level)
-    p = float("nan") if res.p is None else res.p
-    excludes = bool(lo > 0.0 or hi < 0.0)
-    return math.fsum(diffs) / len(diffs), lo, hi, p, excludes and res.p is not None and p < 1.0 - level
+    r = mean_test(x, level=level, bounds=bounds)
+    assert r.lo is not None and r.hi is not None  # two or more finite values always give an interval
+    return r.lo, r.hi
 
 
 def paired_differences(row: Mapping[int, float | None], reference: Mapping[int, float | None]) -> list[float]:
@@ -127,47 +97,6 @@ def holm_adjust(pvalues: Sequence[float]) -> list[float]:
     adjusted = np.empty(m)
     adjusted[order] = np.maximum.accumulate(scaled)  # step-down: never below an earlier one
     return adjusted.tolist()
-
-
-class Tost(NamedTuple):
-    """Result of :func:`tost_paired`: mean difference, the ``1 - 2 alpha`` t-interval ``(lo, hi)``, the one-sided
-    p-values against the lower and upper margin, ``p = max`` of them, and the verdict ``p < alpha``."""
-
-    mean: float
-    lo: float
-    hi: float
-    p_lower: float
-    p_upper: float
-    p: float
-    equivalent: bool
-
-
-def tost_paired(diffs: Sequence[float], margin: float | tuple[float, float], alpha: float = 0.05) -> Tost | None:
-    """TOST equivalence test of per-seed differences against the margin (module docstring): ``margin`` a
-    positive number (the interval ``(-margin, margin)``) or ``(low, high)`` with ``low < high``. None below 2
-    finite differences. All differences equal (zero variance, up to rounding as in :func:`mean_test`): no test, the
-    p-values are NaN and ``equivalent`` is False, never p = 0 (:func:`equivalence_test` is the engine's form)."""
-    from scipy import stats  # deferred: scipy.stats takes about 1 s to import; `bench runs` never needs it
-
-    low, high = (-float(margin), float(margin)) if np.isscalar(margin) else (float(margin[0]), float(margin[1]))
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"TOST margin must be a positive number or (low, high) with low < high, got {margin!r}")
-    if not 0.0 < alpha < 0.5:
-        raise ValueError(f"TOST alpha must lie in (0, 0.5), got {alpha!r}")
-    d = np.asarray(list(diffs), dtype=np.float64)
-    if d.size < 2 or not np.all(np.isfinite(d)):
-        return None
-    n = d.size
-    mean = math.fsum(d.tolist()) / n
-    if _rounding_spread(d):
-        return Tost(mean, mean, mean, math.nan, math.nan, math.nan, False)
-    se = float(d.std(ddof=1)) / math.sqrt(n)
-    t = stats.t(n - 1)
-    p_lo = float(t.sf((mean - low) / se))    # H0: mean <= low
-    p_hi = float(t.cdf((mean - high) / se))  # H0: mean >= high
-    half = float(t.ppf(1.0 - alpha)) * se
-    p = max(p_lo, p_hi)
-    return Tost(mean, mean - half, mean + half, p_lo, p_hi, p, p < alpha)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -681,8 +610,7 @@ class PairedSummary(NamedTuple):
 
 def paired_summary(diffs: Sequence[float], level: float = 0.95) -> PairedSummary | None:
     """:func:`mean_test` of per-seed differences against 0, as the leaderboard's Δ cells print it; None below 2
-    finite differences. Zero variance is no test (``p`` None, not significant), unlike :func:`paired_t_interval`,
-    which the scripts not yet converted to study files still use."""
+    finite differences. Zero variance is no test (``p`` None, not significant)."""
     d = [float(x) for x in diffs if x is not None and math.isfinite(x)]
     if len(d) < 2:
         return None

@@ -14,7 +14,7 @@ import pytest
 from pebench.cli import main
 from pebench.leaderboard import collect_results, render_leaderboard
 from pebench.leaderboard.formats import FORMATS, render_format
-from pebench.leaderboard.stats import paired_t_interval, t_mean_ci
+from pebench.leaderboard.stats import paired_summary, t_mean_ci
 
 SEEDS = (0, 1, 2)
 
@@ -66,7 +66,7 @@ def test_json_cells_hold_the_raw_numbers(results: Path, tmp_path: Path) -> None:
     assert ape["mean"] == pytest.approx(accs.mean(), abs=1e-15) and ape["std"] == pytest.approx(accs.std(ddof=1))
     assert ape["ci95"] == list(t_mean_ci(accs.tolist()))
     diffs = (accs - np.array([_acc("none", s) for s in SEEDS])).tolist()
-    mean, lo, hi, _, _ = paired_t_interval(diffs)
+    mean, lo, hi, _, _, _ = paired_summary(diffs)
     assert ape["delta"]["mean"] == pytest.approx(mean) and [ape["delta"]["lo"], ape["delta"]["hi"]] == [lo, hi]
     assert cells[("a", "none")]["is_reference"] and cells[("a", "none")]["delta_note"] == "reference"
     assert cells[("b", "ape")]["delta"] is None and cells[("b", "ape")]["delta_note"] == "no none row"

@@ -1,17 +1,16 @@
-"""Holm-Bonferroni adjustment and the paired TOST equivalence test (pebench.leaderboard.stats), each
-against an independent computation: Holm's step-down procedure run at every candidate level, and scipy's
-one-sided one-sample t-tests (statsmodels is not a dependency; its ``multipletests(method="holm")`` and
-``ttost_paired`` compute the same definitions)."""
+"""Holm-Bonferroni adjustment and the TOST equivalence test of paired differences (pebench.leaderboard.stats:
+``holm_adjust``, ``equivalence_test``), each against an independent computation: Holm's step-down procedure run at
+every candidate level, and scipy's one-sided one-sample t-tests (statsmodels is not a dependency; its
+``multipletests(method="holm")`` and ``ttost_paired`` compute the same definitions)."""
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from pebench.leaderboard.stats import holm_adjust, t_mean_ci, tost_paired
+from pebench.leaderboard.stats import equivalence_test, holm_adjust, t_mean_ci
 
 
 def _holm_rejects(p: list[float], alpha: float) -> list[bool]:
@@ -72,33 +71,38 @@ def test_tost_matches_scipy_one_sided_tests(seed, margin):
     n = int(rng.integers(3, 9))
     d = rng.normal(rng.uniform(-0.03, 0.03), 0.02, n)
     low, high = (-margin, margin) if np.isscalar(margin) else margin
-    r = tost_paired(d.tolist(), margin, alpha=0.05)
+    r = equivalence_test(d.tolist(), margin, alpha=0.05)
     p_lo = stats.ttest_1samp(d - low, 0.0, alternative="greater").pvalue   # H0: mean <= low
     p_hi = stats.ttest_1samp(d - high, 0.0, alternative="less").pvalue     # H0: mean >= high
-    assert r.p_lower == pytest.approx(p_lo, rel=1e-10, abs=1e-14)
-    assert r.p_upper == pytest.approx(p_hi, rel=1e-10, abs=1e-14)
-    assert r.p == max(r.p_lower, r.p_upper)
-    assert r.mean == pytest.approx(d.mean(), abs=1e-15)
+    assert r.p == pytest.approx(max(p_lo, p_hi), rel=1e-10, abs=1e-14)
+    assert r.estimate == pytest.approx(d.mean(), abs=1e-15) and r.level == pytest.approx(0.90)
     ci = t_mean_ci(d.tolist(), level=0.90)  # the 1 - 2 alpha interval
     assert (r.lo, r.hi) == pytest.approx(ci, abs=1e-12)
     # duality: equivalent at alpha exactly when the 1 - 2 alpha interval lies inside the margin
-    assert r.equivalent == (low < ci[0] and ci[1] < high) == (r.p < 0.05)
+    assert (low < ci[0] and ci[1] < high) == (r.p < 0.05)
+
+
+def _equivalent(diffs, margin, alpha=0.05) -> bool:
+    r = equivalence_test(diffs, margin, alpha=alpha)
+    return r.p is not None and r.p < alpha
 
 
 def test_tost_on_constructed_data():
     tight = [0.001, -0.002, 0.0015, 0.0, -0.001]
-    assert tost_paired(tight, 0.01).equivalent
-    assert not tost_paired(tight, 0.001).equivalent  # the interval is wider than this margin
+    assert _equivalent(tight, 0.01)
+    assert not _equivalent(tight, 0.001)  # the interval is wider than this margin
     shifted = [0.05, 0.06, 0.055, 0.052, 0.058]
-    assert not tost_paired(shifted, 0.02).equivalent
-    assert tost_paired(shifted, (0.04, 0.07)).equivalent
-    assert tost_paired([0.01], 0.05) is None
-    assert tost_paired([0.01, float("nan")], 0.05) is None
-    const = tost_paired([0.01, 0.01, 0.01], 0.05)
-    assert not const.equivalent and math.isnan(const.p) and const.lo == const.hi == 0.01  # zero variance: no test
-    assert not tost_paired([0.06, 0.06], 0.05).equivalent
+    assert not _equivalent(shifted, 0.02)
+    assert _equivalent(shifted, (0.04, 0.07))
+    one = equivalence_test([0.01], 0.05)
+    assert not one.tested and one.reason == "fewer than 2 units"
+    with pytest.raises(ValueError, match="finite"):
+        equivalence_test([0.01, float("nan")], 0.05)
+    const = equivalence_test([0.01, 0.01, 0.01], 0.05)
+    assert not const.tested and const.lo == const.hi == 0.01 and "zero variance" in const.reason  # never p = 0
+    assert not _equivalent([0.06, 0.06], 0.05)
     for margin in (0.0, -0.1, (0.1, 0.0), float("inf")):
         with pytest.raises(ValueError):
-            tost_paired(tight, margin)
+            equivalence_test(tight, margin)
     with pytest.raises(ValueError):
-        tost_paired(tight, 0.01, alpha=0.6)
+        equivalence_test(tight, 0.01, alpha=0.6)
