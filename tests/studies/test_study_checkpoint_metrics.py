@@ -153,3 +153,24 @@ def test_notes_are_printed_after_the_verdicts(tmp_path):
     text = render_report(study, cells, evaluate(study, cells), [], "runs")
     assert text.index("## Notes") > text.index("## Verdicts")
     assert "### Recipe search\n\n| run | k-NN |\n|---|---|\n| A | 11.7 |\n" in text
+
+
+def test_a_template_whose_sides_read_two_datasets_skips_the_pes_that_run_on_one(tmp_path):
+    study = parse_study(f"""
+study: t
+version: 1
+title: t
+question: q
+results: {tmp_path.as_posix()}
+report: R.md
+grid:
+  datasets: [objects, textures]
+  pes: [pape, {{pe: none, datasets: [objects]}}]
+  seeds: [0, 1]
+recipe: [--model, vit-nano]
+groups: {{all: {{pes: [pape, none]}}}}
+claims:
+  - {{id: "flatter-{{pe}}", each: all, sentence: s, test: paired, metric: m, direction: greater,
+     a: {{pe: "{{pe}}", dataset: objects}}, b: {{pe: "{{pe}}", dataset: textures}}}}
+""", "t.yaml")
+    assert [c.id for c in study.claims] == ["flatter-pape"]  # none does not run on textures
