@@ -336,3 +336,15 @@ table: {metrics: ["robustness:jpeg:fs"], layers: [ssdc]}
 
     text = render_report(study, cells, [], [], "runs")
     assert "| ape | 0.20 / 0.40 |" in text
+
+
+def test_a_users_pe_gets_the_fashion_mnist_claims_of_every_pe():
+    """The Fashion-MNIST study's per-PE claims are templates over groups that any PE joins (`declaration: any`):
+    a user's own PE gets its comparisons with none and ape and its extrapolation against the scale change."""
+    from pebench.studies.plan import with_pes
+
+    study = load_study("fashion-mnist")
+    joins = [g.name for g in study.groups if g.declaration == "any"]
+    mine = with_pes(study, {"my-pe": joins}, only_new=True)
+    assert [c.id for c in mine.claims] == ["my-pe-vs-none", "my-pe-vs-ape", "my-pe-keeps-36", "my-pe-keeps-48"]
+    assert {(c.a.pe, c.b.pe) for c in mine.claims} == {("my-pe", "none"), ("my-pe", "ape")}
