@@ -35,7 +35,8 @@ METRIC_FORMS = {
                          "change costs that run)",
     "rule:RULE:RES:KEY": "KEY of the extrapolation-rules analysis' row at RES under RULE, e.g. rule:ntk:48:acc1",
     "robustness:SHIFT:KEY": "KEY of the robustness analysis under SHIFT, e.g. robustness:jpeg:fs (the fragility score)",
-    "geometry:NAME:LAYER": "a per-layer geometry list at LAYER (an index, or last), e.g. geometry:ssdc_rpi:last",
+    "geometry:NAME:LAYER": "a per-layer geometry list at LAYER (an index, last, or a range A-B: the mean of layers A to "
+                           "B), e.g. geometry:ssdc_rpi:last, geometry:ssdc:0-3",
     "alpha-rho:KEY[:LAYER]": "Spearman's rho, over the run's alpha sweep (the alpha analysis' rows), between alpha and KEY "
                              "(a per-layer list at LAYER), e.g. alpha-rho:ssdc_rpi:last, alpha-rho:fs; none where KEY "
                              "or alpha is constant over the grid",
@@ -44,9 +45,10 @@ METRIC_FORMS = {
     "checkpoint:WHICH:NAME[:LAYER]": "NAME of the run's geometry record at checkpoint WHICH (first, last or an index into "
                                      "results.json's eed_checkpoints, e.g. the DINO task's, whose first is at "
                                      "initialisation), a per-layer list read at LAYER, e.g. checkpoint:last:eed_percent:0",
-    "dip:LIST": "the mid-depth dip of a per-layer list, min(first layer, last layer) - min(the layers between), e.g. "
-                "dip:checkpoint:last:eed_percent or dip:geometry:eed_percent (positive: U-shaped over depth; needs 3 "
-                "layers)",
+    "dip:LIST[@E/M/L]": "the mid-depth dip of a per-layer list, min(first layer, last layer) - min(the layers between), "
+                        "e.g. dip:checkpoint:last:eed_percent or dip:geometry:eed_percent (positive: U-shaped over depth; "
+                        "needs 3 layers); with layer groups, min(mean of E, mean of L) - mean of M, e.g. "
+                        "dip:geometry:eed_percent@0-1/2-4/9-11 (the EED paper's early / middle / late groups)",
 }
 
 #: the largest metrics.csv read (a 10,000-step run logging every 10 steps is well under 1 MB)
@@ -109,8 +111,8 @@ class Run:
                 record = self._checkpoint(parts[1])
                 v = record.get(parts[2]) if record is not None else None
         elif parts[0] == "dip" and len(parts) >= 2:
-            layers = self.layers(":".join(parts[1:]))
-            v = min(layers[0], layers[-1]) - min(layers[1:-1]) if len(layers) >= 3 else None
+            source, _, groups = ":".join(parts[1:]).partition("@")
+            v = _dip(self.layers(source), groups)
         elif parts[0] == "alpha-rho" and len(parts) in (2, 3):
             v = self._alpha_rho(parts[1], parts[2] if len(parts) == 3 else None)
         else:
@@ -170,13 +172,39 @@ class Run:
 
 
 def _at(layers: tuple[float, ...], layer: str) -> float | None:
-    """``layers`` at ``layer`` (an index, or ``last``); None where it has no such layer."""
+    """``layers`` at ``layer``: an index, ``last``, or a range ``A-B`` (the mean of layers A to B, both included);
+    None where it has no such layer."""
     if layer == "last":
         return layers[-1] if layers else None
-    try:
-        return layers[int(layer)]
-    except (ValueError, IndexError):
+    span = _span(layers, layer)
+    if span is None:
         return None
+    return math.fsum(span) / len(span)
+
+
+def _span(layers: tuple[float, ...], spec: str) -> tuple[float, ...] | None:
+    """The layers ``A-B`` (both included) or the one layer ``A`` of ``layers``; None where it has no such layers."""
+    first, _, last = spec.partition("-")
+    try:
+        a, b = int(first), int(last) if last else int(first)
+    except ValueError:
+        return None
+    if not 0 <= a <= b < len(layers):
+        return None
+    return layers[a:b + 1]
+
+
+def _dip(layers: tuple[float, ...], groups: str) -> float | None:
+    """The mid-depth dip: ``min(first, last) - min(between)`` of the layers, or with ``groups`` ``E/M/L`` (each a
+    layer or a range ``A-B``, e.g. the EED paper's ``0-1/2-4/9-11``) ``min(mean E, mean L) - mean M``; None where the
+    list is too short for it."""
+    if not groups:
+        return min(layers[0], layers[-1]) - min(layers[1:-1]) if len(layers) >= 3 else None
+    spans = [_span(layers, g) for g in groups.split("/")]
+    if len(spans) != 3 or any(s is None for s in spans):
+        return None
+    early, middle, late = (math.fsum(s) / len(s) for s in spans if s is not None)
+    return min(early, late) - middle
 
 
 def _average_ranks(v: list[float]) -> list[float]:

@@ -174,3 +174,21 @@ claims:
      a: {{pe: "{{pe}}", dataset: objects}}, b: {{pe: "{{pe}}", dataset: textures}}}}
 """, "t.yaml")
     assert [c.id for c in study.claims] == ["flatter-pape"]  # none does not run on textures
+
+
+def test_layer_ranges_and_grouped_dips_match_numpy():
+    rng = np.random.default_rng(3)
+    eed = rng.uniform(5.0, 40.0, 12)
+    run = Run(arm="a", dataset="d", pe="p", seed=0, path="x", status="complete", metrics={}, extrapolation={},
+              commit=None, cpu=None, wall_time_s=None, geometry={"eed_percent": tuple(eed.tolist())})
+    assert run.value("geometry:eed_percent:0-3") == pytest.approx(eed[0:4].mean(), rel=1e-15)
+    assert run.value("geometry:eed_percent:4-4") == pytest.approx(eed[4]) == run.value("geometry:eed_percent:4")
+    for bad in ("3-1", "0-12", "a-b", "-1"):
+        assert run.value(f"geometry:eed_percent:{bad}") is None
+    # the EED paper's groups (0-1 / 2-4 / 9-11) and thirds
+    for groups, (e, m, late) in (("0-1/2-4/9-11", (eed[0:2], eed[2:5], eed[9:12])),
+                                 ("0-3/4-7/8-11", (eed[0:4], eed[4:8], eed[8:12]))):
+        assert run.value(f"dip:geometry:eed_percent@{groups}") == pytest.approx(
+            min(e.mean(), late.mean()) - m.mean(), rel=1e-12)
+    assert run.value("dip:geometry:eed_percent@0-1/2-4") is None  # three groups, or no dip
+    assert run.value("dip:geometry:eed_percent@0-1/2-4/9-12") is None
