@@ -192,3 +192,38 @@ def test_layer_ranges_and_grouped_dips_match_numpy():
             min(e.mean(), late.mean()) - m.mean(), rel=1e-12)
     assert run.value("dip:geometry:eed_percent@0-1/2-4") is None  # three groups, or no dip
     assert run.value("dip:geometry:eed_percent@0-1/2-4/9-12") is None
+
+
+def test_check_names_the_runs_made_with_another_configuration(tmp_path, monkeypatch, capsys):
+    """`bench study check` also checks that every run recorded the configuration fingerprint the study file gives it:
+    two committed DINO runs against the DINO study file (match), then against the same file with another learning
+    rate (they no longer match: exit 1, naming them)."""
+    import shutil
+
+    from pebench.cli import main
+
+    repo = Path(__file__).resolve().parents[2]
+    for seed in (0, 1):
+        src = repo / "results" / "dino" / "objects" / "none" / "vit-nano" / f"seed{seed}"
+        dst = tmp_path / "runs" / "objects" / "none" / "vit-nano" / f"seed{seed}"
+        dst.mkdir(parents=True)
+        for name in ("results.json", "metrics.csv"):
+            shutil.copy(src / name, dst / name)
+    text = (repo / "bench" / "studies" / "files" / "dino.yaml").read_text(encoding="utf-8")
+    text = (text.replace("results: results/dino", "results: runs")
+            .replace("datasets: [objects, textures]", "datasets: [objects]")
+            .replace("pes: [none, ape, sincos, rope-axial, pape]\n  seeds: [0, 1, 2]", "pes: [none]\n  seeds: [0, 1]")
+            .replace("all: {pes: [none, ape, sincos, rope-axial, pape]}", "all: {pes: [none]}"))
+    text = text[:text.index("  - id: learned-textures-{pe}")] + text[text.index("  - id: dip-objects-{pe}"):]
+    text = text[:text.index("  - id: flatter-{pe}")] + text[text.index("reruns:"):]
+    monkeypatch.chdir(tmp_path)
+    for name, study in (("same.yaml", text), ("other.yaml", text.replace('--lr, "0.004"', '--lr, "0.002"'))):
+        (tmp_path / name).write_text(study, encoding="utf-8")
+        assert main(["study", "report", name, "--out", "runs/REPORT.md"]) == 0
+        rc = main(["study", "check", name])
+        out = capsys.readouterr()
+        if name == "same.yaml":
+            assert rc == 0 and "2 of 2 runs were made with the configuration this study file gives them" in out.out
+        else:
+            assert rc == 1 and "0 of 2 runs" in out.out
+            assert "objects/none/vit-nano/seed0/results.json" in out.err

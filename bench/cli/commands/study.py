@@ -6,7 +6,9 @@
   skipped); ``--pe`` / ``--seeds`` run other cells, e.g. a user's own PE against the committed baselines;
 * ``report NAME``: the report from the result files, written to ``<results>/<report>`` (the default refuses a
   git-tracked file; an explicit ``--out`` overwrites);
-* ``check NAME``: the committed report regenerates byte for byte (exit 1 and the first differing line if not).
+* ``check NAME``: the committed report regenerates byte for byte (exit 1 and the first differing line if not), and
+  every run was made with the configuration the study file gives it (its recorded fingerprint; exit 1 naming the
+  runs that were not).
 """
 from __future__ import annotations
 
@@ -47,6 +49,46 @@ def build_report(study, results: Path, pes: list[str] | None = None, baseline: P
     if not curves:
         return text, None
     return text, curves_png(study, {k: c for k, c in cells.items() if not k[0].startswith("ref:")})
+
+
+def configuration_check(study, results: Path) -> tuple[int, list[str]]:
+    """``(matching, others)``: how many complete runs of ``study`` under ``results`` recorded the configuration
+    fingerprint its study file gives them (the one ``bench sweep`` resolves from the study's sweep command line for
+    that dataset, PE and seed), and one line per run that did not (its path: the study file does not describe it,
+    and ``bench study run`` would make it again)."""
+    from pebench.cli.parser import build_parser  # deferred: a cycle (the parser imports the commands)
+    from pebench.core.io import read_json  # deferred: start-up time (bench --help)
+    from pebench.runner.config import config_to_dict, run_config_from_args  # deferred: torch
+    from pebench.runner.integrity import fingerprint  # deferred: torch
+    from pebench.runner.run import load_registries  # deferred: torch, Lightning
+    from pebench.studies.cells import collect  # deferred: start-up time (scipy)
+    from pebench.studies.plan import sweep_argvs  # deferred: start-up time (bench --help)
+    from pebench.sweep import local as sweep  # deferred: start-up time (bench --help)
+    from pebench.tasks import resolve_task  # deferred: torch
+
+    load_registries()
+    parser = build_parser()
+    planned: dict[tuple[str, str, str], tuple[str, list[str], str]] = {}  # (arm, dataset, PE) -> model, flags, out
+    for arm in study.arms:
+        for argv in sweep_argvs(study, arm, str(results)):
+            sweep_args, extra = parser.parse_known_args(argv)
+            for dataset in sweep_args.datasets.split(","):
+                for pe in sweep_args.pes.split(","):
+                    planned[(arm.name, dataset, pe)] = (sweep_args.model, extra, sweep_args.out)
+    cells, _ = collect(study, results)
+    matching, others = 0, []
+    for key, cell in cells.items():
+        if key not in planned:
+            continue  # a reference's cell: another study's runs
+        model, extra, out = planned[key]
+        for run in cell.runs:
+            spec = sweep.plan_sweep([key[1]], [key[2]], [run.seed], model, out, extra_args=extra)[0]
+            cfg = resolve_task(run_config_from_args(parser.parse_args(spec.command()[3:])))
+            if sweep.run_fingerprint(read_json(results / run.path)) == fingerprint(config_to_dict(cfg)):
+                matching += 1
+            else:
+                others.append(run.path)
+    return matching, others
 
 
 def with_own_pes(study, pes: list[str]):
@@ -176,6 +218,16 @@ def cmd_study(args: argparse.Namespace) -> int:
         old = target.read_text(encoding="utf-8")
         if old == text:
             print(f"bench study check: {study.name}: {target} regenerates byte for byte")
+            if pes is not None or baseline is not None:
+                return 0
+            matching, others = configuration_check(study, results)
+            print(f"bench study check: {study.name}: {matching} of {matching + len(others)} runs were made with the "
+                  f"configuration this study file gives them (their recorded fingerprints)")
+            if others:
+                print("bench study check: made with another configuration (bench study run would make them again): "
+                      + ", ".join(terminal_safe(p) for p in others[:5]) + (" ..." if len(others) > 5 else ""),
+                      file=sys.stderr)
+                return 1
             return 0
         a, b = old.splitlines(), text.splitlines()
         i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
