@@ -32,13 +32,16 @@ COMMANDS = ("run", "list", "runs", "leaderboard", "sweep", "eval", "analyze", "c
 def dispatch(args: argparse.Namespace, argv: Sequence[str], extra: list[str], parser: argparse.ArgumentParser
              ) -> int:
     """Run ``args.command``'s handler: ``bench run`` gets the command line (its resume command), ``bench sweep``
-    the pass-through flags and the parser (it checks them as ``bench run`` flags); a module's ``check_args``
+    the pass-through flags and the parser (it checks them as ``bench run`` flags), ``bench study`` the parser; a
+    module's ``check_args``
     (torch-free checks) runs before its handler."""
     module = importlib.import_module(f"{__name__}.{args.command}")
     if args.command == "run":
         return int(module.cmd_run(args, argv))
     if args.command == "sweep":
         return int(module.cmd_sweep(args, extra, parser))
+    if args.command == "study":  # check resolves the runs' configurations with the parser, as bench sweep does
+        return int(module.cmd_study(args, parser))
     check = getattr(module, "check_args", None)
     if check is not None:
         check(args)

@@ -51,12 +51,11 @@ def build_report(study, results: Path, pes: list[str] | None = None, baseline: P
     return text, curves_png(study, {k: c for k, c in cells.items() if not k[0].startswith("ref:")})
 
 
-def configuration_check(study, results: Path) -> tuple[int, list[str]]:
+def configuration_check(study, results: Path, parser: argparse.ArgumentParser) -> tuple[int, list[str]]:
     """``(matching, others)``: how many complete runs of ``study`` under ``results`` recorded the configuration
     fingerprint its study file gives them (the one ``bench sweep`` resolves from the study's sweep command line for
     that dataset, PE and seed), and one line per run that did not (its path: the study file does not describe it,
     and ``bench study run`` would make it again)."""
-    from pebench.cli.parser import build_parser  # deferred: a cycle (the parser imports the commands)
     from pebench.core.io import read_json  # deferred: start-up time (bench --help)
     from pebench.runner.config import config_to_dict, run_config_from_args  # deferred: torch
     from pebench.runner.integrity import fingerprint  # deferred: torch
@@ -67,7 +66,6 @@ def configuration_check(study, results: Path) -> tuple[int, list[str]]:
     from pebench.tasks import resolve_task  # deferred: torch
 
     load_registries()
-    parser = build_parser()
     planned: dict[tuple[str, str, str], tuple[str, list[str], str]] = {}  # (arm, dataset, PE) -> model, flags, out
     for arm in study.arms:
         for argv in sweep_argvs(study, arm, str(results)):
@@ -149,7 +147,7 @@ def _tracked(path: Path) -> bool:
     return out.returncode == 0
 
 
-def cmd_study(args: argparse.Namespace) -> int:
+def cmd_study(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pebench.studies.plan import sweep_argvs  # deferred: start-up time (bench --help)
     from pebench.studies.spec import list_studies, load_study  # deferred: start-up time (bench --help)
 
@@ -220,7 +218,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             print(f"bench study check: {study.name}: {target} regenerates byte for byte")
             if pes is not None or baseline is not None:
                 return 0
-            matching, others = configuration_check(study, results)
+            matching, others = configuration_check(study, results, parser)
             print(f"bench study check: {study.name}: {matching} of {matching + len(others)} runs were made with the "
                   f"configuration this study file gives them (their recorded fingerprints)")
             if others:
