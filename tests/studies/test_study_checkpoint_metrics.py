@@ -46,7 +46,8 @@ def _runs(root: Path) -> None:
                                 {"epoch": 1, "eed_percent": last, "ssdc": 0.3}]}))
 
 
-def _study(root: Path, claims: str, extra: str = "") -> object:
+def _study(root: Path, claims: str, extra: str = "",
+           grid: str = "datasets: [objects, textures], pes: [pape], seeds: [0, 1, 2]") -> object:
     return parse_study(f"""
 study: dip
 version: 1
@@ -54,7 +55,7 @@ title: t
 question: q
 results: {root.as_posix()}
 report: R.md
-grid: {{datasets: [objects, textures], pes: [pape], seeds: [0, 1, 2]}}
+grid: {{{grid}}}
 recipe: [--model, vit-nano]
 table: {{metrics: ["dip:checkpoint:last:eed_percent"], layers: ["checkpoint:first:eed_percent"]}}
 learned: {{metric: "delta:test/knn_top1:test/knn_top1_init", above: 0.001, share: 1.0}}
@@ -156,23 +157,11 @@ def test_notes_are_printed_after_the_verdicts(tmp_path):
 
 
 def test_a_template_whose_sides_read_two_datasets_skips_the_pes_that_run_on_one(tmp_path):
-    study = parse_study(f"""
-study: t
-version: 1
-title: t
-question: q
-results: {tmp_path.as_posix()}
-report: R.md
-grid:
-  datasets: [objects, textures]
-  pes: [pape, {{pe: none, datasets: [objects]}}]
-  seeds: [0, 1]
-recipe: [--model, vit-nano]
-groups: {{all: {{pes: [pape, none]}}}}
-claims:
-  - {{id: "flatter-{{pe}}", each: all, sentence: s, test: paired, metric: m, direction: greater,
-     a: {{pe: "{{pe}}", dataset: objects}}, b: {{pe: "{{pe}}", dataset: textures}}}}
-""", "t.yaml")
+    study = _study(tmp_path, """
+  - {id: "flatter-{pe}", each: all, sentence: s, test: paired, metric: m, direction: greater,
+     a: {pe: "{pe}", dataset: objects}, b: {pe: "{pe}", dataset: textures}}""",
+                   "groups: {all: {pes: [pape, none]}}",
+                   grid="datasets: [objects, textures], pes: [pape, {pe: none, datasets: [objects]}], seeds: [0, 1]")
     assert [c.id for c in study.claims] == ["flatter-pape"]  # none does not run on textures
 
 
